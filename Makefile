@@ -1,0 +1,29 @@
+# Two commands a new user needs: `make demo` and `make test`.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck unit bench clean
+
+$(STAMP): pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/xrgw validate config/examples/store.xreg.json
+	$(VENV)/bin/xrgw match -d config/examples/store.xreg.json config/examples/store-messages.jsonl
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check gateway adapters tests bench
+	$(VENV)/bin/mypy --strict gateway
+
+test: $(STAMP) lint
+	$(VENV)/bin/pytest -q
+
+bench: $(STAMP)
+	$(PY) bench/bench_matcher.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""xRegistry definitions: load, normalize, resolve and validate."""

@@ -1,0 +1,253 @@
+"""The native message record: one protocol-neutral, typed view of a received message.
+
+Field names are the spec's (see `gateway.protocols.RECORD_FIELDS`). The JSON form is one
+flat object per message:
+
+    {"protocol": "MQTT/5.0", "topic_name": "/store/12/cashierdesk/3", "qos": 1,
+     "user_properties": [{"name": "eventType", "value": "sale"}],
+     "data": {"amount": 12.5}}
+
+The body is `data` (a JSON value, used when the content is JSON) or `data_base64` (any
+other bytes). `received_at` (RFC 3339) is optional and, when given, is the receive time
+used for CloudEvents `time`. `from_json(r.to_json()) == r` and
+`from_json(x).to_json() == x` hold for every valid JSON form `x`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from gateway.jsontypes import JSON, JSONObject
+from gateway.protocols import (
+    AMQP,
+    HTTP,
+    KAFKA,
+    MQTT5,
+    MQTT311,
+    NATS,
+    RECORD_FIELDS,
+    normalize_protocol,
+)
+
+_COMMON_FIELDS = ("protocol", "data", "data_base64", "received_at")
+
+
+class RecordError(ValueError):
+    """A record that does not have the shape of the native message record."""
+
+    def __init__(self, message: str, path: str = "$") -> None:
+        self.path = path
+        super().__init__(f"{path}: {message}")
+
+
+_NO_DATA: Any = object()
+
+
+@dataclass(frozen=True, eq=False)
+class NativeMessage:
+    """An immutable received message.
+
+    `fields` holds the protocol metadata under the spec's names; `data` is the JSON body
+    (or absent), `payload` the raw bytes of a non-JSON body. Exactly one of them is set,
+    or neither when the message has no body.
+    """
+
+    protocol: str
+    fields: Mapping[str, JSON] = field(default_factory=dict)
+    data: JSON = _NO_DATA
+    payload: bytes | None = None
+    received_at: str | None = None
+
+    # -- body ---------------------------------------------------------------------------
+    @property
+    def has_json_data(self) -> bool:
+        return self.data is not _NO_DATA
+
+    @property
+    def has_body(self) -> bool:
+        return self.has_json_data or self.payload is not None
+
+    def body_bytes(self) -> bytes:
+        """The body as bytes: compact JSON text for JSON data, else the raw payload."""
+        if self.has_json_data:
+            return json.dumps(self.data, separators=(",", ":"), ensure_ascii=False).encode()
+        return self.payload or b""
+
+    # -- metadata access -------------------------------------------------------------------
+    def get(self, name: str) -> JSON:
+        return self.fields.get(name)
+
+    def pairs(self, name: str) -> list[tuple[str, str]]:
+        """Entries of a list-of-{name,value} field (headers, user_properties)."""
+        raw = self.fields.get(name)
+        if not isinstance(raw, list):
+            return []
+        out: list[tuple[str, str]] = []
+        for entry in raw:
+            if isinstance(entry, dict):
+                out.append((str(entry.get("name", "")), _as_text(entry.get("value"))))
+        return out
+
+    def header(self, name: str, case_insensitive: bool = False) -> str | None:
+        wanted = name.lower() if case_insensitive else name
+        for key, value in self.pairs("headers"):
+            if (key.lower() if case_insensitive else key) == wanted:
+                return value
+        return None
+
+    @property
+    def content_type(self) -> str | None:
+        """The protocol's content type of the body, where the protocol has one."""
+        proto = self.protocol
+        value: JSON = None
+        if proto == MQTT5:
+            value = self.fields.get("content_type")
+        elif proto == AMQP:
+            props = self.fields.get("properties")
+            if isinstance(props, dict):
+                value = props.get("content-type")
+        elif proto == KAFKA:
+            value = self.header("content-type", case_insensitive=True)
+        elif proto in (HTTP, NATS):
+            value = self.header("content-type", case_insensitive=True)
+        return value if isinstance(value, str) else None
+
+    # -- JSON form ---------------------------------------------------------------------------
+    def to_json(self) -> JSONObject:
+        out: JSONObject = {"protocol": self.protocol}
+        out.update(self.fields)
+        if self.has_json_data:
+            out["data"] = self.data
+        elif self.payload is not None:
+            out["data_base64"] = base64.b64encode(self.payload).decode("ascii")
+        if self.received_at is not None:
+            out["received_at"] = self.received_at
+        return out
+
+    def to_line(self) -> str:
+        return json.dumps(self.to_json(), separators=(",", ":"), ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, obj: object) -> NativeMessage:
+        """Build a record from its JSON form; raises `RecordError` naming the bad path."""
+        if not isinstance(obj, dict):
+            raise RecordError("a native message record must be a JSON object")
+        raw_protocol = obj.get("protocol")
+        if not isinstance(raw_protocol, str):
+            raise RecordError(
+                'missing "protocol"; use one of MQTT/5.0, MQTT/3.1.1, AMQP/1.0, KAFKA, '
+                "NATS, HTTP",
+                "$.protocol",
+            )
+        protocol = normalize_protocol(raw_protocol)
+        if protocol is None or protocol not in RECORD_FIELDS:
+            raise RecordError(f"unknown protocol {raw_protocol!r}", "$.protocol")
+        known = RECORD_FIELDS[protocol]
+        fields: dict[str, JSON] = {}
+        for key, value in obj.items():
+            if key in _COMMON_FIELDS:
+                continue
+            kind = known.get(key)
+            if kind is None:
+                raise RecordError(
+                    f"{key!r} is not a field of a {protocol} record "
+                    f"(fields: {', '.join(sorted(known))})",
+                    f"$.{key}",
+                )
+            _check_field(kind, value, f"$.{key}")
+            fields[key] = value
+        if protocol == KAFKA and "key" in fields and "key_base64" in fields:
+            raise RecordError("key and key_base64 are mutually exclusive", "$.key_base64")
+        if "data" in obj and "data_base64" in obj:
+            raise RecordError("data and data_base64 are mutually exclusive", "$.data_base64")
+        data: JSON = obj["data"] if "data" in obj else _NO_DATA
+        payload: bytes | None = None
+        if "data_base64" in obj:
+            encoded = obj["data_base64"]
+            if not isinstance(encoded, str):
+                raise RecordError("data_base64 must be a base64 string", "$.data_base64")
+            try:
+                payload = base64.b64decode(encoded, validate=True)
+            except (binascii.Error, ValueError) as exc:
+                raise RecordError(f"data_base64 is not valid base64: {exc}", "$.data_base64")
+        received_at = obj.get("received_at")
+        if received_at is not None and not isinstance(received_at, str):
+            raise RecordError("received_at must be an RFC 3339 string", "$.received_at")
+        return cls(protocol, fields, data, payload, received_at)
+
+    @classmethod
+    def from_line(cls, line: str) -> NativeMessage:
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise RecordError(f"not JSON: {exc.msg} at column {exc.colno}") from exc
+        return cls.from_json(obj)
+
+    # -- equality follows the JSON form --------------------------------------------------------
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, NativeMessage):
+            return NotImplemented
+        return self.to_json() == other.to_json()
+
+    def __hash__(self) -> int:
+        return hash(self.to_line())
+
+
+def _as_text(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return ""
+    return json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+
+
+def _check_field(kind: str, value: object, path: str) -> None:
+    if kind == "string":
+        ok = isinstance(value, str)
+    elif kind == "integer":
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif kind == "boolean":
+        ok = isinstance(value, bool)
+    elif kind == "object":
+        ok = isinstance(value, dict)
+    elif kind == "strmap":
+        ok = isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+    elif kind == "pairs":
+        ok = isinstance(value, list)
+        if ok:
+            for index, entry in enumerate(cast(list[object], value)):
+                if not (
+                    isinstance(entry, dict)
+                    and isinstance(entry.get("name"), str)
+                    and "value" in entry
+                    and set(entry) <= {"name", "value"}
+                ):
+                    raise RecordError(
+                        'each entry must be an object {"name": string, "value": ...}',
+                        f"{path}[{index}]",
+                    )
+    else:  # pragma: no cover - table and checker are kept in step
+        raise AssertionError(kind)
+    if not ok:
+        raise RecordError(f"expected {kind}, got {type(value).__name__}", path)
+
+
+def read_records(lines: Iterator[str]) -> Iterator[tuple[int, NativeMessage | RecordError]]:
+    """Parse JSON Lines, yielding (line number, record or error); blank lines are skipped."""
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            yield number, NativeMessage.from_line(line)
+        except RecordError as exc:
+            yield number, exc
+
+
+__all__ = ["MQTT5", "MQTT311", "NATS", "NativeMessage", "RecordError", "read_records"]

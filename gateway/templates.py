@@ -1,0 +1,178 @@
+"""RFC 6570 level-1 templates used both ways: as match patterns and as render slots.
+
+Interpretation (shared/spec/README.md): each `{name}` captures one non-empty run of
+characters; when the template contains a `/` the run never spans a `/` (one path or topic
+segment); otherwise a lone `{name}` captures the whole value. A name used twice must
+capture the same value. Only level 1 is allowed: `{+x}`, `{#x}`, `{x*}`, `{x:3}`, `{a,b}`
+are errors.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from urllib.parse import quote
+
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+_NAME = re.compile(r"^[A-Za-z0-9_]+$")
+_OPERATORS = "+#./;?&=,!@|"
+
+
+class TemplateError(ValueError):
+    """A template that is not RFC 6570 level 1."""
+
+
+@dataclass(frozen=True)
+class Segment:
+    literal: str | None = None
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class Template:
+    """A parsed level-1 template. Build with `Template.parse`."""
+
+    text: str
+    parts: tuple[Segment, ...]
+
+    @classmethod
+    def parse(cls, text: str) -> Template:
+        parts: list[Segment] = []
+        pos = 0
+        for m in _PLACEHOLDER.finditer(text):
+            literal = text[pos : m.start()]
+            if "{" in literal or "}" in literal:
+                raise TemplateError(f"unbalanced brace in template {text!r}")
+            if literal:
+                parts.append(Segment(literal=literal))
+            inner = m.group(1)
+            if not inner:
+                raise TemplateError(f"empty placeholder '{{}}' in template {text!r}")
+            if inner[0] in _OPERATORS or inner.endswith("*") or ":" in inner or "," in inner:
+                raise TemplateError(
+                    f"placeholder {{{inner}}} in {text!r} uses RFC 6570 level 2-4 syntax; "
+                    "only level 1 ({name}) is allowed"
+                )
+            if not _NAME.match(inner):
+                raise TemplateError(
+                    f"placeholder name {inner!r} in {text!r} is not a symbol "
+                    "(letters, digits, underscore)"
+                )
+            parts.append(Segment(name=inner))
+            pos = m.end()
+        tail = text[pos:]
+        if "{" in tail or "}" in tail:
+            raise TemplateError(f"unbalanced brace in template {text!r}")
+        if tail:
+            parts.append(Segment(literal=tail))
+        return cls(text, tuple(parts))
+
+    # -- facts -------------------------------------------------------------------------------
+    @cached_property
+    def names(self) -> tuple[str, ...]:
+        seen: dict[str, None] = {}
+        for part in self.parts:
+            if part.name is not None:
+                seen.setdefault(part.name, None)
+        return tuple(seen)
+
+    @property
+    def is_constant(self) -> bool:
+        return not self.names
+
+    @cached_property
+    def literal_length(self) -> int:
+        return sum(len(p.literal) for p in self.parts if p.literal is not None)
+
+    @cached_property
+    def literal_prefix(self) -> str:
+        """The literal text before the first placeholder (the whole text if none)."""
+        out = []
+        for part in self.parts:
+            if part.literal is None:
+                break
+            out.append(part.literal)
+        return "".join(out)
+
+    @property
+    def segmented(self) -> bool:
+        return "/" in self.text
+
+    # -- matching ----------------------------------------------------------------------------
+    @cached_property
+    def regex_source(self) -> str:
+        """An anchored regex with one named group per placeholder (backrefs for repeats)."""
+        if self.is_constant:
+            return re.escape(self.text)
+        if len(self.parts) == 1 and not self.segmented:
+            return f"(?P<{self.parts[0].name}>.+)"
+        run = "[^/]+?" if self.segmented else ".+?"
+        out: list[str] = []
+        seen: set[str] = set()
+        for part in self.parts:
+            if part.literal is not None:
+                out.append(re.escape(part.literal))
+            elif part.name in seen:
+                out.append(f"(?P={part.name})")
+            else:
+                assert part.name is not None
+                seen.add(part.name)
+                out.append(f"(?P<{part.name}>{run})")
+        return "".join(out)
+
+    @cached_property
+    def regex(self) -> re.Pattern[str]:
+        return re.compile(self.regex_source + r"\Z", re.DOTALL)
+
+    def match(self, value: str) -> dict[str, str] | None:
+        """Captured values when `value` conforms to the template, else None."""
+        if self.is_constant:
+            return {} if value == self.text else None
+        m = self.regex.match(value)
+        return m.groupdict() if m else None
+
+    # -- rendering ---------------------------------------------------------------------------
+    def missing(self, context: Mapping[str, object]) -> list[str]:
+        return [name for name in self.names if context.get(name) in (None, "")]
+
+    def expand(self, context: Mapping[str, object], encode: bool = False) -> str:
+        """Fill every placeholder; raises `KeyError` naming the first unbound one.
+
+        Values are inserted verbatim by default (the gateway's templates are topics, paths
+        and attribute values whose authors intend raw characters). `encode=True` applies
+        RFC 6570 simple-string expansion (percent-encoding of reserved characters).
+        """
+        out: list[str] = []
+        for part in self.parts:
+            if part.literal is not None:
+                out.append(part.literal)
+                continue
+            value = context.get(part.name or "")
+            if value is None or value == "":
+                raise KeyError(part.name)
+            text = _to_text(value)
+            out.append(quote(text, safe="-._~") if encode else text)
+        return "".join(out)
+
+
+def _to_text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def has_placeholders(value: object) -> bool:
+    return isinstance(value, str) and "{" in value and _PLACEHOLDER.search(value) is not None
+
+
+def to_wildcard_filter(template: Template, single: str, separator: str = "/") -> str:
+    """A broker subscription filter: each placeholder becomes a one-level wildcard.
+
+    MQTT uses `+` (separator `/`), NATS `*` (separator `.`). A segment that mixes literal
+    text and a placeholder also becomes a wildcard, since brokers match whole levels.
+    """
+    rendered = template.expand({n: "\0" for n in template.names})
+    levels = rendered.split(separator)
+    return separator.join(single if "\0" in level else level for level in levels)
