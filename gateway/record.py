@@ -111,9 +111,7 @@ class NativeMessage:
             props = self.fields.get("properties")
             if isinstance(props, dict):
                 value = props.get("content-type")
-        elif proto == KAFKA:
-            value = self.header("content-type", case_insensitive=True)
-        elif proto in (HTTP, NATS):
+        elif proto == KAFKA or proto in (HTTP, NATS):
             value = self.header("content-type", case_insensitive=True)
         return value if isinstance(value, str) else None
 
@@ -165,7 +163,7 @@ class NativeMessage:
             raise RecordError("key and key_base64 are mutually exclusive", "$.key_base64")
         if "data" in obj and "data_base64" in obj:
             raise RecordError("data and data_base64 are mutually exclusive", "$.data_base64")
-        data: JSON = obj["data"] if "data" in obj else _NO_DATA
+        data: JSON = obj.get("data", _NO_DATA)
         payload: bytes | None = None
         if "data_base64" in obj:
             encoded = obj["data_base64"]
@@ -174,7 +172,9 @@ class NativeMessage:
             try:
                 payload = base64.b64decode(encoded, validate=True)
             except (binascii.Error, ValueError) as exc:
-                raise RecordError(f"data_base64 is not valid base64: {exc}", "$.data_base64")
+                raise RecordError(
+                    f"data_base64 is not valid base64: {exc}", "$.data_base64"
+                ) from exc
         received_at = obj.get("received_at")
         if received_at is not None and not isinstance(received_at, str):
             raise RecordError("received_at must be an RFC 3339 string", "$.received_at")

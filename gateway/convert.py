@@ -1,0 +1,98 @@
+"""Native message -> CloudEvent: decode, match, render, in one call.
+
+This is the pure conversion step shared by `xrgw match`, `xrgw test`, the daemon and the
+Spark parity path. It never raises on a message: every outcome is a `Conversion` that is
+either a CloudEvent or a dead-letter reason with an explanation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from gateway import reasons
+from gateway.cloudevents.bindings import decode
+from gateway.cloudevents.errors import CloudEventError
+from gateway.cloudevents.event import CloudEvent
+from gateway.cloudevents.jsonformat import event_to_json
+from gateway.definitions.model import MessageDefinition
+from gateway.envelope.render import EnvelopeRenderer, RenderError
+from gateway.jsontypes import JSON, JSONObject
+from gateway.matching.matcher import AmbiguityPolicy, Explanation, Matcher, MatchResult
+from gateway.record import NativeMessage
+
+
+@dataclass(frozen=True)
+class Conversion:
+    record: NativeMessage
+    match: MatchResult
+    event: CloudEvent | None = None
+    reason: str | None = None  # dead-letter reason code when event is None
+    detail: str = ""
+    explain: tuple[Explanation, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        return self.event is not None
+
+    def to_json(self) -> JSONObject:
+        definition = self.match.definition
+        out: JSONObject = {
+            "match": definition.xid if definition is not None else None,
+            "context": dict(self.match.context),
+        }
+        if self.event is not None:
+            out["cloudevent"] = event_to_json(self.event)
+        else:
+            out["reason"] = self.reason
+            if self.detail:
+                out["detail"] = self.detail
+        if len(self.match.tied) > 1:
+            out["tied"] = [d.xid for d in self.match.tied]
+        if self.explain:
+            out["explain"] = [e.to_json() for e in self.explain]
+        return out
+
+
+class Converter:
+    def __init__(
+        self,
+        definitions: Iterable[MessageDefinition],
+        *,
+        ambiguity: AmbiguityPolicy = "first",
+        validate_schema: bool = False,
+    ) -> None:
+        self.matcher = Matcher(definitions, ambiguity=ambiguity, validate_schema=validate_schema)
+        self.renderer = EnvelopeRenderer()
+
+    def convert(
+        self, record: NativeMessage, *, explain: bool = True, now: datetime | None = None
+    ) -> Conversion:
+        try:
+            incoming = decode(record)
+        except CloudEventError as exc:
+            return Conversion(
+                record, MatchResult("unmatched"), None, reasons.INVALID_CLOUDEVENT, str(exc)
+            )
+        attributes: dict[str, JSON] | None = (
+            incoming.canonical_attributes() if incoming is not None else None
+        )
+        result = self.matcher.match(record, attributes)
+        if not result.matched:
+            reason = reasons.AMBIGUOUS if result.status == "ambiguous" else reasons.UNMATCHED
+            if result.status == "ambiguous":
+                detail = "equally specific definitions: " + ", ".join(
+                    d.xid for d in result.tied
+                )
+                return Conversion(record, result, None, reason, detail)
+            hints = tuple(self.matcher.explain(record, attributes)) if explain else ()
+            return Conversion(record, result, None, reason, "no definition accepts it", hints)
+        assert result.definition is not None
+        if incoming is not None:
+            # Already a CloudEvent that conforms to the definition: pass it on unchanged.
+            return Conversion(record, result, incoming)
+        rendered = self.renderer.render(result.definition, record, result.context, now)
+        if isinstance(rendered, RenderError):
+            return Conversion(record, result, None, rendered.reason, rendered.message)
+        return Conversion(record, result, rendered)

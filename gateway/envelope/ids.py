@@ -1,0 +1,61 @@
+"""CloudEvents `id` for native messages.
+
+Rule (documented in docs and README): when the native message has an identity of its
+own, the id is a name-based UUID (v5) over that identity, so a redelivered message gets
+the same id and downstream de-duplication works:
+
+| protocol | identity (name hashed, in this order)                        |
+|----------|--------------------------------------------------------------|
+| KAFKA    | `kafka:` topic `/` partition `/` offset                      |
+| AMQP/1.0 | `amqp:` properties.message-id                                |
+| NATS     | `nats:` stream `/` sequence (JetStream deliveries)           |
+| MQTT/5.0 | `mqtt:` topic_name `/` correlation_data                      |
+| HTTP     | `http:` the `Idempotency-Key` header                         |
+
+Otherwise a random UUID (v4).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, NATS
+from gateway.record import NativeMessage
+
+# Namespace of xrgw's name-based ids: uuid5(NAMESPACE_URL, "urn:xrgw:cloudevents:id").
+ID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "urn:xrgw:cloudevents:id")
+
+
+def native_identity(record: NativeMessage) -> str | None:
+    fields = record.fields
+    protocol = record.protocol
+    if protocol == KAFKA:
+        topic, partition, offset = fields.get("topic"), fields.get("partition"), fields.get(
+            "offset"
+        )
+        if topic is not None and partition is not None and offset is not None:
+            return f"kafka:{topic}/{partition}/{offset}"
+    elif protocol == AMQP:
+        props = fields.get("properties")
+        if isinstance(props, dict) and props.get("message-id") is not None:
+            return f"amqp:{props['message-id']}"
+    elif protocol == NATS:
+        stream, sequence = fields.get("stream"), fields.get("sequence")
+        if stream is not None and sequence is not None:
+            return f"nats:{stream}/{sequence}"
+    elif protocol == MQTT5:
+        correlation = fields.get("correlation_data")
+        if correlation:
+            return f"mqtt:{fields.get('topic_name', '')}/{correlation}"
+    elif protocol == HTTP:
+        key = record.header("idempotency-key", case_insensitive=True)
+        if key:
+            return f"http:{key}"
+    return None
+
+
+def event_id(record: NativeMessage) -> str:
+    identity = native_identity(record)
+    if identity is not None:
+        return str(uuid.uuid5(ID_NAMESPACE, identity))
+    return str(uuid.uuid4())

@@ -1,0 +1,170 @@
+"""The template aspect: render a native message from a target definition.
+
+Given a CloudEvent (or a plain context), fill the target definition's `protocoloptions`
+(topic, key, headers, properties, path ...) and produce a `NativeMessage` of that
+protocol. The context is built from:
+1. an explicit context mapping, if given;
+2. placeholders captured by matching the target definition's `envelopemetadata`
+   templates against the event's attributes (source `/stores/{storeid}` yields storeid);
+3. the event's attributes by name (`{subject}`, `{type}`, extensions).
+A placeholder that none of these fills is an error naming it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gateway.cloudevents.event import CloudEvent
+from gateway.cloudevents.validation import format_rfc3339
+from gateway.definitions.model import MessageDefinition
+from gateway.envelope.render import RenderError
+from gateway.jsontypes import JSON
+from gateway.matching.values import as_text
+from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, NATS, definition_field
+from gateway.record import NativeMessage
+from gateway.templates import Template, TemplateError
+
+_NUMERIC = {"integer"}
+
+
+def _event_context(definition: MessageDefinition, event: CloudEvent) -> dict[str, str]:
+    context: dict[str, str] = {}
+    attrs = event.get_attributes()
+    for name, prop in definition.envelope_metadata.items():
+        value = attrs.get(name)
+        if value is None or not (isinstance(prop.value, str) and "{" in prop.value):
+            continue
+        try:
+            captures = Template.parse(prop.value).match(_text(value))
+        except TemplateError:
+            continue
+        if captures:
+            for key, captured in captures.items():
+                context.setdefault(key, captured)
+    for name, value in attrs.items():
+        context.setdefault(name, _text(value))
+    return context
+
+
+def _text(value: Any) -> str:
+    if hasattr(value, "isoformat"):
+        return format_rfc3339(value)
+    return as_text(value)
+
+
+def _coerce(typ: str, value: str) -> JSON:
+    if typ in _NUMERIC:
+        try:
+            return int(value)
+        except ValueError:
+            return value
+    if typ == "boolean" and value in ("true", "false"):
+        return value == "true"
+    return value
+
+
+def render_native(
+    definition: MessageDefinition,
+    event: CloudEvent | None = None,
+    context: Mapping[str, str] | None = None,
+) -> NativeMessage | RenderError:
+    """A native message of `definition.protocol` carrying `event`'s data (if any)."""
+    protocol = definition.protocol
+    if protocol is None:
+        return RenderError(
+            "no-protocol",
+            f"{definition.xid} declares no protocol; it cannot be rendered as a native message",
+        )
+    ctx: dict[str, str] = {}
+    if event is not None:
+        ctx.update(_event_context(definition, event))
+    if context:
+        ctx.update(context)
+    fields: dict[str, JSON] = {}
+    for constraint in definition.protocol_options:
+        prop = constraint.prop
+        if not prop.has_value or prop.value is None:
+            continue
+        raw = prop.value
+        value: JSON
+        if isinstance(raw, str) and "{" in raw:
+            try:
+                text = Template.parse(raw).expand(ctx)
+            except TemplateError as exc:
+                return RenderError("invalid-definition", f"{definition.xid}: {exc}")
+            except KeyError as missing:
+                where = constraint.field + (f"[{constraint.name}]" if constraint.name else "")
+                return RenderError(
+                    "missing-context",
+                    f"{definition.xid}: protocoloptions.{where}: placeholder "
+                    f"{{{missing.args[0]}}} has no value in the event or context",
+                )
+            value = _coerce(prop.type, text)
+        else:
+            value = raw
+        _place(protocol, fields, constraint.field, constraint.name, value)
+    data: JSON = None
+    payload: bytes | None = None
+    has_data = False
+    if event is not None:
+        body = event.get_data()
+        if isinstance(body, (bytes, bytearray)):
+            payload = bytes(body)
+        elif isinstance(body, str) and not _is_json(event):
+            payload = body.encode()
+        elif body is not None:
+            data, has_data = body, True
+        ctype = event.get_attributes().get("datacontenttype")
+        if ctype is None and has_data:
+            ctype = "application/json"
+        if isinstance(ctype, str):
+            _set_content_type(protocol, fields, ctype)
+    if protocol == HTTP:
+        fields.setdefault("method", "POST")
+    if has_data:
+        return NativeMessage(protocol, fields, data=data)
+    return NativeMessage(protocol, fields, payload=payload)
+
+
+def _is_json(event: CloudEvent) -> bool:
+    ctype = event.get_attributes().get("datacontenttype")
+    if not isinstance(ctype, str):
+        return True
+    media = ctype.split(";")[0].strip().lower()
+    return media.endswith("/json") or media.endswith("+json")
+
+
+def _place(protocol: str, fields: dict[str, JSON], field: str, name: str | None,
+           value: JSON) -> None:
+    spec = definition_field(protocol, field)
+    if name is None:
+        fields[field] = value
+        return
+    kind = spec.kind if spec is not None else "section"
+    if kind == "section" or (protocol == HTTP and field == "query"):
+        section = fields.setdefault(field, {})
+        assert isinstance(section, dict)
+        section[name] = value if kind == "section" else as_text(value)
+        return
+    # list fields and Kafka's header map become {name, value} pairs in the record
+    pairs = fields.setdefault(field, [])
+    assert isinstance(pairs, list)
+    pairs.append({"name": name, "value": as_text(value)})
+
+
+def _set_content_type(protocol: str, fields: dict[str, JSON], ctype: str) -> None:
+    if protocol == MQTT5:
+        fields.setdefault("content_type", ctype)
+    elif protocol == AMQP:
+        props = fields.setdefault("properties", {})
+        assert isinstance(props, dict)
+        props.setdefault("content-type", ctype)
+    elif protocol in (KAFKA, NATS, HTTP):
+        pairs = fields.setdefault("headers", [])
+        assert isinstance(pairs, list)
+        if not any(
+            isinstance(p, dict) and str(p.get("name", "")).lower() == "content-type"
+            for p in pairs
+        ):
+            pairs.append({"name": "content-type", "value": ctype})

@@ -1,0 +1,273 @@
+"""Render a CloudEvent from a matched definition's `envelopemetadata` and the context.
+
+Each definition's envelope is compiled once into an `EnvelopeTemplate`: constants are
+validated and coerced at compile time, so rendering a message only expands the templated
+attributes, checks those values, and fills `id`, `time` and `datacontenttype`.
+
+Rules (shared/spec/README.md and the spec's CloudEvents section):
+- `specversion` is always "1.0".
+- `id`: the declared value when given, else derived from the native identity
+  (`gateway.envelope.ids`), else a random UUID.
+- `time`: the declared value, except the `0000-01-01T00:00:00Z` sentinel or no value,
+  which mean the receive time (`received_at` of the record, else now).
+- `datacontenttype`: declared value, else the native content type, else the definition's
+  `datacontenttype`, else inferred from `dataschemaformat` (JSON Schema and JSON Structure
+  mean application/json), else application/json when the body is JSON.
+- `dataschema`: declared value, else `dataschemauri` when it is an absolute URI.
+- Every attribute is coerced to its declared type; a value that cannot be coerced, or a
+  result that is not a valid CloudEvent, is a `RenderError`, never an invalid event.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from gateway.cloudevents.event import CloudEvent
+from gateway.cloudevents.validation import parse_rfc3339
+from gateway.definitions.model import MessageDefinition, Property
+from gateway.envelope.ids import event_id
+from gateway.jsontypes import JSON
+from gateway.matching.values import as_text
+from gateway.record import NativeMessage
+from gateway.templates import Template, TemplateError
+
+TIME_SENTINEL = "0000-01-01T00:00:00Z"
+_NAME = re.compile(r"[a-z0-9]{1,}\Z")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+_ABSOLUTE_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:[^\s]*\Z")
+_URI_REFERENCE = re.compile(r"[^\s\x00-\x1f\x7f]+\Z")
+_MEDIA_TYPE = re.compile(r"[\w.+\-!#$&^]+/[\w.+\-!#$&^]+\s*(;.*)?\Z")
+_INT32 = (-(2**31), 2**31 - 1)
+
+
+@dataclass(frozen=True)
+class RenderError:
+    """Why no CloudEvent could be rendered. `reason` is a dead-letter reason code."""
+
+    reason: str  # "missing-context" | "invalid-envelope"
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class _Attribute:
+    __slots__ = ("constant", "name", "template", "type")
+
+    def __init__(self, name: str, typ: str, template: Template | None, constant: Any) -> None:
+        self.name = name
+        self.type = typ
+        self.template = template
+        self.constant = constant
+
+
+def coerce(name: str, typ: str, value: JSON) -> Any:
+    """Coerce an attribute value to its declared CloudEvents type; ValueError if it can't."""
+    if typ == "integer":
+        number = int(value) if isinstance(value, (int, str)) and not isinstance(
+            value, bool
+        ) else None
+        if number is None or not _INT32[0] <= number <= _INT32[1]:
+            raise ValueError(f"{name}: {value!r} is not a 32-bit integer")
+        return number
+    if typ == "boolean":
+        if isinstance(value, bool):
+            return value
+        if value in ("true", "false"):
+            return value == "true"
+        raise ValueError(f"{name}: {value!r} is not a boolean (true or false)")
+    if typ in ("timestamp", "datetime"):
+        try:
+            return parse_rfc3339(as_text(value))
+        except ValueError:
+            raise ValueError(f"{name}: {value!r} is not an RFC 3339 timestamp") from None
+    text = as_text(value)
+    if _CONTROL.search(text):
+        raise ValueError(f"{name}: {text!r} contains control characters")
+    if typ == "uri" and not _ABSOLUTE_URI.match(text):
+        raise ValueError(f"{name}: {text!r} is not an absolute URI")
+    return text
+
+
+def _check_core(attributes: Mapping[str, Any]) -> str | None:
+    for required in ("id", "source", "type"):
+        value = attributes.get(required)
+        if not isinstance(value, str) or not value:
+            return f"{required}: required and must be a non-empty string"
+    if not _URI_REFERENCE.match(attributes["source"]):
+        return f"source: {attributes['source']!r} is not a URI-reference"
+    subject = attributes.get("subject")
+    if subject is not None and (not isinstance(subject, str) or not subject):
+        return "subject: must be a non-empty string when present"
+    schema = attributes.get("dataschema")
+    if schema is not None and not (isinstance(schema, str) and _ABSOLUTE_URI.match(schema)):
+        return f"dataschema: {schema!r} is not an absolute URI"
+    ctype = attributes.get("datacontenttype")
+    if ctype is not None and not (isinstance(ctype, str) and _MEDIA_TYPE.match(ctype)):
+        return f"datacontenttype: {ctype!r} is not a media type (type/subtype)"
+    return None
+
+
+def _default_type(name: str) -> str:
+    if name == "time":
+        return "timestamp"
+    if name in ("source", "subject", "dataschema"):
+        return "uritemplate"
+    return "string"
+
+
+def _infer_content_type(definition: MessageDefinition) -> str | None:
+    if definition.datacontenttype:
+        return definition.datacontenttype
+    fmt = (definition.dataschemaformat or "").lower()
+    if fmt.startswith(("jsonschema", "json")):
+        return "application/json"
+    if fmt.startswith("avro"):
+        return "application/avro"
+    if fmt.startswith("protobuf"):
+        return "application/protobuf"
+    if fmt.startswith("xsd") or fmt.startswith("xml"):
+        return "application/xml"
+    return None
+
+
+class EnvelopeTemplate:
+    """The compiled `envelopemetadata` of one definition."""
+
+    def __init__(self, definition: MessageDefinition) -> None:
+        self.definition = definition
+        self.error: RenderError | None = None  # a problem found at compile time
+        self.attributes: list[_Attribute] = []
+        self.fixed: dict[str, Any] = {"specversion": "1.0"}
+        self.time_from_receive = True
+        self.required_unfilled: list[str] = []
+        self.content_type = _infer_content_type(definition)
+        self.dataschema: str | None = None
+        uri = definition.dataschemauri
+        if uri and _ABSOLUTE_URI.match(uri) and "{" not in uri:
+            self.dataschema = uri
+        if not definition.is_cloudevent:
+            self.error = RenderError(
+                "no-envelope",
+                f"{definition.xid} declares no CloudEvents/1.0 envelope; there is no "
+                "CloudEvent to render (deliver it natively or add an envelope)",
+            )
+        for name, prop in definition.envelope_metadata.items():
+            try:
+                self._compile(name, prop)
+            except (ValueError, TemplateError) as exc:
+                self.error = RenderError(
+                    "invalid-envelope",
+                    f"{definition.xid}: envelopemetadata.{name}: {exc}",
+                )
+        if self.error is None:
+            unfilled = [n for n in self.required_unfilled if n not in ("id", "time")]
+            if unfilled:
+                self.error = RenderError(
+                    "invalid-envelope",
+                    f"{definition.xid}: envelopemetadata declares {', '.join(unfilled)} "
+                    "required but gives no value to render",
+                )
+
+    def _compile(self, name: str, prop: Property) -> None:
+        if not _NAME.match(name) or name == "data":
+            raise ValueError(f"{name!r} is not a CloudEvents attribute name ([a-z0-9]+)")
+        typ = prop.type or _default_type(name)
+        if name == "specversion":
+            if prop.has_value and prop.value != "1.0":
+                raise ValueError(f"specversion must be \"1.0\", not {prop.value!r}")
+            return
+        if not prop.has_value or prop.value is None:
+            if prop.required:
+                self.required_unfilled.append(name)
+            return
+        if name == "time" and prop.value == TIME_SENTINEL:
+            return
+        value = prop.value
+        if isinstance(value, str) and "{" in value:
+            template = Template.parse(value)
+            if not template.is_constant:
+                self.attributes.append(_Attribute(name, typ, template, None))
+                if name == "time":
+                    self.time_from_receive = False
+                return
+        self.fixed[name] = coerce(name, typ, value)
+        if name == "time":
+            self.time_from_receive = False
+
+    def render(
+        self,
+        record: NativeMessage,
+        context: Mapping[str, str],
+        now: datetime | None = None,
+    ) -> CloudEvent | RenderError:
+        if self.error is not None:
+            return self.error
+        attributes: dict[str, Any] = dict(self.fixed)
+        for attribute in self.attributes:
+            assert attribute.template is not None
+            try:
+                text = attribute.template.expand(context)
+            except KeyError as missing:
+                return RenderError(
+                    "missing-context",
+                    f"envelopemetadata.{attribute.name}: placeholder {{{missing.args[0]}}} "
+                    "has no value (it is not captured from the message)",
+                )
+            try:
+                attributes[attribute.name] = coerce(attribute.name, attribute.type, text)
+            except ValueError as exc:
+                return RenderError("invalid-envelope", str(exc))
+        if "id" not in attributes:
+            attributes["id"] = event_id(record)
+        if self.time_from_receive:
+            attributes["time"] = _receive_time(record, now)
+        if "datacontenttype" not in attributes:
+            ctype = record.content_type or self.content_type
+            if ctype is None and record.has_json_data:
+                ctype = "application/json"
+            if ctype is not None:
+                attributes["datacontenttype"] = ctype
+        if "dataschema" not in attributes and self.dataschema is not None:
+            attributes["dataschema"] = self.dataschema
+        problem = _check_core(attributes)
+        if problem is not None:
+            return RenderError("invalid-envelope", problem)
+        data: Any = record.data if record.has_json_data else record.payload
+        return CloudEvent.trusted(attributes, data)
+
+
+def _receive_time(record: NativeMessage, now: datetime | None) -> datetime:
+    if record.received_at is not None:
+        try:
+            return parse_rfc3339(record.received_at)
+        except ValueError:
+            pass  # a bad received_at falls back to now rather than losing the message
+    return now if now is not None else datetime.now(UTC)
+
+
+class EnvelopeRenderer:
+    """Caches one `EnvelopeTemplate` per definition."""
+
+    def __init__(self) -> None:
+        self._templates: dict[str, EnvelopeTemplate] = {}
+
+    def template(self, definition: MessageDefinition) -> EnvelopeTemplate:
+        template = self._templates.get(definition.xid)
+        if template is None or template.definition is not definition:
+            template = EnvelopeTemplate(definition)
+            self._templates[definition.xid] = template
+        return template
+
+    def render(
+        self,
+        definition: MessageDefinition,
+        record: NativeMessage,
+        context: Mapping[str, str],
+        now: datetime | None = None,
+    ) -> CloudEvent | RenderError:
+        return self.template(definition).render(record, context, now)

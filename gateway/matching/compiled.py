@@ -1,0 +1,207 @@
+"""One message definition compiled into checks: predicates plus capture extractors.
+
+A `Check` is one constraint (`topic_name`, a header, an AMQP property, a CloudEvents
+attribute). Checks run in declaration order; captures accumulate in one context where a
+placeholder name used twice must carry the same value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.definitions.model import MessageDefinition, Property
+from gateway.jsontypes import JSON
+from gateway.matching.values import Reader, as_text, conforms, family, reader_for, same_value
+from gateway.record import NativeMessage
+from gateway.templates import Template, TemplateError
+
+_STRINGY = {"string", "uritemplate", "uri", "symbol", "any", ""}
+TIME_SENTINEL = "0000-01-01T00:00:00Z"
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The first constraint a message failed, phrased for `explain`."""
+
+    label: str
+    expected: str
+    got: str
+
+    def __str__(self) -> str:
+        return f"{self.label}: expected {self.expected}, got {self.got}"
+
+
+class Check:
+    """One compiled constraint. `values` are what the message carries for the field."""
+
+    __slots__ = ("attribute", "constant", "declared", "has_constant", "label", "literal_weight",
+                 "reader", "required", "template")
+
+    def __init__(
+        self, label: str, prop: Property, reader: Reader | None, attribute: str | None = None
+    ) -> None:
+        self.label = label
+        self.reader = reader
+        self.attribute = attribute  # CloudEvents attribute name for envelope checks
+        self.declared = prop.type or "string"
+        self.required = prop.required
+        self.template: Template | None = None
+        self.has_constant = False
+        self.constant: JSON = None
+        self.literal_weight = 0
+        if prop.has_value:
+            value = prop.value
+            if isinstance(value, str) and self.declared in _STRINGY and "{" in value:
+                try:
+                    template = Template.parse(value)
+                except TemplateError:
+                    template = None  # the validator reports it; compare literally instead
+                if template is not None and not template.is_constant:
+                    self.template = template
+                    self.literal_weight = template.literal_length
+            if self.template is None:
+                self.has_constant = True
+                self.constant = value
+                self.literal_weight = len(as_text(value)) + 1
+
+    @property
+    def constrains(self) -> bool:
+        return self.template is not None or self.has_constant or self.required
+
+    def expected(self) -> str:
+        if self.template is not None:
+            return self.template.text
+        if self.has_constant:
+            return as_text(self.constant)
+        if self.required:
+            return f"a {self.declared} value (required)"
+        return f"a {self.declared} value"
+
+    def apply(self, values: list[JSON], context: dict[str, str]) -> Failure | None:
+        """Check `values`; on success merge captures into `context` and return None."""
+        if not values:
+            if self.required or self.has_constant or self.template is not None:
+                return Failure(self.label, self.expected(), "nothing (field absent)")
+            return None
+        last_got = values[0]
+        for value in values:
+            if not conforms(value, self.declared):
+                last_got = value
+                continue
+            if self.has_constant:
+                if same_value(value, self.constant):
+                    return None
+                last_got = value
+                continue
+            if self.template is not None:
+                if not isinstance(value, str):
+                    value = as_text(value)
+                captures = self.template.match(value)
+                if captures is None:
+                    last_got = value
+                    continue
+                clash = _merge(context, captures)
+                if clash is None:
+                    return None
+                return Failure(
+                    self.label,
+                    f"{{{clash}}} = {context[clash]!r} (captured earlier)",
+                    f"{captures[clash]!r}",
+                )
+            return None  # presence / type constraint satisfied
+        if not self.has_constant and self.template is None:
+            return Failure(self.label, f"a value of type {self.declared}", _show(last_got))
+        return Failure(self.label, self.expected(), _show(last_got))
+
+
+def _show(value: Any) -> str:
+    return value if isinstance(value, str) else repr(value)
+
+
+def _merge(context: dict[str, str], captures: Mapping[str, str]) -> str | None:
+    for name, value in captures.items():
+        seen = context.get(name)
+        if seen is None:
+            context[name] = value
+        elif seen != value:
+            return name
+    return None
+
+
+@dataclass
+class CompiledDefinition:
+    definition: MessageDefinition
+    family: str | None
+    protocol_checks: list[Check] = field(default_factory=list)
+    envelope_checks: list[Check] = field(default_factory=list)
+    specificity: tuple[int, int] = (0, 0)
+
+    @property
+    def envelope_only(self) -> bool:
+        return self.definition.protocol is None and self.definition.is_cloudevent
+
+    def evaluate(
+        self, record: NativeMessage, event: Mapping[str, JSON] | None
+    ) -> dict[str, str] | Failure:
+        """Captured context when the message conforms, else the first failure."""
+        context: dict[str, str] = {}
+        for check in self.protocol_checks:
+            assert check.reader is not None
+            failure = check.apply(check.reader(record), context)
+            if failure is not None:
+                return failure
+        if event is not None:
+            for check in self.envelope_checks:
+                name = check.attribute or ""
+                values: list[JSON] = [event[name]] if name in event else []
+                failure = check.apply(values, context)
+                if failure is not None:
+                    return failure
+        return context
+
+    def score(self, record: NativeMessage, event: Mapping[str, JSON] | None) -> int:
+        """How many checks pass, for ranking the nearest definitions in `explain`."""
+        passed = 0
+        context: dict[str, str] = {}
+        for check in self.protocol_checks:
+            assert check.reader is not None
+            if check.apply(check.reader(record), context) is None:
+                passed += 1
+        if event is not None:
+            for check in self.envelope_checks:
+                name = check.attribute or ""
+                if check.apply([event[name]] if name in event else [], context) is None:
+                    passed += 1
+        return passed
+
+
+def compile_definition(definition: MessageDefinition) -> CompiledDefinition:
+    fam = family(definition.protocol)
+    compiled = CompiledDefinition(definition, fam)
+    if definition.protocol is not None:
+        for constraint in definition.protocol_options:
+            label = (
+                constraint.field
+                if constraint.name is None
+                else f"{constraint.field}[{constraint.name}]"
+            )
+            check = Check(label, constraint.prop, reader_for(definition.protocol,
+                                                             constraint.field, constraint.name))
+            if check.constrains or check.declared not in _STRINGY:
+                compiled.protocol_checks.append(check)
+    if definition.is_cloudevent:
+        for name, prop in definition.envelope_metadata.items():
+            if name in ("id", "specversion"):
+                continue  # ids are per event; specversion is checked by the CE decoder
+            if name == "time" and prop.has_value and prop.value == TIME_SENTINEL:
+                prop = Property(type=prop.type, required=prop.required)
+            check = Check(f"cloudevent {name}", prop, None, attribute=name)
+            if check.constrains:
+                compiled.envelope_checks.append(check)
+    checks = compiled.protocol_checks + compiled.envelope_checks
+    literal = sum(c.literal_weight for c in checks)
+    constrained = sum(1 for c in checks if c.constrains)
+    compiled.specificity = (literal, constrained)
+    return compiled

@@ -1,0 +1,181 @@
+"""The matcher: find the message definition a native message conforms to.
+
+    matcher = Matcher(catalog.messages())
+    result = matcher.match(record, event_attributes)   # MatchResult
+    matcher.explain(record)                            # nearest definitions, first failure
+
+Zero, one or several definitions can accept a message. Several: the most specific wins
+(more literal characters, then more constrained fields); a true tie is `ambiguous` and the
+policy decides: `first` takes the first declared, `deadletter` reports it unmatched-ambiguous.
+With `validate_schema`, a tie between definitions carrying an inline JSON Schema is broken
+by validating the body.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from gateway.definitions.model import MessageDefinition
+from gateway.jsontypes import JSON
+from gateway.matching.compiled import CompiledDefinition, Failure, compile_definition
+from gateway.matching.index import KeyIndex
+from gateway.matching.values import ADDRESS_FIELD, address_of, family
+from gateway.record import NativeMessage
+
+AmbiguityPolicy = Literal["first", "deadletter"]
+Status = Literal["matched", "unmatched", "ambiguous"]
+
+
+@dataclass(frozen=True)
+class MatchResult:
+    status: Status
+    definition: MessageDefinition | None = None
+    context: Mapping[str, str] = field(default_factory=dict)
+    # Every definition that tied for the best match (more than one only when ambiguous).
+    tied: tuple[MessageDefinition, ...] = ()
+
+    @property
+    def matched(self) -> bool:
+        return self.status == "matched"
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Why a near definition did not accept the message."""
+
+    definition: str  # xid
+    failure: str
+    passed: int  # how many of its checks the message passed
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"definition": self.definition, "failure": self.failure, "passed": self.passed}
+
+
+class Matcher:
+    def __init__(
+        self,
+        definitions: Iterable[MessageDefinition],
+        *,
+        ambiguity: AmbiguityPolicy = "first",
+        validate_schema: bool = False,
+    ) -> None:
+        self.ambiguity: AmbiguityPolicy = ambiguity
+        self.validate_schema = validate_schema
+        self.compiled: list[CompiledDefinition] = []
+        self._by_family: dict[str, KeyIndex] = {}
+        self._cloudevents = KeyIndex()  # envelope-only definitions, keyed by CE type
+        self._schema_validators: dict[str, Any] = {}
+        for definition in definitions:
+            self._add(compile_definition(definition))
+
+    def _add(self, compiled: CompiledDefinition) -> None:
+        definition = compiled.definition
+        self.compiled.append(compiled)
+        if compiled.family is not None:
+            index = self._by_family.setdefault(compiled.family, KeyIndex())
+            address = ADDRESS_FIELD.get(compiled.family)
+            key_check = None
+            if address is not None:
+                label = address[0] if address[1] is None else f"{address[0]}[{address[1]}]"
+                key_check = next(
+                    (c for c in compiled.protocol_checks if c.label == label), None
+                )
+            index.add(compiled, key_check)
+        elif definition.is_cloudevent:
+            type_check = next(
+                (c for c in compiled.envelope_checks if c.attribute == "type"), None
+            )
+            self._cloudevents.add(compiled, type_check)
+        # Definitions with neither a protocol nor a CloudEvents envelope (payload-only)
+        # cannot be matched on metadata; the validator warns about them.
+
+    def __len__(self) -> int:
+        return len(self.compiled)
+
+    # -- matching ------------------------------------------------------------------------------
+    def candidates(
+        self, record: NativeMessage, event: Mapping[str, JSON] | None = None
+    ) -> list[CompiledDefinition]:
+        out: list[CompiledDefinition] = []
+        fam = family(record.protocol)
+        index = self._by_family.get(fam) if fam is not None else None
+        if index is not None:
+            out = index.lookup(address_of(record))
+        if event is not None:
+            event_type = event.get("type")
+            extra = self._cloudevents.lookup(event_type if isinstance(event_type, str) else None)
+            if extra:
+                out = out + extra
+        return out
+
+    def match(
+        self, record: NativeMessage, event: Mapping[str, JSON] | None = None
+    ) -> MatchResult:
+        """Match a record; `event` holds the CloudEvents attributes when it carries one."""
+        found: list[tuple[CompiledDefinition, dict[str, str]]] = []
+        for compiled in self.candidates(record, event):
+            outcome = compiled.evaluate(record, event)
+            if not isinstance(outcome, Failure):
+                found.append((compiled, outcome))
+        if not found:
+            return MatchResult("unmatched")
+        if len(found) == 1:
+            return MatchResult("matched", found[0][0].definition, found[0][1])
+        best = max(c.specificity for c, _ in found)
+        tied = [(c, ctx) for c, ctx in found if c.specificity == best]
+        if len(tied) > 1 and self.validate_schema:
+            valid = [(c, ctx) for c, ctx in tied if self._body_valid(c.definition, record)]
+            if valid:
+                tied = valid
+        tied.sort(key=lambda pair: pair[0].definition.order)
+        definitions = tuple(c.definition for c, _ in tied)
+        if len(tied) == 1:
+            return MatchResult("matched", tied[0][0].definition, tied[0][1])
+        if self.ambiguity == "first":
+            return MatchResult("matched", tied[0][0].definition, tied[0][1], definitions)
+        return MatchResult("ambiguous", None, {}, definitions)
+
+    def _body_valid(self, definition: MessageDefinition, record: NativeMessage) -> bool:
+        fmt = (definition.dataschemaformat or "").lower()
+        if not isinstance(definition.dataschema, dict) or not fmt.startswith("jsonschema"):
+            return True  # nothing to validate against: stays a candidate
+        validator = self._schema_validators.get(definition.xid)
+        if validator is None:
+            import jsonschema
+
+            cls = jsonschema.validators.validator_for(definition.dataschema)
+            validator = cls(definition.dataschema)
+            self._schema_validators[definition.xid] = validator
+        if record.has_json_data:
+            body: Any = record.data
+        else:
+            try:
+                body = json.loads(record.body_bytes())
+            except (ValueError, UnicodeDecodeError):
+                return False
+        return bool(validator.is_valid(body))
+
+    # -- explain -------------------------------------------------------------------------------
+    def explain(
+        self, record: NativeMessage, event: Mapping[str, JSON] | None = None, limit: int = 3
+    ) -> list[Explanation]:
+        """The nearest definitions and, for each, the first constraint the message failed."""
+        fam = family(record.protocol)
+        pool: list[CompiledDefinition] = []
+        if fam is not None and fam in self._by_family:
+            pool.extend(self._by_family[fam].all())
+        if event is not None:
+            pool.extend(self._cloudevents.all())
+        scored: list[tuple[int, CompiledDefinition, Failure]] = []
+        for compiled in pool:
+            outcome = compiled.evaluate(record, event)
+            if isinstance(outcome, Failure):
+                scored.append((compiled.score(record, event), compiled, outcome))
+        scored.sort(key=lambda item: (-item[0], -item[1].specificity[0], item[1].definition.order))
+        return [
+            Explanation(c.definition.xid, str(failure), passed)
+            for passed, c, failure in scored[:limit]
+        ]

@@ -1,0 +1,169 @@
+"""Reading protocol fields out of a native record, and type/value comparison rules.
+
+Kept apart from the matcher so the Spark compiler and `explain` read fields the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from urllib.parse import unquote
+
+from gateway.jsontypes import JSON
+from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, MQTT311, NATS, FieldSpec, definition_field
+from gateway.record import NativeMessage
+
+# A reader returns every value the record carries for one constrained field: zero values
+# when absent, several for repeated headers / user properties.
+Reader = Callable[[NativeMessage], list[JSON]]
+
+_INT = re.compile(r"-?\d+\Z")
+_NUMBER = re.compile(r"-?\d+(\.\d+)?([eE][-+]?\d+)?\Z")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
+_RFC3339 = re.compile(
+    r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})\Z"
+)
+
+
+def family(protocol: str | None) -> str | None:
+    """Protocol family for matching: MQTT 3.1.1 and 5.0 records and definitions mix.
+
+    A 5.0 PUBLISH carries every 3.1.1 field, so a 3.1.1 definition applies to 5.0 records;
+    a 5.0 definition constraining 5.0-only fields simply fails on a 3.1.1 record.
+    """
+    if protocol in (MQTT5, MQTT311):
+        return "MQTT"
+    return protocol
+
+
+def as_text(value: JSON) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    return str(value)
+
+
+def same_value(actual: JSON, expected: JSON) -> bool:
+    """Constant comparison: equal values, or equal canonical text across types
+    (a header carries "1" where the definition says 1)."""
+    if actual == expected and type(actual) is type(expected):
+        return True
+    return as_text(actual) == as_text(expected)
+
+
+def conforms(value: JSON, declared: str) -> bool:
+    """Whether a present value conforms to a declared property type (lenient on strings,
+    because string-only bindings carry every value as text)."""
+    if declared in ("string", "uritemplate", "any", "symbol", "binary", ""):
+        return True
+    if declared == "integer":
+        if isinstance(value, bool):
+            return False
+        return isinstance(value, int) or (isinstance(value, str) and bool(_INT.match(value)))
+    if declared == "number":
+        if isinstance(value, bool):
+            return False
+        return isinstance(value, (int, float)) or (
+            isinstance(value, str) and bool(_NUMBER.match(value))
+        )
+    if declared == "boolean":
+        return isinstance(value, bool) or value in ("true", "false")
+    if declared == "uri":
+        return isinstance(value, str) and bool(_SCHEME.match(value))
+    if declared in ("timestamp", "datetime"):
+        return isinstance(value, str) and bool(_RFC3339.match(value))
+    if declared == "duration":
+        return isinstance(value, str) and value.startswith(("P", "-P"))
+    return True
+
+
+def _pairs_reader(field: str, name: str, case_insensitive: bool) -> Reader:
+    wanted = name.lower() if case_insensitive else name
+
+    def read(record: NativeMessage) -> list[JSON]:
+        raw = record.fields.get(field)
+        if not isinstance(raw, list):
+            return []
+        out: list[JSON] = []
+        for entry in raw:
+            if isinstance(entry, dict):
+                key = entry.get("name")
+                if isinstance(key, str) and (key.lower() if case_insensitive else key) == wanted:
+                    out.append(entry.get("value"))
+        return out
+
+    return read
+
+
+def _section_reader(field: str, name: str, decode: bool = False) -> Reader:
+    def read(record: NativeMessage) -> list[JSON]:
+        raw = record.fields.get(field)
+        if isinstance(raw, dict) and name in raw:
+            value = raw[name]
+            return [unquote(value) if decode and isinstance(value, str) else value]
+        return []
+
+    return read
+
+
+def _scalar_reader(field: str, decode: bool = False) -> Reader:
+    def read(record: NativeMessage) -> list[JSON]:
+        fields = record.fields
+        if field in fields:
+            value = fields[field]
+            return [unquote(value) if decode and isinstance(value, str) else value]
+        return []
+
+    return read
+
+
+def reader_for(protocol: str, field: str, name: str | None) -> Reader:
+    """The reader for one definition constraint on a record of `protocol`."""
+    spec: FieldSpec | None = definition_field(protocol, field)
+    if protocol == HTTP:
+        if field == "path":
+            return _scalar_reader("path", decode=True)
+        if field == "query" and name is not None:
+            return _section_reader("query", name, decode=True)
+    if spec is not None and name is not None:
+        if spec.kind == "section":
+            return _section_reader(field, name)
+        if protocol == KAFKA and field == "headers":
+            # Kafka definitions spell headers as a map; the record holds a list of pairs.
+            return _pairs_reader("headers", name, False)
+        return _pairs_reader(field, name, spec.case_insensitive_names)
+    if protocol in (NATS, AMQP) and name is not None:
+        return _section_reader(field, name)
+    return _scalar_reader(field)
+
+
+# The field whose value addresses a message (topic, subject, path ...). The index keys on it.
+ADDRESS_FIELD: dict[str, tuple[str, str | None]] = {
+    "MQTT": ("topic_name", None),
+    KAFKA: ("topic", None),
+    NATS: ("subject", None),
+    HTTP: ("path", None),
+    AMQP: ("properties", "subject"),
+}
+
+
+def address_of(record: NativeMessage) -> str | None:
+    fam = family(record.protocol)
+    if fam is None or fam not in ADDRESS_FIELD:
+        return None
+    field, name = ADDRESS_FIELD[fam]
+    value: JSON
+    if name is None:
+        value = record.fields.get(field)
+        if fam == HTTP and isinstance(value, str):
+            value = unquote(value)
+    else:
+        section = record.fields.get(field)
+        value = section.get(name) if isinstance(section, dict) else None
+    return value if isinstance(value, str) else None

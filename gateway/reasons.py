@@ -1,0 +1,28 @@
+"""Dead-letter reason codes, shared by the CLI, the daemon and the Spark pipeline.
+
+Every message that does not become a delivered CloudEvent ends with exactly one of these.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+INVALID_RECORD: Final = "invalid-record"  # input is not a native message record
+INVALID_CLOUDEVENT: Final = "invalid-cloudevent"  # claims to be a CloudEvent, breaks a rule
+UNMATCHED: Final = "unmatched"  # no definition accepts the message
+AMBIGUOUS: Final = "ambiguous"  # several equally specific definitions (policy deadletter)
+MISSING_CONTEXT: Final = "missing-context"  # a template placeholder has no value
+INVALID_ENVELOPE: Final = "invalid-envelope"  # the rendered CloudEvent would be invalid
+NO_ENVELOPE: Final = "no-envelope"  # matched definition has no CloudEvents envelope
+UNDELIVERABLE: Final = "undeliverable"  # outputs failed past the retry budget
+
+ALL: Final = (
+    INVALID_RECORD,
+    INVALID_CLOUDEVENT,
+    UNMATCHED,
+    AMBIGUOUS,
+    MISSING_CONTEXT,
+    INVALID_ENVELOPE,
+    NO_ENVELOPE,
+    UNDELIVERABLE,
+)

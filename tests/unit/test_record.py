@@ -1,0 +1,82 @@
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gateway.record import NativeMessage, RecordError
+
+EXAMPLES = [
+    {"protocol": "MQTT/5.0", "topic_name": "/store/1/cashierdesk/2", "qos": 1, "retain": False,
+     "user_properties": [{"name": "eventType", "value": "sale"}], "data": {"amount": 1.5}},
+    {"protocol": "MQTT/3.1.1", "topic_name": "a/b", "qos": 0, "data_base64": "AAEC"},
+    {"protocol": "AMQP/1.0", "properties": {"message-id": "m1", "subject": "S"},
+     "application-properties": {"k": 1}, "header": {"durable": True}, "data": [1, 2]},
+    {"protocol": "KAFKA", "topic": "t", "partition": 0, "offset": 7, "key": "k",
+     "headers": [{"name": "h", "value": "v"}, {"name": "h", "value": "w"}], "data": "text"},
+    {"protocol": "KAFKA", "topic": "t", "key_base64": "/w=="},
+    {"protocol": "NATS", "subject": "a.b", "reply-to": "r", "headers": [], "data": None},
+    {"protocol": "HTTP", "method": "POST", "path": "/x%20y", "query": {"a": "b"},
+     "headers": [{"name": "Content-Type", "value": "application/json"}], "data": {},
+     "received_at": "2026-01-01T00:00:00Z"},
+]
+
+
+@pytest.mark.parametrize("obj", EXAMPLES)
+def test_json_form_round_trips_exactly(obj):
+    record = NativeMessage.from_json(obj)
+    assert record.to_json() == obj
+    assert NativeMessage.from_line(record.to_line()) == record
+
+
+def test_body_forms():
+    r = NativeMessage.from_json(EXAMPLES[1])
+    assert r.payload == b"\x00\x01\x02" and not r.has_json_data
+    n = NativeMessage.from_json(EXAMPLES[5])
+    assert n.has_json_data and n.data is None and n.body_bytes() == b"null"
+    assert not NativeMessage("NATS", {}).has_body
+
+
+@pytest.mark.parametrize(
+    "obj, path",
+    [
+        ({"topic_name": "x"}, "$.protocol"),
+        ({"protocol": "SMTP"}, "$.protocol"),
+        ({"protocol": "MQTT/5.0", "qos": "1"}, "$.qos"),
+        ({"protocol": "MQTT/5.0", "topic": "x"}, "$.topic"),
+        ({"protocol": "MQTT/5.0", "user_properties": [{"name": "a"}]}, "$.user_properties[0]"),
+        ({"protocol": "KAFKA", "key": "a", "key_base64": "YQ=="}, "$.key_base64"),
+        ({"protocol": "HTTP", "data": 1, "data_base64": "YQ=="}, "$.data_base64"),
+        ({"protocol": "HTTP", "data_base64": "***"}, "$.data_base64"),
+        ({"protocol": "HTTP", "query": {"a": 1}}, "$.query"),
+    ],
+)
+def test_bad_records_name_the_path(obj, path):
+    with pytest.raises(RecordError) as info:
+        NativeMessage.from_json(obj)
+    assert info.value.path == path
+
+
+def test_content_type_per_protocol():
+    assert NativeMessage("MQTT/5.0", {"content_type": "a/b"}).content_type == "a/b"
+    assert NativeMessage("AMQP/1.0", {"properties": {"content-type": "a/c"}}).content_type == "a/c"
+    kafka = NativeMessage("KAFKA", {"headers": [{"name": "Content-Type", "value": "a/d"}]})
+    assert kafka.content_type == "a/d"
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner,
+                                                                  max_size=3),
+    max_leaves=8,
+)
+
+
+@given(st.dictionaries(st.sampled_from(["protocol", "topic_name", "qos", "data", "headers",
+                                        "data_base64", "subject", "x"]), json_values))
+def test_from_json_raises_only_record_error(obj):
+    try:
+        record = NativeMessage.from_json(obj)
+    except RecordError:
+        return
+    assert NativeMessage.from_json(json.loads(record.to_line())) == record
