@@ -6,6 +6,7 @@ STAMP := $(VENV)/.installed
 .PHONY: demo test lint typecheck unit bench clean
 
 $(STAMP): pyproject.toml
+	scripts/install-system-deps.sh || echo "WARNING: broker packages missing; integration tests will fail until scripts/install-system-deps.sh succeeds" >&2
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
