@@ -7,7 +7,7 @@ either a CloudEvent or a dead-letter reason with an explanation.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -75,7 +75,7 @@ class Converter:
             return Conversion(
                 record, MatchResult("unmatched"), None, reasons.INVALID_CLOUDEVENT, str(exc)
             )
-        attributes: dict[str, JSON] | None = (
+        attributes: Mapping[str, JSON] | None = (
             incoming.canonical_attributes() if incoming is not None else None
         )
         result = self.matcher.match(record, attributes)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gateway.cloudevents.event import CloudEvent
-from gateway.cloudevents.validation import format_rfc3339
+from gateway.cloudevents.timestamps import format_rfc3339
 from gateway.definitions.model import MessageDefinition
 from gateway.envelope.render import RenderError
 from gateway.jsontypes import JSON

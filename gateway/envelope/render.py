@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gateway.cloudevents.event import CloudEvent
-from gateway.cloudevents.validation import parse_rfc3339
+from gateway.cloudevents.timestamps import parse_rfc3339
 from gateway.definitions.model import MessageDefinition, Property
 from gateway.envelope.ids import event_id
 from gateway.jsontypes import JSON
@@ -41,6 +41,7 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 _ABSOLUTE_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:[^\s]*\Z")
 _URI_REFERENCE = re.compile(r"[^\s\x00-\x1f\x7f]+\Z")
 _MEDIA_TYPE = re.compile(r"[\w.+\-!#$&^]+/[\w.+\-!#$&^]+\s*(;.*)?\Z")
+_INTEGER = re.compile(r"-?\d+\Z")
 _INT32 = (-(2**31), 2**31 - 1)
 
 
@@ -68,9 +69,11 @@ class _Attribute:
 def coerce(name: str, typ: str, value: JSON) -> Any:
     """Coerce an attribute value to its declared CloudEvents type; ValueError if it can't."""
     if typ == "integer":
-        number = int(value) if isinstance(value, (int, str)) and not isinstance(
-            value, bool
-        ) else None
+        number: int | None = None
+        if isinstance(value, int) and not isinstance(value, bool):
+            number = value
+        elif isinstance(value, str) and _INTEGER.match(value):
+            number = int(value)
         if number is None or not _INT32[0] <= number <= _INT32[1]:
             raise ValueError(f"{name}: {value!r} is not a 32-bit integer")
         return number
@@ -237,8 +240,9 @@ class EnvelopeTemplate:
         problem = _check_core(attributes)
         if problem is not None:
             return RenderError("invalid-envelope", problem)
-        data: Any = record.data if record.has_json_data else record.payload
-        return CloudEvent.trusted(attributes, data)
+        if record.has_json_data:
+            return CloudEvent.trusted(attributes, record.data, True)
+        return CloudEvent.trusted(attributes, record.payload, record.payload is not None)
 
 
 def _receive_time(record: NativeMessage, now: datetime | None) -> datetime:

@@ -1,0 +1,92 @@
+"""CloudEvents protocol bindings over native message records: detect, decode, encode.
+
+One module per protocol; this module dispatches on `record.protocol`. Decoders return
+None for a message that is not a CloudEvent and raise `CloudEventError` for one that
+claims to be a CloudEvent but is invalid.
+"""
+
+from __future__ import annotations
+
+from gateway.cloudevents.bindings import amqp, http, kafka, mqtt, nats
+from gateway.cloudevents.bindings.common import Binding, EncodeMode, Mode
+from gateway.cloudevents.event import CloudEvent
+from gateway.cloudevents.typesystem import ExtensionTypes
+from gateway.protocols import HTTP, normalize_protocol
+from gateway.record import NativeMessage
+
+__all__ = [
+    "BINDINGS",
+    "EncodeMode",
+    "Mode",
+    "decode",
+    "decode_batch",
+    "detect_mode",
+    "encode",
+    "encode_batch",
+]
+
+BINDINGS: dict[str, Binding] = {
+    binding.protocol: binding
+    for binding in (
+        http.BINDING,
+        kafka.BINDING,
+        mqtt.BINDING5,
+        mqtt.BINDING311,
+        amqp.BINDING,
+        nats.BINDING,
+    )
+}
+
+
+def _binding(protocol: str) -> Binding:
+    binding = BINDINGS.get(normalize_protocol(protocol) or "")
+    if binding is None:
+        raise ValueError(
+            f"no CloudEvents binding for protocol {protocol!r} (known: {', '.join(BINDINGS)})"
+        )
+    return binding
+
+
+def detect_mode(record: NativeMessage) -> Mode | None:
+    """The mode of `record`: structured, binary, batch (HTTP only), or None (not a CloudEvent)."""
+    return _binding(record.protocol).detect(record)
+
+
+def decode(
+    record: NativeMessage, extension_types: ExtensionTypes | None = None
+) -> CloudEvent | None:
+    """The CloudEvent carried by `record`, or None when it carries none.
+
+    Raises CloudEventError when the message claims to be a CloudEvent but is invalid,
+    or is an HTTP batch (reason "unexpected-batch"; use `decode_batch`).
+    `extension_types` re-types extensions that string-only bindings carry as text.
+    """
+    return _binding(record.protocol).decode(record, extension_types)
+
+
+def decode_batch(
+    record: NativeMessage, extension_types: ExtensionTypes | None = None
+) -> list[CloudEvent]:
+    """Every event of `record`: an HTTP batch's members, [event] for one event, [] for none."""
+    binding = _binding(record.protocol)
+    if binding.protocol == HTTP and binding.detect(record) == "batch":
+        return http.decode_batch(record, extension_types)
+    event = binding.decode(record, extension_types)
+    return [] if event is None else [event]
+
+
+def encode(event: CloudEvent, protocol: str, mode: EncodeMode = "binary") -> NativeMessage:
+    """The record that carries `event` over `protocol` in `mode`.
+
+    Raises ValueError for an unknown protocol or for binary mode on MQTT 3.1.1.
+    """
+    if mode not in ("binary", "structured"):
+        raise ValueError(f"mode must be 'binary' or 'structured', not {mode!r}")
+    return _binding(protocol).encode(event, mode)
+
+
+def encode_batch(events: list[CloudEvent], protocol: str = HTTP) -> NativeMessage:
+    """An `application/cloudevents-batch+json` message; only HTTP defines batches."""
+    if normalize_protocol(protocol) != HTTP:
+        raise ValueError(f"only HTTP has a CloudEvents batch mode, not {protocol!r}")
+    return http.encode_batch(events)

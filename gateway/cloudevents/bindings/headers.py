@@ -1,0 +1,76 @@
+"""Binary-mode attributes carried in prefixed headers: `ce-` (HTTP, NATS) and `ce_` (Kafka).
+
+One pass over the header list finds the content type and every prefixed attribute, so
+a decoder reads the headers once (record.pairs() builds a new list on every call).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from gateway.cloudevents.event import CloudEvent
+from gateway.cloudevents.headercodec import (
+    HeaderValueError,
+    decode_header_value,
+    encode_header_value,
+)
+from gateway.cloudevents.typesystem import to_canonical
+from gateway.jsontypes import JSON
+
+# (attribute name, header name as sent, header value)
+Entry = tuple[str, str, str]
+
+
+def scan(
+    pairs: Iterable[tuple[str, str]], prefix: str, lower_names: bool
+) -> tuple[str | None, list[Entry]]:
+    """(Content type, prefixed entries). Prefix and `content-type` match case-insensitively.
+
+    `lower_names` folds attribute names to lower case, for protocols whose header names
+    are case-insensitive (HTTP, NATS); Kafka keeps them, so `ce_MyExt` is reported.
+    """
+    size = len(prefix)
+    content_type: str | None = None
+    entries: list[Entry] = []
+    for key, value in pairs:
+        head = key[:size].lower()
+        if head == prefix:
+            name = key[size:]
+            entries.append((name.lower() if lower_names else name, key, value))
+        elif content_type is None and key.lower() == "content-type":
+            content_type = value
+    return content_type, entries
+
+
+def has_specversion(entries: list[Entry]) -> bool:
+    return any(name == "specversion" for name, _, _ in entries)
+
+
+def collect(entries: list[Entry], problems: list[str], percent_decode: bool) -> dict[str, object]:
+    """Attribute values by name; a repeated attribute or an undecodable value is a problem."""
+    out: dict[str, object] = {}
+    for name, key, value in entries:
+        if name in out:
+            problems.append(f"{name}: appears more than once ({key})")
+            continue
+        if not percent_decode:
+            out[name] = value
+            continue
+        try:
+            out[name] = decode_header_value(value)
+        except HeaderValueError as exc:
+            problems.append(f"{name}: header {key}: {exc}")
+    return out
+
+
+def write(event: CloudEvent, prefix: str, percent_encode: bool) -> list[JSON]:
+    """Prefixed headers for every attribute except `datacontenttype`, lower-case names."""
+    headers: list[JSON] = []
+    for name, value in event.attributes.items():
+        if name == "datacontenttype":
+            continue
+        text = to_canonical(value)
+        headers.append(
+            {"name": prefix + name, "value": encode_header_value(text) if percent_encode else text}
+        )
+    return headers

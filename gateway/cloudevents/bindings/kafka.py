@@ -1,0 +1,78 @@
+"""Kafka binding: structured and binary (`ce_` headers, raw UTF-8, no percent-encoding).
+
+Record key: the opt-in `partitionkey` mapper of the partitioning extension is applied
+on encode (the attribute is still sent as `ce_partitionkey`). On decode the key is left
+alone: turning a key into `partitionkey` would add an attribute the sender never set.
+"""
+
+from __future__ import annotations
+
+from gateway.cloudevents import mediatype
+from gateway.cloudevents.bindings import headers
+from gateway.cloudevents.bindings.common import (
+    Binding,
+    EncodeMode,
+    Mode,
+    binary_body,
+    binary_event,
+    body_fields,
+    content_type_attribute,
+    structured_event,
+    structured_message,
+)
+from gateway.cloudevents.event import CloudEvent
+from gateway.cloudevents.typesystem import ExtensionTypes, to_canonical
+from gateway.jsontypes import JSON
+from gateway.protocols import KAFKA
+from gateway.record import NativeMessage
+
+PREFIX = "ce_"
+CONTENT_TYPE = "content-type"
+
+
+def _mode(content_type: str | None, entries: list[headers.Entry]) -> Mode | None:
+    if mediatype.is_cloudevents(content_type):
+        return "structured"
+    return "binary" if headers.has_specversion(entries) else None
+
+
+def detect(record: NativeMessage) -> Mode | None:
+    return _mode(*headers.scan(record.pairs("headers"), PREFIX, lower_names=False))
+
+
+def decode(record: NativeMessage, extension_types: ExtensionTypes | None) -> CloudEvent | None:
+    content_type, entries = headers.scan(record.pairs("headers"), PREFIX, lower_names=False)
+    mode = _mode(content_type, entries)
+    if mode is None:
+        return None
+    if mode == "structured":
+        return structured_event(record, content_type, extension_types)
+    problems: list[str] = []
+    raw = headers.collect(entries, problems, percent_decode=False)
+    # The binding neither requires nor forbids ce_datacontenttype (sdk-javascript sends it).
+    content_type = content_type_attribute(
+        content_type, raw.pop("datacontenttype", None), "ce_datacontenttype", problems
+    )
+    return binary_event(raw, content_type, record, extension_types, problems)
+
+
+def encode(event: CloudEvent, mode: EncodeMode) -> NativeMessage:
+    fields: dict[str, JSON] = {}
+    key = event.get("partitionkey")
+    if key is not None:
+        fields["key"] = to_canonical(key)
+    if mode == "structured":
+        fields["headers"] = [
+            {"name": CONTENT_TYPE, "value": mediatype.STRUCTURED_JSON_CONTENT_TYPE}
+        ]
+        return structured_message(KAFKA, fields, event)
+    content_type, body = binary_body(event)
+    header_list = headers.write(event, PREFIX, percent_encode=False)
+    if content_type is not None:
+        header_list.append({"name": CONTENT_TYPE, "value": content_type})
+    fields["headers"] = header_list
+    # No data -> no body: a null-value record (a tombstone on compacted topics).
+    return NativeMessage(KAFKA, fields, **body_fields(body))
+
+
+BINDING = Binding(KAFKA, detect, decode, encode)

@@ -1,0 +1,114 @@
+"""MQTT bindings: 5.0 (structured, binary with bare user-property names) and 3.1.1.
+
+MQTT 3.1.1 has no metadata, so it carries structured JSON only; on receive a JSON
+object with `specversion` is taken as a CloudEvent, anything else as a raw message.
+"""
+
+from __future__ import annotations
+
+from gateway.cloudevents import mediatype
+from gateway.cloudevents.bindings.common import (
+    Binding,
+    EncodeMode,
+    Mode,
+    binary_body,
+    binary_event,
+    body_fields,
+    content_type_attribute,
+    sniff_structured,
+    structured_event,
+    structured_message,
+)
+from gateway.cloudevents.event import CloudEvent
+from gateway.cloudevents.jsonformat import event_from_json
+from gateway.cloudevents.typesystem import ExtensionTypes, to_canonical
+from gateway.cloudevents.validation import is_attribute_name
+from gateway.jsontypes import JSON
+from gateway.protocols import MQTT5, MQTT311
+from gateway.record import NativeMessage
+
+# sdk-go prefixes user properties with "ce-"; the spec uses bare names. We accept both
+# on input (one style per message) and emit bare names.
+_GO_PREFIX = "ce-"
+
+
+def _prefix(record: NativeMessage) -> str | None:
+    names = {name for name, _ in record.pairs("user_properties")}
+    if "specversion" in names:
+        return ""
+    if _GO_PREFIX + "specversion" in names:
+        return _GO_PREFIX
+    return None
+
+
+def detect5(record: NativeMessage) -> Mode | None:
+    if mediatype.is_cloudevents(record.content_type):
+        return "structured"
+    return "binary" if _prefix(record) is not None else None
+
+
+def decode5(record: NativeMessage, extension_types: ExtensionTypes | None) -> CloudEvent | None:
+    content_type = record.content_type
+    if mediatype.is_cloudevents(content_type):
+        return structured_event(record, content_type, extension_types)
+    prefix = _prefix(record)
+    if prefix is None:
+        return None
+    problems: list[str] = []
+    raw: dict[str, object] = {}
+    for key, value in record.pairs("user_properties"):
+        if not key.startswith(prefix):
+            continue
+        name = key[len(prefix) :]
+        if not prefix and not is_attribute_name(name):
+            # Bare names: properties that cannot be attributes are transport metadata.
+            continue
+        if name in raw:
+            # MQTT allows repeated names; a CloudEvents attribute occurs once.
+            problems.append(f"{name}: appears more than once (user property {key})")
+            continue
+        raw[name] = value
+    content_type = content_type_attribute(
+        content_type, raw.pop("datacontenttype", None), "user property", problems
+    )
+    return binary_event(raw, content_type, record, extension_types, problems)
+
+
+def encode5(event: CloudEvent, mode: EncodeMode) -> NativeMessage:
+    if mode == "structured":
+        fields: dict[str, JSON] = {"content_type": mediatype.STRUCTURED_JSON_CONTENT_TYPE}
+        return structured_message(MQTT5, fields, event)
+    content_type, body = binary_body(event)
+    # datacontenttype travels as the PUBLISH Content Type, so it is not a user property.
+    fields = {
+        "user_properties": [
+            {"name": name, "value": to_canonical(value)}
+            for name, value in event.attributes.items()
+            if name != "datacontenttype"
+        ]
+    }
+    if content_type is not None:
+        fields["content_type"] = content_type
+    return NativeMessage(MQTT5, fields, **body_fields(body))
+
+
+def detect311(record: NativeMessage) -> Mode | None:
+    return "structured" if sniff_structured(record) is not None else None
+
+
+def decode311(record: NativeMessage, extension_types: ExtensionTypes | None) -> CloudEvent | None:
+    body = sniff_structured(record)
+    return None if body is None else event_from_json(body, extension_types)
+
+
+def encode311(event: CloudEvent, mode: EncodeMode) -> NativeMessage:
+    if mode != "structured":
+        raise ValueError(
+            "MQTT 3.1.1 has no message metadata, so CloudEvents binary mode is impossible; "
+            "use structured mode"
+        )
+    return structured_message(MQTT311, {}, event)
+
+
+BINDING5 = Binding(MQTT5, detect5, decode5, encode5)
+BINDING311 = Binding(MQTT311, detect311, decode311, encode311)

@@ -1,0 +1,79 @@
+"""NATS binding: structured, and binary (NATS 2.2+ headers) with `ce-` headers.
+
+Unlike HTTP, `datacontenttype` is a `ce-datacontenttype` header too; we also read a
+plain `Content-Type` (sdk-go JetStream sends that). A message without headers (or
+without both Content-Type and ce-specversion) may be a pre-2.2 structured event, so
+its payload is tried as JSON.
+"""
+
+from __future__ import annotations
+
+from gateway.cloudevents import mediatype
+from gateway.cloudevents.bindings import headers
+from gateway.cloudevents.bindings.common import (
+    Binding,
+    EncodeMode,
+    Mode,
+    binary_body,
+    binary_event,
+    body_fields,
+    content_type_attribute,
+    sniff_structured,
+    structured_event,
+    structured_message,
+)
+from gateway.cloudevents.event import CloudEvent
+from gateway.cloudevents.headercodec import encode_header_value
+from gateway.cloudevents.jsonformat import event_from_json
+from gateway.cloudevents.typesystem import ExtensionTypes
+from gateway.jsontypes import JSON
+from gateway.protocols import NATS
+from gateway.record import NativeMessage
+
+PREFIX = "ce-"
+
+
+def detect(record: NativeMessage) -> Mode | None:
+    content_type, entries = headers.scan(record.pairs("headers"), PREFIX, lower_names=True)
+    if mediatype.is_cloudevents(content_type):
+        return "structured"
+    if headers.has_specversion(entries):
+        return "binary"
+    if content_type is None and sniff_structured(record) is not None:
+        return "structured"
+    return None
+
+
+def decode(record: NativeMessage, extension_types: ExtensionTypes | None) -> CloudEvent | None:
+    content_type, entries = headers.scan(record.pairs("headers"), PREFIX, lower_names=True)
+    if mediatype.is_cloudevents(content_type):
+        return structured_event(record, content_type, extension_types)
+    if not headers.has_specversion(entries):
+        if content_type is not None:
+            return None
+        body = sniff_structured(record)
+        return None if body is None else event_from_json(body, extension_types)
+    problems: list[str] = []
+    raw = headers.collect(entries, problems, percent_decode=True)
+    content_type = content_type_attribute(
+        content_type, raw.pop("datacontenttype", None), "ce-datacontenttype", problems
+    )
+    return binary_event(raw, content_type, record, extension_types, problems)
+
+
+def encode(event: CloudEvent, mode: EncodeMode) -> NativeMessage:
+    if mode == "structured":
+        fields: dict[str, JSON] = {
+            "headers": [{"name": "Content-Type", "value": mediatype.STRUCTURED_JSON_CONTENT_TYPE}]
+        }
+        return structured_message(NATS, fields, event)
+    content_type, body = binary_body(event)
+    header_list = headers.write(event, PREFIX, percent_encode=True)
+    if content_type is not None:
+        header_list.append(
+            {"name": "ce-datacontenttype", "value": encode_header_value(content_type)}
+        )
+    return NativeMessage(NATS, {"headers": header_list}, **body_fields(body))
+
+
+BINDING = Binding(NATS, detect, decode, encode)
