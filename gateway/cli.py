@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from gateway.definitions import load_catalog
+from gateway.jsontypes import JSON
 from gateway.definitions.model import Catalog
 from gateway.problems import Problem
 
@@ -63,7 +64,14 @@ def cmd_match(args: argparse.Namespace) -> int:
     from gateway.convert import Converter
     from gateway.record import read_records
 
-    catalog = _load(args.definitions, sys.stderr)
+    docs = list(args.definitions)
+    if args.input is None:
+        # `-d DOC... FILE`: argparse gives FILE to -d; records files are JSON Lines.
+        if len(docs) > 1 and (docs[-1] == "-" or docs[-1].endswith((".jsonl", ".ndjson"))):
+            args.input = docs.pop()
+        else:
+            args.input = "-"
+    catalog = _load(docs, sys.stderr)
     if catalog is None:
         return 1
     converter = Converter(
@@ -72,6 +80,7 @@ def cmd_match(args: argparse.Namespace) -> int:
     stream = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")  # noqa: SIM115
     try:
         for number, item in read_records(iter(stream)):
+            line: dict[str, JSON]
             if isinstance(item, Exception):
                 line = {"match": None, "reason": "invalid-record", "detail": str(item),
                         "line": number}
@@ -107,7 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("match", help="match native message records (JSON Lines)")
     p.add_argument("-d", "--definitions", nargs="+", required=True, metavar="DOC")
-    p.add_argument("input", nargs="?", default="-", help="JSON Lines file, or - for stdin")
+    p.add_argument("input", nargs="?", default=None,
+                   help="JSON Lines file, or - for stdin (default); put it before -d, after "
+                        "--, or name it *.jsonl / *.ndjson")
     p.add_argument("--ambiguity", choices=["first", "deadletter"], default="first",
                    help="what a tie between equally specific definitions does")
     p.add_argument("--validate-schema", action="store_true",

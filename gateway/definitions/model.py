@@ -83,6 +83,16 @@ class MessageDefinition:
     deprecated: bool = False
     incomplete: bool = False  # a basemessage could not be resolved
     order: int = 0  # declaration order across all loaded documents (for tie policy)
+    # Canonical `envelopemetadata` declarations as merged (rc4 names, every entry a
+    # declaration object), so rules about what was *declared* (e.g. `required: false` on
+    # `type`) can be checked after implicit defaults were applied to `envelope_metadata`.
+    raw_envelope_metadata: JSONObject = field(default_factory=dict)
+    # Where each canonical attribute came from, keyed by its canonical JSON path relative
+    # to the message (`$.protocoloptions.topic_name`, `$.envelopemetadata.type`). After a
+    # basemessage merge the entries point into whichever document declared the value.
+    field_provenance: dict[str, Provenance] = field(default_factory=dict)
+    # XIDs merged into this definition, nearest first (basemessage / cross-reference chain).
+    base_chain: tuple[str, ...] = ()
 
     @property
     def is_cloudevent(self) -> bool:
@@ -119,6 +129,8 @@ class Endpoint:
     deployed: bool = True
     name: str | None = None
     description: str | None = None
+    # Where each canonical option came from, keyed like `$.protocoloptions.topic`.
+    field_provenance: dict[str, Provenance] = field(default_factory=dict)
 
 
 @dataclass

@@ -17,6 +17,8 @@ Otherwise a random UUID (v4).
 
 from __future__ import annotations
 
+import os
+import random
 import uuid
 
 from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, NATS
@@ -54,8 +56,24 @@ def native_identity(record: NativeMessage) -> str | None:
     return None
 
 
+# Random ids only need to be unique, not secret: a generator seeded from the OS entropy
+# pool gives 122 random bits per id at a quarter of `uuid.uuid4()`'s cost (hot path).
+_random = random.Random(uuid.uuid4().int)
+# A forked worker must not repeat its parent's sequence.
+os.register_at_fork(after_in_child=lambda: _random.seed(uuid.uuid4().int))
+_VERSION_MASK = ~(0xF000 << 64) & ~(0xC000 << 48)
+_VERSION_BITS = (0x4000 << 64) | (0x8000 << 48)
+
+
+def random_uuid() -> str:
+    """A version-4 (random) UUID in its canonical text form."""
+    n = (_random.getrandbits(128) & _VERSION_MASK) | _VERSION_BITS
+    h = f"{n:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 def event_id(record: NativeMessage) -> str:
     identity = native_identity(record)
     if identity is not None:
         return str(uuid.uuid5(ID_NAMESPACE, identity))
-    return str(uuid.uuid4())
+    return random_uuid()

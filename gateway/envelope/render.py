@@ -167,6 +167,16 @@ class EnvelopeTemplate:
                     "invalid-envelope",
                     f"{definition.xid}: envelopemetadata.{name}: {exc}",
                 )
+        # Constants were checked above; only templated core attributes need a look per
+        # message (source must stay a URI-reference, dataschema an absolute URI).
+        self.runtime_checked = {a.name for a in self.attributes} & {
+            "id", "source", "type", "subject", "dataschema", "datacontenttype"}
+        if self.error is None:
+            # Templated attributes stand in with a sample value; ids are always generated.
+            sample = {"id": "x", **{a.name: "x" for a in self.attributes}, **self.fixed}
+            problem = _check_core(sample)
+            if problem is not None:
+                self.error = RenderError("invalid-envelope", f"{definition.xid}: {problem}")
         if self.error is None:
             unfilled = [n for n in self.required_unfilled if n not in ("id", "time")]
             if unfilled:
@@ -229,26 +239,42 @@ class EnvelopeTemplate:
             attributes["id"] = event_id(record)
         if self.time_from_receive:
             attributes["time"] = _receive_time(record, now)
+        check = bool(self.runtime_checked)
         if "datacontenttype" not in attributes:
-            ctype = record.content_type or self.content_type
-            if ctype is None and record.has_json_data:
-                ctype = "application/json"
-            if ctype is not None:
-                attributes["datacontenttype"] = ctype
+            native = record.content_type
+            if native is not None:
+                attributes["datacontenttype"] = native
+                check = True  # a value from the wire
+            elif self.content_type is not None:
+                attributes["datacontenttype"] = self.content_type
+            elif record.has_json_data:
+                attributes["datacontenttype"] = "application/json"
         if "dataschema" not in attributes and self.dataschema is not None:
             attributes["dataschema"] = self.dataschema
-        problem = _check_core(attributes)
-        if problem is not None:
-            return RenderError("invalid-envelope", problem)
+        if check:
+            problem = _check_core(attributes)
+            if problem is not None:
+                return RenderError("invalid-envelope", problem)
         if record.has_json_data:
             return CloudEvent.trusted(attributes, record.data, True)
         return CloudEvent.trusted(attributes, record.payload, record.payload is not None)
 
 
+# The canonical form adapters write (UTC, optional fraction of at most 6 digits) parses
+# with the C `fromisoformat`; anything else goes through the strict RFC 3339 parser.
+_CANONICAL_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?Z\Z")
+
+
 def _receive_time(record: NativeMessage, now: datetime | None) -> datetime:
-    if record.received_at is not None:
+    text = record.received_at
+    if text is not None:
+        if _CANONICAL_TIME.match(text):
+            try:
+                return datetime.fromisoformat(text)
+            except ValueError:
+                pass  # e.g. month 13: the strict parser reports it
         try:
-            return parse_rfc3339(record.received_at)
+            return parse_rfc3339(text)
         except ValueError:
             pass  # a bad received_at falls back to now rather than losing the message
     return now if now is not None else datetime.now(UTC)

@@ -36,8 +36,8 @@ class Failure:
 class Check:
     """One compiled constraint. `values` are what the message carries for the field."""
 
-    __slots__ = ("attribute", "constant", "declared", "has_constant", "label", "literal_weight",
-                 "reader", "required", "template")
+    __slots__ = ("attribute", "check_type", "constant", "declared", "has_constant", "label",
+                 "literal_weight", "match_fn", "reader", "required", "template")
 
     def __init__(
         self, label: str, prop: Property, reader: Reader | None, attribute: str | None = None
@@ -65,6 +65,10 @@ class Check:
                 self.has_constant = True
                 self.constant = value
                 self.literal_weight = len(as_text(value)) + 1
+        # Hot-path shortcuts: the compiled regex's bound match, and whether a type check
+        # can fail at all (string-like declarations accept any value).
+        self.match_fn = self.template.regex.match if self.template is not None else None
+        self.check_type = self.declared not in _STRINGY
 
     @property
     def constrains(self) -> bool:
@@ -86,8 +90,9 @@ class Check:
                 return Failure(self.label, self.expected(), "nothing (field absent)")
             return None
         last_got = values[0]
+        match_fn = self.match_fn
         for value in values:
-            if not conforms(value, self.declared):
+            if self.check_type and not conforms(value, self.declared):
                 last_got = value
                 continue
             if self.has_constant:
@@ -95,13 +100,14 @@ class Check:
                     return None
                 last_got = value
                 continue
-            if self.template is not None:
-                if not isinstance(value, str):
+            if match_fn is not None:
+                if value.__class__ is not str:
                     value = as_text(value)
-                captures = self.template.match(value)
-                if captures is None:
+                found = match_fn(value)
+                if found is None:
                     last_got = value
                     continue
+                captures = found.groupdict()
                 clash = _merge(context, captures)
                 if clash is None:
                     return None

@@ -2,15 +2,18 @@
 
 Definitions are bucketed by protocol family, then by their address template (MQTT topic,
 Kafka topic, NATS subject, HTTP path, AMQP subject): constant addresses in a dict,
-`/`-segmented templates in a trie keyed by literal segments, other templates by their
-literal prefix. CloudEvents-only definitions are keyed by a constant `type`. Only the few
+`/`-segmented templates by their *shape* (segment count and which segments are literal)
+and then by the tuple of literal segments, other templates by their literal prefix. A
+lookup costs one dict probe per distinct shape, whatever the number of definitions.
+CloudEvents-only definitions are keyed by a constant `type`. Only the few
 candidates found this way run their regexes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from gateway.matching.compiled import Check, CompiledDefinition
 from gateway.templates import Template
@@ -19,9 +22,19 @@ WILD = "\0"  # trie key for a segment holding a placeholder
 
 
 @dataclass
-class _Node:
-    children: dict[str, _Node] = field(default_factory=dict)
-    defs: list[CompiledDefinition] = field(default_factory=list)
+class _Shape:
+    """Segmented templates with the same segment count and the same literal positions."""
+
+    literal_positions: tuple[int, ...]
+    key_of: Callable[[list[str]], object]
+    buckets: dict[object, list[CompiledDefinition]] = field(default_factory=dict)
+
+
+def _shape_key(positions: tuple[int, ...]) -> Callable[[list[str]], object]:
+    if not positions:
+        return lambda segments: ()
+    getter = itemgetter(*positions)
+    return getter
 
 
 @dataclass
@@ -29,8 +42,8 @@ class KeyIndex:
     """Index of definitions on one string key (an address or a CloudEvents type)."""
 
     exact: dict[str, list[CompiledDefinition]] = field(default_factory=dict)
-    trie: _Node = field(default_factory=_Node)
-    has_trie: bool = False
+    # segment count -> shapes of that length
+    shapes: dict[int, list[_Shape]] = field(default_factory=dict)
     # literal prefix length -> prefix -> definitions
     prefixes: dict[int, dict[str, list[CompiledDefinition]]] = field(default_factory=dict)
     rest: list[CompiledDefinition] = field(default_factory=list)
@@ -57,12 +70,15 @@ class KeyIndex:
     def _add_trie(self, template: Template, compiled: CompiledDefinition) -> None:
         # A placeholder never spans '/', so the segment count of a match is fixed.
         marker = template.expand({n: WILD for n in template.names})
-        node = self.trie
-        for segment in marker.split("/"):
-            key = WILD if WILD in segment else segment
-            node = node.children.setdefault(key, _Node())
-        node.defs.append(compiled)
-        self.has_trie = True
+        segments = marker.split("/")
+        positions = tuple(i for i, seg in enumerate(segments) if WILD not in seg)
+        shapes = self.shapes.setdefault(len(segments), [])
+        shape = next((s for s in shapes if s.literal_positions == positions), None)
+        if shape is None:
+            shape = _Shape(positions, _shape_key(positions))
+            shapes.append(shape)
+        key = shape.key_of(segments)
+        shape.buckets.setdefault(key, []).append(compiled)
 
     def lookup(self, key: str | None) -> list[CompiledDefinition]:
         if key is None:
@@ -71,8 +87,14 @@ class KeyIndex:
         hit = self.exact.get(key)
         if hit:
             out.extend(hit)
-        if self.has_trie:
-            _walk(self.trie, key.split("/"), 0, out)
+        if self.shapes:
+            segments = key.split("/")
+            shapes = self.shapes.get(len(segments))
+            if shapes:
+                for shape in shapes:
+                    found = shape.buckets.get(shape.key_of(segments))
+                    if found:
+                        out.extend(found)
         for length, bucket in self.prefixes.items():
             found = bucket.get(key[:length])
             if found:
@@ -84,28 +106,11 @@ class KeyIndex:
     def all(self) -> Iterable[CompiledDefinition]:
         for defs in self.exact.values():
             yield from defs
-        yield from _all_trie(self.trie)
+        for shapes in self.shapes.values():
+            for shape in shapes:
+                for defs in shape.buckets.values():
+                    yield from defs
         for bucket in self.prefixes.values():
             for defs in bucket.values():
                 yield from defs
         yield from self.rest
-
-
-def _walk(node: _Node, segments: list[str], depth: int, out: list[CompiledDefinition]) -> None:
-    if depth == len(segments):
-        out.extend(node.defs)
-        return
-    segment = segments[depth]
-    child = node.children.get(segment)
-    if child is not None:
-        _walk(child, segments, depth + 1, out)
-    if segment:
-        wild = node.children.get(WILD)
-        if wild is not None:
-            _walk(wild, segments, depth + 1, out)
-
-
-def _all_trie(node: _Node) -> Iterable[CompiledDefinition]:
-    yield from node.defs
-    for child in node.children.values():
-        yield from _all_trie(child)

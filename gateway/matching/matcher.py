@@ -13,6 +13,7 @@ by validating the body.
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -174,8 +175,13 @@ class Matcher:
             outcome = compiled.evaluate(record, event)
             if isinstance(outcome, Failure):
                 scored.append((compiled.score(record, event), compiled, outcome))
-        scored.sort(key=lambda item: (-item[0], -item[1].specificity[0], item[1].definition.order))
+        # Most checks passed first; among equals, the failed value most like what was expected.
+        scored.sort(key=lambda item: (-item[0], -_likeness(item[2]), item[1].definition.order))
         return [
             Explanation(c.definition.xid, str(failure), passed)
             for passed, c, failure in scored[:limit]
         ]
+
+
+def _likeness(failure: Failure) -> float:
+    return difflib.SequenceMatcher(None, failure.expected, failure.got).ratio()

@@ -41,14 +41,14 @@ def test_match_store_messages(capsys):
     assert unmatched["match"] is None and unmatched["reason"] == "unmatched"
     assert unmatched["explain"][0]["failure"] == (
         "topic_name: expected /store/{storeid}/cashierdesk/{cdid}, got /store/12/desk/3")
-    structured = lines[4]  # a structured CloudEvent over MQTT passes through unchanged
-    assert structured["match"] == "/messagegroups/store/messages/cashierdesk"
-    assert structured["cloudevent"]["id"] == "evt-1"
+    binary = lines[4]  # a binary-mode CloudEvent over MQTT 5 passes through unchanged
+    assert binary["match"] == "/messagegroups/store/messages/cashierdesk"
+    assert binary["cloudevent"]["id"] == "evt-1" and binary["cloudevent"]["data"] == {"amount": 3}
 
 
 def test_match_reports_bad_lines_and_continues(tmp_path, capsys):
     f = tmp_path / "in.jsonl"
-    f.write_text('not json\n{"protocol": "MQTT/5.0", "topic_name": "/store/1/status"}\n')
+    f.write_text('not json\n{"protocol": "MQTT/5.0", "topic_name": "/store/1/status", "qos": 1}\n')
     assert main(["match", "-d", STORE, str(f)]) == 0
     first, second = (json.loads(x) for x in capsys.readouterr().out.splitlines())
     assert first["reason"] == "invalid-record" and first["line"] == 1

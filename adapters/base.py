@@ -1,0 +1,177 @@
+"""The adapter contract: what every protocol adapter offers the core, and nothing else.
+
+    Consumer  connect() -> read() -> Delivery ... -> aclose()
+    Producer  connect() -> write([NativeMessage, ...]) -> [Outcome, ...] -> aclose()
+
+Exceptions (the vocabulary the engine acts on)::
+
+    AdapterError
+    ├── NotConnected     connect() failed or the connection dropped: reconnect with backoff
+    ├── EndOfInput       the consumer has nothing more to give (closed): stop cleanly
+    └── AlreadySettled   a Delivery was acked/nacked a second time: a bug in the caller
+
+Per-message failures of a producer are values (`Outcome`), never exceptions, so one bad
+message in a batch does not hide the result of the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from gateway.record import NativeMessage
+
+__all__ = [
+    "AdapterError",
+    "AlreadySettled",
+    "Consumer",
+    "Delivery",
+    "EndOfInput",
+    "EndpointSettings",
+    "NotConnected",
+    "Outcome",
+    "Producer",
+    "Settle",
+    "TlsSettings",
+]
+
+
+class AdapterError(Exception):
+    """Base of the adapter vocabulary."""
+
+
+class NotConnected(AdapterError):
+    """No usable connection; the caller should call `connect()` again after a backoff."""
+
+
+class EndOfInput(AdapterError):
+    """The consumer was closed or its input is exhausted; stop reading."""
+
+
+class AlreadySettled(AdapterError):
+    """A delivery was settled twice. Raised rather than ignored: a second settlement means
+    the caller's bookkeeping is wrong (e.g. a fan-out tracker settling per part), and
+    silently ignoring it would hide an ack that stands in for a failed send."""
+
+
+#: The adapter's settlement hook: (ack, reason, retry). ack=True ignores reason/retry.
+Settle = Callable[[bool, str, bool], Awaitable[None]]
+
+
+class Delivery:
+    """One received message together with its settlement, settled exactly once.
+
+    `ack()` means processed (or dead-lettered): the source may forget it. `nack(reason,
+    retry=True)` asks for redelivery; `retry=False` means "never again" (the adapter drops
+    it at the source). `settled` turns true at the first call, before the adapter's I/O,
+    so concurrent double settlement is caught too.
+    """
+
+    __slots__ = ("_settle", "message", "settled")
+
+    def __init__(self, message: NativeMessage, settle: Settle) -> None:
+        self.message = message
+        self.settled = False
+        self._settle = settle
+
+    async def ack(self) -> None:
+        self._mark()
+        await self._settle(True, "", False)
+
+    async def nack(self, reason: str, retry: bool = True) -> None:
+        self._mark()
+        await self._settle(False, reason, retry)
+
+    def _mark(self) -> None:
+        if self.settled:
+            raise AlreadySettled("delivery already settled")
+        self.settled = True
+
+    def __repr__(self) -> str:
+        state = "settled" if self.settled else "unsettled"
+        return f"<Delivery {state} {self.message.to_line()[:120]}>"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The result of writing one message: delivered, or failed with a reason.
+
+    `retryable` tells the engine whether sending the same message again may succeed
+    (broker down, timeout) or not (rejected as malformed or unauthorized).
+    """
+
+    delivered: bool
+    retryable: bool = False
+    reason: str | None = None
+
+    @classmethod
+    def ok(cls) -> Outcome:
+        return _DELIVERED
+
+    @classmethod
+    def failed(cls, reason: str, retryable: bool = True) -> Outcome:
+        return cls(False, retryable, reason)
+
+
+_DELIVERED = Outcome(True)
+
+
+@dataclass(frozen=True)
+class TlsSettings:
+    """TLS options (placeholder until the config layer defines them fully)."""
+
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    insecure: bool = False
+
+
+@dataclass(frozen=True)
+class EndpointSettings:
+    """Where and how to connect; filled by the config layer.
+
+    `options` holds the protocol-specific settings (topic filters, QoS, group, ...) that
+    each adapter documents and reads itself; unknown keys are the config layer's problem.
+    """
+
+    uri: str
+    username: str | None = None
+    password: str | None = None
+    client_id: str | None = None
+    options: Mapping[str, object] = field(default_factory=dict)
+    tls: TlsSettings | None = None
+
+
+@runtime_checkable
+class Consumer(Protocol):
+    """Receives native messages. `read()` blocks until a delivery is available and,
+    for back-pressure, while the adapter's limit of unsettled deliveries is reached."""
+
+    @property
+    def connected(self) -> bool: ...
+
+    async def connect(self) -> None:
+        """Connect (or reconnect); raises NotConnected on failure."""
+
+    async def read(self) -> Delivery:
+        """Next delivery; raises NotConnected (reconnect) or EndOfInput (stop)."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class Producer(Protocol):
+    """Sends native messages; `write` returns one Outcome per message, in order, and
+    reports a delivery only once the broker has confirmed it."""
+
+    @property
+    def connected(self) -> bool: ...
+
+    async def connect(self) -> None:
+        """Connect (or reconnect); raises NotConnected on failure."""
+
+    async def write(self, messages: Sequence[NativeMessage]) -> list[Outcome]: ...
+
+    async def aclose(self) -> None: ...

@@ -1,0 +1,384 @@
+"""MQTT 3.1.1 / 5.0 consumer and producer (paho-mqtt 2 driven by asyncio).
+
+Options (`EndpointSettings.options`):
+
+| name              | default | meaning                                                    |
+|-------------------|---------|------------------------------------------------------------|
+| `filters`         | -       | consumer: topic filters, e.g. `/store/+/cashierdesk/+` or  |
+|                   |         | `$share/<group>/<filter>` (required for a consumer)        |
+| `qos`             | 1       | consumer: subscription QoS; producer: QoS of records       |
+|                   |         | without a `qos` field                                      |
+| `protocol`        | "5.0"   | "5.0" or "3.1.1"                                           |
+| `session_expiry`  | 86400   | consumer, 5.0: seconds the broker keeps the session        |
+| `keepalive`       | 30      | seconds                                                    |
+| `max_in_flight`   | 64      | consumer: unsettled deliveries (5.0: also Receive Maximum) |
+| `connect_timeout` | 10      | seconds for TCP connect + CONNACK                          |
+| `publish_timeout` | 10      | producer: seconds to wait for PUBACK/PUBCOMP               |
+| `reconnect_max`   | 10      | producer: longest backoff between reconnect attempts       |
+
+Settlement. The consumer connects with manual acks, clean start off and a stable client
+id (default derived from URI and filters), so the broker keeps unacknowledged QoS>=1
+messages across restarts. `ack()` sends PUBACK (QoS 1) / PUBCOMP (QoS 2). MQTT has no
+negative ack, and a broker resends unacked messages only on reconnect, so
+`nack(retry=True)` closes the connection: `read()` raises NotConnected, the engine calls
+`connect()` again, and the broker redelivers every unacked message (DUP set). Deliveries
+of an older connection are stale: settling them sends nothing (their packet ids belong
+to the old connection) and they are redelivered, which keeps at-least-once.
+`nack(retry=False)` acks: the caller has given up on the message (dead-lettered it).
+QoS 0 has nothing to settle.
+
+QoS 2 caveat: paho answers PUBREC on receipt, which hands the message over for good; an
+unacked QoS 2 message is not redelivered after a reconnect. Use QoS 1 when the gateway
+must see a message again after a failure.
+
+Back-pressure: at most `max_in_flight` deliveries are unsettled (`read()` waits), and at
+most `max_in_flight` received ones are buffered; when the buffer is full the socket is
+no longer read, so TCP pushes back on the broker. With MQTT 5 the broker's Receive
+Maximum enforces the same bound for QoS>=1 before anything is sent. A buffer held full
+for longer than the keepalive makes paho drop the connection (redelivery follows).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import time
+import uuid
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import paho.mqtt.client as paho
+from paho.mqtt.packettypes import PacketTypes
+
+from adapters._mqtt_record import to_publish, to_record
+from adapters._paho_loop import PahoLink, new_properties
+from adapters.base import (
+    Delivery,
+    EndOfInput,
+    EndpointSettings,
+    NotConnected,
+    Outcome,
+    Settle,
+)
+from gateway.record import NativeMessage
+
+__all__ = ["MqttConsumer", "MqttOptions", "MqttProducer"]
+
+
+@dataclass(frozen=True)
+class MqttOptions:
+    host: str
+    port: int
+    v5: bool
+    filters: tuple[str, ...]
+    qos: int
+    session_expiry: int
+    keepalive: int
+    max_in_flight: int
+    connect_timeout: float
+    publish_timeout: float
+    reconnect_max: float
+
+    @classmethod
+    def parse(cls, settings: EndpointSettings) -> MqttOptions:
+        """Read the options; raises ValueError naming the bad one."""
+        url = urlsplit(settings.uri)
+        if url.scheme not in ("mqtt", "tcp", ""):
+            raise ValueError(f"uri: unsupported scheme {url.scheme!r} (TLS is not wired yet)")
+        opts = settings.options
+        protocol = str(opts.get("protocol", "5.0"))
+        if protocol not in ("5.0", "5", "3.1.1"):
+            raise ValueError(f"protocol: expected 5.0 or 3.1.1, got {protocol!r}")
+        raw_filters = opts.get("filters", ())
+        if isinstance(raw_filters, str):
+            raw_filters = (raw_filters,)
+        if not isinstance(raw_filters, (list, tuple)):
+            raise ValueError("filters: expected a list of topic filters")
+        qos = _number(opts, "qos", 1)
+        if qos not in (0, 1, 2):
+            raise ValueError(f"qos: expected 0, 1 or 2, got {qos}")
+        max_in_flight = _number(opts, "max_in_flight", 64)
+        if not 1 <= max_in_flight <= 65535:
+            raise ValueError("max_in_flight: expected 1..65535")
+        return cls(
+            host=url.hostname or "127.0.0.1",
+            port=url.port or 1883,
+            v5=protocol != "3.1.1",
+            filters=tuple(str(f) for f in raw_filters),
+            qos=int(qos),
+            session_expiry=int(_number(opts, "session_expiry", 86400)),
+            keepalive=int(_number(opts, "keepalive", 30)),
+            max_in_flight=int(max_in_flight),
+            connect_timeout=float(_number(opts, "connect_timeout", 10)),
+            publish_timeout=float(_number(opts, "publish_timeout", 10)),
+            reconnect_max=float(_number(opts, "reconnect_max", 10)),
+        )
+
+
+def _number(opts: Mapping[str, object], name: str, default: float) -> float:
+    value = opts.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name}: expected a number, got {value!r}")
+    return value
+
+
+def _credentials(link: PahoLink, settings: EndpointSettings) -> None:
+    url = urlsplit(settings.uri)
+    username = settings.username or url.username
+    if username:
+        link.client.username_pw_set(username, settings.password or url.password)
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+# ====================================================================== consumer
+
+
+class MqttConsumer:
+    """Subscribes to `filters` on a persistent session and yields settled-once deliveries."""
+
+    def __init__(self, settings: EndpointSettings) -> None:
+        self._settings = settings
+        self._opts = MqttOptions.parse(settings)
+        if not self._opts.filters:
+            raise ValueError("filters: a consumer needs at least one topic filter")
+        # A stable id is what makes the session (and redelivery) survive a restart.
+        self.client_id = (
+            settings.client_id
+            or "xrgw-"
+            + hashlib.sha256(
+                "\n".join((settings.uri, *sorted(self._opts.filters))).encode()
+            ).hexdigest()[:16]
+        )
+        self._link: PahoLink | None = None
+        self._generation = 0
+        self._buffer: deque[tuple[int, paho.MQTTMessage]] = deque()
+        self._unsettled = 0
+        self._changed = asyncio.Event()
+        self._closed = False
+        self.session_present = False
+
+    @property
+    def connected(self) -> bool:
+        return self._link is not None and self._link.connected
+
+    @property
+    def unsettled(self) -> int:
+        return self._unsettled
+
+    async def connect(self) -> None:
+        if self._closed:
+            raise EndOfInput("consumer closed")
+        await self._drop_link()
+        opts = self._opts
+        link = PahoLink(
+            client_id=self.client_id,
+            v5=opts.v5,
+            clean_start=False,
+            manual_ack=True,
+            on_message=self._on_message,
+            on_lost=self._on_lost,
+        )
+        _credentials(link, self._settings)
+        props = None
+        if opts.v5:
+            props = new_properties(
+                PacketTypes.CONNECT,
+                SessionExpiryInterval=opts.session_expiry,
+                ReceiveMaximum=opts.max_in_flight,
+            )
+        self._generation += 1
+        self._link = link
+        self.session_present = await link.connect(
+            opts.host,
+            opts.port,
+            keepalive=opts.keepalive,
+            properties=props,
+            timeout=opts.connect_timeout,
+        )
+        # Subscribe even when the session is present: it is idempotent and picks up a
+        # changed filter list.
+        try:
+            granted = await link.subscribe(
+                [(f, opts.qos) for f in opts.filters], timeout=opts.connect_timeout
+            )
+        except TimeoutError:
+            await self._drop_link()
+            raise NotConnected("no SUBACK") from None
+        refused = [f for f, g in zip(opts.filters, granted, strict=False) if g >= 0x80]
+        if refused:
+            await self._drop_link()
+            raise NotConnected(f"subscription refused for {refused}")
+        self._changed.set()
+
+    async def read(self) -> Delivery:
+        while True:
+            if self._closed:
+                raise EndOfInput("consumer closed")
+            if self._unsettled < self._opts.max_in_flight and self._buffer:
+                generation, message = self._buffer.popleft()
+                if self._link is not None and len(self._buffer) < self._opts.max_in_flight:
+                    self._link.resume_reading()
+                return self._deliver(generation, message)
+            if not self.connected:
+                raise NotConnected("not connected")
+            self._changed.clear()
+            await self._changed.wait()
+
+    async def aclose(self) -> None:
+        self._closed = True
+        await self._drop_link()
+        self._changed.set()
+
+    # -- internals ---------------------------------------------------------------------
+    def _deliver(self, generation: int, message: paho.MQTTMessage) -> Delivery:
+        self._unsettled += 1
+        record = to_record(message, self._opts.v5, received_at=_now())
+        return Delivery(record, self._settler(generation, message.mid, message.qos))
+
+    def _settler(self, generation: int, mid: int, qos: int) -> Settle:
+        async def settle(ack: bool, reason: str, retry: bool) -> None:
+            self._unsettled -= 1
+            self._changed.set()
+            current = generation == self._generation and self._link is not None
+            if qos == 0 or not current:
+                return  # nothing to send, or a stale packet id (it will be redelivered)
+            assert self._link is not None
+            if ack or not retry:
+                self._link.ack(mid, qos)
+            else:
+                # No nack in MQTT: the broker resends unacked messages on reconnect.
+                await self._drop_link()
+
+        return settle
+
+    def _on_message(self, message: paho.MQTTMessage) -> None:
+        self._buffer.append((self._generation, message))
+        if self._link is not None and len(self._buffer) >= self._opts.max_in_flight:
+            self._link.pause_reading()
+        self._changed.set()
+
+    def _on_lost(self, why: str) -> None:
+        self._forget_buffered()
+        self._changed.set()
+
+    def _forget_buffered(self) -> None:
+        # Buffered QoS>=1 messages come again after reconnect; handing them out now would
+        # only create deliveries whose acks cannot be sent. QoS 0 ones are kept.
+        self._buffer = deque(item for item in self._buffer if item[1].qos == 0)
+
+    async def _drop_link(self) -> None:
+        link, self._link = self._link, None
+        if link is not None:
+            await link.disconnect()
+            self._forget_buffered()
+            self._changed.set()
+
+
+# ====================================================================== producer
+
+
+class MqttProducer:
+    """Publishes records and reports each as delivered only after PUBACK/PUBCOMP.
+
+    When the connection is down, `write()` tries to reconnect, at most once per backoff
+    interval (doubling up to `reconnect_max`); meanwhile it fails fast with a retryable
+    Outcome instead of waiting.
+    """
+
+    def __init__(self, settings: EndpointSettings) -> None:
+        self._settings = settings
+        self._opts = MqttOptions.parse(settings)
+        self.client_id = settings.client_id or f"xrgw-pub-{uuid.uuid4().hex[:12]}"
+        self._link: PahoLink | None = None
+        self._backoff = 0.0
+        self._next_attempt = 0.0
+        self._lock = asyncio.Lock()
+
+    @property
+    def connected(self) -> bool:
+        return self._link is not None and self._link.connected
+
+    async def connect(self) -> None:
+        async with self._lock:
+            await self._connect()
+
+    async def _connect(self) -> None:
+        if self._link is not None:
+            await self._link.disconnect()
+            self._link = None
+        # Clean start: a producer needs no session, and a stale one would make the broker
+        # expect packet ids this fresh client knows nothing about.
+        link = PahoLink(
+            client_id=self.client_id, v5=self._opts.v5, clean_start=True, manual_ack=False
+        )
+        _credentials(link, self._settings)
+        try:
+            await link.connect(
+                self._opts.host,
+                self._opts.port,
+                keepalive=self._opts.keepalive,
+                timeout=self._opts.connect_timeout,
+            )
+        except NotConnected:
+            self._backoff = min(max(self._backoff * 2, 0.1), self._opts.reconnect_max)
+            self._next_attempt = time.monotonic() + self._backoff
+            raise
+        self._link = link
+        self._backoff = 0.0
+
+    async def write(self, messages: Sequence[NativeMessage]) -> list[Outcome]:
+        if not self.connected:
+            reason = await self._try_reconnect()
+            if reason is not None:
+                return [Outcome.failed(reason) for _ in messages]
+        link = self._link
+        assert link is not None
+        pending: list[asyncio.Future[str | None] | Outcome] = []
+        for record in messages:
+            try:
+                args = to_publish(record, link.v5, self._opts.qos)
+            except ValueError as exc:
+                pending.append(Outcome.failed(str(exc), retryable=False))
+                continue
+            pending.append(
+                link.publish(args.topic, args.payload, args.qos, args.retain, args.properties)
+            )
+        return [await self._outcome(item) for item in pending]
+
+    async def _try_reconnect(self) -> str | None:
+        """None when connected again, else why not (without waiting out the backoff)."""
+        async with self._lock:
+            if self.connected:
+                return None
+            if time.monotonic() < self._next_attempt:
+                return "not connected (reconnect backing off)"
+            try:
+                await self._connect()
+            except NotConnected as exc:
+                return str(exc)
+            return None
+
+    async def _outcome(self, item: asyncio.Future[str | None] | Outcome) -> Outcome:
+        if isinstance(item, Outcome):
+            return item
+        try:
+            async with asyncio.timeout(self._opts.publish_timeout):
+                failure = await item
+        except TimeoutError:
+            return Outcome.failed("no PUBACK/PUBCOMP in time")
+        if failure is None:
+            return Outcome.ok()
+        # "broker refused" is a verdict on the message; everything else is the link.
+        return Outcome.failed(failure, retryable=not failure.startswith("broker refused"))
+
+    async def aclose(self) -> None:
+        link, self._link = self._link, None
+        if link is not None:
+            with contextlib.suppress(Exception):
+                await link.disconnect()

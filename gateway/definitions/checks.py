@@ -1,0 +1,121 @@
+"""Small checks shared by the validators: where a canonical path was written, name
+suggestions, property value types and template syntax."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping
+
+from gateway.definitions.model import Property, Provenance
+from gateway.definitions.properties import KNOWN_TYPES
+from gateway.definitions.typecheck import STRING_TYPES, has_placeholder, value_problem
+from gateway.problems import Problems, json_path
+from gateway.templates import Template, TemplateError
+
+_LEVEL1_FIX = ("use RFC 6570 level-1 placeholders only: {name} with letters, digits and "
+               "underscore; no operators (+ # . / ; ? &), no * or :n modifiers")
+
+
+def where(
+    field_provenance: Mapping[str, Provenance], fallback: Provenance, *parts: str | int
+) -> Provenance:
+    """Where the canonical path `parts` was written: its recorded provenance, or that of
+    its longest recorded prefix with the rest appended."""
+    for cut in range(len(parts), 0, -1):
+        found = field_provenance.get(json_path(*parts[:cut]))
+        if found is not None:
+            return Provenance(found.file, found.path + json_path(*parts[cut:])[1:])
+    return Provenance(fallback.file, fallback.path + json_path(*parts)[1:])
+
+
+def suggest(name: str, choices: Iterable[str]) -> str | None:
+    options = list(choices)
+    by_lower = {c.lower(): c for c in options}
+    close = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=0.6)
+    return by_lower[close[0]] if close else None
+
+
+def unknown_name_problem(
+    problems: Problems, at: Provenance, what: str, name: str, choices: Iterable[str]
+) -> None:
+    known = sorted(choices)
+    guess = suggest(name, known)
+    hint = f"; did you mean '{guess}'?" if guess else ""
+    fix = f"rename it to '{guess}'" if guess else f"use one of: {', '.join(known)}"
+    problems.warning(at.file, at.path, f"unknown {what} '{name}'{hint}",
+                     f"{fix} (until then it is ignored)")
+
+
+def check_property(
+    problems: Problems, prop: Property, label: str, at: Provenance, expected: str | None = None
+) -> bool:
+    """Declared type known, value of the right type, templates level 1. False when the
+    value has the wrong type (so callers skip checks that would only repeat it)."""
+    if prop.type not in KNOWN_TYPES:
+        guess = suggest(prop.type, KNOWN_TYPES)
+        hint = f"; did you mean '{guess}'?" if guess else ""
+        problems.warning(
+            at.file, at.path, f"{label}: unknown type '{prop.type}'{hint}",
+            f"use one of: {', '.join(sorted(KNOWN_TYPES))}",
+        )
+    if not prop.has_value:
+        return True
+    typ = expected or prop.type
+    if typ == "timestamp" and templated_timestamp(problems, prop.value, label, at):
+        return True
+    why = value_problem(prop.value, typ)
+    if why is not None:
+        article = "an" if typ[:1] in "aeiou" else "a"
+        problems.error(at.file, at.path, f"{label}: value {prop.value!r} {why}",
+                       f"give {article} {typ} value")
+        return False
+    check_template(problems, prop, label, at)
+    return True
+
+
+def templated_timestamp(problems: Problems, value: object, label: str, at: Provenance) -> bool:
+    """Whether a timestamp value is a placeholder template (then reported, and True).
+
+    The spec allows placeholders only in string-like values, but real catalogs map a
+    native field into the CloudEvents `time` this way (seattle-911: "{incident_datetime_utc}")
+    and the Context Attributes section is exactly that use; so it is a warning, not an error.
+    """
+    if not isinstance(value, str) or not has_placeholder(value):
+        return False
+    try:
+        Template.parse(value)
+    except TemplateError as exc:
+        problems.error(at.file, at.path, f"{label}: {exc}", _LEVEL1_FIX)
+        return True
+    problems.warning(at.file, at.path,
+                     f"{label}: timestamp value {value!r} is a template; placeholders are only "
+                     "defined for string-like types, and the value filled in must be RFC 3339",
+                     'declare "type": "uritemplate" if the value is rendered from context, or '
+                     "give an RFC 3339 timestamp")
+    return True
+
+
+def check_template(problems: Problems, prop: Property, label: str, at: Provenance) -> None:
+    value = prop.value
+    if not isinstance(value, str) or prop.type not in STRING_TYPES:
+        return
+    if "{" not in value and "}" not in value:
+        return
+    try:
+        Template.parse(value)
+    except TemplateError as exc:
+        problems.error(at.file, at.path, f"{label}: {exc}", _LEVEL1_FIX)
+
+
+def check_string_templates(problems: Problems, value: object, label: str, at: Provenance) -> None:
+    """Template syntax of every string inside an option value (endpoint options)."""
+    if isinstance(value, str):
+        check_template(problems, Property(value=value, has_value=True), label, at)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            check_string_templates(problems, item, label,
+                                   Provenance(at.file, at.path + f"[{index}]"))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            check_string_templates(problems, item, label,
+                                   Provenance(at.file, at.path + json_path(str(key))[1:]))

@@ -1,0 +1,76 @@
+"""Endpoint rules (notes 1.8): usage combinations, option names, templates, references."""
+
+from __future__ import annotations
+
+from gateway.definitions.checks import check_string_templates, unknown_name_problem, where
+from gateway.definitions.endpoints import ENDPOINT_OPTIONS, known_options
+from gateway.definitions.model import Catalog, Endpoint, Provenance
+from gateway.definitions.refs import group_id_of, is_absolute
+from gateway.problems import Problems
+from gateway.protocols import HTTP, KAFKA, MQTT5, MQTT311, PROTOCOLS
+
+_DUAL = frozenset({"subscriber", "consumer"})  # the one combination the spec allows
+
+
+def check_endpoint(endpoint: Endpoint, catalog: Catalog, problems: Problems) -> None:
+    _check_usage(endpoint, problems)
+    _check_options(endpoint, problems)
+    _check_groups(endpoint, catalog, problems)
+
+
+def _at(endpoint: Endpoint, *parts: str | int) -> Provenance:
+    return where(endpoint.field_provenance, endpoint.provenance, *parts)
+
+
+def _check_usage(endpoint: Endpoint, problems: Problems) -> None:
+    usage = set(endpoint.usage)
+    if len(usage) <= 1:
+        return
+    at = _at(endpoint, "usage")
+    if usage != _DUAL:
+        problems.warning(at.file, at.path,
+                         f"usage {sorted(usage)} combines roles the spec keeps apart",
+                         'use one of consumer, producer, subscriber, or ["subscriber", '
+                         '"consumer"]')
+    elif endpoint.protocol in (HTTP, KAFKA):
+        problems.warning(at.file, at.path,
+                         f"usage [subscriber, consumer] is not allowed for {endpoint.protocol}",
+                         "declare two endpoints, one per role")
+
+
+def _check_options(endpoint: Endpoint, problems: Problems) -> None:
+    protocol = endpoint.protocol
+    if protocol is not None and protocol not in PROTOCOLS:
+        at = _at(endpoint, "protocol")
+        problems.warning(at.file, at.path,
+                         f"unknown protocol '{protocol}'; endpoint options are not checked",
+                         f"use one of: {', '.join(PROTOCOLS)}")
+    known = known_options(protocol)
+    for name, value in endpoint.protocol_options.items():
+        at = _at(endpoint, "protocoloptions", name)
+        if protocol in ENDPOINT_OPTIONS and name not in known:
+            unknown_name_problem(problems, at, f"{protocol} endpoint option", name, known)
+        check_string_templates(problems, value, f"endpoint option '{name}'", at)
+    qos = endpoint.protocol_options.get("qos")
+    if protocol in (MQTT5, MQTT311) and qos is not None and (
+        isinstance(qos, bool) or not isinstance(qos, int) or not 0 <= qos <= 2
+    ):
+        at = _at(endpoint, "protocoloptions", "qos")
+        problems.error(at.file, at.path, f"endpoint option 'qos': {qos!r} is not 0, 1 or 2",
+                       "give an integer between 0 and 2")
+
+
+def _check_groups(endpoint: Endpoint, catalog: Catalog, problems: Problems) -> None:
+    for index, ref in enumerate(endpoint.messagegroups):
+        if is_absolute(ref):
+            continue  # another registry: resolving it is the client's business
+        at = _at(endpoint, "messagegroups", index)
+        gid = group_id_of(ref)
+        if gid is None:
+            problems.warning(at.file, at.path,
+                             f"'{ref}' is not a message group reference",
+                             'reference a group as "/messagegroups/<id>"')
+        elif gid not in catalog.groups:
+            problems.warning(at.file, at.path,
+                             f"message group '{ref}' is not defined in the loaded documents",
+                             "load the document that defines it or fix the reference")

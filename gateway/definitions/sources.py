@@ -1,0 +1,236 @@
+"""Loading raw catalog documents from files, directories and registry URLs.
+
+Nothing here raises on bad input: unreadable files, malformed JSON/YAML and HTTP failures
+become error `Problem`s (file, path `$`, what happened, how to fix it) and the source is
+skipped, so one broken file does not hide the problems of the others.
+
+Directories are read non-recursively: catalogs sit side by side, while sub-folders tend
+to hold schemas, generated code or vendored copies we must not pick up by accident.
+Hidden files are skipped and names are read in sorted order so loading is reproducible.
+
+A registry URL is read with `GET <url>/export` (the whole registry in document view, which
+also works on static "no-code" registries), falling back to `GET <url>?inline=*` (API view
+with nested collections) when the server has no export. Only the standard library is used.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from gateway.jsontypes import JSON
+from gateway.problems import Problem
+
+JSON_SUFFIXES = (".xreg.json", ".cereg", ".json")
+YAML_SUFFIXES = (".cereg.yaml", ".cereg.yml", ".yaml", ".yml")
+DEFAULT_TIMEOUT = 10.0
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024  # a registry export larger than this is a mistake
+
+
+@dataclass(frozen=True)
+class RawDocument:
+    """One parsed document. `name` is what problems cite (the path or the URL read);
+    `bases` are the addresses absolute references use to point into it."""
+
+    name: str
+    data: JSON
+    bases: tuple[str, ...] = ()
+
+
+def load_sources(
+    sources: Sequence[str | Path], timeout: float = DEFAULT_TIMEOUT
+) -> tuple[list[RawDocument], list[Problem]]:
+    documents: list[RawDocument] = []
+    problems: list[Problem] = []
+    for source in sources:
+        text = str(source)
+        if isinstance(source, str) and text.lower().startswith(("http://", "https://")):
+            _collect(load_url(text, timeout), documents, problems)
+            continue
+        path = Path(source)
+        if path.is_dir():
+            files = list_directory(path)
+            if not files:
+                problems.append(_warn(text, "directory holds no catalog files",
+                                      "add *.xreg.json, *.cereg, *.json or *.yaml files"))
+            for file in files:
+                _collect(load_file(file), documents, problems)
+        else:
+            _collect(load_file(path), documents, problems)
+    return documents, problems
+
+
+def _collect(
+    result: RawDocument | Problem, documents: list[RawDocument], problems: list[Problem]
+) -> None:
+    if isinstance(result, Problem):
+        problems.append(result)
+    else:
+        documents.append(result)
+
+
+def list_directory(directory: Path) -> list[Path]:
+    suffixes = JSON_SUFFIXES + YAML_SUFFIXES
+    return sorted(
+        p for p in directory.iterdir()
+        if p.is_file() and not p.name.startswith(".") and p.name.lower().endswith(suffixes)
+    )
+
+
+def load_file(path: Path) -> RawDocument | Problem:
+    name = str(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return _error(name, "file not found", "check the path of the definitions source")
+    except OSError as exc:
+        return _error(name, f"cannot read file: {exc.strerror or exc}",
+                      "check that the file exists and is readable")
+    except ValueError as exc:  # e.g. a NUL byte in the path
+        return _error(name, f"invalid file name: {exc}", "check the path")
+    lower = path.name.lower()
+    if lower.endswith(YAML_SUFFIXES):
+        parsed = parse_yaml(raw, name)
+    elif lower.endswith(JSON_SUFFIXES):
+        parsed = parse_json(raw, name)
+    else:  # unknown extension: JSON is the common case, YAML the fallback
+        parsed = parse_json(raw, name)
+        if isinstance(parsed, Problem):
+            as_yaml = parse_yaml(raw, name)
+            parsed = parsed if isinstance(as_yaml, Problem) else as_yaml
+    if isinstance(parsed, Problem):
+        return parsed
+    resolved = path.resolve()
+    return RawDocument(name, parsed, (name, str(resolved), resolved.as_uri(), path.name))
+
+
+def parse_json(raw: bytes, name: str) -> JSON | Problem:
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        return _error(name, f"not UTF-8 text ({exc.reason} at byte {exc.start})",
+                      "save the document as UTF-8")
+    try:
+        return as_json(json.loads(text))
+    except json.JSONDecodeError as exc:
+        return _error(name, f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
+                      f"fix the JSON syntax near line {exc.lineno}, column {exc.colno}")
+    except RecursionError:
+        return _error(name, "JSON nesting is too deep", "flatten the document")
+
+
+def parse_yaml(raw: bytes, name: str) -> JSON | Problem:
+    try:
+        return as_json(yaml.safe_load(raw))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        return _error(name, f"malformed YAML: {problem}{where}",
+                      f"fix the YAML syntax{where.replace(' at', ' near')}")
+    except RecursionError:
+        return _error(name, "YAML nesting is too deep", "flatten the document")
+
+
+def as_json(value: object) -> JSON:
+    """Coerce parsed YAML (or any Python value) into the JSON data model.
+
+    YAML yields dates, non-string keys, sets and bytes; catalogs are JSON documents, so
+    those become their JSON spellings instead of surprising the reader later.
+    """
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, dict):
+        return {_key(k): as_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [as_json(v) for v in value]
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    return str(value)
+
+
+def _key(key: object) -> str:
+    if isinstance(key, str):
+        return key
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    return "null" if key is None else str(key)
+
+
+# -- registry URLs ---------------------------------------------------------------------------
+
+
+def load_url(url: str, timeout: float = DEFAULT_TIMEOUT) -> RawDocument | Problem:
+    root = url.rstrip("/")
+    export = _with_path(root, "/export")
+    first = _fetch_json(export, timeout)
+    if not isinstance(first, Problem):
+        return RawDocument(export, first, (root,))
+    if first.message.startswith("cannot connect"):
+        return first  # the fallback would fail the same way, after another timeout
+    inline = _with_query(root, "inline", "*")
+    second = _fetch_json(inline, timeout)
+    if not isinstance(second, Problem):
+        return RawDocument(inline, second, (root,))
+    return _error(
+        url,
+        f"cannot load the registry: GET {export} -> {first.message}; "
+        f"GET {inline} -> {second.message}",
+        "check the registry URL (the registry root, e.g. https://host/registry) and that "
+        "it serves /export or ?inline=*",
+    )
+
+
+def _with_path(url: str, suffix: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    return urllib.parse.urlunsplit(parts._replace(path=parts.path.rstrip("/") + suffix))
+
+
+def _with_query(url: str, key: str, value: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    query = [(k, v) for k, v in query if k != key] + [(key, value)]
+    encoded = urllib.parse.urlencode(query, safe="*")
+    return urllib.parse.urlunsplit(parts._replace(query=encoded))
+
+
+def _fetch_json(url: str, timeout: float) -> JSON | Problem:
+    request = urllib.request.Request(
+        url, headers={"Accept": "application/json, application/yaml;q=0.5"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            body: bytes = response.read(MAX_RESPONSE_BYTES + 1)
+    except urllib.error.HTTPError as exc:
+        return _error(url, f"HTTP {exc.code} {exc.reason}", "check the registry URL")
+    except urllib.error.URLError as exc:
+        return _error(url, f"cannot connect: {exc.reason}",
+                      "check the host name, port and network access to the registry")
+    except (TimeoutError, OSError) as exc:
+        return _error(url, f"cannot connect: {exc}",
+                      "check the host name, port and network access to the registry")
+    except ValueError as exc:  # e.g. an invalid URL
+        return _error(url, f"invalid URL: {exc}", "give an http:// or https:// registry URL")
+    if len(body) > MAX_RESPONSE_BYTES:
+        return _error(url, f"response larger than {MAX_RESPONSE_BYTES} bytes",
+                      "load the registry group by group or from an exported file")
+    return parse_json(body, url)
+
+
+def _error(file: str, message: str, fix: str) -> Problem:
+    return Problem("error", file, "$", message, fix)
+
+
+def _warn(file: str, message: str, fix: str) -> Problem:
+    return Problem("warning", file, "$", message, fix)

@@ -1,0 +1,199 @@
+"""Validation of the typed catalog: every problem, each with file, JSON path and a fix.
+
+Message rules (spec "Message Protocols", "Property Definitions"):
+- option names per protocol table (unknown: warning with the closest valid name);
+- value types per field (MQTT `qos` integer 0-2, `retain` boolean, Kafka `partition`
+  integer, AMQP header/property member types ...) and per declared type elsewhere;
+- mutual exclusions: Kafka `key`/`key_base64`, HTTP `method`/`status`,
+  `dataschema`/`dataschemauri`;
+- template syntax (RFC 6570 level 1) of every string-typed value;
+- CloudEvents envelope rules (`envelope_rules`); endpoint rules (`endpoint_rules`).
+Messages stating another protocol or envelope than their group are warned about.
+"""
+
+from __future__ import annotations
+
+import re
+
+from gateway.definitions.checks import check_property, suggest, unknown_name_problem, where
+from gateway.definitions.endpoint_rules import check_endpoint
+from gateway.definitions.envelope_rules import check_envelope
+from gateway.definitions.model import Catalog, MessageDefinition, OptionConstraint, Provenance
+from gateway.definitions.typecheck import compatible, has_placeholder
+from gateway.problems import Problem, Problems
+from gateway.protocols import (
+    AMQP,
+    DEFINITION_FIELDS,
+    HTTP,
+    KAFKA,
+    MQTT5,
+    MQTT311,
+    PROTOCOLS,
+    definition_field,
+    is_known_protocol,
+)
+
+_U32 = 2**32 - 1
+# (protocol, field, member) -> inclusive integer range
+_RANGES: dict[tuple[str, str, str | None], tuple[int, int]] = {
+    **{(p, "qos", None): (0, 2) for p in (MQTT5, MQTT311)},
+    (MQTT5, "payload_format", None): (0, 1),
+    (MQTT5, "message_expiry_interval", None): (0, _U32),
+    (KAFKA, "partition", None): (0, 2**31 - 1),
+    (AMQP, "header", "priority"): (0, 255),
+    (AMQP, "header", "ttl"): (0, _U32),
+    (AMQP, "header", "delivery-count"): (0, _U32),
+    (AMQP, "properties", "group-sequence"): (0, _U32),
+}
+_EXCLUSIVE: dict[str, tuple[str, str, str]] = {
+    KAFKA: ("key", "key_base64", "keep only one: key (UTF-8 text) or key_base64 (binary)"),
+    HTTP: ("method", "status", "keep method for requests or status for responses"),
+}
+_HTTP_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
+_HTTP_STATUS = re.compile(r"[1-5][0-9][0-9]\Z")
+
+
+def validate_catalog(catalog: Catalog) -> list[Problem]:
+    problems = Problems()
+    containers = [(g.envelope, g.protocol, g.messages) for g in catalog.groups.values()]
+    containers += [(e.envelope, e.protocol, e.messages) for e in catalog.endpoints.values()]
+    for envelope, protocol, messages in containers:
+        for m in messages:
+            validate_message(m, problems)
+            _check_consistency(m, envelope, protocol, problems)
+    for endpoint in catalog.endpoints.values():
+        check_endpoint(endpoint, catalog, problems)
+    return problems.items
+
+
+def validate_message(m: MessageDefinition, problems: Problems) -> None:
+    check_envelope(m, problems)
+    _check_protocol(m, problems)
+    _check_exclusions(m, problems)
+
+
+def _at(m: MessageDefinition, *parts: str | int) -> Provenance:
+    return where(m.field_provenance, m.provenance, *parts)
+
+
+def _check_protocol(m: MessageDefinition, problems: Problems) -> None:
+    protocol = m.protocol
+    if protocol is None:
+        if m.raw_protocol_options:
+            at = _at(m, "protocoloptions")
+            problems.warning(at.file, at.path, "protocoloptions without a protocol are ignored",
+                             'set "protocol" (e.g. "MQTT/5.0") or remove protocoloptions')
+        return
+    if not is_known_protocol(protocol):
+        at = _at(m, "protocol")
+        guess = suggest(protocol, PROTOCOLS)
+        problems.warning(
+            at.file, at.path,
+            f"unknown protocol '{protocol}'; its protocoloptions are not checked"
+            + (f"; did you mean '{guess}'?" if guess else ""),
+            f"use one of: {', '.join(PROTOCOLS)}",
+        )
+        return
+    _check_option_names(m, protocol, problems)
+    for constraint in m.protocol_options:
+        _check_constraint(m, protocol, constraint, problems)
+
+
+def _check_option_names(m: MessageDefinition, protocol: str, problems: Problems) -> None:
+    names = [spec.name for spec in DEFINITION_FIELDS[protocol]]
+    for name, value in m.raw_protocol_options.items():
+        spec = definition_field(protocol, name)
+        at = _at(m, "protocoloptions", name)
+        if spec is None:
+            if protocol == MQTT311 and definition_field(MQTT5, name) is not None:
+                problems.warning(at.file, at.path,
+                                 f"option '{name}' exists only in MQTT/5.0 (ignored)",
+                                 'remove it, or use "protocol": "MQTT/5.0"')
+            else:
+                unknown_name_problem(problems, at, f"{protocol} option", name, names)
+            continue
+        if spec.members and isinstance(value, dict):
+            members = [n for n, _ in spec.members]
+            for member in value:
+                if spec.member_type(member) is None:
+                    unknown_name_problem(problems, _at(m, "protocoloptions", name, member),
+                                         f"AMQP {name} member", member, members)
+
+
+def _check_constraint(
+    m: MessageDefinition, protocol: str, c: OptionConstraint, problems: Problems
+) -> None:
+    spec = definition_field(protocol, c.field)
+    assert spec is not None  # constraints exist only for known fields
+    if spec.kind == "scalar":
+        fixed: str | None = spec.type
+        at = _at(m, "protocoloptions", c.field)
+        label = f"{protocol} option '{c.field}'"
+    else:
+        fixed = spec.member_type(c.name or "") if spec.kind == "section" else None
+        at = c.prop.provenance or _at(m, "protocoloptions", c.field)
+        label = f"{protocol} {c.field} '{c.name}'"
+    prop = c.prop
+    if fixed is not None and not compatible(prop.type, fixed):
+        problems.warning(at.file, at.path,
+                         f"{label} is declared as '{prop.type}' but the protocol defines "
+                         f"it as '{fixed}'", f'declare "type": "{fixed}" or leave type out')
+    if not check_property(problems, prop, label, at, expected=fixed):
+        return  # the value has the wrong type; range and format checks would only repeat it
+    _check_range(protocol, c, label, at, problems)
+    if protocol == HTTP and c.field in ("method", "status"):
+        _check_http(c, label, at, problems)
+
+
+def _check_range(
+    protocol: str, c: OptionConstraint, label: str, at: Provenance, problems: Problems
+) -> None:
+    limits = _RANGES.get((protocol, c.field, c.name))
+    value = c.prop.value
+    if limits is None or not c.prop.has_value or not isinstance(value, int):
+        return
+    low, high = limits
+    if not low <= value <= high:
+        problems.error(at.file, at.path, f"{label}: value {value} is outside {low}..{high}",
+                       f"give an integer between {low} and {high}")
+
+
+def _check_http(c: OptionConstraint, label: str, at: Provenance, problems: Problems) -> None:
+    value = c.prop.value
+    if not c.prop.has_value or not isinstance(value, str) or has_placeholder(value):
+        return
+    if c.field == "method" and not _HTTP_TOKEN.match(value):
+        problems.error(at.file, at.path, f"{label}: {value!r} is not an HTTP method",
+                       "write a method token such as GET, POST or PUT")
+    if c.field == "status" and not _HTTP_STATUS.match(value):
+        problems.error(at.file, at.path, f"{label}: {value!r} is not an HTTP status code",
+                       'write a three-digit code between 100 and 599, e.g. "200"')
+
+
+def _check_exclusions(m: MessageDefinition, problems: Problems) -> None:
+    rule = _EXCLUSIVE.get(m.protocol or "")
+    if rule is not None:
+        first, second, fix = rule
+        if first in m.raw_protocol_options and second in m.raw_protocol_options:
+            at = _at(m, "protocoloptions", second)
+            problems.error(at.file, at.path,
+                           f"{m.protocol} options '{first}' and '{second}' are mutually "
+                           "exclusive", fix)
+    if "$.dataschema" in m.field_provenance and m.dataschemauri is not None:
+        at = _at(m, "dataschema")
+        problems.error(at.file, at.path,
+                       "'dataschema' (inline schema) and 'dataschemauri' are mutually exclusive",
+                       "keep the inline dataschema or the dataschemauri link, not both")
+
+
+def _check_consistency(
+    m: MessageDefinition, envelope: str | None, protocol: str | None, problems: Problems
+) -> None:
+    for what, mine, theirs in (("protocol", m.protocol, protocol),
+                               ("envelope", m.envelope, envelope)):
+        if mine is not None and theirs is not None and mine != theirs:
+            at = _at(m, what)
+            problems.warning(at.file, at.path,
+                             f"message {what} '{mine}' differs from its group's '{theirs}'",
+                             f"every message of a group uses the group's {what}; move the "
+                             f"message to a group for '{mine}' or fix the value")
