@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from gateway.definitions import load_catalog
-from gateway.jsontypes import JSON
 from gateway.definitions.model import Catalog
+from gateway.jsontypes import JSON
 from gateway.problems import Problem
 
 

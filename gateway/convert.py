@@ -23,7 +23,7 @@ from gateway.matching.matcher import AmbiguityPolicy, Explanation, Matcher, Matc
 from gateway.record import NativeMessage
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Conversion:
     record: NativeMessage
     match: MatchResult

@@ -137,6 +137,28 @@ class Template:
     def missing(self, context: Mapping[str, object]) -> list[str]:
         return [name for name in self.names if context.get(name) in (None, "")]
 
+    @cached_property
+    def format_string(self) -> str | None:
+        """`str.format_map` form of the template, or None when a name would be read as a
+        positional index (all digits)."""
+        if any(name.isdigit() for name in self.names):
+            return None
+        return "".join(
+            p.literal.replace("{", "{{").replace("}", "}}") if p.literal is not None
+            else f"{{{p.name}}}"
+            for p in self.parts
+        )
+
+    def expand_strings(self, context: Mapping[str, str]) -> str:
+        """Fast `expand` for contexts of non-empty strings (captured values): one C call.
+
+        Raises `KeyError` naming an unbound placeholder, like `expand`.
+        """
+        fmt = self.format_string
+        if fmt is None:
+            return self.expand(context)
+        return fmt.format_map(context)
+
     def expand(self, context: Mapping[str, object], encode: bool = False) -> str:
         """Fill every placeholder; raises `KeyError` naming the first unbound one.
 

@@ -96,22 +96,33 @@ def coerce(name: str, typ: str, value: JSON) -> Any:
     return text
 
 
-def _check_core(attributes: Mapping[str, Any]) -> str | None:
-    for required in ("id", "source", "type"):
-        value = attributes.get(required)
+def _check_attribute(name: str, value: Any) -> str | None:
+    """The CloudEvents rule for one core attribute, or None when it holds."""
+    if name in ("id", "source", "type"):
         if not isinstance(value, str) or not value:
-            return f"{required}: required and must be a non-empty string"
-    if not _URI_REFERENCE.match(attributes["source"]):
-        return f"source: {attributes['source']!r} is not a URI-reference"
-    subject = attributes.get("subject")
-    if subject is not None and (not isinstance(subject, str) or not subject):
-        return "subject: must be a non-empty string when present"
-    schema = attributes.get("dataschema")
-    if schema is not None and not (isinstance(schema, str) and _ABSOLUTE_URI.match(schema)):
-        return f"dataschema: {schema!r} is not an absolute URI"
-    ctype = attributes.get("datacontenttype")
-    if ctype is not None and not (isinstance(ctype, str) and _MEDIA_TYPE.match(ctype)):
-        return f"datacontenttype: {ctype!r} is not a media type (type/subtype)"
+            return f"{name}: required and must be a non-empty string"
+        if name == "source" and not _URI_REFERENCE.match(value):
+            return f"source: {value!r} is not a URI-reference"
+    elif name == "subject":
+        if not isinstance(value, str) or not value:
+            return "subject: must be a non-empty string when present"
+    elif name == "dataschema":
+        if not (isinstance(value, str) and _ABSOLUTE_URI.match(value)):
+            return f"dataschema: {value!r} is not an absolute URI"
+    elif name == "datacontenttype" and not (isinstance(value, str) and _MEDIA_TYPE.match(value)):
+        return f"datacontenttype: {value!r} is not a media type (type/subtype)"
+    return None
+
+
+_CORE = ("id", "source", "type", "subject", "dataschema", "datacontenttype")
+
+
+def _check_core(attributes: Mapping[str, Any], names: tuple[str, ...] = _CORE) -> str | None:
+    for name in names:
+        if name in attributes or name in ("id", "source", "type"):
+            problem = _check_attribute(name, attributes.get(name))
+            if problem is not None:
+                return problem
     return None
 
 
@@ -169,8 +180,7 @@ class EnvelopeTemplate:
                 )
         # Constants were checked above; only templated core attributes need a look per
         # message (source must stay a URI-reference, dataschema an absolute URI).
-        self.runtime_checked = {a.name for a in self.attributes} & {
-            "id", "source", "type", "subject", "dataschema", "datacontenttype"}
+        self.runtime_checked = tuple(n for n in _CORE if n in {a.name for a in self.attributes})
         if self.error is None:
             # Templated attributes stand in with a sample value; ids are always generated.
             sample = {"id": "x", **{a.name: "x" for a in self.attributes}, **self.fixed}
@@ -224,7 +234,7 @@ class EnvelopeTemplate:
         for attribute in self.attributes:
             assert attribute.template is not None
             try:
-                text = attribute.template.expand(context)
+                text = attribute.template.expand_strings(context)
             except KeyError as missing:
                 return RenderError(
                     "missing-context",
@@ -239,20 +249,21 @@ class EnvelopeTemplate:
             attributes["id"] = event_id(record)
         if self.time_from_receive:
             attributes["time"] = _receive_time(record, now)
-        check = bool(self.runtime_checked)
         if "datacontenttype" not in attributes:
             native = record.content_type
             if native is not None:
+                problem = _check_attribute("datacontenttype", native)  # a value from the wire
+                if problem is not None:
+                    return RenderError("invalid-envelope", problem)
                 attributes["datacontenttype"] = native
-                check = True  # a value from the wire
             elif self.content_type is not None:
                 attributes["datacontenttype"] = self.content_type
             elif record.has_json_data:
                 attributes["datacontenttype"] = "application/json"
         if "dataschema" not in attributes and self.dataschema is not None:
             attributes["dataschema"] = self.dataschema
-        if check:
-            problem = _check_core(attributes)
+        for name in self.runtime_checked:
+            problem = _check_attribute(name, attributes.get(name))
             if problem is not None:
                 return RenderError("invalid-envelope", problem)
         if record.has_json_data:

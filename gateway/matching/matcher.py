@@ -30,7 +30,7 @@ AmbiguityPolicy = Literal["first", "deadletter"]
 Status = Literal["matched", "unmatched", "ambiguous"]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class MatchResult:
     status: Status
     definition: MessageDefinition | None = None
