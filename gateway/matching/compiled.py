@@ -142,7 +142,10 @@ class CompiledDefinition:
     family: str | None
     protocol_checks: list[Check] = field(default_factory=list)
     envelope_checks: list[Check] = field(default_factory=list)
+    # (literal characters, constrained fields) of the checks that apply to a native
+    # message (protocol checks only) and to a CloudEvent (protocol + envelope checks).
     specificity: tuple[int, int] = (0, 0)
+    specificity_ce: tuple[int, int] = (0, 0)
 
     @property
     def envelope_only(self) -> bool:
@@ -206,8 +209,10 @@ def compile_definition(definition: MessageDefinition) -> CompiledDefinition:
             check = Check(f"cloudevent {name}", prop, None, attribute=name)
             if check.constrains:
                 compiled.envelope_checks.append(check)
-    checks = compiled.protocol_checks + compiled.envelope_checks
-    literal = sum(c.literal_weight for c in checks)
-    constrained = sum(1 for c in checks if c.constrains)
-    compiled.specificity = (literal, constrained)
+    compiled.specificity = _specificity(compiled.protocol_checks)
+    compiled.specificity_ce = _specificity(compiled.protocol_checks + compiled.envelope_checks)
     return compiled
+
+
+def _specificity(checks: list[Check]) -> tuple[int, int]:
+    return (sum(c.literal_weight for c in checks), sum(1 for c in checks if c.constrains))

@@ -125,8 +125,12 @@ class Matcher:
             return MatchResult("unmatched")
         if len(found) == 1:
             return MatchResult("matched", found[0][0].definition, found[0][1])
-        best = max(c.specificity for c, _ in found)
-        tied = [(c, ctx) for c, ctx in found if c.specificity == best]
+        if event is None:
+            best = max(c.specificity for c, _ in found)
+            tied = [(c, ctx) for c, ctx in found if c.specificity == best]
+        else:
+            best = max(c.specificity_ce for c, _ in found)
+            tied = [(c, ctx) for c, ctx in found if c.specificity_ce == best]
         if len(tied) > 1 and self.validate_schema:
             valid = [(c, ctx) for c, ctx in tied if self._body_valid(c.definition, record)]
             if valid:
