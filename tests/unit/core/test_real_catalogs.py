@@ -6,6 +6,7 @@ definition must be found (alone, or among equally specific ones), and conversion
 in a CloudEvent or a named dead-letter reason, never an exception.
 """
 
+import contextlib
 from pathlib import Path
 
 import pytest
@@ -30,10 +31,8 @@ def _names(definition) -> set[str]:
     for constraint in definition.protocol_options:
         value = constraint.prop.value
         if isinstance(value, str) and "{" in value:
-            try:
+            with contextlib.suppress(TemplateError):
                 names.update(Template.parse(value).names)
-            except TemplateError:
-                pass
     return names
 
 
