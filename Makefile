@@ -15,6 +15,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/xrgw validate config/examples/store.xreg.json
 	$(VENV)/bin/xrgw match -d config/examples/store.xreg.json config/examples/store-messages.jsonl
+	$(VENV)/bin/xrgw test config/examples/store.tests.yaml
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check gateway adapters tests bench

@@ -63,8 +63,11 @@ class Converter:
         ambiguity: AmbiguityPolicy = "first",
         validate_schema: bool = False,
     ) -> None:
-        self.matcher = Matcher(definitions, ambiguity=ambiguity, validate_schema=validate_schema)
+        listed = list(definitions)
+        self.matcher = Matcher(listed, ambiguity=ambiguity, validate_schema=validate_schema)
         self.renderer = EnvelopeRenderer()
+        for definition in listed:  # compile every envelope now, not on the first message
+            self.renderer.template(definition)
 
     def convert(
         self, record: NativeMessage, *, explain: bool = True, now: datetime | None = None

@@ -1,0 +1,178 @@
+"""The gateway configuration spec: every key, its type, default, description and example.
+
+Rules that need the loaded definitions (endpoint ids, usages, schemes) are not here but in
+`_routes.py` and `_endpoints.py`; this spec covers what the YAML alone can tell.
+
+`deadletter` is required: a gateway that silently logs undeliverable messages loses data
+without anyone having decided that. `deadletter: log` states that decision explicitly.
+"""
+
+from __future__ import annotations
+
+from gateway.config._spec import OPTIONAL, REQUIRED, Field
+
+DEADLETTER_LOG = "log"
+PORT_MAX = 65535
+
+
+def _positive(value: object) -> tuple[str, str] | None:
+    if isinstance(value, int) and value <= 0:
+        return f"must be greater than 0, not {value}", "use a positive integer such as 256"
+    return None
+
+
+def split_hostport(text: str) -> tuple[str, int] | None:
+    """`host:port` or `[v6]:port` -> (host, port), None when malformed."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > PORT_MAX:
+        return None
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host, int(port)
+
+
+def _hostport(value: object) -> tuple[str, str] | None:
+    if isinstance(value, str) and split_hostport(value) is None:
+        return (f"'{value}' is not host:port",
+                "write host:port, e.g. 127.0.0.1:9464, 0.0.0.0:9464 or [::1]:9464")
+    return None
+
+
+def _backoffs(value: object) -> tuple[str, str] | None:
+    if isinstance(value, dict):
+        low, high = value.get("initial_backoff"), value.get("max_backoff")
+        if isinstance(low, float) and isinstance(high, float) and high < low:
+            return ("max_backoff is shorter than initial_backoff",
+                    "make max_backoff at least as long as initial_backoff")
+    return None
+
+
+def _one_password(value: object) -> tuple[str, str] | None:
+    if isinstance(value, dict):
+        for key in ("username", "password"):
+            if value.get(key) is not None and value.get(f"{key}_file") is not None:
+                return (f"both {key} and {key}_file are given",
+                        f"keep one: {key}_file for a secret file, {key} for a value")
+    return None
+
+
+_URL_SOURCE = Field(
+    "registry", "object", "An xRegistry registry, polled for changes.",
+    fields=(
+        Field("url", "str", "Registry base URL (read via GET <url>/export).", REQUIRED,
+              "https://registry.example.com"),
+        Field("poll", "duration", "How often to poll; changes swap in atomically.", 30.0, "30s"),
+        Field("headers", "map", "HTTP headers for the registry requests (e.g. Authorization).",
+              OPTIONAL, {"Authorization": "Bearer ${REGISTRY_TOKEN}"},
+              item=Field("header", "str", "Header value.", secret=True), advanced=True),
+    ),
+)
+
+_DEFINITIONS = Field(
+    "definitions", "list",
+    "xRegistry documents: files, directories (not recursive) or registries. Relative paths "
+    "are resolved against the config file's directory.",
+    REQUIRED, ["store.xreg.json", {"url": "https://registry.example.com", "poll": "30s"}],
+    item=Field("source", "union", "A file/directory path or a registry.",
+               variants=(Field("path", "str", "File or directory path."), _URL_SOURCE)),
+    non_empty=True,
+)
+
+_RETRY = Field(
+    "retry", "object", "Retries of a failed send before the message is dead-lettered.",
+    {},
+    fields=(
+        Field("attempts", "int", "Sends in total, the first included.", 5, 5, check=_positive),
+        Field("initial_backoff", "duration", "Wait before the first retry; doubles per retry.",
+              0.2, "200ms"),
+        Field("max_backoff", "duration", "Longest wait between retries.", 10.0, "10s"),
+    ),
+    check=_backoffs, advanced=True,
+)
+
+_ROUTE = Field(
+    "route", "object", "One consumer endpoint feeding one or more producer endpoints.",
+    fields=(
+        Field("from", "str", "Id of an xRegistry endpoint with usage consumer or subscriber.",
+              REQUIRED, "store-mqtt"),
+        Field("to", "list", "Ids of xRegistry endpoints with usage producer.", REQUIRED,
+              ["events-kafka"], item=Field("endpoint", "str", "Producer endpoint id."),
+              non_empty=True),
+        Field("mode", "enum", "CloudEvents binding mode of the outputs.", "binary", "structured",
+              choices=("binary", "structured")),
+        Field("messagegroups", "list",
+              "Message groups to match; default: the consumer endpoint's groups and messages.",
+              OPTIONAL, ["store"], item=Field("group", "str", "Message group id.")),
+        Field("deliver", "enum",
+              "cloudevent renders a CloudEvent; native renders a native message from the "
+              "producer endpoint's message definitions.", "cloudevent", "native",
+              choices=("cloudevent", "native")),
+        Field("ambiguity", "enum",
+              "When several definitions match one message: take the first declared, or "
+              "dead-letter the message.", "first", "deadletter",
+              choices=("first", "deadletter"), advanced=True),
+        Field("inflight", "int", "Messages being processed at once on this route.", 256, 256,
+              check=_positive, advanced=True),
+        _RETRY,
+    ),
+)
+
+_TLS = Field(
+    "tls", "object", "TLS client settings; relative paths are resolved against the config "
+    "file's directory.", OPTIONAL,
+    fields=(
+        Field("ca_file", "str", "CA bundle (PEM) to verify the server.", OPTIONAL, "ca.pem"),
+        Field("cert_file", "str", "Client certificate (PEM).", OPTIONAL, "client.pem"),
+        Field("key_file", "str", "Client private key (PEM).", OPTIONAL, "client.key"),
+        Field("insecure", "bool", "Skip server verification (tests only).", False, False),
+    ),
+)
+
+_OVERRIDE = Field(
+    "endpoint", "object", "Deployment settings for one endpoint of the definitions.",
+    fields=(
+        Field("uri", "str",
+              "Address, replacing the definition's protocoloptions.endpoints: mqtt://, mqtts://, "
+              "amqp://, amqps://, nats://, tls://, kafka://HOST:PORT[,HOST:PORT], http://, "
+              "https://.", OPTIONAL, "mqtt://127.0.0.1:1883"),
+        Field("username", "str", "User name.", OPTIONAL, "${MQTT_USER}"),
+        Field("password", "str", "Password; prefer password_file.", OPTIONAL, "${MQTT_PASSWORD}",
+              secret=True),
+        Field("username_file", "str", "File whose content (stripped) is the user name.",
+              OPTIONAL, "/run/secrets/mqtt_user"),
+        Field("password_file", "str", "File whose content (stripped) is the password.",
+              OPTIONAL, "/run/secrets/mqtt"),
+        Field("client_id", "str", "Client id (MQTT) or client name.", OPTIONAL, "xrgw-1"),
+        _TLS,
+        Field("options", "map", "Merged over the endpoint's protocoloptions (override wins).",
+              OPTIONAL, {"qos": 1}, item=Field("option", "any", "Protocol option value.")),
+    ),
+    check=_one_password,
+)
+
+CONFIG_SPEC = Field(
+    "config", "object", "The xrgw gateway configuration.",
+    fields=(
+        _DEFINITIONS,
+        Field("routes", "list", "What flows from where to where.", REQUIRED,
+              item=_ROUTE, non_empty=True),
+        Field("deadletter", "str",
+              "Producer endpoint for messages that cannot be delivered, or `log` to only log "
+              "and count them (an explicit choice to lose them).", REQUIRED, "dlq-kafka"),
+        Field("admin", "object", "The admin HTTP server: /metrics, /healthz, /readyz.",
+              {},
+              fields=(Field("listen", "str", "host:port to listen on.", "127.0.0.1:9464",
+                            "0.0.0.0:9464", check=_hostport),)),
+        Field("log", "object", "Logging.", {},
+              fields=(
+                  Field("level", "enum", "Lowest level logged.", "info", "debug",
+                        choices=("debug", "info", "warning", "error")),
+                  Field("format", "enum", "Line format.", "json", "text", choices=("json", "text")),
+              )),
+        Field("shutdown", "object", "Graceful shutdown.", {},
+              fields=(Field("grace", "duration", "Time to finish in-flight messages.", 30.0,
+                            "30s"),)),
+        Field("endpoints", "map", "Deployment overrides, keyed by endpoint id.", OPTIONAL,
+              item=_OVERRIDE),
+    ),
+)
