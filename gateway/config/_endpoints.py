@@ -1,0 +1,175 @@
+"""Resolving endpoints: a definition from the catalog plus its `endpoints.<id>` override ->
+`EndpointConfig` with final address, credentials, TLS files and merged options.
+
+This is the one place that reads files named by the config (secrets, TLS material): a
+missing file should fail `xrgw validate`, not the first connect an hour later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from gateway.config._addresses import check_uri, definition_addresses, kafka_servers
+from gateway.config._model import EndpointConfig, TlsConfig
+from gateway.config._secret import Secret
+from gateway.definitions.checks import suggest
+from gateway.definitions.endpoints import known_options
+from gateway.definitions.model import Catalog, Endpoint
+from gateway.jsontypes import JSON, JSONObject
+from gateway.problems import Problems, json_path
+from gateway.protocols import KAFKA
+
+Override = Mapping[str, object]
+
+
+class EndpointResolver:
+    def __init__(self, catalog: Catalog, file: str, base_dir: Path, problems: Problems) -> None:
+        self.catalog = catalog
+        self.file = file
+        self.base_dir = base_dir
+        self.problems = problems
+
+    def check_ids(self, overrides: Mapping[str, Override]) -> None:
+        known = sorted(self.catalog.endpoints)
+        for endpoint_id in overrides:
+            if endpoint_id not in self.catalog.endpoints:
+                close = suggest(endpoint_id, known)
+                fix = (f"did you mean '{close}'?" if close else
+                       f"use an endpoint id of the definitions: {', '.join(known) or '(none)'}")
+                self.problems.error(self.file, json_path("endpoints", endpoint_id),
+                                    f"no endpoint '{endpoint_id}' in the definitions", fix)
+
+    def resolve(self, endpoint_id: str, override: Override | None, used_at: str) -> EndpointConfig:
+        """`used_at` is the JSON path that made the endpoint needed (for address problems)."""
+        endpoint = self.catalog.endpoints[endpoint_id]
+        over: Override = override or {}
+        uris, bootstrap = self._addresses(endpoint, over, used_at)
+        return EndpointConfig(
+            endpoint_id=endpoint_id,
+            protocol=endpoint.protocol,
+            usage=endpoint.usage,
+            uris=uris,
+            bootstrap_servers=bootstrap,
+            username=self._credential(endpoint_id, over, "username"),
+            password=self._password(endpoint_id, over),
+            client_id=_str(over.get("client_id")),
+            tls=self._tls(endpoint_id, over.get("tls")),
+            options=self._options(endpoint, over.get("options")),
+            envelope_options=dict(endpoint.envelope_options),
+            messages=tuple(self.catalog.messages_for_endpoint(endpoint_id)),
+            definition=endpoint,
+        )
+
+    def _addresses(
+        self, endpoint: Endpoint, over: Override, used_at: str
+    ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        eid = endpoint.endpoint_id
+        uri = _str(over.get("uri"))
+        if uri is not None:
+            issue = check_uri(uri, endpoint.protocol)
+            if issue is not None:
+                self.problems.error(self.file, json_path("endpoints", eid, "uri"), *issue)
+            servers = kafka_servers(uri) if endpoint.protocol == KAFKA else ()
+            return (uri,), servers
+        fix = f"add the address to the config: endpoints: {{{eid}: {{uri: ...}}}}"
+        if not endpoint.deployed:
+            self.problems.error(
+                self.file, used_at,
+                f"endpoint '{eid}' is a template (deployed: false) and needs an address", fix)
+            return (), ()
+        uris, bootstrap = definition_addresses(endpoint)
+        if not uris:
+            self.problems.error(
+                self.file, used_at,
+                f"endpoint '{eid}' has no address (no protocoloptions.endpoints in "
+                f"{endpoint.provenance.file})", fix)
+        return uris, bootstrap
+
+    def _credential(self, eid: str, over: Override, key: str) -> str | None:
+        value = over.get(key)
+        if isinstance(value, Secret):
+            return value.reveal()
+        if isinstance(value, str):
+            return value
+        name = _str(over.get(f"{key}_file"))
+        return None if name is None else self._read_secret(eid, f"{key}_file", name)
+
+    def _password(self, eid: str, over: Override) -> Secret | None:
+        value = self._credential(eid, over, "password")
+        return None if value is None else Secret(value)
+
+    def _read_secret(self, eid: str, key: str, name: str) -> str | None:
+        path = self._path(name)
+        where = json_path("endpoints", eid, key)
+        try:
+            text = path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "unreadable"
+            self.problems.error(self.file, where, f"cannot read secret file '{path}': {reason}",
+                                "create the file or correct the path (relative paths start "
+                                "at the config file's directory)")
+            return None
+        if not text:
+            self.problems.error(self.file, where, f"secret file '{path}' is empty",
+                                "write the secret into the file")
+            return None
+        return text
+
+    def _tls(self, eid: str, raw: object) -> TlsConfig | None:
+        if not isinstance(raw, Mapping):
+            return None
+        files: dict[str, str | None] = {}
+        for key in ("ca_file", "cert_file", "key_file"):
+            name = _str(raw.get(key))
+            files[key] = None if name is None else str(self._path(name))
+            if name is not None and not self._path(name).is_file():
+                self.problems.error(self.file, json_path("endpoints", eid, "tls", key),
+                                    f"file '{self._path(name)}' does not exist",
+                                    "correct the path (relative paths start at the config "
+                                    "file's directory)")
+        return TlsConfig(files["ca_file"], files["cert_file"], files["key_file"],
+                         raw.get("insecure") is True)
+
+    def _options(self, endpoint: Endpoint, raw: object) -> dict[str, JSON]:
+        merged: JSONObject = {k: v for k, v in endpoint.protocol_options.items()
+                              if k != "endpoints"}
+        if not isinstance(raw, Mapping):
+            return merged
+        known = known_options(endpoint.protocol)
+        squashed = {_squash(k): k for k in known}
+        for key, value in raw.items():
+            name = squashed.get(_squash(str(key)))
+            if name is None:
+                close = suggest(str(key), known)
+                fix = f"did you mean '{close}'?" if close else f"known: {', '.join(known)}"
+                self.problems.warning(
+                    self.file, json_path("endpoints", endpoint.endpoint_id, "options", key),
+                    f"'{key}' is not a {endpoint.protocol} endpoint option; passed on as is",
+                    fix)
+                name = str(key)
+            merged[name] = _merge(merged.get(name), value)
+        return merged
+
+    def _path(self, name: str) -> Path:
+        path = Path(name).expanduser()
+        return path if path.is_absolute() else self.base_dir / path
+
+
+def _merge(base: JSON | None, over: object) -> JSON:
+    """Deep merge of mappings (override wins); anything else is replaced."""
+    if isinstance(base, dict) and isinstance(over, dict):
+        out = dict(base)
+        for key, value in over.items():
+            out[str(key)] = _merge(out.get(str(key)), value)
+        return out
+    return over  # type: ignore[return-value]  # parsed YAML is JSON-like
+
+
+def _squash(name: str) -> str:
+    # The same comparison the definitions reader uses for option names.
+    return name.lower().replace("-", "").replace("_", "")
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None

@@ -1,0 +1,135 @@
+"""The typed, checked gateway configuration handed to the daemon.
+
+Everything is resolved: endpoint addresses and credentials are final (overrides applied,
+`${VAR}` substituted, secret files read), protocol options are merged, and each endpoint
+carries its message definitions, so the daemon does not go back to the raw YAML or the
+catalog to assemble a route. Durations are float seconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from gateway.config._secret import Secret, redact_uri
+from gateway.definitions.model import Catalog, Endpoint, MessageDefinition, Usage
+from gateway.jsontypes import JSON
+
+Mode = Literal["binary", "structured"]
+Deliver = Literal["cloudevent", "native"]
+Ambiguity = Literal["first", "deadletter"]
+LogLevel = Literal["debug", "info", "warning", "error"]
+LogFormat = Literal["json", "text"]
+
+
+@dataclass(frozen=True)
+class DefinitionSource:
+    """A file or directory path (made absolute), or a registry URL polled every `poll`."""
+
+    location: str
+    poll: float | None = None
+    headers: Mapping[str, Secret] = field(default_factory=dict)
+
+    @property
+    def is_registry(self) -> bool:
+        return self.location.lower().startswith(("http://", "https://"))
+
+
+@dataclass(frozen=True)
+class RetryConfig:
+    attempts: int = 5
+    initial_backoff: float = 0.2
+    max_backoff: float = 10.0
+
+
+@dataclass(frozen=True)
+class RouteConfig:
+    index: int  # position in `routes`, for problems and metrics labels
+    source: str  # `from`: consumer endpoint id
+    targets: tuple[str, ...]  # `to`: producer endpoint ids
+    mode: Mode = "binary"
+    messagegroups: tuple[str, ...] = ()  # group ids actually matched (default resolved)
+    deliver: Deliver = "cloudevent"
+    ambiguity: Ambiguity = "first"
+    inflight: int = 256
+    retry: RetryConfig = field(default_factory=RetryConfig)
+    # The definitions the route matches: its groups' messages, plus the consumer's inline
+    # messages when `messagegroups` was not given.
+    messages: tuple[MessageDefinition, ...] = field(default=(), repr=False)
+
+
+@dataclass(frozen=True)
+class TlsConfig:
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    insecure: bool = False
+
+
+@dataclass(frozen=True)
+class EndpointConfig:
+    endpoint_id: str
+    protocol: str | None
+    usage: tuple[Usage, ...]
+    # Addresses in preference order. Kafka: one `kafka://h:p[,h:p]` URI per address object;
+    # `bootstrap_servers` holds the preferred one's host:port list.
+    uris: tuple[str, ...]
+    bootstrap_servers: tuple[str, ...] = ()
+    username: str | None = None
+    password: Secret | None = None
+    client_id: str | None = None
+    tls: TlsConfig | None = None
+    # The endpoint's protocoloptions (without `endpoints`) overlaid by the override options.
+    options: Mapping[str, JSON] = field(default_factory=dict)
+    envelope_options: Mapping[str, JSON] = field(default_factory=dict)
+    messages: tuple[MessageDefinition, ...] = ()
+    definition: Endpoint | None = field(default=None, compare=False)
+
+    @property
+    def uri(self) -> str:
+        """The preferred address."""
+        return self.uris[0] if self.uris else ""
+
+    def __repr__(self) -> str:
+        # Hand-written: URIs may embed a password, and messages/definition are noise.
+        uris = ", ".join(redact_uri(u) for u in self.uris)
+        return (f"EndpointConfig({self.endpoint_id!r}, protocol={self.protocol!r}, "
+                f"usage={self.usage!r}, uris=[{uris}], username={self.username!r}, "
+                f"password={self.password!r}, client_id={self.client_id!r}, tls={self.tls!r}, "
+                f"options={self.options!r}, messages={len(self.messages)})")
+
+
+@dataclass(frozen=True)
+class AdminConfig:
+    host: str = "127.0.0.1"
+    port: int = 9464
+
+    @property
+    def listen(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    level: LogLevel = "info"
+    format: LogFormat = "json"
+
+
+@dataclass(frozen=True)
+class ShutdownConfig:
+    grace: float = 30.0
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    file: str
+    definitions: tuple[DefinitionSource, ...]
+    routes: tuple[RouteConfig, ...]
+    deadletter: str | None  # producer endpoint id; None means `deadletter: log`
+    admin: AdminConfig = field(default_factory=AdminConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+    shutdown: ShutdownConfig = field(default_factory=ShutdownConfig)
+    # Every endpoint a route or the dead letter uses, and every overridden one, by id.
+    endpoints: Mapping[str, EndpointConfig] = field(default_factory=dict)
+    catalog: Catalog = field(default_factory=Catalog, repr=False, compare=False)

@@ -1,0 +1,156 @@
+"""Checking routes and the dead letter against the loaded definitions, and building
+`RouteConfig`s.
+
+The YAML alone cannot tell whether `store-mqtt` exists or can be read from; these rules
+need the catalog, so they run after it is loaded. Each endpoint id a route needs is
+remembered with the JSON path that named it first, so address problems found later point
+at the line that made the endpoint necessary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import cast
+
+from gateway.config._model import Ambiguity, Deliver, Mode, RetryConfig, RouteConfig
+from gateway.definitions.checks import suggest
+from gateway.definitions.model import Catalog, Endpoint, MessageDefinition
+from gateway.definitions.refs import group_id_of, to_xid
+from gateway.problems import Problems, json_path
+from gateway.protocols import MQTT311
+
+_READS = ("consumer", "subscriber")
+
+
+class RouteChecker:
+    def __init__(self, catalog: Catalog, file: str, problems: Problems) -> None:
+        self.catalog = catalog
+        self.file = file
+        self.problems = problems
+        self.used: dict[str, str] = {}  # endpoint id -> JSON path that first needed it
+
+    def route(self, index: int, raw: Mapping[str, object]) -> RouteConfig | None:
+        base: tuple[str | int, ...] = ("routes", index)
+        source_id = cast(str, raw["from"])
+        targets = tuple(cast(list[str], raw["to"]))
+        mode = cast(Mode, raw["mode"])
+        deliver = cast(Deliver, raw["deliver"])
+        errors_before = len(self.problems.errors)
+        source = self._endpoint(source_id, (*base, "from"), _READS)
+        for j, target_id in enumerate(targets):
+            if target_id in targets[:j]:
+                self.problems.warning(self.file, json_path(*base, "to", j),
+                                      f"'{target_id}' is listed twice", "remove the repeat")
+                continue
+            target = self._endpoint(target_id, (*base, "to", j), ("producer",))
+            if target is not None:
+                self._check_output(target, mode, deliver, base)
+        groups, messages = self._messages(source, raw.get("messagegroups"), base)
+        if len(self.problems.errors) > errors_before:
+            return None
+        retry = cast(dict[str, object], raw["retry"])
+        return RouteConfig(
+            index=index, source=source_id, targets=targets, mode=mode, messagegroups=groups,
+            deliver=deliver, ambiguity=cast(Ambiguity, raw["ambiguity"]),
+            inflight=cast(int, raw["inflight"]),
+            retry=RetryConfig(cast(int, retry["attempts"]), cast(float, retry["initial_backoff"]),
+                              cast(float, retry["max_backoff"])),
+            messages=messages,
+        )
+
+    def deadletter(self, endpoint_id: str) -> None:
+        self._endpoint(endpoint_id, ("deadletter",), ("producer",))
+
+    def _endpoint(
+        self, endpoint_id: str, parts: tuple[str | int, ...], usages: tuple[str, ...]
+    ) -> Endpoint | None:
+        path = json_path(*parts)
+        endpoint = self.catalog.endpoints.get(endpoint_id)
+        role = " or ".join(usages)
+        if endpoint is None:
+            candidates = sorted(e.endpoint_id for e in self.catalog.endpoints.values()
+                                if set(e.usage) & set(usages))
+            close = suggest(endpoint_id, candidates)
+            fix = (f"did you mean '{close}'?" if close else
+                   f"use a {role} endpoint of the definitions: {', '.join(candidates) or '(none)'}"
+                   )
+            self.problems.error(self.file, path, f"no endpoint '{endpoint_id}' in the "
+                                "definitions", fix)
+            return None
+        self.used.setdefault(endpoint_id, path)
+        if not set(endpoint.usage) & set(usages):
+            has = ", ".join(endpoint.usage) or "none"
+            self.problems.error(
+                self.file, path,
+                f"endpoint '{endpoint_id}' has usage {has}, but {role} is needed here",
+                f"name an endpoint with usage {role}, or add {usages[0]} to the usage of "
+                f"'{endpoint_id}' in {endpoint.provenance.file}")
+        return endpoint
+
+    def _check_output(
+        self, target: Endpoint, mode: Mode, deliver: Deliver, base: tuple[str | int, ...]
+    ) -> None:
+        eid = target.endpoint_id
+        if deliver == "native":
+            if not self.catalog.messages_for_endpoint(eid):
+                self.problems.error(
+                    self.file, json_path(*base, "deliver"),
+                    f"deliver: native needs message definitions on '{eid}', which has none",
+                    f"add messagegroups or messages to '{eid}', or use deliver: cloudevent")
+            return
+        if mode == "binary" and target.protocol == MQTT311:
+            self.problems.error(
+                self.file, json_path(*base, "mode"),
+                f"mode binary is impossible towards '{eid}': MQTT/3.1.1 has no message "
+                "properties to carry CloudEvents attributes",
+                f"use mode: structured, or make '{eid}' an MQTT/5.0 endpoint")
+        declared = target.envelope_options.get("mode")
+        if isinstance(declared, str) and declared.lower() in ("binary", "structured") \
+                and declared.lower() != mode:
+            self.problems.error(
+                self.file, json_path(*base, "mode"),
+                f"endpoint '{eid}' declares envelopeoptions.mode {declared}, the route "
+                f"sends {mode}", f"use mode: {declared.lower()}")
+
+    def _messages(
+        self, source: Endpoint | None, raw_groups: object, base: tuple[str | int, ...]
+    ) -> tuple[tuple[str, ...], tuple[MessageDefinition, ...]]:
+        if raw_groups is None:
+            if source is None:
+                return (), ()
+            ids = tuple(g for g in (_group_id(r) for r in source.messagegroups) if g)
+            messages = tuple(self.catalog.messages_for_endpoint(source.endpoint_id))
+            where: tuple[str | int, ...] = (*base, "from")
+        else:
+            ids = tuple(self._group(str(g), (*base, "messagegroups", j))
+                        for j, g in enumerate(cast(list[object], raw_groups)))
+            messages = tuple(m for g in ids if g in self.catalog.groups
+                             for m in self.catalog.groups[g].messages)
+            where = (*base, "messagegroups")
+        # Unknown groups were reported already; "nothing to match" would only repeat that.
+        complete = all(g in self.catalog.groups for g in ids) if raw_groups is not None \
+            else source is not None
+        if not messages and complete:
+            self.problems.error(self.file, json_path(*where),
+                                "the route has no message definitions to match",
+                                "list messagegroups on the route, or reference message groups "
+                                "from the consumer endpoint")
+        return ids, messages
+
+    def _group(self, text: str, parts: tuple[str | int, ...]) -> str:
+        gid = _group_id(text) or text
+        if gid not in self.catalog.groups:
+            close = suggest(gid, self.catalog.groups)
+            fix = (f"did you mean '{close}'?" if close else
+                   f"use a message group id: {', '.join(sorted(self.catalog.groups)) or '(none)'}")
+            self.problems.error(self.file, json_path(*parts),
+                                f"no message group '{text}' in the definitions", fix)
+        return gid
+
+
+def _group_id(ref: str) -> str | None:
+    """`store`, `/messagegroups/store` and `#/messagegroups/store` all name `store`."""
+    if "/" not in ref:
+        return ref
+    xid = to_xid(ref)
+    return group_id_of(xid) if xid else None

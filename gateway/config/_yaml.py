@@ -1,0 +1,119 @@
+"""Reading the config YAML: the data, the line of every JSON path, and syntax problems.
+
+Problems name JSON paths, but an operator edits lines; keeping each node's line lets the
+loader say both. Duplicate keys are reported because PyYAML silently keeps the last one,
+which hides a half-edited config. Syntax errors carry line and column but not PyYAML's
+snippet of the line, which could show a secret written in the file.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import yaml
+
+from gateway.problems import Problem, json_path
+
+Parts = tuple[str | int, ...]
+# Aliases let a few lines expand into billions of values ("billion laughs"); everything
+# downstream walks the expanded tree, so the expansion is bounded here, once.
+MAX_NODES = 100_000
+
+
+class _TooLarge(Exception):
+    pass
+
+
+@dataclass
+class YamlDocument:
+    data: object = None
+    lines: dict[str, int] = field(default_factory=dict)  # JSON path -> 1-based line
+    problems: list[Problem] = field(default_factory=list)
+
+
+def read_yaml(text: str, file: str) -> YamlDocument:
+    doc = YamlDocument()
+    try:
+        loader = yaml.SafeLoader(text)
+    except yaml.YAMLError as exc:  # e.g. control characters, found before any parsing
+        doc.problems.append(Problem("error", file, "$", f"YAML error: {_first_line(exc)}",
+                                    "save the config as plain UTF-8 YAML text"))
+        return doc
+    try:
+        node = loader.get_single_node()
+        if node is not None:
+            _walk(node, (), doc, file)
+            doc.data = loader.construct_document(node)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        what = exc.problem or exc.context or "invalid YAML"
+        doc.problems.append(Problem("error", file, "$", f"YAML syntax error{where}: {what}",
+                                    "fix the YAML syntax there (indentation, quotes, colons)"))
+        doc.data = None
+    except yaml.YAMLError as exc:
+        doc.problems.append(Problem("error", file, "$", f"YAML error: {_first_line(exc)}",
+                                    "save the config as plain UTF-8 YAML text"))
+        doc.data = None
+    except (_TooLarge, RecursionError):
+        doc.problems.append(Problem(
+            "error", file, "$", f"the config expands to more than {MAX_NODES} values",
+            "write the config out plainly; nest less deeply and use fewer YAML aliases"))
+        doc.data = None
+    finally:
+        loader.dispose()
+    return doc
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def _walk(node: yaml.Node, parts: Parts, doc: YamlDocument, file: str) -> None:
+    if len(doc.lines) >= MAX_NODES:
+        raise _TooLarge
+    doc.lines.setdefault(json_path(*parts), node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                continue
+            key = str(key_node.value)
+            if key in seen:
+                doc.problems.append(Problem(
+                    "error", file, json_path(*parts, key),
+                    f"key '{key}' appears twice (line {key_node.start_mark.line + 1})",
+                    "keep one of them: YAML would silently use the last"))
+            seen.add(key)
+            _walk(value_node, (*parts, key), doc, file)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _walk(item, (*parts, i), doc, file)
+
+
+_LAST_SEGMENT = re.compile(r'(\.[^.\[]+|\[\d+\]|\["[^"]*"\])$')
+
+
+def with_lines(problems: list[Problem], doc: YamlDocument, file: str) -> list[Problem]:
+    """Append `(line N)` to the problems of `file`, from the path or its nearest parent."""
+    out: list[Problem] = []
+    for problem in problems:
+        line = _line_of(problem.path, doc.lines) if problem.file == file else None
+        if line is None or "line " in problem.message:
+            out.append(problem)
+        else:
+            out.append(Problem(problem.severity, problem.file, problem.path,
+                               f"{problem.message} (line {line})", problem.fix))
+    return out
+
+
+def _line_of(path: str, lines: dict[str, int]) -> int | None:
+    while path and path != "$":
+        if path in lines:
+            return lines[path]
+        shorter = _LAST_SEGMENT.sub("", path)
+        if shorter == path:
+            return None
+        path = shorter
+    return None

@@ -1,0 +1,1 @@
+"""Metrics and logs with the same labels for every adapter and route."""

@@ -1,0 +1,1 @@
+"""The daemon's engine: routes that move messages from a consumer to producers."""

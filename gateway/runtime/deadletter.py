@@ -1,0 +1,106 @@
+"""Dead-letter records: the original message, intact, plus why it could not be delivered.
+
+The body is the original body, byte for byte. The reason travels as protocol metadata of
+the dead-letter endpoint's protocol (Kafka/NATS/HTTP headers, MQTT 5 user properties,
+AMQP application properties), all prefixed `xrgw-`:
+
+| name | value |
+|---|---|
+| `xrgw-reason` | the reason code (`gateway.reasons`) |
+| `xrgw-detail` | a one-line explanation |
+| `xrgw-explain` | JSON list of the nearest definitions and their first failed check |
+| `xrgw-source-endpoint` | the consumer endpoint the message came from |
+| `xrgw-time` | when it was dead-lettered (RFC 3339) |
+| `xrgw-record` | JSON of the original native record without its body |
+
+`original_record(dead_letter)` rebuilds the original record, so a dead letter can be
+re-driven (by the daemon, or by the Spark job after a definition fix).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from gateway.jsontypes import JSON
+from gateway.matching.matcher import Explanation
+from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, MQTT311, NATS
+from gateway.record import NativeMessage
+
+PREFIX = "xrgw-"
+
+
+def deadletter_record(
+    original: NativeMessage,
+    *,
+    protocol: str,
+    reason: str,
+    detail: str = "",
+    explain: Sequence[Explanation] = (),
+    source_endpoint: str = "",
+    now: datetime | None = None,
+) -> NativeMessage:
+    meta = original.to_json()
+    meta.pop("data", None)
+    meta.pop("data_base64", None)
+    entries: list[tuple[str, str]] = [
+        (PREFIX + "reason", reason),
+        (PREFIX + "detail", detail.replace("\n", " ")),
+        (PREFIX + "source-endpoint", source_endpoint),
+        (PREFIX + "time", (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")),
+        (PREFIX + "record", json.dumps(meta, separators=(",", ":"), ensure_ascii=False)),
+    ]
+    if explain:
+        entries.append((PREFIX + "explain", json.dumps([e.to_json() for e in explain],
+                                                       ensure_ascii=False)))
+    fields: dict[str, JSON] = {}
+    pairs: list[JSON] = [{"name": k, "value": v} for k, v in entries]
+    if protocol in (KAFKA, NATS, HTTP):
+        fields["headers"] = pairs
+    elif protocol == MQTT5:
+        fields["user_properties"] = pairs
+    elif protocol == AMQP:
+        fields["application-properties"] = dict(entries)
+    elif protocol == MQTT311:
+        # No metadata in MQTT 3.1.1: the dead letter becomes a JSON document instead.
+        body: JSON = {"deadletter": dict(entries), "record": original.to_json()}
+        return NativeMessage(MQTT311, {}, data=body)
+    ctype = original.content_type
+    if ctype and protocol in (KAFKA, NATS, HTTP):
+        pairs.append({"name": "content-type", "value": ctype})
+    elif ctype and protocol == MQTT5:
+        fields["content_type"] = ctype
+    elif ctype and protocol == AMQP:
+        fields["properties"] = {"content-type": ctype}
+    if original.has_json_data:
+        return NativeMessage(protocol, fields, data=original.data)
+    return NativeMessage(protocol, fields, payload=original.payload)
+
+
+def deadletter_metadata(record: NativeMessage) -> dict[str, str]:
+    """The `xrgw-*` entries of a dead-letter record."""
+    if record.protocol == AMQP:
+        section = record.fields.get("application-properties")
+        items = section.items() if isinstance(section, dict) else []
+        return {k: str(v) for k, v in items if k.startswith(PREFIX)}
+    field = "user_properties" if record.protocol == MQTT5 else "headers"
+    return {k: v for k, v in record.pairs(field) if k.startswith(PREFIX)}
+
+
+def original_record(record: NativeMessage) -> NativeMessage | None:
+    """Rebuild the original record of a dead letter (None if it is not one)."""
+    if record.protocol == MQTT311 and isinstance(record.data, dict):
+        inner = record.data.get("record")
+        return NativeMessage.from_json(inner) if isinstance(inner, dict) else None
+    meta = deadletter_metadata(record).get(PREFIX + "record")
+    if meta is None:
+        return None
+    obj = json.loads(meta)
+    if record.has_json_data:
+        obj["data"] = record.data
+    elif record.payload is not None:
+        import base64
+
+        obj["data_base64"] = base64.b64encode(record.payload).decode("ascii")
+    return NativeMessage.from_json(obj)

@@ -1,0 +1,378 @@
+"""A route: one consumer endpoint to one or more producer endpoints, at least once.
+
+    reader ──► window (bounded) ──► lanes (ordered per key) ──► convert ──► outputs
+                                                                  │            │
+                                                                  └► dead letter ◄┘
+
+- The reader stops pulling when `inflight` messages are unsettled: back-pressure reaches
+  the broker through the adapter (credit, receive maximum, paused partitions ...).
+- Messages with the same ordering key (Kafka topic+partition, MQTT topic, NATS subject,
+  AMQP: all) are processed one after the other, so per-key order is kept; different keys
+  run concurrently.
+- A source message is acked only when every output confirmed it, or when the dead letter
+  took it. Output failures are retried with exponential backoff and jitter; past the
+  budget the message is dead-lettered as `undeliverable`. When the dead letter itself
+  fails, the message is nacked for redelivery: intake slows down rather than dropping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from gateway import reasons
+from gateway.cloudevents import encode
+from gateway.cloudevents.event import CloudEvent
+from gateway.convert import Conversion, Converter
+from gateway.definitions.model import MessageDefinition
+from gateway.envelope.native import render_native
+from gateway.envelope.render import RenderError
+from gateway.jsontypes import JSON
+from gateway.matching.matcher import Explanation
+from gateway.observability.metrics import Metrics
+from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, MQTT311, NATS
+from gateway.record import NativeMessage
+from gateway.runtime.deadletter import deadletter_record
+from gateway.runtime.ports import (
+    ConsumerLike,
+    DeliveryLike,
+    ProducerLike,
+    is_end_of_input,
+    is_not_connected,
+)
+from gateway.templates import Template, TemplateError
+
+log = logging.getLogger("xrgw.route")
+
+Mode = Literal["binary", "structured"]
+Deliver = Literal["cloudevent", "native"]
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    attempts: int = 5
+    initial_backoff: float = 0.2
+    max_backoff: float = 10.0
+
+    def delay(self, attempt: int) -> float:
+        """Full-jitter exponential backoff: uniform in [base/2, base]."""
+        base = min(self.max_backoff, self.initial_backoff * (2**attempt))
+        return float(base * (0.5 + random.random() / 2))
+
+
+@dataclass
+class Output:
+    endpoint_id: str
+    protocol: str
+    producer: ProducerLike
+    # Fields every outgoing record gets unless it has them (topic, subject, path ...);
+    # string values may hold placeholders filled from the match context.
+    defaults: Mapping[str, JSON] = field(default_factory=dict)
+    deliver: Deliver = "cloudevent"
+    definitions: Sequence[MessageDefinition] = ()  # for deliver: native
+
+
+class SendFailed(Exception):
+    def __init__(self, endpoint: str, reason: str) -> None:
+        self.endpoint = endpoint
+        self.reason = reason
+        super().__init__(f"{endpoint}: {reason}")
+
+
+def ordering_key(record: NativeMessage) -> object:
+    fields = record.fields
+    protocol = record.protocol
+    if protocol == KAFKA:
+        return (fields.get("topic"), fields.get("partition"))
+    if protocol in (MQTT5, MQTT311):
+        return fields.get("topic_name")
+    if protocol == NATS:
+        return fields.get("subject")
+    if protocol == AMQP:
+        return "amqp"  # one link, one order
+    return None  # HTTP: independent requests, no order to keep
+
+
+class Route:
+    def __init__(
+        self,
+        name: str,
+        source_endpoint: str,
+        consumer: ConsumerLike,
+        converter: Converter,
+        outputs: Sequence[Output],
+        *,
+        deadletter: Output | None,
+        metrics: Metrics,
+        mode: Mode = "binary",
+        inflight: int = 256,
+        retry: RetryPolicy | None = None,
+        lanes: int = 16,
+    ) -> None:
+        self.name = name
+        self.source_endpoint = source_endpoint
+        self.consumer = consumer
+        self.converter = converter
+        self.outputs = list(outputs)
+        self.deadletter = deadletter
+        self.metrics = metrics
+        self.mode: Mode = mode
+        self.retry = retry or RetryPolicy()
+        self.inflight_limit = inflight
+        self._window = asyncio.Semaphore(inflight)
+        self._lanes: list[asyncio.Queue[tuple[DeliveryLike, float]]] = [
+            asyncio.Queue() for _ in range(lanes)
+        ]
+        self._lane_tasks: list[asyncio.Task[None]] = []
+        self._reader: asyncio.Task[None] | None = None
+        self._inflight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._stopping = False
+
+    # -- lifecycle --------------------------------------------------------------------------
+    @property
+    def ready(self) -> bool:
+        producers = [o.producer for o in self.outputs]
+        if self.deadletter is not None:
+            producers.append(self.deadletter.producer)
+        return self.consumer.connected and all(p.connected for p in producers)
+
+    @property
+    def inflight(self) -> int:
+        return self._inflight
+
+    async def start(self) -> None:
+        for output in self._all_outputs():
+            await self._connect(output.endpoint_id, output.producer)
+        self._lane_tasks = [asyncio.create_task(self._lane(q)) for q in self._lanes]
+        self._reader = asyncio.create_task(self._read_loop())
+
+    async def stop(self, grace: float) -> None:
+        """Stop intake, let in-flight messages finish (up to `grace` seconds), close."""
+        self._stopping = True
+        if self._reader is not None:
+            self._reader.cancel()
+            await asyncio.gather(self._reader, return_exceptions=True)
+        try:
+            await asyncio.wait_for(self._idle.wait(), grace)
+        except TimeoutError:
+            log.warning("route %s: %d message(s) still in flight after %.1fs grace",
+                        self.name, self._inflight, grace)
+        for task in self._lane_tasks:
+            task.cancel()
+        await asyncio.gather(*self._lane_tasks, return_exceptions=True)
+        await self.consumer.aclose()
+
+    async def wait_idle(self) -> None:
+        await self._idle.wait()
+
+    def _all_outputs(self) -> list[Output]:
+        return self.outputs + ([self.deadletter] if self.deadletter is not None else [])
+
+    async def _connect(self, endpoint: str, port: ConsumerLike | ProducerLike) -> None:
+        attempt = 0
+        while not self._stopping:
+            try:
+                await port.connect()
+                self.metrics.connected.labels(endpoint).set(1)
+                return
+            except Exception as exc:
+                if not is_not_connected(exc):
+                    raise
+                self.metrics.connected.labels(endpoint).set(0)
+                delay = self.retry.delay(min(attempt, 6))
+                log.warning("endpoint %s not connected (%s); retrying in %.1fs",
+                            endpoint, exc, delay)
+                attempt += 1
+                await asyncio.sleep(delay)
+
+    # -- intake -----------------------------------------------------------------------------
+    async def _read_loop(self) -> None:
+        await self._connect(self.source_endpoint, self.consumer)
+        while not self._stopping:
+            await self._window.acquire()
+            try:
+                delivery = await self.consumer.read()
+            except asyncio.CancelledError:
+                self._window.release()
+                raise
+            except Exception as exc:
+                self._window.release()
+                if is_end_of_input(exc):
+                    return
+                if is_not_connected(exc):
+                    self.metrics.connected.labels(self.source_endpoint).set(0)
+                    await self._connect(self.source_endpoint, self.consumer)
+                    continue
+                log.exception("route %s: consumer failed; reconnecting", self.name)
+                await asyncio.sleep(self.retry.delay(0))
+                continue
+            self._inflight += 1
+            self._idle.clear()
+            self.metrics.inflight.labels(self.name).set(self._inflight)
+            key = ordering_key(delivery.message)
+            lane = hash(key) % len(self._lanes) if key is not None else (
+                self._inflight % len(self._lanes))
+            self._lanes[lane].put_nowait((delivery, time.monotonic()))
+
+    async def _lane(self, queue: asyncio.Queue[tuple[DeliveryLike, float]]) -> None:
+        while True:
+            delivery, started = await queue.get()
+            try:
+                await self._process(delivery)
+            except Exception:  # the daemon never crashes on a message
+                log.exception("route %s: unexpected error; message will be redelivered",
+                              self.name)
+                await _settle_quietly(delivery, "internal error", retry=True)
+            finally:
+                self.metrics.processing.observe(time.monotonic() - started)
+                self._inflight -= 1
+                self.metrics.inflight.labels(self.name).set(self._inflight)
+                self._window.release()
+                if self._inflight == 0:
+                    self._idle.set()
+
+    # -- one message ------------------------------------------------------------------------
+    async def _process(self, delivery: DeliveryLike) -> None:
+        record = delivery.message
+        self.metrics.received.labels(self.source_endpoint, record.protocol).inc()
+        conversion = self.converter.convert(record)
+        if conversion.event is None:
+            if conversion.reason == reasons.UNMATCHED:
+                self.metrics.unmatched.labels(self.source_endpoint).inc()
+            await self._dead_letter(delivery, conversion.reason or reasons.UNMATCHED,
+                                    conversion.detail, conversion.explain)
+            return
+        assert conversion.match.definition is not None
+        self.metrics.matched.labels(self.source_endpoint, conversion.match.definition.xid).inc()
+        try:
+            outgoing = [(o, self._outgoing(o, conversion)) for o in self.outputs]
+        except SendFailed as exc:
+            await self._dead_letter(delivery, reasons.UNDELIVERABLE, str(exc))
+            return
+        failures = await asyncio.gather(*(self._send(o, r) for o, r in outgoing))
+        failed = [f for f in failures if f is not None]
+        if not failed:
+            await delivery.ack()
+            return
+        await self._dead_letter(delivery, reasons.UNDELIVERABLE, "; ".join(failed))
+
+    def _outgoing(self, output: Output, conversion: Conversion) -> NativeMessage:
+        event = conversion.event
+        assert event is not None
+        if output.deliver == "native":
+            target = _target_definition(output.definitions, event)
+            if target is None:
+                raise SendFailed(output.endpoint_id, "no message definition of the producer "
+                                 f"endpoint fits CloudEvent type {event.get_type()!r}")
+            rendered = render_native(target, event, conversion.match.context)
+            if isinstance(rendered, RenderError):
+                raise SendFailed(output.endpoint_id, rendered.message)
+            record = rendered
+        else:
+            try:
+                record = encode(event, output.protocol, self.mode)
+            except ValueError as exc:
+                raise SendFailed(output.endpoint_id, str(exc)) from exc
+        return _with_defaults(record, output.defaults, conversion, event)
+
+    async def _send(self, output: Output, record: NativeMessage) -> str | None:
+        """Write with retries; None when confirmed, else why it was given up."""
+        reason = "not attempted"
+        for attempt in range(self.retry.attempts):
+            if attempt:
+                await asyncio.sleep(self.retry.delay(attempt - 1))
+            try:
+                if not output.producer.connected:
+                    await output.producer.connect()
+                    self.metrics.connected.labels(output.endpoint_id).set(1)
+                [outcome] = await output.producer.write([record])
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                reason = f"{type(exc).__name__}: {exc}"
+                self.metrics.publish_errors.labels(output.endpoint_id, "exception").inc()
+                if is_not_connected(exc):
+                    self.metrics.connected.labels(output.endpoint_id).set(0)
+                continue
+            if outcome.delivered:
+                self.metrics.published.labels(output.endpoint_id).inc()
+                return None
+            reason = outcome.reason or "failed"
+            self.metrics.publish_errors.labels(
+                output.endpoint_id, "retryable" if outcome.retryable else "rejected").inc()
+            if not outcome.retryable:
+                break
+        return f"{output.endpoint_id}: {reason}"
+
+    async def _dead_letter(self, delivery: DeliveryLike, reason: str, detail: str,
+                           explain: Sequence[Explanation] = ()) -> None:
+        if self.deadletter is None:
+            # `deadletter: log` in the config: counted and logged, then acked.
+            log.warning("dropped message from %s: %s: %s", self.source_endpoint, reason, detail)
+            self.metrics.dropped.labels(reason).inc()
+            await delivery.ack()
+            return
+        record = deadletter_record(
+            delivery.message, protocol=self.deadletter.protocol, reason=reason, detail=detail,
+            explain=explain, source_endpoint=self.source_endpoint)
+        record = _with_defaults(record, self.deadletter.defaults, None, None)
+        failure = await self._send(self.deadletter, record)
+        if failure is None:
+            self.metrics.deadletter.labels(reason).inc()
+            await delivery.ack()
+        else:
+            log.error("dead letter failed (%s); message nacked for redelivery", failure)
+            await delivery.nack(f"dead letter failed: {failure}", retry=True)
+
+
+async def _settle_quietly(delivery: DeliveryLike, reason: str, retry: bool) -> None:
+    try:
+        await delivery.nack(reason, retry=retry)
+    except Exception:
+        log.debug("delivery already settled", exc_info=True)
+
+
+def _target_definition(definitions: Sequence[MessageDefinition],
+                       event: CloudEvent) -> MessageDefinition | None:
+    typed = [d for d in definitions
+             if (p := d.envelope_metadata.get("type")) is not None and p.value == event.get_type()]
+    if len(typed) >= 1:
+        return typed[0]
+    native = [d for d in definitions if d.protocol is not None]
+    return native[0] if len(native) == 1 else None
+
+
+def _with_defaults(record: NativeMessage, defaults: Mapping[str, JSON],
+                   conversion: Conversion | None, event: CloudEvent | None) -> NativeMessage:
+    missing = {k: v for k, v in defaults.items() if k not in record.fields}
+    if not missing:
+        return record
+    context: dict[str, str] = {}
+    if event is not None:
+        context.update({k: str(v) for k, v in event.get_attributes().items()})
+    if conversion is not None:
+        context.update(conversion.match.context)
+    fields = dict(record.fields)
+    for name, value in missing.items():
+        if isinstance(value, str) and "{" in value:
+            try:
+                value = Template.parse(value).expand(context)
+            except (TemplateError, KeyError) as exc:
+                raise SendFailed("output", f"{name} template {value!r}: no value for {exc}") \
+                    from exc
+        fields[name] = value
+    if record.has_json_data:
+        return NativeMessage(record.protocol, fields, data=record.data,
+                             received_at=record.received_at)
+    return NativeMessage(record.protocol, fields, payload=record.payload,
+                         received_at=record.received_at)
+
+
+__all__ = ["HTTP", "Output", "RetryPolicy", "Route", "SendFailed", "ordering_key"]

@@ -1,0 +1,173 @@
+"""The route engine with in-memory adapters: at-least-once, dead letters, back-pressure,
+ordering, metrics."""
+
+import asyncio
+from pathlib import Path
+
+from adapters.base import Outcome
+from adapters.memory import MemoryConsumer, MemoryProducer
+from gateway.convert import Converter
+from gateway.definitions import load_catalog
+from gateway.observability.metrics import Metrics
+from gateway.record import NativeMessage
+from gateway.runtime.deadletter import deadletter_metadata, original_record
+from gateway.runtime.route import Output, RetryPolicy, Route
+
+ROOT = Path(__file__).resolve().parents[3]
+CATALOG = load_catalog([ROOT / "config/examples/store.xreg.json"])
+FAST = RetryPolicy(attempts=3, initial_backoff=0.001, max_backoff=0.002)
+
+
+def sale(desk: int, store: int = 12) -> NativeMessage:
+    return NativeMessage("MQTT/5.0", {
+        "topic_name": f"/store/{store}/cashierdesk/{desk}", "qos": 1,
+        "user_properties": [{"name": "eventType", "value": "com.example.sale"}]},
+        data={"desk": desk})
+
+
+def unmatched() -> NativeMessage:
+    return NativeMessage("MQTT/5.0", {"topic_name": "/nowhere", "qos": 1}, payload=b"\x00raw")
+
+
+def build(messages, *, out=None, dlq=None, inflight=8, mode="binary"):
+    consumer = MemoryConsumer(messages, close_when_empty=True, max_in_flight=inflight)
+    out = out or MemoryProducer()
+    dlq = dlq or MemoryProducer()
+    metrics = Metrics()
+    route = Route(
+        "store", "store-mqtt", consumer, Converter(CATALOG.messages()),
+        [Output("events-kafka", "KAFKA", out, defaults={"topic": "store-{storeid}"})],
+        deadletter=Output("dlq", "KAFKA", dlq, defaults={"topic": "dead"}),
+        metrics=metrics, inflight=inflight, retry=FAST, mode=mode)
+    return route, consumer, out, dlq, metrics
+
+
+async def run_to_end(route, consumer):
+    await route.start()
+    await asyncio.wait_for(route._reader, 5)  # EndOfInput once everything is settled
+    await route.stop(grace=5)
+
+
+def sample(metrics, name, **labels):
+    value = metrics.registry.get_sample_value(name, labels)
+    return 0 if value is None else value
+
+
+def test_matched_messages_are_published_as_cloudevents_then_acked():
+    route, consumer, out, dlq, metrics = build([sale(1), sale(2)])
+    asyncio.run(run_to_end(route, consumer))
+    assert len(consumer.acked) == 2 and not consumer.nacked
+    assert [r.fields["topic"] for r in out.written] == ["store-12", "store-12"]
+    headers = dict(out.written[0].pairs("headers"))
+    assert headers["ce_type"] == "com.example.sale" and headers["ce_source"] == "12"
+    assert headers["ce_subject"] == "1" and out.written[0].data == {"desk": 1}
+    assert not dlq.written
+    assert sample(metrics, "xrgw_messages_received_total", endpoint="store-mqtt",
+                  protocol="MQTT/5.0") == 2
+    assert sample(metrics, "xrgw_messages_published_total", endpoint="events-kafka") == 2
+    assert sample(metrics, "xrgw_messages_matched_total", endpoint="store-mqtt",
+                  message="/messagegroups/store/messages/cashierdesk") == 2
+
+
+def test_structured_mode():
+    route, consumer, out, *_ = build([sale(1)], mode="structured")
+    asyncio.run(run_to_end(route, consumer))
+    assert out.written[0].data["type"] == "com.example.sale"
+    assert out.written[0].data["data"] == {"desk": 1}
+
+
+def test_unmatched_goes_to_dead_letter_with_reason_and_original_intact():
+    route, consumer, out, dlq, metrics = build([unmatched()])
+    asyncio.run(run_to_end(route, consumer))
+    assert len(consumer.acked) == 1 and not out.written
+    [dead] = dlq.written
+    meta = deadletter_metadata(dead)
+    assert meta["xrgw-reason"] == "unmatched" and meta["xrgw-source-endpoint"] == "store-mqtt"
+    assert "topic_name" in meta["xrgw-explain"]
+    assert dead.payload == b"\x00raw" and dead.fields["topic"] == "dead"
+    assert original_record(dead) == unmatched()
+    assert sample(metrics, "xrgw_deadletter_total", reason="unmatched") == 1
+    assert sample(metrics, "xrgw_messages_unmatched_total", endpoint="store-mqtt") == 1
+
+
+def test_output_down_past_retry_budget_is_dead_lettered_as_undeliverable():
+    out = MemoryProducer(rule=lambda m: Outcome.failed("broker down", retryable=True))
+    route, consumer, _, dlq, metrics = build([sale(1)], out=out)
+    asyncio.run(run_to_end(route, consumer))
+    assert len(consumer.acked) == 1
+    [dead] = dlq.written
+    assert deadletter_metadata(dead)["xrgw-reason"] == "undeliverable"
+    assert sample(metrics, "xrgw_publish_errors_total", endpoint="events-kafka",
+                  reason="retryable") == FAST.attempts
+
+
+def test_rejected_output_is_not_retried():
+    out = MemoryProducer(rule=lambda m: Outcome.failed("malformed", retryable=False))
+    route, consumer, _, dlq, metrics = build([sale(1)], out=out)
+    asyncio.run(run_to_end(route, consumer))
+    assert sample(metrics, "xrgw_publish_errors_total", endpoint="events-kafka",
+                  reason="rejected") == 1
+    assert len(dlq.written) == 1
+
+
+def test_transient_failure_then_success_is_delivered_once():
+    out = MemoryProducer()
+    out.fail_next(Outcome.failed("timeout", retryable=True))
+    route, consumer, _, dlq, _ = build([sale(1)], out=out)
+    asyncio.run(run_to_end(route, consumer))
+    assert len(out.written) == 1 and not dlq.written and len(consumer.acked) == 1
+
+
+def test_dead_letter_down_means_nack_not_drop():
+    dlq = MemoryProducer(rule=lambda m: Outcome.failed("dlq down", retryable=True))
+
+    async def scenario():
+        route, consumer, _, _, _ = build([unmatched()], dlq=dlq)
+        consumer_close = consumer._close_when_empty
+        assert consumer_close
+        await route.start()
+        for _ in range(200):
+            if consumer.nacked:
+                break
+            await asyncio.sleep(0.005)
+        await route.stop(grace=1)
+        return consumer
+
+    consumer = asyncio.run(scenario())
+    assert consumer.nacked and consumer.nacked[0].retry is True
+    assert unmatched() not in consumer.acked
+
+
+def test_inflight_window_bounds_unsettled_messages_and_order_is_kept_per_topic():
+    gate = asyncio.Event()
+    peak = 0
+
+    class SlowProducer(MemoryProducer):
+        async def write(self, messages):
+            await gate.wait()
+            return await super().write(messages)
+
+    async def scenario():
+        nonlocal peak
+        out = SlowProducer()
+        msgs = []
+        for n in range(30):
+            m = sale(n % 3, store=1)
+            msgs.append(NativeMessage(m.protocol, m.fields, data={"desk": n % 3, "n": n}))
+        route, consumer, _, _, _ = build(msgs, out=out, inflight=4)
+        await route.start()
+        for _ in range(20):
+            await asyncio.sleep(0.005)
+            peak = max(peak, route.inflight)
+        assert route.inflight <= 4
+        gate.set()
+        await asyncio.wait_for(route._reader, 5)
+        await route.stop(grace=5)
+        return out
+
+    out = asyncio.run(scenario())
+    assert peak == 4
+    assert len(out.written) == 30
+    for desk in range(3):  # one source topic per desk: its order is kept
+        seq = [m.data["n"] for m in out.written if m.data["desk"] == desk]
+        assert seq == sorted(seq) and len(seq) == 10
