@@ -154,7 +154,7 @@ def test_inflight_window_bounds_unsettled_messages_and_order_is_kept_per_topic()
         for n in range(30):
             m = sale(n % 3, store=1)
             msgs.append(NativeMessage(m.protocol, m.fields, data={"desk": n % 3, "n": n}))
-        route, consumer, _, _, _ = build(msgs, out=out, inflight=4)
+        route, _consumer, _, _, _ = build(msgs, out=out, inflight=4)
         await route.start()
         for _ in range(20):
             await asyncio.sleep(0.005)
