@@ -1,6 +1,8 @@
 """The `xrgw` command line.
 
     xrgw validate DOC...            check definitions; exit 1 with every error
+    xrgw validate -c CONFIG         check a gateway configuration without running it
+    xrgw run -c CONFIG              run the gateway daemon
     xrgw lint DOC...                report definitions that can match the same message
     xrgw match -d DOC... [FILE|-]   native records (JSON Lines) -> one JSON result per line
     xrgw test FILE...               run definition test cases; exit 1 on any failure
@@ -36,6 +38,24 @@ def _load(docs: Sequence[str], err: TextIO) -> Catalog | None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    if args.config:
+        from gateway.config import load_config
+
+        config, problems = load_config(args.config)
+        _print_problems(problems, sys.stdout)
+        if config is None:
+            print(f"invalid: {args.config}: "
+                  f"{sum(1 for p in problems if p.is_error)} error(s)")
+            return 1
+        print(f"valid: {args.config}: {len(config.routes)} route(s), "
+              f"{len(config.endpoints)} endpoint(s), "
+              f"{sum(1 for _ in config.catalog.messages())} message definition(s), "
+              f"{len(problems)} warning(s)")
+        if not args.docs:
+            return 0
+    if not args.docs:
+        print("xrgw validate: give documents, or -c CONFIG", file=sys.stderr)
+        return 2
     catalog = load_catalog(list(args.docs))
     _print_problems(catalog.problems, sys.stdout)
     messages = sum(1 for _ in catalog.messages())
@@ -93,6 +113,12 @@ def cmd_match(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    from gateway.daemon import run
+
+    return run(args.config)
+
+
 def cmd_test(args: argparse.Namespace) -> int:
     from gateway.testcases import run_case_files
 
@@ -105,8 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("validate", help="validate xRegistry documents")
-    p.add_argument("docs", nargs="+", help="files, directories or registry URLs")
+    p = sub.add_parser("validate", help="validate xRegistry documents or a gateway config")
+    p.add_argument("docs", nargs="*", help="files, directories or registry URLs")
+    p.add_argument("-c", "--config", help="a gateway configuration file (YAML)")
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("lint", help="find definitions that can match the same message")
@@ -126,6 +153,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-explain", action="store_true",
                    help="do not explain unmatched messages (faster)")
     p.set_defaults(func=cmd_match)
+
+    p = sub.add_parser("run", help="run the gateway daemon")
+    p.add_argument("-c", "--config", required=True, help="gateway configuration file (YAML)")
+    p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("test", help="run definition test cases")
     p.add_argument("files", nargs="+")

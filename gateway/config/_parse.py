@@ -119,7 +119,7 @@ def _parse_object(spec: Field, value: dict[object, object], parts: Parts, ctx: C
             out[member.name] = parse(member, value[member.name], (*parts, member.name), ctx)
         elif member.default is REQUIRED:
             ctx.error((*parts, member.name), f"'{member.name}' is required",
-                      f"add {member.name}: {_example(member)} ({member.description})")
+                      member.hint or f"add {member.name}: {_example(member)}")
             out[member.name] = INVALID
         elif member.default is OPTIONAL:
             out[member.name] = None

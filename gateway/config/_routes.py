@@ -85,6 +85,7 @@ class RouteChecker:
                 f"endpoint '{endpoint_id}' has usage {has}, but {role} is needed here",
                 f"name an endpoint with usage {role}, or add {usages[0]} to the usage of "
                 f"'{endpoint_id}' in {endpoint.provenance.file}")
+            return None  # checks of what it carries would only repeat this problem
         return endpoint
 
     def _check_output(

@@ -21,6 +21,13 @@ def _positive(value: object) -> tuple[str, str] | None:
     return None
 
 
+def _not_blank(value: object) -> tuple[str, str] | None:
+    # An empty path would mean "the config's own directory": never what was meant.
+    if isinstance(value, str) and not value.strip():
+        return "the path is empty", "write a file, directory or registry URL"
+    return None
+
+
 def split_hostport(text: str) -> tuple[str, int] | None:
     """`host:port` or `[v6]:port` -> (host, port), None when malformed."""
     host, sep, port = text.rpartition(":")
@@ -74,7 +81,8 @@ _DEFINITIONS = Field(
     "are resolved against the config file's directory.",
     REQUIRED, ["store.xreg.json", {"url": "https://registry.example.com", "poll": "30s"}],
     item=Field("source", "union", "A file/directory path or a registry.",
-               variants=(Field("path", "str", "File or directory path."), _URL_SOURCE)),
+               variants=(Field("path", "str", "File or directory path.", check=_not_blank),
+                         _URL_SOURCE)),
     non_empty=True,
 )
 
@@ -158,7 +166,9 @@ CONFIG_SPEC = Field(
               item=_ROUTE, non_empty=True),
         Field("deadletter", "str",
               "Producer endpoint for messages that cannot be delivered, or `log` to only log "
-              "and count them (an explicit choice to lose them).", REQUIRED, "dlq-kafka"),
+              "and count them (an explicit choice to lose them).", REQUIRED, "dlq-kafka",
+              hint="add deadletter: <id of a producer endpoint>, or deadletter: log to only "
+                   "log and count messages that cannot be delivered"),
         Field("admin", "object", "The admin HTTP server: /metrics, /healthz, /readyz.",
               {},
               fields=(Field("listen", "str", "host:port to listen on.", "127.0.0.1:9464",

@@ -58,6 +58,8 @@ class Field:
     # Lists: an empty list is an error (a route with no outputs routes nothing).
     non_empty: bool = False
     advanced: bool = False
+    # The fix offered when a required field is missing; default: its example.
+    hint: str = ""
 
     @property
     def required(self) -> bool:

@@ -49,6 +49,10 @@ def read_yaml(text: str, file: str) -> YamlDocument:
         mark = exc.problem_mark or exc.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         what = exc.problem or exc.context or "invalid YAML"
+        start = exc.context_mark if exc.problem_mark else None
+        if exc.context and start is not None:
+            # PyYAML notices a missing `]` or `}` only on a later line; say where it opened.
+            what += f" ({exc.context} at line {start.line + 1}, column {start.column + 1})"
         doc.problems.append(Problem("error", file, "$", f"YAML syntax error{where}: {what}",
                                     "fix the YAML syntax there (indentation, quotes, colons)"))
         doc.data = None

@@ -1,0 +1,162 @@
+"""Kafka record <-> native message record, both directions, no I/O.
+
+Received record fields: `topic`, `partition`, `offset`, `timestamp` (ms since the epoch,
+as the broker reports it), `key` (valid UTF-8) or `key_base64` (other bytes; absent when
+the record has no key) and `headers` (a list of {name, value}, names may repeat, only
+present when the record has headers).
+
+Header values are bytes in Kafka but strings in the record: valid UTF-8 is kept as text,
+other bytes become base64 text (documented lossy spot: a consumer cannot tell the two
+apart; the producer always encodes header values as UTF-8). A header without a value
+(null) becomes "".
+
+Body rule (receive), the same as the MQTT adapter's, with the `content-type` header
+(case-insensitive name) as the content type:
+* null or empty value -> no body;
+* JSON-family content type (`application/json`, `text/json`, `*/*+json`) -> `data` when
+  the value parses, otherwise the raw bytes;
+* another content type -> raw bytes (a declared non-JSON type is never reinterpreted);
+* no content type -> `data` only when the value parses as a JSON object or array; bare
+  scalars (`21.5`, `true`) stay bytes, since guessing would change the type a
+  definition's schema sees.
+
+Send: a record without a body becomes a null value (a tombstone on compacted topics); a
+record with JSON data and no `content-type` header gets `content-type: application/json`
+so that a consumer (ours included) reads the body back as JSON.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from gateway.jsontypes import JSON
+from gateway.protocols import KAFKA
+from gateway.record import NativeMessage
+
+__all__ = ["KafkaRecordLike", "SendArgs", "is_json_type", "to_record", "to_send"]
+
+CONTENT_TYPE = "content-type"
+_NO_BODY: Any = object()
+
+
+class KafkaRecordLike(Protocol):
+    """The attributes of aiokafka's ConsumerRecord that the conversion reads."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
+    @property
+    def timestamp(self) -> int: ...
+    @property
+    def key(self) -> bytes | None: ...
+    @property
+    def value(self) -> bytes | None: ...
+    @property
+    def headers(self) -> Sequence[tuple[str, bytes | None]]: ...
+
+
+def is_json_type(content_type: str) -> bool:
+    essence = content_type.split(";", 1)[0].strip().lower()
+    return essence in ("application/json", "text/json") or essence.endswith("+json")
+
+
+def _body(payload: bytes, content_type: str | None) -> tuple[JSON, bytes | None]:
+    """(data, payload) for the record; data is _NO_BODY when the body is bytes/absent."""
+    if not payload:
+        return _NO_BODY, None
+    if content_type is not None and not is_json_type(content_type):
+        return _NO_BODY, payload
+    try:
+        value: JSON = json.loads(payload)
+    except (ValueError, UnicodeDecodeError):
+        return _NO_BODY, payload
+    if content_type is None and not isinstance(value, (dict, list)):
+        return _NO_BODY, payload
+    return value, None
+
+
+def _text(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return base64.b64encode(raw).decode("ascii")
+
+
+def to_record(message: KafkaRecordLike, received_at: str | None = None) -> NativeMessage:
+    """The record of one consumed Kafka record; total (never raises on odd input)."""
+    fields: dict[str, JSON] = {
+        "topic": message.topic,
+        "partition": int(message.partition),
+        "offset": int(message.offset),
+    }
+    if message.timestamp is not None and message.timestamp >= 0:
+        fields["timestamp"] = int(message.timestamp)
+    if message.key is not None:
+        try:
+            fields["key"] = bytes(message.key).decode("utf-8")
+        except UnicodeDecodeError:
+            fields["key_base64"] = base64.b64encode(bytes(message.key)).decode("ascii")
+    content_type: str | None = None
+    headers: list[JSON] = []
+    for name, value in message.headers or ():
+        text = "" if value is None else _text(bytes(value))
+        headers.append({"name": name, "value": text})
+        if content_type is None and name.lower() == CONTENT_TYPE:
+            content_type = text
+    if headers:
+        fields["headers"] = headers
+    data, payload = _body(bytes(message.value or b""), content_type)
+    if data is _NO_BODY:
+        return NativeMessage(KAFKA, fields, payload=payload, received_at=received_at)
+    return NativeMessage(KAFKA, fields, data, received_at=received_at)
+
+
+@dataclass(frozen=True)
+class SendArgs:
+    """What `AIOKafkaProducer.send` needs for one record."""
+
+    topic: str
+    value: bytes | None
+    key: bytes | None
+    partition: int | None
+    timestamp_ms: int | None
+    headers: list[tuple[str, bytes]]
+
+
+def _int(value: JSON) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def to_send(record: NativeMessage, default_topic: str | None = None) -> SendArgs:
+    """Send arguments for a record; raises ValueError when it cannot be sent."""
+    topic = record.get("topic")
+    if topic is None:
+        topic = default_topic
+    if not isinstance(topic, str) or not topic:
+        raise ValueError("record has no topic (and the producer has no `topic` option)")
+    key: bytes | None = None
+    raw_key, raw_key64 = record.get("key"), record.get("key_base64")
+    if isinstance(raw_key, str):
+        key = raw_key.encode()
+    elif isinstance(raw_key64, str):
+        try:
+            key = base64.b64decode(raw_key64, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise ValueError(f"key_base64 is not valid base64: {exc}") from exc
+    partition = _int(record.get("partition"))
+    if partition is not None and partition < 0:
+        raise ValueError(f"invalid partition {partition}")
+    pairs = record.pairs("headers")
+    headers = [(name, value.encode()) for name, value in pairs]
+    if record.has_json_data and not any(n.lower() == CONTENT_TYPE for n, _ in pairs):
+        headers.append((CONTENT_TYPE, b"application/json"))
+    value = record.body_bytes() if record.has_body else None
+    return SendArgs(topic, value, key, partition, _int(record.get("timestamp")), headers)

@@ -1,0 +1,157 @@
+"""NATS message <-> native message record, both directions, no I/O.
+
+Record fields: `subject`, `reply-to` (core messages with a reply subject), `headers`
+(list of {name, value}; NATS headers may repeat), and for JetStream deliveries `stream`
+and `sequence` (the stream sequence, stable across redeliveries: the gateway derives
+deterministic CloudEvents ids from it). A JetStream delivery's reply subject is its ack
+subject, not the publisher's reply-to, so it is not reported.
+
+Body rule (receive), with the content type taken from a `Content-Type` header (name
+matched case-insensitively):
+* empty payload -> no body;
+* a JSON-family content type (`application/json`, `text/json`, `*/*+json`) -> `data`
+  when the payload parses; any other content type -> `payload` bytes;
+* no content type -> `data` only when the payload parses as a JSON object or array
+  (bare scalars stay bytes: guessing would change the type a schema sees).
+
+Repeated headers. nats-py keeps headers in a plain dict (last value wins). `HeaderPairs`
+is a dict that also remembers every (name, value) pair: `parse_header_block` builds one
+on receive (the adapter's client subclass plugs it in), and on send nats-py writes the
+header block from `headers.items()`, which `HeaderPairs` answers with all pairs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from nats.aio.msg import Msg
+
+from gateway.jsontypes import JSON
+from gateway.protocols import NATS
+from gateway.record import NativeMessage
+
+__all__ = [
+    "HeaderPairs",
+    "PublishArgs",
+    "is_json_type",
+    "parse_header_block",
+    "to_publish",
+    "to_record",
+]
+
+_NO_BODY: Any = object()
+
+
+class HeaderPairs(dict[str, str]):
+    """Headers as nats-py wants them (a dict) that keep repeated names and their order."""
+
+    def __init__(self, pairs: Iterable[tuple[str, str]] = ()) -> None:
+        self.pairs = list(pairs)
+        super().__init__(self.pairs)
+
+    def items(self) -> list[tuple[str, str]]:  # type: ignore[override]
+        # nats-py serialises `headers.items()`; answering with the pairs sends repeats.
+        return list(self.pairs)
+
+
+def parse_header_block(raw: bytes) -> HeaderPairs:
+    """`Name: Value` CRLF lines -> HeaderPairs; same leniency as nats-py's own parser
+    (lines without a colon, non-ASCII or blank-containing names are skipped)."""
+    pairs: list[tuple[str, str]] = []
+    for line in raw.split(b"\r\n"):
+        name, sep, value = line.partition(b":")
+        if not sep:
+            continue
+        try:
+            key = name.strip().decode("ascii")
+        except UnicodeDecodeError:
+            continue
+        if not key or any(c.isspace() for c in key):
+            continue
+        pairs.append((key, value.strip().decode("utf-8", "replace")))
+    return HeaderPairs(pairs)
+
+
+def header_pairs(headers: dict[str, str] | None) -> list[tuple[str, str]]:
+    if not headers:
+        return []
+    if isinstance(headers, HeaderPairs):
+        return list(headers.pairs)
+    return list(headers.items())
+
+
+def is_json_type(content_type: str) -> bool:
+    essence = content_type.split(";", 1)[0].strip().lower()
+    return essence in ("application/json", "text/json") or essence.endswith("+json")
+
+
+def _body(payload: bytes, content_type: str | None) -> tuple[JSON, bytes | None]:
+    """(data, payload) for the record; data is _NO_BODY when the body is bytes/absent."""
+    if not payload:
+        return _NO_BODY, None
+    if content_type is not None and not is_json_type(content_type):
+        return _NO_BODY, payload
+    try:
+        value: JSON = json.loads(payload)
+    except (ValueError, UnicodeDecodeError):
+        return _NO_BODY, payload
+    if content_type is None and not isinstance(value, (dict, list)):
+        return _NO_BODY, payload
+    return value, None
+
+
+def to_record(msg: Msg, jetstream: bool, received_at: str | None = None) -> NativeMessage:
+    """The record of one received message; total (never raises on odd input)."""
+    fields: dict[str, JSON] = {"subject": msg.subject}
+    if jetstream:
+        try:
+            meta = msg.metadata
+            fields["stream"] = meta.stream
+            fields["sequence"] = int(meta.sequence.stream)
+        except Exception:
+            pass  # an odd ack subject must not lose the message
+    elif msg.reply:
+        fields["reply-to"] = msg.reply
+    pairs = header_pairs(msg.headers)
+    content_type: str | None = None
+    if pairs:
+        fields["headers"] = [{"name": n, "value": v} for n, v in pairs]
+        content_type = next((v for n, v in pairs if n.lower() == "content-type"), None)
+    data, payload = _body(msg.data, content_type)
+    if data is _NO_BODY:
+        return NativeMessage(NATS, fields, payload=payload, received_at=received_at)
+    return NativeMessage(NATS, fields, data, received_at=received_at)
+
+
+class PublishArgs:
+    """What `publish` needs for one record."""
+
+    __slots__ = ("headers", "payload", "reply", "subject")
+
+    def __init__(
+        self, subject: str, reply: str, payload: bytes, headers: HeaderPairs | None
+    ) -> None:
+        self.subject = subject
+        self.reply = reply
+        self.payload = payload
+        self.headers = headers
+
+
+def to_publish(record: NativeMessage) -> PublishArgs:
+    """Publish arguments for a record; raises ValueError when it cannot be sent."""
+    subject = record.get("subject")
+    if not isinstance(subject, str) or not subject:
+        raise ValueError("record has no subject")
+    reply = record.get("reply-to")
+    pairs = record.pairs("headers")
+    if record.has_json_data and not any(n.lower() == "content-type" for n, _ in pairs):
+        # Say so, so that a consumer (ours included) reads the body back as JSON.
+        pairs.append(("Content-Type", "application/json"))
+    return PublishArgs(
+        subject,
+        reply if isinstance(reply, str) else "",
+        record.body_bytes(),
+        HeaderPairs(pairs) if pairs else None,
+    )

@@ -1,0 +1,474 @@
+"""HTTP webhook ingress (consumer) and egress (producer), with aiohttp.
+
+Options (`EndpointSettings.options`):
+
+| name               | default     | meaning                                                |
+|--------------------|-------------|--------------------------------------------------------|
+| `paths`            | all         | consumer: accepted path prefixes; a template such as   |
+|                    |             | `/store/{id}/sales` accepts its literal prefix         |
+|                    |             | `/store/`. Without it, the URI's path if any, else all |
+| `methods`          | POST, PUT   | consumer: accepted methods (others get 405)            |
+| `max_body_bytes`   | 1048576     | consumer: larger bodies get 413                        |
+| `max_in_flight`    | 64          | consumer: requests held at once; more get 503          |
+| `settle_timeout`   | 30          | consumer: seconds to wait for settlement, then 504     |
+| `retry_after`      | 1           | consumer: Retry-After seconds on 503                   |
+| `timeout`          | 10          | producer: seconds per request (connect to response)    |
+| `retries`          | 3           | producer: extra attempts for a retryable failure       |
+| `backoff`          | 0.2         | producer: first retry delay in seconds (doubles)       |
+| `backoff_max`      | 5           | producer: longest retry delay                          |
+
+Consumer. `connect()` binds a server to the URI's host and port (`http://127.0.0.1:0`
+takes an ephemeral port; `port` and `url` tell which). Each accepted request becomes one
+Delivery, and the request waits for its settlement, so the HTTP status *is* the
+settlement: ack -> 202 Accepted; nack(retry=True) -> 503 with Retry-After (the sender
+retries); nack(retry=False) -> 400 with an RFC 9457 problem body whose `detail` is the
+reason; no settlement within `settle_timeout` -> 504 (a later settlement is ignored). A
+CloudEvents batch is one request and so one record; the core splits it.
+
+Back-pressure: at most `max_in_flight` requests are admitted (body being read, queued or
+delivered and unsettled); one more is answered 503 at once, before its body is read, so
+memory stays within `max_in_flight * max_body_bytes`. A declared Content-Length over the
+limit is refused with 413 before reading; a chunked body is read until it passes the
+limit. Either way the connection is closed after the answer.
+
+Producer. Each record is sent with its method (default POST) to the endpoint URI with the
+record's `path` appended; the connection is made per request, so `connect()` only opens
+the client session. 2xx -> delivered; 408, 429, 5xx, timeouts and connection errors ->
+retried inside `write()` with exponential backoff and jitter (honouring a shorter
+Retry-After), then reported as retryable; other statuses -> failed, not retryable
+(redirects are not followed). Records of a batch go one after another, in order; once a
+record has failed on a connection error after all retries, the rest of the batch fails
+at once with the same reason instead of waiting through the same backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import ssl
+import time
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from http import HTTPStatus
+from urllib.parse import urlsplit, urlunsplit
+
+import aiohttp
+from aiohttp import web
+from yarl import URL
+
+from adapters._http_record import RequestArgs, split_target, to_record, to_request
+from adapters.base import (
+    Delivery,
+    EndOfInput,
+    EndpointSettings,
+    NotConnected,
+    Outcome,
+    Settle,
+)
+from gateway.record import NativeMessage
+
+__all__ = ["HttpConsumer", "HttpOptions", "HttpProducer"]
+
+
+@dataclass(frozen=True)
+class HttpOptions:
+    scheme: str
+    host: str
+    port: int
+    prefixes: tuple[tuple[str, bool], ...]  # (prefix, from a template)
+    methods: frozenset[str]
+    max_body_bytes: int
+    max_in_flight: int
+    settle_timeout: float
+    retry_after: int
+    timeout: float
+    retries: int
+    backoff: float
+    backoff_max: float
+
+    @classmethod
+    def parse(cls, settings: EndpointSettings) -> HttpOptions:
+        """Read the options; raises ValueError naming the bad one."""
+        url = urlsplit(settings.uri)
+        if url.scheme not in ("http", "https"):
+            raise ValueError(f"uri: unsupported scheme {url.scheme!r}")
+        opts = settings.options
+        paths = _strings(opts, "paths", [url.path] if url.path not in ("", "/") else [])
+        methods = _strings(opts, "methods", ["POST", "PUT"])
+        max_in_flight = int(_number(opts, "max_in_flight", 64))
+        if max_in_flight < 1:
+            raise ValueError("max_in_flight: expected at least 1")
+        return cls(
+            scheme=url.scheme,
+            host=url.hostname or "127.0.0.1",
+            port=url.port if url.port is not None else (443 if url.scheme == "https" else 80),
+            prefixes=tuple(_prefix(p) for p in paths),
+            methods=frozenset(m.upper() for m in methods),
+            max_body_bytes=int(_number(opts, "max_body_bytes", 1024 * 1024)),
+            max_in_flight=max_in_flight,
+            settle_timeout=float(_number(opts, "settle_timeout", 30)),
+            retry_after=int(_number(opts, "retry_after", 1)),
+            timeout=float(_number(opts, "timeout", 10)),
+            retries=int(_number(opts, "retries", 3)),
+            backoff=float(_number(opts, "backoff", 0.2)),
+            backoff_max=float(_number(opts, "backoff_max", 5)),
+        )
+
+    def accepts_path(self, path: str) -> bool:
+        if not self.prefixes:
+            return True
+        for prefix, templated in self.prefixes:
+            if templated and path.startswith(prefix):
+                return True
+            # A literal prefix matches whole segments: /hooks takes /hooks/a, not /hooksx.
+            if path == prefix or path.startswith(prefix.rstrip("/") + "/"):
+                return True
+        return False
+
+
+def _number(opts: Mapping[str, object], name: str, default: float) -> float:
+    value = opts.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ValueError(f"{name}: expected a non-negative number, got {value!r}")
+    return value
+
+
+def _strings(opts: Mapping[str, object], name: str, default: list[str]) -> list[str]:
+    value = opts.get(name, default)
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"{name}: expected a list of strings")
+    return [str(v) for v in value]
+
+
+def _prefix(path: str) -> tuple[str, bool]:
+    if not path.startswith("/"):
+        raise ValueError(f"paths: {path!r} must start with '/'")
+    literal, brace, _ = path.partition("{")
+    return literal, bool(brace)
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _problem(status: int, detail: str, headers: Mapping[str, str] | None = None) -> web.Response:
+    """An RFC 9457 problem response (`about:blank`: the title is the status phrase)."""
+    body = {
+        "type": "about:blank",
+        "title": HTTPStatus(status).phrase,
+        "status": status,
+        "detail": detail,
+    }
+    return web.Response(
+        status=status,
+        text=json.dumps(body),
+        content_type="application/problem+json",
+        headers=headers,
+    )
+
+
+# ====================================================================== consumer
+
+
+@dataclass(eq=False)  # identity hash: kept in a set
+class _Pending:
+    """One admitted request waiting for its delivery's settlement."""
+
+    verdict: asyncio.Future[tuple[bool, str, bool]]
+    delivery: Delivery | None = None
+    abandoned: bool = False  # the request was answered (504, shutdown): ignore settlement
+
+
+class HttpConsumer:
+    """An HTTP server whose requests are deliveries, answered when they are settled."""
+
+    def __init__(self, settings: EndpointSettings) -> None:
+        self._opts = HttpOptions.parse(settings)
+        if self._opts.scheme != "http":
+            raise ValueError("uri: the HTTP consumer serves plain http (TLS is not wired yet)")
+        self._runner: web.ServerRunner | None = None
+        self._queue: deque[_Pending] = deque()  # waiting for read()
+        self._waiting: set[_Pending] = set()  # every request waiting for a settlement
+        self._admitted = 0
+        self._changed = asyncio.Event()
+        self._closed = False
+        self.port: int | None = None
+
+    @property
+    def connected(self) -> bool:
+        return self._runner is not None
+
+    @property
+    def url(self) -> str:
+        """The bound base URL (after connect())."""
+        if self.port is None:
+            raise NotConnected("not bound yet")
+        return f"http://{self._opts.host}:{self.port}"
+
+    @property
+    def in_flight(self) -> int:
+        return self._admitted
+
+    async def connect(self) -> None:
+        if self._closed:
+            raise EndOfInput("consumer closed")
+        if self._runner is not None:
+            return  # a listening server has nothing to reconnect
+        server = web.Server(self._handle)
+        runner = web.ServerRunner(server, shutdown_timeout=2.0)
+        await runner.setup()
+        # Once bound, keep the port: senders were told this address.
+        port = self.port if self.port is not None else self._opts.port
+        site = web.TCPSite(runner, self._opts.host, port)
+        try:
+            await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            raise NotConnected(f"cannot listen on {self._opts.host}:{port}: {exc}") from exc
+        self._runner = runner
+        address = runner.addresses[0]
+        self.port = int(address[1])
+        self._changed.set()
+
+    async def read(self) -> Delivery:
+        while True:
+            if self._closed:
+                raise EndOfInput("consumer closed")
+            while self._queue:
+                pending = self._queue.popleft()
+                if not pending.abandoned and pending.delivery is not None:
+                    return pending.delivery
+            if self._runner is None:
+                raise NotConnected("not listening")
+            self._changed.clear()
+            await self._changed.wait()
+
+    async def aclose(self) -> None:
+        self._closed = True
+        self._changed.set()
+        # Answer every waiting request 503 (the senders retry later), so the server's
+        # shutdown does not wait for settlements that will not come.
+        for pending in self._waiting:
+            if not pending.verdict.done():
+                pending.verdict.set_result((False, "shutting down", True))
+            pending.abandoned = True
+        self._queue.clear()
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+
+    # -- request handling -----------------------------------------------------------------
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        opts = self._opts
+        if self._closed:
+            return self._busy("shutting down")
+        path, _ = split_target(request.raw_path)
+        if not opts.accepts_path(path):
+            return _problem(404, f"no webhook at {path}")
+        if request.method not in opts.methods:
+            allow = ", ".join(sorted(opts.methods))
+            return _problem(405, f"method {request.method} not allowed", {"Allow": allow})
+        if self._admitted >= opts.max_in_flight:
+            return self._busy("too many requests in flight")
+        declared = request.content_length
+        if declared is not None and declared > opts.max_body_bytes:
+            return self._too_large()
+        self._admitted += 1
+        pending = _Pending(asyncio.get_running_loop().create_future())
+        try:
+            return await self._admitted_request(request, pending)
+        finally:
+            pending.abandoned = True  # any later settlement has no request to answer
+            self._admitted -= 1
+
+    async def _admitted_request(
+        self, request: web.BaseRequest, pending: _Pending
+    ) -> web.StreamResponse:
+        opts = self._opts
+        if request.headers.get("Expect", "").lower() == "100-continue":
+            # Only now, after the checks above, invite the client to send the body.
+            version = request.version
+            await request.writer.write(
+                b"HTTP/%d.%d 100 Continue\r\n\r\n" % (version.major, version.minor)
+            )
+        try:
+            body = await self._read_body(request)
+        except web.RequestPayloadError as exc:  # e.g. a corrupt gzip body
+            response = _problem(400, f"unreadable body: {exc}")
+            response.force_close()
+            return response
+        if body is None:
+            return self._too_large()
+        record = to_record(
+            request.method, request.raw_path, request.raw_headers, body, received_at=_now()
+        )
+        pending.delivery = Delivery(record, self._settler(pending))
+        self._queue.append(pending)
+        self._waiting.add(pending)
+        self._changed.set()
+        try:
+            async with asyncio.timeout(opts.settle_timeout):
+                ack, reason, retry = await pending.verdict
+        except TimeoutError:
+            return _problem(504, "the message was not settled in time")
+        finally:
+            self._waiting.discard(pending)
+        if ack:
+            return web.Response(status=202)
+        if retry:
+            return self._busy(reason)
+        return _problem(400, reason)
+
+    async def _read_body(self, request: web.BaseRequest) -> bytes | None:
+        """The whole body, or None as soon as it passes max_body_bytes."""
+        limit = self._opts.max_body_bytes
+        body = bytearray()
+        async for chunk in request.content.iter_chunked(64 * 1024):
+            body += chunk
+            if len(body) > limit:
+                return None
+        return bytes(body)
+
+    def _settler(self, pending: _Pending) -> Settle:
+        async def settle(ack: bool, reason: str, retry: bool) -> None:
+            # The handler answers; a settlement after a 504 or shutdown changes nothing.
+            if not pending.abandoned and not pending.verdict.done():
+                pending.verdict.set_result((ack, reason, retry))
+
+        return settle
+
+    def _busy(self, detail: str) -> web.Response:
+        return _problem(503, detail, {"Retry-After": str(self._opts.retry_after)})
+
+    def _too_large(self) -> web.Response:
+        response = _problem(413, f"body larger than {self._opts.max_body_bytes} bytes")
+        # Do not keep the connection: the rest of the body is only drained, not read.
+        response.force_close()
+        return response
+
+
+# ====================================================================== producer
+
+
+class HttpProducer:
+    """Sends each record as one request and reports it delivered on a 2xx answer."""
+
+    def __init__(self, settings: EndpointSettings) -> None:
+        self._opts = HttpOptions.parse(settings)
+        url = urlsplit(settings.uri)
+        # Credentials go into an Authorization header, not into every request URL.
+        netloc = url.netloc.rpartition("@")[2]
+        self._base = urlunsplit((url.scheme, netloc, url.path, url.query, ""))
+        username = settings.username or url.username
+        password = settings.password or url.password or ""
+        self._auth = aiohttp.BasicAuth(username, password) if username else None
+        self._ssl = _client_ssl(settings)
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def connected(self) -> bool:
+        return self._session is not None and not self._session.closed
+
+    async def connect(self) -> None:
+        if self.connected:
+            return
+        self._session = aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=self._opts.timeout),
+            auth=self._auth,
+            connector=aiohttp.TCPConnector(ssl=self._ssl),
+        )
+
+    async def write(self, messages: Sequence[NativeMessage]) -> list[Outcome]:
+        await self.connect()
+        outcomes: list[Outcome] = []
+        endpoint_down: Outcome | None = None
+        for record in messages:
+            try:
+                args = to_request(record, self._base)
+            except ValueError as exc:
+                outcomes.append(Outcome.failed(str(exc), retryable=False))
+                continue
+            if endpoint_down is not None:
+                outcomes.append(endpoint_down)
+                continue
+            outcome, unreachable = await self._send(args)
+            if unreachable:
+                endpoint_down = outcome
+            outcomes.append(outcome)
+        return outcomes
+
+    async def aclose(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+
+    # -- internals ---------------------------------------------------------------------
+    async def _send(self, args: RequestArgs) -> tuple[Outcome, bool]:
+        """The outcome after retries, and whether the endpoint could not be reached."""
+        opts = self._opts
+        attempt = 0
+        while True:
+            outcome, unreachable, hint = await self._attempt(args)
+            if outcome.delivered or not outcome.retryable or attempt >= opts.retries:
+                return outcome, unreachable
+            delay = min(opts.backoff_max, opts.backoff * 2**attempt)
+            delay *= random.uniform(0.5, 1.0)  # jitter: senders that failed together spread
+            if hint is not None:
+                delay = max(delay, min(hint, opts.backoff_max))
+            await asyncio.sleep(delay)
+            attempt += 1
+
+    async def _attempt(self, args: RequestArgs) -> tuple[Outcome, bool, float | None]:
+        """(outcome, unreachable, Retry-After seconds) of one request."""
+        session = self._session
+        if session is None:
+            return Outcome.failed("producer closed"), False, None
+        try:
+            async with session.request(
+                args.method,
+                URL(args.url, encoded=True),  # the path is already percent-encoded
+                headers=args.headers,
+                data=args.body,
+                allow_redirects=False,
+            ) as response:
+                status = response.status
+                excerpt = (await response.content.read(200)).decode("utf-8", "replace")
+                retry_after = _seconds(response.headers.get("Retry-After"))
+        except TimeoutError:
+            return Outcome.failed(f"no answer within {self._opts.timeout} s"), False, None
+        except aiohttp.ClientConnectionError as exc:
+            reason = f"{type(exc).__name__}: {exc}"
+            unreachable = isinstance(exc, aiohttp.ClientConnectorError)
+            return Outcome.failed(reason), unreachable, None
+        except aiohttp.ClientError as exc:
+            return Outcome.failed(f"{type(exc).__name__}: {exc}"), False, None
+        if 200 <= status < 300:
+            return Outcome.ok(), False, None
+        reason = f"HTTP {status}" + (f": {excerpt.strip()}" if excerpt.strip() else "")
+        retryable = status in (408, 429) or status >= 500
+        return Outcome.failed(reason, retryable=retryable), False, retry_after
+
+
+def _seconds(value: str | None) -> float | None:
+    """Retry-After in seconds when given as a number (the HTTP-date form is ignored)."""
+    if value is None or not value.strip().isdigit():
+        return None
+    return float(value.strip())
+
+
+def _client_ssl(settings: EndpointSettings) -> ssl.SSLContext | bool:
+    """True (default verification) unless the TLS settings ask for something else."""
+    tls = settings.tls
+    if tls is None:
+        return True
+    context = ssl.create_default_context(cafile=tls.ca_file)
+    if tls.cert_file:
+        context.load_cert_chain(tls.cert_file, tls.key_file)
+    if tls.insecure:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context

@@ -1,0 +1,573 @@
+"""Kafka consumer (consumer group) and producer (aiokafka).
+
+URI: `kafka://HOST:PORT[,HOST:PORT...]` (bootstrap servers; `tcp://` or no scheme work
+too). TLS/SASL are not wired yet: a username or a TLS setting is rejected.
+
+Options (`EndpointSettings.options`):
+
+| name                    | default    | meaning                                            |
+|-------------------------|------------|----------------------------------------------------|
+| `consumergroup`         | -          | consumer: group id (required for a consumer)       |
+| `topics`                | -          | consumer: topics to subscribe to (required)        |
+| `auto_offset_reset`     | "earliest" | consumer: where a group without a committed offset |
+|                         |            | starts, "earliest" or "latest"                     |
+| `max_in_flight`         | 64         | consumer: unsettled deliveries                     |
+| `session_timeout_ms`    | 10000      | consumer: group session timeout                    |
+| `heartbeat_interval_ms` | 3000       | consumer: group heartbeat interval                 |
+| `topic`                 | -          | producer: topic of records without a `topic` field |
+| `enable_idempotence`    | false      | producer: idempotent producer (Tansu 0.6 answers   |
+|                         |            | InitProducerId with UnknownError, hence off)       |
+| `connect_timeout`       | 10         | seconds for bootstrap (metadata) on connect        |
+| `publish_timeout`       | 10         | producer: seconds to wait for the broker's ack     |
+| `reconnect_max`         | 10         | producer: longest backoff between reconnects       |
+
+Settlement. Offsets are committed by the adapter (auto commit off), only for acked
+deliveries and per partition in order: the committed offset is one past the highest
+*contiguous* settled offset, so an ack of offset 7 commits nothing while offset 5 is
+unsettled, and a restart redelivers everything from the first unsettled offset on.
+Commits run in a background task that coalesces acks (one commit request per burst, not
+per message); `aclose()` and a partition revocation flush them first.
+
+`nack(retry=True)` of offset N seeks the partition back to N: N and every later
+delivery of that partition still in flight become stale (settling them does nothing),
+and the records from N on are fetched and delivered again. Acks of later offsets are
+therefore redone, which is at-least-once. `nack(retry=False)` counts as an ack (the
+caller dead-lettered or gave up on the record). Deliveries of a revoked partition or an
+older connection are stale too: the new owner starts from the committed offset.
+
+Back-pressure: at most `max_in_flight` deliveries are unsettled; `read()` waits and no
+record is taken from aiokafka meanwhile, and aiokafka does not refetch a partition whose
+prefetched batch is not consumed, so nothing more is read from the broker. So that the
+group does not evict a consumer that is merely waiting (aiokafka's max.poll.interval),
+a long wait pauses the partitions and polls them empty once a minute.
+
+The consumer leaves broker connectivity to aiokafka, which reconnects on its own;
+errors aiokafka raises from a read make `read()` raise NotConnected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from aiokafka import (  # type: ignore[import-untyped]  # no py.typed
+    AIOKafkaConsumer,
+    AIOKafkaProducer,
+    ConsumerRebalanceListener,
+    TopicPartition,
+)
+from aiokafka.errors import (  # type: ignore[import-untyped]
+    CommitFailedError,
+    ConsumerStoppedError,
+    CorruptRecordException,
+    IllegalStateError,
+    InvalidTopicError,
+    KafkaError,
+    MessageSizeTooLargeError,
+    RecordListTooLargeError,
+    RecordTooLargeError,
+    TopicAuthorizationFailedError,
+    UnsupportedForMessageFormatError,
+)
+
+from adapters._kafka_record import KafkaRecordLike, SendArgs, to_record, to_send
+from adapters.base import (
+    Delivery,
+    EndOfInput,
+    EndpointSettings,
+    NotConnected,
+    Outcome,
+    Settle,
+)
+from gateway.record import NativeMessage
+
+__all__ = ["KafkaConsumer", "KafkaOptions", "KafkaProducer"]
+
+log = logging.getLogger(__name__)
+
+#: Errors that are a verdict on the record itself: sending it again cannot succeed.
+_VERDICTS: tuple[type[BaseException], ...] = (
+    CorruptRecordException,
+    InvalidTopicError,
+    MessageSizeTooLargeError,
+    RecordListTooLargeError,
+    RecordTooLargeError,
+    TopicAuthorizationFailedError,
+    UnsupportedForMessageFormatError,
+    # Raised by aiokafka's argument checks (e.g. a partition the topic does not have).
+    AssertionError,
+    TypeError,
+    ValueError,
+)
+
+#: How long read() waits with a full window before it keeps the group membership alive.
+_KEEPALIVE_SECONDS = 60.0
+#: Pause between retries of a failed offset commit.
+_COMMIT_RETRY_SECONDS = 0.5
+
+
+@dataclass(frozen=True)
+class KafkaOptions:
+    bootstrap: tuple[str, ...]
+    topics: tuple[str, ...]
+    group: str | None
+    auto_offset_reset: str
+    max_in_flight: int
+    session_timeout_ms: int
+    heartbeat_interval_ms: int
+    topic: str | None
+    enable_idempotence: bool
+    connect_timeout: float
+    publish_timeout: float
+    reconnect_max: float
+
+    @classmethod
+    def parse(cls, settings: EndpointSettings) -> KafkaOptions:
+        """Read the options; raises ValueError naming the bad one."""
+        if settings.username or settings.tls is not None:
+            raise ValueError("uri: SASL and TLS are not wired yet for Kafka")
+        opts = settings.options
+        topics = opts.get("topics", ())
+        if isinstance(topics, str):
+            topics = (topics,)
+        if not isinstance(topics, (list, tuple)) or not all(isinstance(t, str) for t in topics):
+            raise ValueError("topics: expected a list of topic names")
+        group = opts.get("consumergroup")
+        if group is not None and (not isinstance(group, str) or not group):
+            raise ValueError("consumergroup: expected a non-empty string")
+        reset = opts.get("auto_offset_reset", "earliest")
+        if reset not in ("earliest", "latest"):
+            raise ValueError(f"auto_offset_reset: expected earliest or latest, got {reset!r}")
+        max_in_flight = int(_number(opts, "max_in_flight", 64))
+        if max_in_flight < 1:
+            raise ValueError("max_in_flight: expected at least 1")
+        topic = opts.get("topic")
+        if topic is not None and not isinstance(topic, str):
+            raise ValueError("topic: expected a string")
+        idempotence = opts.get("enable_idempotence", False)
+        if not isinstance(idempotence, bool):
+            raise ValueError("enable_idempotence: expected true or false")
+        return cls(
+            bootstrap=_bootstrap(settings.uri),
+            topics=tuple(topics),
+            group=group,
+            auto_offset_reset=str(reset),
+            max_in_flight=max_in_flight,
+            session_timeout_ms=int(_number(opts, "session_timeout_ms", 10000)),
+            heartbeat_interval_ms=int(_number(opts, "heartbeat_interval_ms", 3000)),
+            topic=topic,
+            enable_idempotence=idempotence,
+            connect_timeout=float(_number(opts, "connect_timeout", 10)),
+            publish_timeout=float(_number(opts, "publish_timeout", 10)),
+            reconnect_max=float(_number(opts, "reconnect_max", 10)),
+        )
+
+
+def _bootstrap(uri: str) -> tuple[str, ...]:
+    # Not urlsplit: a comma-separated host list has no valid port for it.
+    scheme, sep, rest = uri.partition("://")
+    if not sep:
+        scheme, rest = "", uri
+    if scheme.lower() not in ("kafka", "tcp", ""):
+        raise ValueError(f"uri: unsupported scheme {scheme!r} (TLS is not wired yet)")
+    netloc = rest.split("/", 1)[0]
+    if "@" in netloc:
+        raise ValueError("uri: credentials are not supported yet (SASL is not wired)")
+    servers = tuple(s.strip() for s in netloc.split(",") if s.strip())
+    if not servers:
+        raise ValueError("uri: expected kafka://HOST:PORT[,HOST:PORT...]")
+    return tuple(s if ":" in s.rsplit("]", 1)[-1] else f"{s}:9092" for s in servers)
+
+
+def _number(opts: Mapping[str, object], name: str, default: float) -> float:
+    value = opts.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name}: expected a number, got {value!r}")
+    return value
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+async def _stop_quietly(client: Any, timeout: float) -> None:
+    """Stop an aiokafka client; a dead broker must not make closing hang or raise."""
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(timeout):
+            await client.stop()
+
+
+# ====================================================================== consumer
+
+
+class _Slot:
+    """One delivered, not yet committed offset. Identity matters: a settlement counts
+    only while its slot is still the one registered for that offset."""
+
+    __slots__ = ("acked",)
+
+    def __init__(self) -> None:
+        self.acked = False
+
+
+class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]  # untyped base
+    def __init__(self, consumer: KafkaConsumer) -> None:
+        self._consumer = consumer
+
+    async def on_partitions_revoked(self, revoked: Sequence[Any]) -> None:
+        await self._consumer._revoked(revoked)
+
+    async def on_partitions_assigned(self, assigned: Sequence[Any]) -> None:
+        self._consumer._assigned(assigned)
+
+
+class KafkaConsumer:
+    """Reads `topics` in consumer group `consumergroup`; commits contiguous acked offsets."""
+
+    def __init__(self, settings: EndpointSettings) -> None:
+        self._opts = KafkaOptions.parse(settings)
+        if not self._opts.topics:
+            raise ValueError("topics: a consumer needs at least one topic")
+        if self._opts.group is None:
+            raise ValueError("consumergroup: a consumer needs a consumer group")
+        self.client_id = settings.client_id or f"xrgw-{self._opts.group}"
+        self._client: Any = None  # AIOKafkaConsumer
+        # Per assigned partition: delivered offsets not yet committed, in offset order.
+        self._pending: dict[Any, dict[int, _Slot]] = {}
+        self._dirty: dict[Any, int] = {}  # partition -> offset to commit
+        self._commit_task: asyncio.Task[None] | None = None
+        self._commit_lock = asyncio.Lock()
+        self._unsettled = 0
+        self._paused = False
+        self._changed = asyncio.Event()
+        self._closed = False
+
+    @property
+    def connected(self) -> bool:
+        return self._client is not None
+
+    @property
+    def unsettled(self) -> int:
+        return self._unsettled
+
+    async def connect(self) -> None:
+        if self._closed:
+            raise EndOfInput("consumer closed")
+        await self._drop_client()
+        opts = self._opts
+        client = AIOKafkaConsumer(
+            bootstrap_servers=list(opts.bootstrap),
+            group_id=opts.group,
+            client_id=self.client_id,
+            enable_auto_commit=False,
+            auto_offset_reset=opts.auto_offset_reset,
+            session_timeout_ms=opts.session_timeout_ms,
+            heartbeat_interval_ms=opts.heartbeat_interval_ms,
+        )
+        client.subscribe(list(opts.topics), listener=_Rebalance(self))
+        try:
+            async with asyncio.timeout(opts.connect_timeout):
+                await client.start()
+        except (KafkaError, OSError, TimeoutError) as exc:
+            await _stop_quietly(client, 1.0)
+            raise NotConnected(f"cannot reach {','.join(opts.bootstrap)}: {exc!r}") from None
+        self._client = client
+        self._changed.set()
+
+    async def read(self) -> Delivery:
+        while True:
+            if self._closed:
+                raise EndOfInput("consumer closed")
+            client = self._client
+            if client is None:
+                raise NotConnected("not connected")
+            if self._unsettled >= self._opts.max_in_flight:
+                await self._wait_for_room(client)
+                continue
+            if self._paused:
+                self._paused = False
+                client.resume(*client.assignment())
+            try:
+                record: KafkaRecordLike = await client.getone()
+            except ConsumerStoppedError:
+                if self._closed:
+                    raise EndOfInput("consumer closed") from None
+                raise NotConnected("consumer stopped") from None
+            except KafkaError as exc:
+                await self._drop_client()
+                raise NotConnected(f"kafka: {exc!r}") from None
+            if client is not self._client:
+                continue  # reconnected or closed while waiting: the record is stale
+            return self._deliver(record)
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self._drop_client()
+        self._changed.set()
+
+    # -- delivery and settlement ----------------------------------------------------------
+    def _deliver(self, record: KafkaRecordLike) -> Delivery:
+        tp = TopicPartition(record.topic, record.partition)
+        slot = _Slot()
+        self._pending.setdefault(tp, {})[record.offset] = slot
+        self._unsettled += 1
+        return Delivery(
+            to_record(record, received_at=_now()), self._settler(tp, record.offset, slot)
+        )
+
+    def _settler(self, tp: Any, offset: int, slot: _Slot) -> Settle:
+        async def settle(ack: bool, reason: str, retry: bool) -> None:
+            self._unsettled -= 1
+            self._changed.set()
+            pending = self._pending.get(tp)
+            if pending is None or pending.get(offset) is not slot:
+                return  # stale: revoked, reconnected, or superseded by a rewind
+            if ack or not retry:
+                slot.acked = True
+                self._advance(tp, pending)
+            else:
+                self._rewind(tp, pending, offset)
+
+        return settle
+
+    def _advance(self, tp: Any, pending: dict[int, _Slot]) -> None:
+        """Commit past the acked prefix; offsets are in delivery (= offset) order."""
+        commit_to: int | None = None
+        while pending:
+            first = next(iter(pending))
+            if not pending[first].acked:
+                break
+            del pending[first]
+            commit_to = first + 1
+        if commit_to is not None:
+            self._dirty[tp] = commit_to
+            if self._commit_task is None or self._commit_task.done():
+                self._commit_task = asyncio.create_task(self._commit_loop())
+
+    def _rewind(self, tp: Any, pending: dict[int, _Slot], offset: int) -> None:
+        # Forget `offset` and everything after it (their settlements become no-ops) and
+        # fetch again from there; aiokafka drops the partition's prefetched records.
+        for later in [o for o in pending if o >= offset]:
+            del pending[later]
+        if self._client is not None:
+            self._client.seek(tp, offset)
+
+    async def _commit_loop(self) -> None:
+        while self._dirty and self._client is not None:
+            client = self._client
+            batch, self._dirty = self._dirty, {}
+            try:
+                async with self._commit_lock:
+                    await client.commit(batch)
+            except (CommitFailedError, IllegalStateError) as exc:
+                # The group moved on (rebalance): the new owner redelivers from the last
+                # successful commit, which is at-least-once.
+                log.warning("kafka commit dropped after rebalance: %r", exc)
+            except KafkaError as exc:
+                log.warning("kafka commit failed, retrying: %r", exc)
+                for tp, offset in batch.items():
+                    if tp in self._pending:
+                        self._dirty.setdefault(tp, offset)  # a newer offset wins
+                await asyncio.sleep(_COMMIT_RETRY_SECONDS)
+
+    async def _flush_commits(self, timeout: float) -> None:
+        task = self._commit_task
+        if task is not None and not task.done():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(task), timeout)
+        self._commit_task = None
+        if task is not None and not task.done():
+            task.cancel()
+        client = self._client
+        if self._dirty and client is not None:
+            batch, self._dirty = self._dirty, {}
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(timeout), self._commit_lock:
+                    await client.commit(batch)
+
+    # -- back-pressure ------------------------------------------------------------------------
+    async def _wait_for_room(self, client: Any) -> None:
+        self._changed.clear()
+        try:
+            async with asyncio.timeout(_KEEPALIVE_SECONDS):
+                await self._changed.wait()
+            return
+        except TimeoutError:
+            pass
+        # Still full: a poll keeps aiokafka's max.poll.interval from expiring, and paused
+        # partitions make sure it hands out nothing (their prefetch is refetched later).
+        self._paused = True
+        client.pause(*client.assignment())
+        with contextlib.suppress(KafkaError):
+            await client.getmany(timeout_ms=0)
+
+    # -- group membership ------------------------------------------------------------------------
+    async def _revoked(self, revoked: Sequence[Any]) -> None:
+        # Commit what is settled while this member still owns the partitions.
+        batch = {tp: self._dirty.pop(tp) for tp in revoked if tp in self._dirty}
+        client = self._client
+        if batch and client is not None:
+            try:
+                async with self._commit_lock:
+                    await client.commit(batch)
+            except KafkaError as exc:
+                log.warning("kafka commit on revocation failed: %r", exc)
+        for tp in revoked:
+            self._pending.pop(tp, None)
+
+    def _assigned(self, assigned: Sequence[Any]) -> None:
+        for tp in assigned:
+            self._pending.setdefault(tp, {})
+
+    async def _drop_client(self) -> None:
+        client = self._client
+        if client is None:
+            return
+        await self._flush_commits(self._opts.connect_timeout)
+        self._client = None
+        self._pending.clear()
+        self._dirty.clear()
+        self._paused = False
+        await _stop_quietly(client, self._opts.connect_timeout)
+        self._changed.set()
+
+
+# ====================================================================== producer
+
+
+class KafkaProducer:
+    """Sends records with acks=all and reports each as delivered once the broker has.
+
+    A send that fails for a reason other than the record itself drops the client;
+    the next `write()` reconnects, at most once per backoff interval (doubling up to
+    `reconnect_max`), and meanwhile fails fast with a retryable Outcome. After the first
+    such failure in a batch, the rest of the batch is failed without waiting again.
+    """
+
+    def __init__(self, settings: EndpointSettings) -> None:
+        self._opts = KafkaOptions.parse(settings)
+        self.client_id = settings.client_id or f"xrgw-pub-{uuid.uuid4().hex[:12]}"
+        self._client: Any = None  # AIOKafkaProducer
+        self._backoff = 0.0
+        self._next_attempt = 0.0
+        self._lock = asyncio.Lock()
+
+    @property
+    def connected(self) -> bool:
+        return self._client is not None
+
+    async def connect(self) -> None:
+        async with self._lock:
+            await self._connect()
+
+    async def _connect(self) -> None:
+        await self._drop_client()
+        opts = self._opts
+        client = AIOKafkaProducer(
+            bootstrap_servers=list(opts.bootstrap),
+            client_id=self.client_id,
+            acks="all",
+            enable_idempotence=opts.enable_idempotence,
+            # Bounds metadata waits and unanswered produce requests: no hang when the
+            # broker is gone.
+            request_timeout_ms=int(opts.publish_timeout * 1000),
+        )
+        try:
+            async with asyncio.timeout(opts.connect_timeout):
+                await client.start()
+        except (KafkaError, OSError, TimeoutError) as exc:
+            await _stop_quietly(client, 1.0)
+            self._backoff = min(max(self._backoff * 2, 0.1), opts.reconnect_max)
+            self._next_attempt = time.monotonic() + self._backoff
+            raise NotConnected(f"cannot reach {','.join(opts.bootstrap)}: {exc!r}") from None
+        self._client = client
+        self._backoff = 0.0
+
+    async def write(self, messages: Sequence[NativeMessage]) -> list[Outcome]:
+        if self._client is None:
+            reason = await self._try_reconnect()
+            if reason is not None:
+                return [Outcome.failed(reason) for _ in messages]
+        client = self._client
+        pending: list[asyncio.Future[Any] | Outcome] = []
+        link_failure: str | None = None
+        for record in messages:
+            if link_failure is not None:
+                pending.append(Outcome.failed(f"not attempted: {link_failure}"))
+                continue
+            try:
+                args = to_send(record, self._opts.topic)
+            except ValueError as exc:
+                pending.append(Outcome.failed(str(exc), retryable=False))
+                continue
+            try:
+                pending.append(await self._send(client, args))
+            except Exception as exc:  # aiokafka raises more than KafkaError
+                outcome = _failure(exc)
+                pending.append(outcome)
+                if outcome.retryable:
+                    link_failure = outcome.reason
+        outcomes = [await self._outcome(item) for item in pending]
+        if any(not o.delivered and o.retryable for o in outcomes) and self._client is client:
+            await self._drop_client()  # reconnect (with backoff) on the next write
+        return outcomes
+
+    async def _send(self, client: Any, args: SendArgs) -> asyncio.Future[Any]:
+        # send() only waits for metadata (bounded by request_timeout_ms) and room in the
+        # batch; the returned future resolves once the broker has acked the batch.
+        async with asyncio.timeout(self._opts.publish_timeout + 1):
+            future: asyncio.Future[Any] = await client.send(
+                args.topic,
+                args.value,
+                key=args.key,
+                partition=args.partition,
+                timestamp_ms=args.timestamp_ms,
+                headers=args.headers,
+            )
+        return future
+
+    async def _outcome(self, item: asyncio.Future[Any] | Outcome) -> Outcome:
+        if isinstance(item, Outcome):
+            return item
+        try:
+            async with asyncio.timeout(self._opts.publish_timeout + 1):
+                await item
+        except Exception as exc:  # see _send
+            return _failure(exc)
+        return Outcome.ok()
+
+    async def _try_reconnect(self) -> str | None:
+        """None when connected again, else why not (without waiting out the backoff)."""
+        async with self._lock:
+            if self._client is not None:
+                return None
+            if time.monotonic() < self._next_attempt:
+                return "not connected (reconnect backing off)"
+            try:
+                await self._connect()
+            except NotConnected as exc:
+                return str(exc)
+            return None
+
+    async def _drop_client(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            # Nothing is lost by a short timeout: unsent records were reported failed.
+            await _stop_quietly(client, 2.0)
+
+    async def aclose(self) -> None:
+        await self._drop_client()
+
+
+def _failure(exc: BaseException) -> Outcome:
+    if isinstance(exc, TimeoutError):
+        return Outcome.failed("no acknowledgement from the broker in time")
+    return Outcome.failed(f"kafka: {exc!r}", retryable=not isinstance(exc, _VERDICTS))

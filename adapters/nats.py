@@ -1,0 +1,596 @@
+"""NATS core and JetStream consumer and producer (nats-py).
+
+Options (`EndpointSettings.options`):
+
+| name                  | default  | meaning                                                |
+|-----------------------|----------|--------------------------------------------------------|
+| `subjects`            | -        | consumer: subjects, wildcards allowed (`a.*.c`, `a.>`);|
+|                       |          | required in core mode; in JetStream mode the filter of |
+|                       |          | a newly created consumer (several need server 2.10+)   |
+| `queuegroup`          | -        | consumer: core queue group / JetStream deliver group,  |
+|                       |          | so that several gateways share the messages            |
+| `stream`              | -        | consumer: consume this JetStream stream (JetStream     |
+|                       |          | mode); absent = core subscriptions                     |
+| `durable`             | derived  | consumer, JetStream: durable consumer name, created as |
+|                       |          | a push consumer if missing (default from stream and    |
+|                       |          | subjects)                                              |
+| `jetstream`           | false    | producer: publish through JetStream (wait for PubAck)  |
+| `max_in_flight`       | 64       | consumer: unsettled deliveries (JetStream: also the    |
+|                       |          | `max_ack_pending` of a created consumer)               |
+| `ack_wait`            | 30       | consumer, JetStream: seconds until an unacked delivery |
+|                       |          | is redelivered (for a created consumer)                |
+| `nak_delay`           | 0        | consumer, JetStream: seconds before a nacked message   |
+|                       |          | comes again (0 = at once)                              |
+| `pending_msgs_limit`  | 65536    | consumer: messages nats-py buffers before dropping     |
+| `pending_bytes_limit` | 67108864 | consumer: bytes nats-py buffers before dropping        |
+| `connect_timeout`     | 10       | seconds for the first connection                       |
+| `reconnect_wait`      | 1        | seconds between nats-py's reconnect attempts           |
+| `publish_timeout`     | 10       | producer: seconds to wait for the flush / PubAck       |
+| `reconnect_max`       | 10       | producer: longest backoff between attempts to connect  |
+|                       |          | when there is no client at all (first connect failed)  |
+
+Connections. nats-py reconnects on its own (forever, every `reconnect_wait` seconds)
+and restores the subscriptions, so a lost connection is not an error for the engine:
+`connected` is false meanwhile, `read()` waits, and `connect()` waits up to
+`connect_timeout` for nats-py. Only a client that never connected, or that nats-py gave
+up on, is built anew.
+
+Core mode is at-most-once by nature: the server keeps nothing, so `ack()` and `nack()`
+do nothing (a nacked message is gone). Back-pressure: at most `max_in_flight` deliveries
+are unsettled and at most `max_in_flight` more are buffered; beyond that nats-py keeps up
+to `pending_*_limit` per subscription and then drops (a "slow consumer": nothing pushes
+back on a core publisher). Drops are counted in `dropped` and logged once per episode.
+
+JetStream mode uses a durable *push* consumer with explicit acks (measured here: push ran
+2x faster than pull fetch). `max_ack_pending = max_in_flight` makes the server stop
+sending while the gateway holds that many unacked messages, so nothing is dropped.
+`ack()` -> `+ACK`, `nack(retry=True)` -> `-NAK` (after `nak_delay`), `nack(retry=False)`
+-> `+TERM` (never redelivered). Unsettled deliveries come again after `ack_wait`, also
+after a gateway restart. An existing durable keeps its own settings (a warning names
+differences in `max_ack_pending`).
+
+Producer. Core publish reports delivered after a PING/PONG round trip (the server has
+read everything before it): that is all core NATS confirms. With `jetstream: true` each
+record is delivered once its PubAck arrives. While disconnected, `write()` fails fast
+with retryable outcomes instead of letting nats-py buffer the messages. JetStream stores
+no reply subject: a record's `reply-to` is not sent with `jetstream: true`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import nats.errors
+import nats.js.errors
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo, PubAck
+
+from adapters._nats_record import parse_header_block, to_publish, to_record
+from adapters.base import (
+    Delivery,
+    EndOfInput,
+    EndpointSettings,
+    NotConnected,
+    Outcome,
+    Settle,
+)
+from gateway.record import NativeMessage
+
+__all__ = ["NatsConsumer", "NatsOptions", "NatsProducer"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class NatsOptions:
+    servers: tuple[str, ...]
+    subjects: tuple[str, ...]
+    queuegroup: str
+    stream: str | None
+    durable: str | None
+    jetstream: bool
+    max_in_flight: int
+    ack_wait: float
+    nak_delay: float
+    pending_msgs_limit: int
+    pending_bytes_limit: int
+    connect_timeout: float
+    reconnect_wait: float
+    publish_timeout: float
+    reconnect_max: float
+
+    @classmethod
+    def parse(cls, settings: EndpointSettings) -> NatsOptions:
+        """Read the options; raises ValueError naming the bad one."""
+        servers = tuple(s.strip() for s in settings.uri.split(",") if s.strip())
+        for server in servers:
+            scheme = urlsplit(server).scheme
+            if scheme not in ("nats", ""):
+                raise ValueError(f"uri: unsupported scheme {scheme!r} (TLS is not wired yet)")
+        opts = settings.options
+        raw_subjects = opts.get("subjects", ())
+        if isinstance(raw_subjects, str):
+            raw_subjects = (raw_subjects,)
+        if not isinstance(raw_subjects, (list, tuple)):
+            raise ValueError("subjects: expected a list of subjects")
+        stream = _text(opts, "stream")
+        max_in_flight = int(_number(opts, "max_in_flight", 64))
+        if max_in_flight < 1:
+            raise ValueError("max_in_flight: expected at least 1")
+        jetstream = opts.get("jetstream", False)
+        if not isinstance(jetstream, bool):
+            raise ValueError(f"jetstream: expected true or false, got {jetstream!r}")
+        return cls(
+            servers=servers or ("nats://127.0.0.1:4222",),
+            subjects=tuple(str(s) for s in raw_subjects),
+            queuegroup=_text(opts, "queuegroup") or "",
+            stream=stream,
+            durable=_text(opts, "durable"),
+            jetstream=jetstream or stream is not None,
+            max_in_flight=max_in_flight,
+            ack_wait=float(_number(opts, "ack_wait", 30)),
+            nak_delay=float(_number(opts, "nak_delay", 0)),
+            pending_msgs_limit=int(_number(opts, "pending_msgs_limit", 65536)),
+            pending_bytes_limit=int(_number(opts, "pending_bytes_limit", 64 * 1024 * 1024)),
+            connect_timeout=float(_number(opts, "connect_timeout", 10)),
+            reconnect_wait=float(_number(opts, "reconnect_wait", 1)),
+            publish_timeout=float(_number(opts, "publish_timeout", 10)),
+            reconnect_max=float(_number(opts, "reconnect_max", 10)),
+        )
+
+
+def _number(opts: Mapping[str, object], name: str, default: float) -> float:
+    value = opts.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name}: expected a number, got {value!r}")
+    return value
+
+
+def _text(opts: Mapping[str, object], name: str) -> str | None:
+    value = opts.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{name}: expected a non-empty string, got {value!r}")
+    return value
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+class _Client(NatsClient):
+    """nats-py client whose received headers keep repeated names (see _nats_record)."""
+
+    @staticmethod
+    def _parse_header_lines(raw: bytes) -> dict[str, str]:
+        return parse_header_block(raw)
+
+
+_Callback = Callable[[], Awaitable[None]]
+
+
+async def _open(
+    settings: EndpointSettings,
+    opts: NatsOptions,
+    error_cb: Callable[[Exception], Awaitable[None]],
+    changed_cb: _Callback,
+) -> _Client:
+    """A connected client that reconnects on its own; raises NotConnected."""
+    client = _Client()
+    extra: dict[str, Any] = {}
+    if settings.username:
+        extra["user"] = settings.username
+        extra["password"] = settings.password or ""
+    try:
+        # nats-py retries the first connect forever when reconnecting is unlimited;
+        # the timeout turns that into one bounded attempt.
+        async with asyncio.timeout(opts.connect_timeout):
+            await client.connect(
+                list(opts.servers),
+                name=settings.client_id or "xrgw",
+                error_cb=error_cb,
+                disconnected_cb=changed_cb,
+                reconnected_cb=changed_cb,
+                closed_cb=changed_cb,
+                allow_reconnect=True,
+                max_reconnect_attempts=-1,
+                reconnect_time_wait=opts.reconnect_wait,  # type: ignore[arg-type]
+                connect_timeout=max(1, round(opts.connect_timeout)),
+                **extra,
+            )
+    except (TimeoutError, OSError, nats.errors.Error) as exc:
+        with contextlib.suppress(Exception):
+            await client.close()
+        raise NotConnected(f"cannot connect to {', '.join(opts.servers)}: {exc!r}") from exc
+    return client
+
+
+async def _await_reconnect(client: _Client, timeout: float) -> None:
+    """Wait for nats-py's own reconnect; raises NotConnected when it does not happen."""
+    deadline = time.monotonic() + timeout
+    while not client.is_connected:
+        if client.is_closed or time.monotonic() >= deadline:
+            raise NotConnected("not connected (nats-py is reconnecting)")
+        await asyncio.sleep(0.05)
+
+
+# ====================================================================== consumer
+
+
+class NatsConsumer:
+    """Core subscriptions (`subjects`) or a JetStream durable push consumer (`stream`)."""
+
+    def __init__(self, settings: EndpointSettings) -> None:
+        self._settings = settings
+        self._opts = opts = NatsOptions.parse(settings)
+        self.jetstream = opts.stream is not None
+        if opts.jetstream and not self.jetstream:
+            raise ValueError("stream: a JetStream consumer needs the stream to consume")
+        if not self.jetstream and not opts.subjects:
+            raise ValueError("subjects: a core consumer needs at least one subject")
+        self.durable = opts.durable or (
+            "xrgw-"
+            + hashlib.sha256(
+                "\n".join((opts.stream or "", *sorted(opts.subjects))).encode()
+            ).hexdigest()[:16]
+        )
+        self._client: _Client | None = None
+        self._subs: list[Subscription] = []
+        self._buffer: deque[Msg] = deque()
+        self._unsettled = 0
+        self._changed = asyncio.Event()  # buffer, settlement or connection changed
+        self._space = asyncio.Event()  # the buffer has room again
+        self._closed = False
+        self._dropped = 0
+        self._dropping = False
+
+    @property
+    def connected(self) -> bool:
+        return self._client is not None and self._client.is_connected
+
+    @property
+    def unsettled(self) -> int:
+        return self._unsettled
+
+    @property
+    def dropped(self) -> int:
+        """Messages nats-py dropped because its pending limits were reached (core)."""
+        return self._dropped
+
+    async def connect(self) -> None:
+        if self._closed:
+            raise EndOfInput("consumer closed")
+        client = self._client
+        if client is not None and not client.is_closed:
+            await _await_reconnect(client, self._opts.connect_timeout)
+            return
+        await self._drop_client()
+        client = await _open(self._settings, self._opts, self._on_error, self._on_change)
+        self._client = client
+        try:
+            if self.jetstream:
+                await self._subscribe_jetstream(client)
+            else:
+                await self._subscribe_core(client)
+        except (nats.errors.Error, TimeoutError) as exc:
+            await self._drop_client()
+            raise NotConnected(f"cannot subscribe: {exc!r}") from exc
+        self._changed.set()
+
+    async def read(self) -> Delivery:
+        while True:
+            if self._closed:
+                raise EndOfInput("consumer closed")
+            if self._unsettled < self._opts.max_in_flight and self._buffer:
+                msg = self._buffer.popleft()
+                self._space.set()
+                return self._deliver(msg)
+            # While nats-py reconnects the subscriptions come back by themselves: wait.
+            if self._client is None or self._client.is_closed:
+                raise NotConnected("not connected")
+            self._changed.clear()
+            await self._changed.wait()
+
+    async def aclose(self) -> None:
+        self._closed = True
+        if self.jetstream:
+            # Buffered but never handed out: ask for redelivery now, not after ack_wait.
+            for msg in self._buffer:
+                with contextlib.suppress(Exception):
+                    await msg.nak()
+        self._buffer.clear()
+        await self._drop_client()
+
+    # -- internals ---------------------------------------------------------------------
+    async def _subscribe_core(self, client: _Client) -> None:
+        for subject in self._opts.subjects:
+            sub = await client.subscribe(
+                subject,
+                queue=self._opts.queuegroup,
+                cb=self._on_message,
+                pending_msgs_limit=self._opts.pending_msgs_limit,
+                pending_bytes_limit=self._opts.pending_bytes_limit,
+            )
+            self._subs.append(sub)
+        # One round trip so that the subscriptions are in place when connect() returns.
+        await client.flush(timeout=max(1, round(self._opts.connect_timeout)))
+
+    async def _subscribe_jetstream(self, client: _Client) -> None:
+        opts = self._opts
+        assert opts.stream is not None
+        js = client.jetstream(timeout=opts.connect_timeout)
+        try:
+            info = await js.consumer_info(opts.stream, self.durable)
+        except nats.js.errors.NotFoundError:
+            info = await js.add_consumer(opts.stream, config=self._consumer_config(client))
+            self._check_filter(info)
+        config = info.config
+        if not config.deliver_subject:
+            raise nats.errors.Error(f"durable {self.durable!r} is a pull consumer")
+        if config.max_ack_pending != opts.max_in_flight:
+            log.warning(
+                "NATS durable %r has max_ack_pending=%s, not max_in_flight=%s",
+                self.durable,
+                config.max_ack_pending,
+                opts.max_in_flight,
+            )
+        psub = await js.subscribe_bind(
+            stream=opts.stream,
+            config=config,
+            consumer=info.name,
+            cb=self._on_message,
+            manual_ack=True,
+            pending_msgs_limit=opts.pending_msgs_limit,
+            pending_bytes_limit=opts.pending_bytes_limit,
+        )
+        self._subs.append(psub._sub)
+
+    def _consumer_config(self, client: _Client) -> ConsumerConfig:
+        opts = self._opts
+        subjects = list(opts.subjects)
+        return ConsumerConfig(
+            durable_name=self.durable,
+            deliver_subject=client.new_inbox(),
+            deliver_group=opts.queuegroup or None,
+            ack_policy=AckPolicy.EXPLICIT,
+            max_ack_pending=opts.max_in_flight,
+            ack_wait=opts.ack_wait,
+            filter_subject=subjects[0] if len(subjects) == 1 else None,
+            filter_subjects=subjects if len(subjects) > 1 else None,
+        )
+
+    def _check_filter(self, info: ConsumerInfo) -> None:
+        # A server before 2.10 ignores filter_subjects and would deliver the whole stream.
+        if len(self._opts.subjects) > 1 and not info.config.filter_subjects:
+            raise nats.errors.Error("several subjects need nats-server 2.10+ (filter_subjects)")
+
+    def _deliver(self, msg: Msg) -> Delivery:
+        self._unsettled += 1
+        record = to_record(msg, self.jetstream, received_at=_now())
+        return Delivery(record, self._settler(msg))
+
+    def _settler(self, msg: Msg) -> Settle:
+        async def settle(ack: bool, reason: str, retry: bool) -> None:
+            self._unsettled -= 1
+            self._changed.set()
+            if not self.jetstream:
+                return  # core NATS: at-most-once, nothing to tell the server
+            try:
+                if ack:
+                    await msg.ack()
+                elif retry:
+                    await msg.nak(delay=self._opts.nak_delay or None)
+                else:
+                    await msg.term()
+            except nats.errors.Error as exc:
+                # The server redelivers after ack_wait: at-least-once still holds.
+                log.debug("NATS settlement not sent (%r); redelivery after ack_wait", exc)
+
+        return settle
+
+    async def _on_message(self, msg: Msg) -> None:
+        # Runs in nats-py's per-subscription task: waiting here leaves the next messages
+        # in nats-py's bounded pending queue (which drops when full, see `dropped`).
+        while len(self._buffer) >= self._opts.max_in_flight and not self._closed:
+            self._space.clear()
+            await self._space.wait()
+        if self._closed:
+            return
+        if self._dropping:
+            self._dropping = False
+            log.warning(
+                "NATS slow consumer episode over; %d messages dropped so far", self._dropped
+            )
+        self._buffer.append(msg)
+        self._changed.set()
+
+    async def _on_error(self, exc: Exception) -> None:
+        if isinstance(exc, nats.errors.SlowConsumerError):
+            self._dropped += 1
+            if not self._dropping:
+                self._dropping = True
+                log.warning("NATS slow consumer: dropping messages on %s", exc.subject)
+            return
+        log.debug("NATS client error: %r", exc)
+
+    async def _on_change(self) -> None:
+        self._changed.set()
+
+    async def _drop_client(self) -> None:
+        client, self._client = self._client, None
+        self._subs = []
+        self._space.set()  # release a callback waiting for room
+        if client is not None:
+            with contextlib.suppress(Exception):
+                await client.flush(timeout=1)  # settlements still in nats-py's buffer
+            with contextlib.suppress(Exception):
+                await client.close()
+        self._changed.set()
+
+
+# ====================================================================== producer
+
+
+class NatsProducer:
+    """Publishes records; delivered after a flush round trip (core) or a PubAck."""
+
+    def __init__(self, settings: EndpointSettings) -> None:
+        self._settings = settings
+        self._opts = NatsOptions.parse(settings)
+        self._client: _Client | None = None
+        self._backoff = 0.0
+        self._next_attempt = 0.0
+        self._lock = asyncio.Lock()
+
+    @property
+    def connected(self) -> bool:
+        return self._client is not None and self._client.is_connected
+
+    async def connect(self) -> None:
+        async with self._lock:
+            await self._connect()
+
+    async def _connect(self) -> None:
+        client = self._client
+        if client is not None and not client.is_closed:
+            await _await_reconnect(client, self._opts.connect_timeout)
+            return
+        self._client = None
+        try:
+            self._client = await _open(self._settings, self._opts, self._on_error, _nothing)
+        except NotConnected:
+            self._backoff = min(max(self._backoff * 2, 0.1), self._opts.reconnect_max)
+            self._next_attempt = time.monotonic() + self._backoff
+            raise
+        self._backoff = 0.0
+
+    async def write(self, messages: Sequence[NativeMessage]) -> list[Outcome]:
+        if self._client is None or self._client.is_closed:
+            reason = await self._try_reconnect()
+            if reason is not None:
+                return [Outcome.failed(reason) for _ in messages]
+        client = self._client
+        assert client is not None
+        if not client.is_connected:
+            # nats-py would buffer and send later; the engine wants an answer now.
+            return [Outcome.failed("not connected (nats-py is reconnecting)") for _ in messages]
+        if self._opts.jetstream:
+            return await self._write_jetstream(client, messages)
+        return await self._write_core(client, messages)
+
+    async def _write_core(
+        self, client: _Client, messages: Sequence[NativeMessage]
+    ) -> list[Outcome]:
+        outcomes: list[Outcome | None] = []
+        for record in messages:
+            try:
+                args = to_publish(record)
+                await client.publish(args.subject, args.payload, args.reply, args.headers)
+            except ValueError as exc:
+                outcomes.append(Outcome.failed(str(exc), retryable=False))
+            except nats.errors.Error as exc:
+                outcomes.append(_failure(exc))
+            else:
+                outcomes.append(None)  # sent; confirmed by the flush below
+        if any(o is None for o in outcomes):
+            try:
+                await client.flush(timeout=max(1, round(self._opts.publish_timeout)))
+            except (nats.errors.Error, TimeoutError) as exc:
+                failed = Outcome.failed(f"no flush round trip: {exc!r}")
+                return [o if o is not None else failed for o in outcomes]
+        return [o if o is not None else Outcome.ok() for o in outcomes]
+
+    async def _write_jetstream(
+        self, client: _Client, messages: Sequence[NativeMessage]
+    ) -> list[Outcome]:
+        js = client.jetstream()
+        pending: list[asyncio.Future[PubAck] | Outcome] = []
+        for record in messages:
+            try:
+                args = to_publish(record)
+                # publish_async keeps the order and lets the batch wait for its PubAcks
+                # together (one round trip, not one per message).
+                future = await js.publish_async(
+                    args.subject,
+                    args.payload,
+                    wait_stall=self._opts.publish_timeout,
+                    headers=args.headers,
+                )
+            except ValueError as exc:
+                pending.append(Outcome.failed(str(exc), retryable=False))
+            except nats.errors.Error as exc:
+                pending.append(_failure(exc))
+            else:
+                pending.append(future)
+        deadline = time.monotonic() + self._opts.publish_timeout
+        return [await _pub_ack(item, deadline) for item in pending]
+
+    async def _try_reconnect(self) -> str | None:
+        """None when connected again, else why not (without waiting out the backoff)."""
+        async with self._lock:
+            if self._client is not None and not self._client.is_closed:
+                return None
+            if time.monotonic() < self._next_attempt:
+                return "not connected (reconnect backing off)"
+            try:
+                await self._connect()
+            except NotConnected as exc:
+                return str(exc)
+            return None
+
+    async def _on_error(self, exc: Exception) -> None:
+        log.debug("NATS client error: %r", exc)
+
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(Exception):
+                await client.close()
+
+
+async def _nothing() -> None:
+    return None
+
+
+async def _pub_ack(item: asyncio.Future[PubAck] | Outcome, deadline: float) -> Outcome:
+    if isinstance(item, Outcome):
+        return item
+    try:
+        async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+            await item
+    except TimeoutError:
+        item.cancel()  # frees nats-py's slot for pending async publishes
+        return Outcome.failed("no PubAck in time")
+    except nats.errors.Error as exc:
+        return _failure(exc)
+    return Outcome.ok()
+
+
+def _failure(exc: nats.errors.Error) -> Outcome:
+    """A per-message publish error as an Outcome: a verdict on the message or the link."""
+    if isinstance(exc, nats.js.errors.NoStreamResponseError):
+        # No stream takes the subject -- or JetStream is still starting after a restart.
+        return Outcome.failed("no JetStream stream answered for the subject")
+    if isinstance(exc, nats.js.errors.APIError):
+        code = exc.code or 0
+        return Outcome.failed(f"JetStream refused: {exc}", retryable=code >= 500)
+    permanent = (
+        nats.errors.BadSubjectError,
+        nats.errors.BadHeaderError,
+        nats.errors.MaxPayloadError,
+    )
+    if isinstance(exc, permanent):
+        return Outcome.failed(f"refused: {exc!r}", retryable=False)
+    return Outcome.failed(repr(exc))

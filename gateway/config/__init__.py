@@ -1,0 +1,49 @@
+"""The gateway configuration: one YAML file -> a checked, resolved `GatewayConfig`.
+
+    load_config(path)        -> (GatewayConfig | None, [Problem, ...]); never raises on bad
+                                input, the config is None when any problem is an error
+    load_config_text(...)    the same from a string (tests, `xrgw validate -`)
+    CONFIG_SPEC              the declarative spec of every key (drives parsing and docs)
+    reference_markdown()     the generated reference page
+
+Modules are private (`_name.py`); this door is the public surface.
+"""
+
+from __future__ import annotations
+
+from gateway.config._docs import reference_markdown
+from gateway.config._load import load_config, load_config_text
+from gateway.config._model import (
+    AdminConfig,
+    DefinitionSource,
+    EndpointConfig,
+    GatewayConfig,
+    LogConfig,
+    RetryConfig,
+    RouteConfig,
+    ShutdownConfig,
+    TlsConfig,
+)
+from gateway.config._schema import CONFIG_SPEC, DEADLETTER_LOG
+from gateway.config._secret import Secret, redact_uri
+from gateway.config._spec import Field
+
+__all__ = [
+    "CONFIG_SPEC",
+    "DEADLETTER_LOG",
+    "AdminConfig",
+    "DefinitionSource",
+    "EndpointConfig",
+    "Field",
+    "GatewayConfig",
+    "LogConfig",
+    "RetryConfig",
+    "RouteConfig",
+    "Secret",
+    "ShutdownConfig",
+    "TlsConfig",
+    "load_config",
+    "load_config_text",
+    "redact_uri",
+    "reference_markdown",
+]

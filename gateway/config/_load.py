@@ -1,0 +1,155 @@
+"""`load_config`: config file -> (GatewayConfig | None, problems). Never raises on bad input.
+
+Stages, each collecting every problem it finds before the next one runs:
+  1. YAML (syntax, duplicate keys)         `_yaml.py`
+  2. `${VAR}` substitution                  `_env.py`
+  3. keys, types and values against spec    `_parse.py` + `_schema.py`
+  4. definitions loaded, routes checked     `gateway.definitions` + `_routes.py`
+  5. endpoints resolved (addresses, files)  `_endpoints.py`
+A stage runs only when the previous one had no errors: checking routes against a
+half-parsed config would produce follow-on problems that hide the real one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import cast
+
+from gateway.config._endpoints import EndpointResolver
+from gateway.config._env import Substitution
+from gateway.config._model import (
+    AdminConfig,
+    DefinitionSource,
+    EndpointConfig,
+    GatewayConfig,
+    LogConfig,
+    LogFormat,
+    LogLevel,
+    RouteConfig,
+    ShutdownConfig,
+)
+from gateway.config._parse import INVALID, Context, parse
+from gateway.config._routes import RouteChecker
+from gateway.config._schema import CONFIG_SPEC, DEADLETTER_LOG, split_hostport
+from gateway.config._secret import Secret
+from gateway.config._yaml import read_yaml, with_lines
+from gateway.definitions import load_catalog
+from gateway.definitions.model import Catalog
+from gateway.problems import Problem, Problems, json_path
+
+Raw = dict[str, object]
+
+
+def load_config(
+    path: str | Path, *, environ: Mapping[str, str] | None = None
+) -> tuple[GatewayConfig | None, list[Problem]]:
+    """Load and check a config file; `environ` replaces `os.environ` (tests)."""
+    file = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return None, [Problem("error", file, "$", f"cannot read the config file: {reason}",
+                              "check the path given with -c and the file's permissions")]
+    return load_config_text(text, file, Path(path).parent, environ=environ)
+
+
+def load_config_text(
+    text: str, file: str, base_dir: Path, *, environ: Mapping[str, str] | None = None
+) -> tuple[GatewayConfig | None, list[Problem]]:
+    """The same from a string; relative paths in it are resolved against `base_dir`."""
+    doc = read_yaml(text, file)
+    problems = Problems(list(doc.problems))
+    config = _load(doc.data, file, base_dir, environ, problems) if not problems.errors else None
+    return config, with_lines(problems.items, doc, file)
+
+
+def _load(
+    data: object, file: str, base_dir: Path, environ: Mapping[str, str] | None,
+    problems: Problems,
+) -> GatewayConfig | None:
+    if not isinstance(data, dict):
+        got = "empty" if data is None else "not a mapping"
+        problems.error(file, "$", f"the config is {got}",
+                       "write a mapping with at least definitions, routes and deadletter")
+        return None
+    substitution = Substitution(file, environ)
+    data = substitution.apply(data)
+    problems.extend(substitution.problems)
+    ctx = Context(file, problems, substitution.substituted)
+    parsed = parse(CONFIG_SPEC, data, (), ctx)
+    if parsed is INVALID or problems.errors:
+        return None
+    return _check(cast(Raw, parsed), file, base_dir, problems)
+
+
+def _check(raw: Raw, file: str, base_dir: Path, problems: Problems) -> GatewayConfig | None:
+    sources = _sources(cast(list[object], raw["definitions"]), file, base_dir, problems)
+    catalog = load_catalog([s.location for s in sources])
+    problems.extend(catalog.problems)
+    checker = RouteChecker(catalog, file, problems)
+    raw_routes = cast(list[Raw], raw["routes"])
+    routes = [checker.route(i, r) for i, r in enumerate(raw_routes)]
+    deadletter = cast(str, raw["deadletter"])
+    if deadletter != DEADLETTER_LOG:
+        checker.deadletter(deadletter)
+    endpoints = _endpoints(cast(dict[str, Raw] | None, raw["endpoints"]) or {}, checker.used,
+                           catalog, file, base_dir, problems)
+    if problems.errors:
+        return None
+    return GatewayConfig(
+        file=file,
+        definitions=tuple(sources),
+        routes=tuple(r for r in routes if isinstance(r, RouteConfig)),
+        deadletter=None if deadletter == DEADLETTER_LOG else deadletter,
+        admin=_admin(cast(Raw, raw["admin"])),
+        log=LogConfig(cast(LogLevel, cast(Raw, raw["log"])["level"]),
+                      cast(LogFormat, cast(Raw, raw["log"])["format"])),
+        shutdown=ShutdownConfig(cast(float, cast(Raw, raw["shutdown"])["grace"])),
+        endpoints=endpoints,
+        catalog=catalog,
+    )
+
+
+def _sources(
+    items: list[object], file: str, base_dir: Path, problems: Problems
+) -> list[DefinitionSource]:
+    out: list[DefinitionSource] = []
+    for i, item in enumerate(items):
+        if isinstance(item, str):
+            path = Path(item).expanduser()
+            out.append(DefinitionSource(str(path if path.is_absolute() else base_dir / path)))
+            continue
+        entry = cast(Raw, item)
+        headers = cast(dict[str, Secret] | None, entry["headers"]) or {}
+        if headers:
+            # Kept so the config stays valid once the registry loader sends them.
+            problems.warning(file, json_path("definitions", i, "headers"),
+                             "registry request headers are not sent yet by the definitions "
+                             "loader", "serve the registry without request headers for now")
+        out.append(DefinitionSource(cast(str, entry["url"]), cast(float, entry["poll"]), headers))
+    return out
+
+
+def _endpoints(
+    overrides: dict[str, Raw], used: dict[str, str], catalog: Catalog, file: str,
+    base_dir: Path, problems: Problems,
+) -> dict[str, EndpointConfig]:
+    resolver = EndpointResolver(catalog, file, base_dir, problems)
+    resolver.check_ids(overrides)
+    out: dict[str, EndpointConfig] = {}
+    for eid, used_at in used.items():
+        out[eid] = resolver.resolve(eid, overrides.get(eid), used_at)
+    for eid, override in overrides.items():
+        if eid in catalog.endpoints and eid not in out:
+            problems.warning(file, json_path("endpoints", eid),
+                             f"endpoint '{eid}' is not used by any route or as dead letter",
+                             "remove the override, or use the endpoint in a route")
+            out[eid] = resolver.resolve(eid, override, json_path("endpoints", eid))
+    return out
+
+
+def _admin(raw: Raw) -> AdminConfig:
+    hostport = split_hostport(cast(str, raw["listen"]))
+    return AdminConfig(*hostport) if hostport else AdminConfig()

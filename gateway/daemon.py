@@ -1,0 +1,210 @@
+"""`xrgw run -c CONFIG`: the long-running gateway.
+
+Builds one `Route` per configured route from a `GatewayConfig`, with adapters made by an
+adapter factory found through the `xrgw.adapters` entry point (the core never imports an
+adapter), serves `/metrics`, `/healthz` and `/readyz`, and handles signals:
+
+- SIGTERM / SIGINT: stop intake, drain in-flight messages (ack/commit), exit 0 within the
+  configured grace period.
+- SIGHUP, a changed config or definitions file, or a changed registry document: load and
+  check the new configuration completely, then swap it in; a broken one is rejected with
+  its problems logged and the running configuration keeps serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import signal
+from collections.abc import Sequence
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Protocol
+
+from gateway.config import EndpointConfig, GatewayConfig, load_config
+from gateway.convert import Converter
+from gateway.definitions.model import MessageDefinition
+from gateway.jsontypes import JSON
+from gateway.observability.admin import AdminServer
+from gateway.observability.metrics import Metrics
+from gateway.runtime.ports import ConsumerLike, ProducerLike
+from gateway.runtime.route import Output, RetryPolicy, Route
+
+log = logging.getLogger("xrgw.daemon")
+
+
+class AdapterFactory(Protocol):
+    """Makes adapters for configured endpoints (implemented in `adapters.registry`)."""
+
+    def consumer(self, endpoint: EndpointConfig,
+                 messages: Sequence[MessageDefinition]) -> ConsumerLike: ...
+
+    def producer(self, endpoint: EndpointConfig) -> ProducerLike: ...
+
+    def output_defaults(self, endpoint: EndpointConfig) -> dict[str, JSON]: ...
+
+
+def load_factory() -> AdapterFactory:
+    found = entry_points(group="xrgw.adapters", name="default")
+    for entry in found:
+        factory: AdapterFactory = entry.load()
+        return factory
+    raise RuntimeError("no adapter factory installed (entry point group xrgw.adapters)")
+
+
+class Gateway:
+    def __init__(self, config: GatewayConfig, factory: AdapterFactory,
+                 metrics: Metrics | None = None) -> None:
+        self.config = config
+        self.factory = factory
+        self.metrics = metrics or Metrics()
+        self.routes: list[Route] = []
+        self.admin: AdminServer | None = None
+        self._stop = asyncio.Event()
+        self._reload = asyncio.Event()
+        self._fingerprint = _fingerprint(config)
+
+    # -- building -----------------------------------------------------------------------------
+    def _build_routes(self, config: GatewayConfig) -> list[Route]:
+        routes = []
+        deadletter: Output | None = None
+        if config.deadletter is not None:
+            deadletter = self._output(config.endpoints[config.deadletter], "cloudevent")
+        for route_cfg in config.routes:
+            source = config.endpoints[route_cfg.source]
+            converter = Converter(route_cfg.messages, ambiguity=route_cfg.ambiguity)
+            outputs = [self._output(config.endpoints[t], route_cfg.deliver)
+                       for t in route_cfg.targets]
+            retry = RetryPolicy(route_cfg.retry.attempts, route_cfg.retry.initial_backoff,
+                                route_cfg.retry.max_backoff)
+            routes.append(Route(
+                f"{route_cfg.source}->{','.join(route_cfg.targets)}", route_cfg.source,
+                self.factory.consumer(source, route_cfg.messages), converter, outputs,
+                deadletter=deadletter, metrics=self.metrics, mode=route_cfg.mode,
+                inflight=route_cfg.inflight, retry=retry))
+        self.metrics.definitions.set(sum(len(r.messages) for r in config.routes))
+        return routes
+
+    def _output(self, endpoint: EndpointConfig, deliver: str) -> Output:
+        assert endpoint.protocol is not None
+        return Output(endpoint.endpoint_id, endpoint.protocol,
+                      self.factory.producer(endpoint),
+                      defaults=self.factory.output_defaults(endpoint),
+                      deliver="native" if deliver == "native" else "cloudevent",
+                      definitions=endpoint.messages)
+
+    # -- running ------------------------------------------------------------------------------
+    def readiness(self) -> dict[str, bool]:
+        return {route.name: route.ready for route in self.routes}
+
+    async def start(self) -> None:
+        self.routes = self._build_routes(self.config)
+        for route in self.routes:
+            await route.start()
+        admin = self.config.admin
+        self.admin = AdminServer(self.metrics, self.readiness, admin.host, admin.port)
+        await self.admin.start()
+        log.info("xrgw started: %d route(s), admin on %s:%d", len(self.routes),
+                 self.admin.host, self.admin.port)
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    def request_reload(self) -> None:
+        self._reload.set()
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        for sig, handler in ((signal.SIGTERM, self.request_stop),
+                             (signal.SIGINT, self.request_stop),
+                             (signal.SIGHUP, self.request_reload)):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, handler)
+        await self.start()
+        watcher = asyncio.create_task(self._watch())
+        while not self._stop.is_set():
+            stop = asyncio.create_task(self._stop.wait())
+            reload = asyncio.create_task(self._reload.wait())
+            await asyncio.wait({stop, reload}, return_when=asyncio.FIRST_COMPLETED)
+            stop.cancel()
+            reload.cancel()
+            if self._reload.is_set() and not self._stop.is_set():
+                self._reload.clear()
+                await self.reload()
+        watcher.cancel()
+        await self.stop()
+        return 0
+
+    async def stop(self) -> None:
+        grace = self.config.shutdown.grace
+        await asyncio.gather(*(route.stop(grace) for route in self.routes))
+        if self.admin is not None:
+            await self.admin.stop()
+        log.info("xrgw stopped")
+
+    async def reload(self) -> bool:
+        """Load, check and swap in the configuration; False (and keep serving) if broken."""
+        config, problems = await asyncio.to_thread(load_config, self.config.file)
+        for problem in problems:
+            (log.error if problem.is_error else log.warning)("reload: %s", problem)
+        if config is None:
+            self.metrics.reloads.labels("rejected").inc()
+            log.error("reload rejected; the running configuration keeps serving")
+            return False
+        new_routes = self._build_routes(config)
+        old_routes = self.routes
+        for route in new_routes:
+            await route.start()
+        self.routes = new_routes
+        self.config = config
+        self._fingerprint = _fingerprint(config)
+        await asyncio.gather(*(route.stop(config.shutdown.grace) for route in old_routes))
+        self.metrics.reloads.labels("ok").inc()
+        log.info("reloaded: %d route(s)", len(new_routes))
+        return True
+
+    async def _watch(self, interval: float = 2.0) -> None:
+        """Reload when the config file or a definitions file changes on disk, or when a
+        polled registry document changes."""
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                current = await asyncio.to_thread(_fingerprint, self.config)
+            except OSError:
+                continue
+            if current != self._fingerprint:
+                log.info("configuration or definitions changed on disk; reloading")
+                self._fingerprint = current
+                self.request_reload()
+
+
+def _fingerprint(config: GatewayConfig) -> str:
+    digest = hashlib.sha256()
+    paths = [Path(config.file)]
+    for source in config.definitions:
+        if "://" not in source.location:
+            path = Path(source.location)
+            paths.extend(sorted(path.iterdir()) if path.is_dir() else [path])
+    for path in paths:
+        with contextlib.suppress(OSError):
+            stat = path.stat()
+            digest.update(f"{path}:{stat.st_mtime_ns}:{stat.st_size}".encode())
+    return digest.hexdigest()
+
+
+def run(config_path: str) -> int:
+    from gateway.observability.logs import configure
+
+    config, problems = load_config(config_path)
+    configure(config.log.level if config else None)
+    for problem in problems:
+        (log.error if problem.is_error else log.warning)("%s", problem)
+    if config is None:
+        return 1
+    gateway = Gateway(config, load_factory())
+    return asyncio.run(gateway.run())
+
+
+__all__ = ["AdapterFactory", "Gateway", "run"]

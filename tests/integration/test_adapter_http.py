@@ -1,0 +1,417 @@
+"""The HTTP adapter over real loopback sockets: the ingress server with an aiohttp client,
+the egress producer against an aiohttp webhook receiver (both on ephemeral ports)."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, ParamSpec
+
+import aiohttp
+import pytest
+from aiohttp import web
+from brokers import free_port
+from yarl import URL
+
+from adapters.base import AlreadySettled, Delivery, EndpointSettings, NotConnected
+from adapters.http import HttpConsumer, HttpProducer
+from gateway.record import NativeMessage
+
+TIMEOUT = 5.0
+P = ParamSpec("P")
+
+
+def asyncio_test(fn: Callable[P, Coroutine[Any, Any, None]]) -> Callable[P, None]:
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
+        asyncio.run(fn(*args, **kwargs))
+
+    return wrapper
+
+
+async def _consumer(**options: Any) -> HttpConsumer:
+    consumer = HttpConsumer(EndpointSettings("http://127.0.0.1:0", options=options))
+    await consumer.connect()
+    return consumer
+
+
+async def _read(consumer: HttpConsumer) -> Delivery:
+    async with asyncio.timeout(TIMEOUT):
+        return await consumer.read()
+
+
+@dataclass
+class Answer:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+async def _request(
+    url: str, method: str = "POST", data: Any = b"", headers: dict[str, str] | None = None
+) -> Answer:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.request(
+            method,
+            URL(url, encoded=True),
+            data=data,
+            headers=headers or {},
+            skip_auto_headers=["Content-Type"],  # no content type unless a test sets one
+        ) as response,
+    ):
+        return Answer(response.status, dict(response.headers), await response.read())
+
+
+def _post(url: str, **kwargs: Any) -> asyncio.Task[Answer]:
+    return asyncio.create_task(_request(url, **kwargs))
+
+
+async def _answer(task: asyncio.Task[Answer]) -> Answer:
+    async with asyncio.timeout(TIMEOUT):
+        return await task
+
+
+# ====================================================================== ingress
+
+
+@asyncio_test
+async def test_ingress_round_trip_fields_and_ack() -> None:
+    consumer = await _consumer(paths=["/hooks/{store}/sales", "/other"])
+    try:
+        assert consumer.port not in (None, 0)
+        task = _post(
+            f"{consumer.url}/hooks/12/sales?kind=sale&kind=refund&q=a%20b",
+            data=b'{"amount": 12.5}',
+            headers={"Content-Type": "application/json", "X-Trace-Id": "t-1", "x-lower": "v"},
+        )
+        delivery = await _read(consumer)
+        record = delivery.message
+        assert record.protocol == "HTTP"
+        assert record.get("method") == "POST"
+        assert record.get("path") == "/hooks/12/sales"
+        assert record.get("query") == {"kind": "sale", "q": "a%20b"}  # first value, raw
+        assert record.data == {"amount": 12.5}
+        names = [name for name, _ in record.pairs("headers")]
+        assert names.index("X-Trace-Id") < names.index("x-lower")  # order and case kept
+        assert record.header("x-trace-id", case_insensitive=True) == "t-1"
+        assert record.received_at is not None
+        assert not task.done()  # the request waits for the settlement
+        await delivery.ack()
+        answer = await _answer(task)
+        assert answer.status == 202 and answer.body == b""
+        with pytest.raises(AlreadySettled):
+            await delivery.ack()
+    finally:
+        await consumer.aclose()
+
+
+@asyncio_test
+async def test_ingress_body_rule() -> None:
+    consumer = await _consumer()
+    try:
+        bodies = [
+            (b"21.5", {}),  # no content type, scalar JSON: stays bytes
+            (b"[1, 2]", {}),  # no content type, JSON array: data
+            (b"a,b", {"Content-Type": "text/csv"}),
+            (b'{"specversion": "1.0"}', {"Content-Type": "application/cloudevents+json"}),
+            (b"", {"Content-Type": "application/json"}),
+        ]
+        for body, headers in bodies:
+            task = _post(f"{consumer.url}/x", data=body, headers=headers)
+            delivery = await _read(consumer)
+            await delivery.ack()
+            assert (await _answer(task)).status == 202
+            record = delivery.message
+            if body in (b"21.5", b"a,b"):
+                assert record.payload == body and not record.has_json_data
+            elif body:
+                assert record.data == json.loads(body)
+            else:
+                assert not record.has_body
+    finally:
+        await consumer.aclose()
+
+
+@asyncio_test
+async def test_ingress_percent_encoded_path_kept_raw_and_routing() -> None:
+    consumer = await _consumer(paths=["/hooks"])
+    try:
+        raw = "/hooks/a%2Fb/caf%C3%A9"
+        task = _post(f"{consumer.url}{raw}", data=b"x", headers={"Content-Type": "text/plain"})
+        delivery = await _read(consumer)
+        assert delivery.message.get("path") == raw
+        await delivery.ack()
+        assert (await _answer(task)).status == 202
+        assert (await _request(f"{consumer.url}/hooksx")).status == 404
+        assert (await _request(f"{consumer.url}/hooks/a", method="GET")).status == 405
+    finally:
+        await consumer.aclose()
+
+
+@asyncio_test
+async def test_ingress_nack_retry_is_503_with_retry_after() -> None:
+    consumer = await _consumer(retry_after=7)
+    try:
+        task = _post(f"{consumer.url}/x", data=b"{}")
+        await (await _read(consumer)).nack("downstream unavailable", retry=True)
+        answer = await _answer(task)
+        assert answer.status == 503 and answer.headers["Retry-After"] == "7"
+    finally:
+        await consumer.aclose()
+
+
+@asyncio_test
+async def test_ingress_nack_no_retry_is_400_problem() -> None:
+    consumer = await _consumer()
+    try:
+        task = _post(f"{consumer.url}/x", data=b"{}")
+        await (await _read(consumer)).nack("no definition matches", retry=False)
+        answer = await _answer(task)
+        assert answer.status == 400
+        assert answer.headers["Content-Type"].startswith("application/problem+json")
+        assert answer.json() == {
+            "type": "about:blank",
+            "title": "Bad Request",
+            "status": 400,
+            "detail": "no definition matches",
+        }
+    finally:
+        await consumer.aclose()
+
+
+@asyncio_test
+async def test_ingress_too_large_is_413_declared_and_chunked() -> None:
+    consumer = await _consumer(max_body_bytes=1000)
+    try:
+        answer = await _request(f"{consumer.url}/x", data=b"x" * 200_000)
+        assert answer.status == 413
+
+        async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: chunked
+            for _ in range(50):
+                yield b"y" * 100
+
+        answer = await _request(f"{consumer.url}/x", data=chunks())
+        assert answer.status == 413
+        with pytest.raises(TimeoutError):  # nothing was delivered
+            async with asyncio.timeout(0.3):
+                await consumer.read()
+        assert consumer.in_flight == 0
+    finally:
+        await consumer.aclose()
+
+
+@asyncio_test
+async def test_ingress_back_pressure_503_when_full() -> None:
+    consumer = await _consumer(max_in_flight=2)
+    try:
+        held_tasks = [_post(f"{consumer.url}/x", data=b"{}") for _ in range(2)]
+        held = [await _read(consumer), await _read(consumer)]
+        assert consumer.in_flight == 2
+        refused = await _request(f"{consumer.url}/x", data=b"{}")
+        assert refused.status == 503 and "Retry-After" in refused.headers
+        for delivery in held:
+            await delivery.ack()
+        assert [(await _answer(t)).status for t in held_tasks] == [202, 202]
+        task = _post(f"{consumer.url}/x", data=b"{}")  # room again
+        await (await _read(consumer)).ack()
+        assert (await _answer(task)).status == 202
+    finally:
+        await consumer.aclose()
+
+
+@asyncio_test
+async def test_ingress_settle_timeout_is_504_and_late_settlement_ignored() -> None:
+    consumer = await _consumer(settle_timeout=0.3)
+    try:
+        task = _post(f"{consumer.url}/x", data=b"{}")
+        delivery = await _read(consumer)
+        assert (await _answer(task)).status == 504
+        await delivery.ack()  # nothing left to answer; must not fail
+        assert consumer.in_flight == 0
+    finally:
+        await consumer.aclose()
+
+
+@asyncio_test
+async def test_ingress_close_answers_waiting_requests() -> None:
+    consumer = await _consumer()
+    task = _post(f"{consumer.url}/x", data=b"{}")
+    delivery = await _read(consumer)
+    await consumer.aclose()
+    assert (await _answer(task)).status == 503
+    await delivery.ack()  # late: ignored
+
+
+@asyncio_test
+async def test_ingress_port_in_use_is_not_connected() -> None:
+    first = await _consumer()
+    try:
+        busy = HttpConsumer(EndpointSettings(first.url))
+        with pytest.raises(NotConnected):
+            await busy.connect()
+        with pytest.raises(NotConnected):
+            await busy.read()
+    finally:
+        await first.aclose()
+
+
+# ====================================================================== egress
+
+
+@dataclass
+class Receiver:
+    """A webhook receiver answering from a script of statuses (then 200)."""
+
+    statuses: deque[int] = field(default_factory=deque)
+    seen: list[tuple[str, str, list[tuple[str, str]], bytes]] = field(default_factory=list)
+    runner: web.AppRunner | None = None
+    url: str = ""
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        self.url = f"http://127.0.0.1:{self.runner.addresses[0][1]}"
+
+    async def stop(self) -> None:
+        if self.runner is not None:
+            await self.runner.cleanup()
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        headers = [(k, v) for k, v in request.headers.items()]
+        self.seen.append((request.method, request.raw_path, headers, await request.read()))
+        status = self.statuses.popleft() if self.statuses else 200
+        return web.Response(status=status, text="nope" if status >= 400 else "")
+
+
+def _producer(url: str, **options: Any) -> HttpProducer:
+    options.setdefault("backoff", 0.01)
+    return HttpProducer(EndpointSettings(url, options=options))
+
+
+def _record(**fields: Any) -> NativeMessage:
+    data = fields.pop("data", {"n": 1})
+    return NativeMessage("HTTP", fields, data)
+
+
+async def _write(producer: HttpProducer, *records: NativeMessage) -> list[Any]:
+    async with asyncio.timeout(TIMEOUT):
+        return await producer.write(records)
+
+
+@asyncio_test
+async def test_egress_delivered_with_path_query_headers_and_body() -> None:
+    receiver = Receiver()
+    await receiver.start()
+    producer = _producer(f"{receiver.url}/base")
+    try:
+        record = _record(
+            method="PUT",
+            path="/in/a%2Fb",
+            query={"k": "v 1"},
+            headers=[
+                {"name": "X-Trace-Id", "value": "t-1"},
+                {"name": "Content-Length", "value": "999"},  # framing: not copied
+            ],
+            data={"amount": 12.5},
+        )
+        [outcome] = await _write(producer, record)
+        assert outcome.delivered
+        [(method, path, headers, body)] = receiver.seen
+        assert method == "PUT"
+        assert path == "/base/in/a%2Fb?k=v%201"
+        assert ("X-Trace-Id", "t-1") in headers
+        assert dict(headers)["Content-Type"] == "application/json"
+        assert json.loads(body) == {"amount": 12.5}
+    finally:
+        await producer.aclose()
+        await receiver.stop()
+
+
+@asyncio_test
+async def test_egress_retries_503_then_succeeds() -> None:
+    receiver = Receiver(deque([503, 503]))
+    await receiver.start()
+    producer = _producer(receiver.url)
+    try:
+        [outcome] = await _write(producer, _record())
+        assert outcome.delivered
+        assert len(receiver.seen) == 3
+        assert receiver.seen[0][0] == "POST"
+    finally:
+        await producer.aclose()
+        await receiver.stop()
+
+
+@asyncio_test
+async def test_egress_gives_up_after_retries_as_retryable() -> None:
+    receiver = Receiver(deque([429, 500, 503]))
+    await receiver.start()
+    producer = _producer(receiver.url, retries=2)
+    try:
+        [outcome] = await _write(producer, _record())
+        assert not outcome.delivered and outcome.retryable
+        assert outcome.reason is not None and "503" in outcome.reason
+        assert len(receiver.seen) == 3
+    finally:
+        await producer.aclose()
+        await receiver.stop()
+
+
+@asyncio_test
+async def test_egress_400_not_retried() -> None:
+    receiver = Receiver(deque([400]))
+    await receiver.start()
+    producer = _producer(receiver.url)
+    try:
+        bad, good = await _write(producer, _record(), _record())
+        assert not bad.delivered and not bad.retryable
+        assert bad.reason == "HTTP 400: nope"
+        assert good.delivered
+        assert len(receiver.seen) == 2
+    finally:
+        await producer.aclose()
+        await receiver.stop()
+
+
+@asyncio_test
+async def test_egress_connection_refused_fails_retryable_quickly() -> None:
+    producer = _producer(f"http://127.0.0.1:{free_port()}", retries=3)
+    try:
+        started = time.monotonic()
+        outcomes = await _write(producer, _record(), _record(), _record())
+        assert time.monotonic() - started < 2.0
+        assert all(not o.delivered and o.retryable for o in outcomes)
+    finally:
+        await producer.aclose()
+
+
+@asyncio_test
+async def test_egress_into_ingress_round_trip() -> None:
+    consumer = await _consumer()
+    producer = _producer(consumer.url)
+    try:
+        sent = _record(path="/hooks/a%20b", headers=[{"name": "X-Id", "value": "1"}])
+        write = asyncio.create_task(_write(producer, sent))
+        delivery = await _read(consumer)
+        assert delivery.message.get("path") == "/hooks/a%20b"
+        assert delivery.message.header("X-Id") == "1"
+        assert delivery.message.data == {"n": 1}
+        await delivery.ack()
+        [outcome] = await write
+        assert outcome.delivered
+    finally:
+        await producer.aclose()
+        await consumer.aclose()

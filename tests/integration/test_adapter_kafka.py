@@ -1,0 +1,301 @@
+"""The Kafka adapter against a real Tansu broker: round trips, commits, nack, back-pressure."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import functools
+import time
+import uuid
+from collections.abc import Callable, Coroutine
+from typing import Any, ParamSpec
+
+import pytest
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-untyped]
+from brokers import Tansu, free_port
+
+from adapters.base import AlreadySettled, Delivery, EndpointSettings, NotConnected
+from adapters.kafka import KafkaConsumer, KafkaOptions, KafkaProducer
+from gateway.record import NativeMessage
+
+TIMEOUT = 10.0  # generous: the first JoinGroup answer alone takes session_timeout/2
+P = ParamSpec("P")
+
+
+def asyncio_test(fn: Callable[P, Coroutine[Any, Any, None]]) -> Callable[P, None]:
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
+        asyncio.run(fn(*args, **kwargs))
+
+    return wrapper
+
+
+def _uid() -> str:
+    return uuid.uuid4().hex[:10]
+
+
+async def _topic(tansu: Tansu, partitions: int = 1) -> str:
+    name = f"xrgw-{_uid()}"
+    admin = AIOKafkaAdminClient(bootstrap_servers=tansu.bootstrap_servers)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
+    finally:
+        await admin.close()
+    return name
+
+
+def _consumer(url: str, topic: str, group: str, **options: Any) -> KafkaConsumer:
+    options.setdefault("topics", [topic])
+    options.setdefault("consumergroup", group)
+    # Tansu holds the first JoinGroup answer for session_timeout/2.
+    options.setdefault("session_timeout_ms", 3000)
+    options.setdefault("heartbeat_interval_ms", 500)
+    return KafkaConsumer(EndpointSettings(url, options=options))
+
+
+def _producer(url: str, **options: Any) -> KafkaProducer:
+    return KafkaProducer(EndpointSettings(url, options=options))
+
+
+def _record(topic: str, **fields: Any) -> NativeMessage:
+    body: dict[str, Any] = {}
+    if "data" in fields:
+        body["data"] = fields.pop("data")
+    if "payload" in fields:
+        body["payload"] = fields.pop("payload")
+    return NativeMessage("KAFKA", {"topic": topic, **fields}, **body)
+
+
+async def _read(consumer: KafkaConsumer) -> Delivery:
+    async with asyncio.timeout(TIMEOUT):
+        return await consumer.read()
+
+
+async def _nothing_more(consumer: KafkaConsumer, seconds: float = 1.0) -> None:
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(seconds):
+            await consumer.read()
+
+
+async def _send(url: str, *records: NativeMessage) -> None:
+    producer = _producer(url)
+    await producer.connect()
+    try:
+        outcomes = await producer.write(records)
+        assert all(o.delivered for o in outcomes), outcomes
+    finally:
+        await producer.aclose()
+
+
+def _numbers(deliveries: list[Delivery]) -> list[Any]:
+    return [d.message.data["n"] for d in deliveries]  # type: ignore[index,call-overload]
+
+
+@asyncio_test
+async def test_round_trip_key_headers_json_binary(tansu: Tansu) -> None:
+    topic = await _topic(tansu)
+    headers = [{"name": "ce_type", "value": "sale"}, {"name": "ce_type", "value": "2"}]
+    sent = [
+        _record(topic, data={"amount": 12.5}, key="store-12", headers=headers),
+        _record(
+            topic,
+            payload=b"\x00\xffraw",
+            key_base64=base64.b64encode(b"\xfe\x01").decode(),
+            headers=[{"name": "content-type", "value": "image/png"}],
+        ),
+        # No content type: JSON text is only data when it is an object/array.
+        _record(topic, payload=b"21.5"),
+        _record(topic, key="gone"),  # no body: a tombstone
+    ]
+    await _send(tansu.url, *sent)
+    consumer = _consumer(tansu.url, topic, f"g-{_uid()}")
+    await consumer.connect()
+    try:
+        got = [await _read(consumer) for _ in sent]
+        first, binary, scalar, tombstone = (d.message for d in got)
+        assert first.protocol == "KAFKA"
+        assert first.data == {"amount": 12.5}
+        assert first.get("key") == "store-12" and first.get("key_base64") is None
+        assert first.get("headers") == [
+            *headers,
+            {"name": "content-type", "value": "application/json"},
+        ]
+        assert [m.get("offset") for m in (first, binary, scalar, tombstone)] == [0, 1, 2, 3]
+        assert first.get("topic") == topic and first.get("partition") == 0
+        stamp = first.get("timestamp")
+        assert isinstance(stamp, int) and abs(stamp / 1000 - time.time()) < 60
+        assert binary.payload == b"\x00\xffraw" and not binary.has_json_data
+        assert binary.get("key_base64") == base64.b64encode(b"\xfe\x01").decode()
+        assert binary.content_type == "image/png"
+        assert scalar.payload == b"21.5" and scalar.get("headers") is None
+        assert not tombstone.has_body and tombstone.get("key") == "gone"
+        for delivery in got:
+            await delivery.ack()
+        with pytest.raises(AlreadySettled):
+            await got[0].ack()
+    finally:
+        await consumer.aclose()
+
+
+@asyncio_test
+async def test_producer_honours_partition(tansu: Tansu) -> None:
+    topic = await _topic(tansu, partitions=3)
+    await _send(tansu.url, _record(topic, data={"n": 1}, partition=2))
+    consumer = _consumer(tansu.url, topic, f"g-{_uid()}")
+    await consumer.connect()
+    try:
+        delivery = await _read(consumer)
+        assert delivery.message.get("partition") == 2
+        await delivery.ack()
+    finally:
+        await consumer.aclose()
+
+
+@asyncio_test
+async def test_commit_only_contiguous_acks(tansu: Tansu) -> None:
+    topic, group = await _topic(tansu), f"g-{_uid()}"
+    await _send(tansu.url, *(_record(topic, data={"n": i}) for i in range(6)))
+    consumer = _consumer(tansu.url, topic, group)
+    await consumer.connect()
+    try:
+        got = [await _read(consumer) for _ in range(6)]
+        assert _numbers(got) == [0, 1, 2, 3, 4, 5]
+        for index in (0, 1, 3, 4):  # 2 and 5 stay unsettled: the gateway "crashed"
+            await got[index].ack()
+    finally:
+        await consumer.aclose()
+
+    again = _consumer(tansu.url, topic, group)
+    await again.connect()
+    try:
+        redelivered = [await _read(again) for _ in range(4)]
+        # From the first unacked offset on; 3 and 4 were acked but lie past the gap.
+        assert _numbers(redelivered) == [2, 3, 4, 5]
+        for delivery in redelivered:
+            await delivery.ack()
+        await _nothing_more(again)
+    finally:
+        await again.aclose()
+
+
+@asyncio_test
+async def test_nack_with_retry_leads_to_redelivery(tansu: Tansu) -> None:
+    topic, group = await _topic(tansu), f"g-{_uid()}"
+    await _send(tansu.url, *(_record(topic, data={"n": i}) for i in range(3)))
+    consumer = _consumer(tansu.url, topic, group)
+    await consumer.connect()
+    try:
+        zero, one, two = [await _read(consumer) for _ in range(3)]
+        await one.nack("downstream unavailable")
+        await zero.ack()
+        again = [await _read(consumer) for _ in range(2)]
+        assert _numbers(again) == [1, 2]
+        await two.ack()  # superseded by the rewind: counts for nothing
+        assert consumer.unsettled == 2
+        await again[0].ack()
+        await again[1].nack("poison", retry=False)  # given up on: committed past it
+        await _nothing_more(consumer, 0.5)
+    finally:
+        await consumer.aclose()
+
+    after = _consumer(tansu.url, topic, group)
+    await after.connect()
+    try:
+        await _send(tansu.url, _record(topic, data={"n": 3}))
+        assert _numbers([await _read(after)]) == [3]
+    finally:
+        await after.aclose()
+
+
+@asyncio_test
+async def test_bounded_in_flight(tansu: Tansu) -> None:
+    topic = await _topic(tansu)
+    await _send(tansu.url, *(_record(topic, data={"n": i}) for i in range(5)))
+    consumer = _consumer(tansu.url, topic, f"g-{_uid()}", max_in_flight=3)
+    await consumer.connect()
+    try:
+        held = [await _read(consumer) for _ in range(3)]
+        await _nothing_more(consumer, 0.5)  # 3 unsettled: read() waits
+        assert consumer.unsettled == 3
+        await held[1].ack()  # out of order: frees a slot, commits nothing yet
+        fourth = await _read(consumer)
+        assert _numbers([fourth]) == [3]
+        for delivery in (held[0], held[2], fourth):
+            await delivery.ack()
+        fifth = await _read(consumer)
+        assert _numbers([fifth]) == [4]
+        await fifth.ack()
+    finally:
+        await consumer.aclose()
+
+
+@asyncio_test
+async def test_producer_rejects_record_without_topic(tansu: Tansu) -> None:
+    producer = _producer(tansu.url)
+    await producer.connect()
+    try:
+        [outcome] = await producer.write([NativeMessage("KAFKA", {}, {"x": 1})])
+        assert not outcome.delivered and not outcome.retryable
+    finally:
+        await producer.aclose()
+
+
+@asyncio_test
+async def test_producer_fails_fast_when_broker_down_then_reconnects(tansu: Tansu) -> None:
+    topic = f"xrgw-down-{_uid()}"  # auto-created (a restarted Tansu starts empty anyway)
+    producer = _producer(tansu.url, connect_timeout=1, publish_timeout=2, reconnect_max=0.5)
+    await producer.connect()
+    [outcome] = await producer.write([_record(topic, data={"n": 0})])
+    assert outcome.delivered
+    await asyncio.to_thread(tansu.stop)
+    try:
+        async with asyncio.timeout(TIMEOUT):
+            outcomes = await producer.write([_record(topic, data={"n": i}) for i in (1, 2)])
+        assert all(not o.delivered and o.retryable for o in outcomes), outcomes
+        assert not producer.connected
+        began = time.monotonic()
+        [outcome] = await producer.write([_record(topic, data={"n": 3})])
+        assert not outcome.delivered and outcome.retryable
+        assert time.monotonic() - began < 1.0  # no waiting once the broker is known gone
+    finally:
+        await asyncio.to_thread(tansu.start)
+    try:
+        async with asyncio.timeout(TIMEOUT):
+            while True:
+                [outcome] = await producer.write([_record(topic, data={"n": 4})])
+                if outcome.delivered:
+                    break
+                await asyncio.sleep(0.1)
+        assert producer.connected
+    finally:
+        await producer.aclose()
+
+
+@asyncio_test
+async def test_unreachable_broker_raises_not_connected() -> None:
+    url = f"kafka://127.0.0.1:{free_port()}"
+    consumer = _consumer(url, "t", "g", connect_timeout=1)
+    with pytest.raises(NotConnected):
+        await consumer.connect()
+    with pytest.raises(NotConnected):
+        await consumer.read()
+    producer = _producer(url, connect_timeout=1)
+    with pytest.raises(NotConnected):
+        await producer.connect()
+    [outcome] = await producer.write([_record("t", data={"n": 1})])
+    assert not outcome.delivered and outcome.retryable
+
+
+def test_options() -> None:
+    opts = KafkaOptions.parse(EndpointSettings("kafka://a:1,b:2,c", options={}))
+    assert opts.bootstrap == ("a:1", "b:2", "c:9092")
+    assert opts.auto_offset_reset == "earliest"
+    with pytest.raises(ValueError, match="consumergroup"):
+        KafkaConsumer(EndpointSettings("kafka://a:1", options={"topics": ["t"]}))
+    with pytest.raises(ValueError, match="topics"):
+        KafkaConsumer(EndpointSettings("kafka://a:1", options={"consumergroup": "g"}))
+    with pytest.raises(ValueError, match="auto_offset_reset"):
+        KafkaOptions.parse(EndpointSettings("kafka://a:1", options={"auto_offset_reset": "x"}))
+    with pytest.raises(ValueError, match="scheme"):
+        KafkaOptions.parse(EndpointSettings("kafka+ssl://a:1"))

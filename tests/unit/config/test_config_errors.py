@@ -1,0 +1,253 @@
+"""Each class of config problem: exact file, JSON path, message and fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gateway.config import load_config, load_config_text
+from gateway.problems import Problem
+
+ROOT = Path(__file__).resolve().parents[3]
+STORE = ROOT / "config/examples/store.xreg.json"
+EXTRA = ROOT / "config/examples/demo-endpoints.xreg.json"
+DEFS = f'definitions: ["{STORE}", "{EXTRA}"]\n'
+MORE = """{"endpoints": {
+ "legacy-mqtt": {"usage": ["producer"], "protocol": "MQTT/3.1.1",
+   "protocoloptions": {"endpoints": [{"uri": "mqtt://127.0.0.1:1883"}], "topic": "out"}},
+ "template-amqp": {"usage": ["producer"], "protocol": "AMQP",
+   "protocoloptions": {"deployed": false, "node": "q"}}}}"""
+
+
+def _problems(tmp_path: Path, text: str, env: dict[str, str] | None = None) -> list[Problem]:
+    (tmp_path / "more.xreg.json").write_text(MORE)
+    config, problems = load_config_text(text, "gw.yaml", tmp_path, environ=env or {})
+    mine = [p for p in problems if p.file == "gw.yaml"]
+    if any(p.is_error for p in mine):
+        assert config is None
+    return mine
+
+
+def _only(problems: list[Problem]) -> Problem:
+    assert len(problems) == 1, [str(p) for p in problems]
+    return problems[0]
+
+
+def test_unknown_key_is_a_warning_with_suggestion(tmp_path: Path) -> None:
+    text = DEFS + ("routes:\n  - from: store-mqtt\n    to: [events-kafka]\n    mdoe: structured\n"
+                   "deadletter: store-deadletter\n")
+    assert _only(_problems(tmp_path, text)) == Problem(
+        "warning", "gw.yaml", "$.routes[0].mdoe", "unknown key 'mdoe' is ignored (line 5)",
+        "did you mean 'mode'?")
+
+
+def test_wrong_types(tmp_path: Path) -> None:
+    text = DEFS + ("routes:\n  - from: store-mqtt\n    to: events-kafka\n    inflight: many\n"
+                   "deadletter: store-deadletter\n")
+    assert _problems(tmp_path, text) == [
+        Problem("error", "gw.yaml", "$.routes[0].to",
+                'expected list of string, got a string ("events-kafka") (line 4)',
+                'write list of string, e.g. to: ["events-kafka"]'),
+        Problem("error", "gw.yaml", "$.routes[0].inflight",
+                'expected integer, got a string ("many") (line 5)',
+                "write integer, e.g. inflight: 256"),
+    ]
+
+
+def test_value_checks(tmp_path: Path) -> None:
+    text = DEFS + ("routes:\n  - from: store-mqtt\n    to: []\n    inflight: 0\n    mode: binery\n"
+                   "deadletter: store-deadletter\nadmin: {listen: localhost}\n")
+    found = {p.path: (p.message, p.fix) for p in _problems(tmp_path, text)}
+    assert found["$.routes[0].to"][0] == "'to' is empty (line 4)"
+    assert found["$.routes[0].inflight"] == ("must be greater than 0, not 0 (line 5)",
+                                            "use a positive integer such as 256")
+    assert found["$.routes[0].mode"] == ("'binery' is not one of binary, structured (line 6)",
+                                        "did you mean 'binary'? write one of: binary, structured")
+    assert found["$.admin.listen"][0] == "'localhost' is not host:port (line 8)"
+
+
+def test_bad_durations(tmp_path: Path) -> None:
+    text = DEFS + ("routes:\n  - from: store-mqtt\n    to: [events-kafka]\n"
+                   "    retry: {initial_backoff: 30}\n"
+                   "deadletter: store-deadletter\nshutdown: {grace: 30 secs}\n")
+    fix = "write a number with a unit: 500ms, 30s, 2m, 1h (or combined: 1m30s)"
+    assert _problems(tmp_path, text) == [
+        Problem("error", "gw.yaml", "$.routes[0].retry.initial_backoff",
+                "expected duration, got an integer (30) (line 5)", fix),
+        Problem("error", "gw.yaml", "$.shutdown.grace", "'30 secs' is not a duration (line 7)",
+                fix),
+    ]
+
+
+def test_missing_deadletter_is_an_error(tmp_path: Path) -> None:
+    text = DEFS + "routes:\n  - from: store-mqtt\n    to: [events-kafka]\n"
+    assert _only(_problems(tmp_path, text)) == Problem(
+        "error", "gw.yaml", "$.deadletter", "'deadletter' is required",
+        "add deadletter: <id of a producer endpoint>, or deadletter: log to only log and count "
+        "messages that cannot be delivered")
+
+
+def test_unknown_endpoints(tmp_path: Path) -> None:
+    text = DEFS + ("routes:\n  - from: store-mqtt\n    to: [events-kafka, events-natz]\n"
+                   "deadletter: store-deadletter\nendpoints:\n  stor-mqtt: {uri: 'mqtt://h:1883'}\n")
+    assert _problems(tmp_path, text) == [
+        Problem("error", "gw.yaml", "$.routes[0].to[1]",
+                "no endpoint 'events-natz' in the definitions (line 4)",
+                "did you mean 'events-nats'?"),
+        Problem("error", "gw.yaml", '$.endpoints["stor-mqtt"]',
+                "no endpoint 'stor-mqtt' in the definitions (line 7)",
+                "did you mean 'store-mqtt'?"),
+    ]
+
+
+def test_unknown_message_group(tmp_path: Path) -> None:
+    text = DEFS + ("routes:\n  - from: store-mqtt\n    to: [events-kafka]\n"
+                   "    messagegroups: [stor]\ndeadletter: store-deadletter\n")
+    assert _only(_problems(tmp_path, text)) == Problem(
+        "error", "gw.yaml", "$.routes[0].messagegroups[0]",
+        "no message group 'stor' in the definitions (line 5)", "did you mean 'store'?")
+
+
+def test_wrong_usage(tmp_path: Path) -> None:
+    text = DEFS + "routes:\n  - from: events-kafka\n    to: [store-mqtt]\ndeadletter: store-mqtt\n"
+    fix = ("name an endpoint with usage {0}, or add {1} to the usage of '{2}' in " + str(STORE))
+    assert _problems(tmp_path, text) == [
+        Problem("error", "gw.yaml", "$.routes[0].from",
+                "endpoint 'events-kafka' has usage producer, but consumer or subscriber is "
+                "needed here (line 3)",
+                fix.format("consumer or subscriber", "consumer", "events-kafka")),
+        Problem("error", "gw.yaml", "$.routes[0].to[0]",
+                "endpoint 'store-mqtt' has usage consumer, but producer is needed here (line 4)",
+                fix.format("producer", "producer", "store-mqtt")),
+        Problem("error", "gw.yaml", "$.deadletter",
+                "endpoint 'store-mqtt' has usage consumer, but producer is needed here (line 5)",
+                fix.format("producer", "producer", "store-mqtt")),
+    ]
+
+
+def test_scheme_mismatch_and_bad_host(tmp_path: Path) -> None:
+    text = DEFS + ("routes:\n  - from: store-mqtt\n    to: [events-kafka]\n"
+                   "deadletter: store-deadletter\nendpoints:\n"
+                   "  events-kafka: {uri: 'nats://h:4222'}\n"
+                   "  store-mqtt: {uri: 'mqtt://u:pw-secret@:1883'}\n")
+    assert sorted(_problems(tmp_path, text), key=lambda p: p.path) == [
+        Problem("error", "gw.yaml", '$.endpoints["events-kafka"].uri',
+                "'nats://h:4222' does not fit protocol KAFKA: the scheme must be kafka:// "
+                "(line 7)", "write e.g. uri: kafka://host1:9092,host2:9092"),
+        Problem("error", "gw.yaml", '$.endpoints["store-mqtt"].uri',
+                "'mqtt://u:***@:1883' has no valid host and port (line 8)",
+                "write e.g. uri: mqtt://host:1883"),
+    ]
+
+
+@pytest.mark.parametrize("uri", ["kafka://a:1,b:2", "kafka://h:9092"])
+def test_kafka_bootstrap_uri(tmp_path: Path, uri: str) -> None:
+    text = DEFS + ("routes:\n  - from: store-mqtt\n    to: [events-kafka]\n"
+                   f"deadletter: store-deadletter\nendpoints:\n  events-kafka: {{uri: '{uri}'}}\n")
+    config, _ = load_config_text(text, "gw.yaml", tmp_path, environ={})
+    assert config is not None
+    assert ",".join(config.endpoints["events-kafka"].bootstrap_servers) == uri[len("kafka://"):]
+
+
+def test_mqtt311_binary_is_impossible(tmp_path: Path) -> None:
+    text = DEFS.replace("]", ", more.xreg.json]") + (
+        "routes:\n  - from: store-mqtt\n    to: [events-kafka, legacy-mqtt]\n"
+        "deadletter: store-deadletter\n")
+    assert _only(_problems(tmp_path, text)) == Problem(
+        "error", "gw.yaml", "$.routes[0].mode",
+        "mode binary is impossible towards 'legacy-mqtt': MQTT/3.1.1 has no message properties "
+        "to carry CloudEvents attributes (line 3)",
+        "use mode: structured, or make 'legacy-mqtt' an MQTT/5.0 endpoint")
+    structured = text.replace("legacy-mqtt]\n", "legacy-mqtt]\n    mode: structured\n")
+    assert _problems(tmp_path, structured) == []
+
+
+def test_template_endpoint_needs_an_override(tmp_path: Path) -> None:
+    text = DEFS.replace("]", ", more.xreg.json]") + (
+        "routes:\n  - from: store-mqtt\n    to: [template-amqp]\n"
+        "deadletter: store-deadletter\n")
+    assert _only(_problems(tmp_path, text)) == Problem(
+        "error", "gw.yaml", "$.routes[0].to[0]",
+        "endpoint 'template-amqp' is a template (deployed: false) and needs an address (line 4)",
+        "add the address to the config: endpoints: {template-amqp: {uri: ...}}")
+    fixed = text + "endpoints:\n  template-amqp: {uri: 'amqps://broker:5671'}\n"
+    assert _problems(tmp_path, fixed) == []
+
+
+def test_missing_env_var(tmp_path: Path) -> None:
+    text = DEFS + ("routes:\n  - from: store-mqtt\n    to: [events-kafka]\n"
+                   "deadletter: store-deadletter\nendpoints:\n"
+                   "  store-mqtt: {password: '${MQTT_PASSWORD}'}\n")
+    assert _only(_problems(tmp_path, text)) == Problem(
+        "error", "gw.yaml", '$.endpoints["store-mqtt"].password',
+        "environment variable MQTT_PASSWORD is not set (line 7)",
+        "set MQTT_PASSWORD, or give a default: ${MQTT_PASSWORD:-value}")
+
+
+def test_missing_secret_file(tmp_path: Path) -> None:
+    text = DEFS + ("routes:\n  - from: store-mqtt\n    to: [events-kafka]\n"
+                   "deadletter: store-deadletter\nendpoints:\n"
+                   "  store-mqtt: {password_file: nope/pw}\n")
+    assert _only(_problems(tmp_path, text)) == Problem(
+        "error", "gw.yaml", '$.endpoints["store-mqtt"].password_file',
+        f"cannot read secret file '{tmp_path / 'nope/pw'}': No such file or directory (line 7)",
+        "create the file or correct the path (relative paths start at the config file's "
+        "directory)")
+
+
+def test_password_and_password_file_conflict(tmp_path: Path) -> None:
+    text = DEFS + ("routes:\n  - from: store-mqtt\n    to: [events-kafka]\n"
+                   "deadletter: store-deadletter\nendpoints:\n"
+                   "  store-mqtt: {password: x, password_file: pw}\n")
+    assert _only(_problems(tmp_path, text)).message == (
+        "both password and password_file are given (line 7)")
+
+
+def test_yaml_syntax_error_names_the_line(tmp_path: Path) -> None:
+    text = DEFS + "routes:\n  - from: store-mqtt\n    to: [events-kafka\ndeadletter: x\n"
+    assert _only(_problems(tmp_path, text)) == Problem(
+        "error", "gw.yaml", "$",
+        "YAML syntax error at line 5, column 11: expected ',' or ']', but got ':' "
+        "(while parsing a flow sequence at line 4, column 9)",
+        "fix the YAML syntax there (indentation, quotes, colons)")
+
+
+def test_duplicate_key(tmp_path: Path) -> None:
+    text = DEFS + "routes: []\nroutes: []\ndeadletter: log\n"
+    assert _problems(tmp_path, text)[0] == Problem(
+        "error", "gw.yaml", "$.routes", "key 'routes' appears twice (line 3)",
+        "keep one of them: YAML would silently use the last")
+
+
+def test_unreadable_and_empty_config(tmp_path: Path) -> None:
+    config, problems = load_config(tmp_path / "absent.yaml")
+    assert config is None
+    assert problems[0].path == "$" and "cannot read the config file" in problems[0].message
+    (tmp_path / "empty.yaml").write_text("")
+    _, problems = load_config(tmp_path / "empty.yaml")
+    assert [p.message for p in problems] == ["the config is empty"]
+
+
+def test_secrets_never_in_problem_messages(tmp_path: Path) -> None:
+    text = DEFS + ("routes:\n  - from: store-mqtt\n    to: [events-kafka]\n"
+                   "deadletter: store-deadletter\nendpoints:\n"
+                   "  store-mqtt: {password: [hunter2-secret], uri: 'tcp://u:uri-secret@h:1'}\n"
+                   "  events-kafka: {password: 42424242}\n")
+    shown = " ".join(str(p) for p in _problems(tmp_path, text))
+    assert "$.endpoints[\"store-mqtt\"].password" in shown
+    for secret in ("hunter2-secret", "uri-secret", "42424242"):
+        assert secret not in shown
+
+
+def test_registry_headers_are_kept_but_warned(tmp_path: Path) -> None:
+    # Port 9 (discard) on loopback refuses at once: the definitions load fails fast.
+    text = ("definitions:\n  - url: http://127.0.0.1:9\n    poll: 5s\n"
+            "    headers: {Authorization: 'Bearer tok-secret'}\n"
+            "routes:\n  - from: store-mqtt\n    to: [events-kafka]\ndeadletter: log\n")
+    problems = _problems(tmp_path, text)
+    assert problems[0] == Problem(
+        "warning", "gw.yaml", "$.definitions[0].headers",
+        "registry request headers are not sent yet by the definitions loader (line 4)",
+        "serve the registry without request headers for now")
+    assert "tok-secret" not in " ".join(str(p) for p in problems)
