@@ -16,6 +16,7 @@ demo: $(STAMP)
 	$(VENV)/bin/xrgw validate config/examples/store.xreg.json
 	$(VENV)/bin/xrgw match -d config/examples/store.xreg.json config/examples/store-messages.jsonl
 	$(VENV)/bin/xrgw test config/examples/store.tests.yaml
+	$(PY) scripts/demo.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check gateway adapters tests bench

@@ -23,8 +23,9 @@ Settlement (consumer). The receiver link is at-least-once (sender unsettled, rec
 settles first). `ack()` -> accepted; `nack(retry=True)` -> released (or
 modified(delivery-failed), see `nack_outcome`), so the broker delivers it again;
 `nack(retry=False)` -> rejected (the broker drops or dead-letters it). RabbitMQ 3.x
-closes the session on a modified disposition ("Unrecognised state"), hence the default. Deliveries not settled when the link goes (crash, close,
-connection loss) are requeued by the broker. Deliveries of an older connection are stale:
+closes the session on a modified disposition ("Unrecognised state"), hence the default.
+Deliveries not settled when the link goes (crash, close, connection loss) are requeued
+by the broker. Deliveries of an older connection are stale:
 settling them sends nothing, and they come again on the new one.
 
 Back-pressure: the link is opened with `max_in_flight` credit and one credit is returned

@@ -17,7 +17,9 @@ Options (`EndpointSettings.options`):
 | `topic`                 | -          | producer: topic of records without a `topic` field |
 | `enable_idempotence`    | false      | producer: idempotent producer (Tansu 0.6 answers   |
 |                         |            | InitProducerId with UnknownError, hence off)       |
-| `connect_timeout`       | 10         | seconds for bootstrap (metadata) on connect        |
+| `connect_timeout`       | 10         | seconds for bootstrap on connect; a consumer also  |
+|                         |            | waits up to 3 x the session timeout for its group  |
+|                         |            | assignment                                         |
 | `publish_timeout`       | 10         | producer: seconds to wait for the broker's ack     |
 | `reconnect_max`         | 10         | producer: longest backoff between reconnects       |
 
@@ -271,12 +273,16 @@ class KafkaConsumer:
             heartbeat_interval_ms=opts.heartbeat_interval_ms,
         )
         client.subscribe(list(opts.topics), listener=_Rebalance(self))
+        # start() also waits for the first partition assignment, and after a member left
+        # the group a broker may take a while to let a new one in (Tansu: about twice
+        # the session timeout), so the join gets more time than the bootstrap.
+        join_timeout = opts.connect_timeout + 3 * opts.session_timeout_ms / 1000
         try:
-            async with asyncio.timeout(opts.connect_timeout):
+            async with asyncio.timeout(join_timeout):
                 await client.start()
         except (KafkaError, OSError, TimeoutError) as exc:
             await _stop_quietly(client, 1.0)
-            raise NotConnected(f"cannot reach {','.join(opts.bootstrap)}: {exc!r}") from None
+            raise NotConnected(f"cannot join via {','.join(opts.bootstrap)}: {exc!r}") from None
         self._client = client
         self._changed.set()
 

@@ -140,6 +140,7 @@ class Gateway:
     async def stop(self) -> None:
         grace = self.config.shutdown.grace
         await asyncio.gather(*(route.stop(grace) for route in self.routes))
+        await _close_producers(self.routes)
         if self.admin is not None:
             await self.admin.stop()
         log.info("xrgw stopped")
@@ -161,6 +162,7 @@ class Gateway:
         self.config = config
         self._fingerprint = _fingerprint(config)
         await asyncio.gather(*(route.stop(config.shutdown.grace) for route in old_routes))
+        await _close_producers(old_routes)
         self.metrics.reloads.labels("ok").inc()
         log.info("reloaded: %d route(s)", len(new_routes))
         return True
@@ -178,6 +180,18 @@ class Gateway:
                 log.info("configuration or definitions changed on disk; reloading")
                 self._fingerprint = current
                 self.request_reload()
+
+
+async def _close_producers(routes: Sequence[Route]) -> None:
+    producers = {id(o.producer): o.producer for r in routes for o in r.outputs}
+    for route in routes:
+        if route.deadletter is not None:
+            producers[id(route.deadletter.producer)] = route.deadletter.producer
+    for producer in producers.values():
+        try:
+            await producer.aclose()
+        except Exception:  # closing is best effort; the process is going away
+            log.debug("closing a producer failed", exc_info=True)
 
 
 def _fingerprint(config: GatewayConfig) -> str:

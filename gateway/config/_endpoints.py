@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import cast
 
 from gateway.config._addresses import check_uri, definition_addresses, kafka_servers
 from gateway.config._model import EndpointConfig, TlsConfig
@@ -163,7 +164,7 @@ def _merge(base: JSON | None, over: object) -> JSON:
         for key, value in over.items():
             out[str(key)] = _merge(out.get(str(key)), value)
         return out
-    return over  # type: ignore[return-value]  # parsed YAML is JSON-like
+    return cast(JSON, over)  # parsed YAML is JSON-like
 
 
 def _squash(name: str) -> str:

@@ -11,10 +11,18 @@ from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec
 
 import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition  # type: ignore[import-untyped]
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-untyped]
 from brokers import Tansu, free_port
 
-from adapters.base import AlreadySettled, Delivery, EndpointSettings, NotConnected
+from adapters import kafka as kafka_adapter
+from adapters.base import (
+    AlreadySettled,
+    Delivery,
+    EndOfInput,
+    EndpointSettings,
+    NotConnected,
+)
 from adapters.kafka import KafkaConsumer, KafkaOptions, KafkaProducer
 from gateway.record import NativeMessage
 
@@ -43,6 +51,19 @@ async def _topic(tansu: Tansu, partitions: int = 1) -> str:
     finally:
         await admin.close()
     return name
+
+
+async def _committed(tansu: Tansu, topic: str, group: str) -> int | None:
+    """The group's committed offset of partition 0, read without joining the group."""
+    client = AIOKafkaConsumer(
+        bootstrap_servers=tansu.bootstrap_servers, group_id=group, enable_auto_commit=False
+    )
+    await client.start()  # no subscription: no JoinGroup
+    try:
+        offset: int | None = await client.committed(TopicPartition(topic, 0))
+        return offset
+    finally:
+        await client.stop()
 
 
 def _consumer(url: str, topic: str, group: str, **options: Any) -> KafkaConsumer:
@@ -134,8 +155,13 @@ async def test_round_trip_key_headers_json_binary(tansu: Tansu) -> None:
             await delivery.ack()
         with pytest.raises(AlreadySettled):
             await got[0].ack()
+        waiting = asyncio.create_task(consumer.read())
+        await asyncio.sleep(0.2)
     finally:
         await consumer.aclose()
+    with pytest.raises(EndOfInput):  # closing ends a read() that waits for records
+        async with asyncio.timeout(TIMEOUT):
+            await waiting
 
 
 @asyncio_test
@@ -165,6 +191,7 @@ async def test_commit_only_contiguous_acks(tansu: Tansu) -> None:
             await got[index].ack()
     finally:
         await consumer.aclose()
+    assert await _committed(tansu, topic, group) == 2  # 3 and 4 lie past the gap
 
     again = _consumer(tansu.url, topic, group)
     await again.connect()
@@ -199,17 +226,13 @@ async def test_nack_with_retry_leads_to_redelivery(tansu: Tansu) -> None:
     finally:
         await consumer.aclose()
 
-    after = _consumer(tansu.url, topic, group)
-    await after.connect()
-    try:
-        await _send(tansu.url, _record(topic, data={"n": 3}))
-        assert _numbers([await _read(after)]) == [3]
-    finally:
-        await after.aclose()
+    assert await _committed(tansu, topic, group) == 3
 
 
 @asyncio_test
-async def test_bounded_in_flight(tansu: Tansu) -> None:
+async def test_bounded_in_flight(tansu: Tansu, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A short keepalive, so that the wait below also pauses and polls the partitions.
+    monkeypatch.setattr(kafka_adapter, "_KEEPALIVE_SECONDS", 0.1)
     topic = await _topic(tansu)
     await _send(tansu.url, *(_record(topic, data={"n": i}) for i in range(5)))
     consumer = _consumer(tansu.url, topic, f"g-{_uid()}", max_in_flight=3)
@@ -217,6 +240,7 @@ async def test_bounded_in_flight(tansu: Tansu) -> None:
     try:
         held = [await _read(consumer) for _ in range(3)]
         await _nothing_more(consumer, 0.5)  # 3 unsettled: read() waits
+        assert consumer._paused  # the keepalive poll ran
         assert consumer.unsettled == 3
         await held[1].ack()  # out of order: frees a slot, commits nothing yet
         fourth = await _read(consumer)
