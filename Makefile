@@ -19,7 +19,7 @@ demo: $(STAMP)
 	$(PY) scripts/demo.py
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check gateway adapters tests bench
+	$(VENV)/bin/ruff check gateway adapters tests bench scripts
 	$(VENV)/bin/mypy --strict gateway
 
 test: $(STAMP) lint

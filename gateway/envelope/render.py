@@ -262,6 +262,8 @@ class EnvelopeTemplate:
                 attributes["datacontenttype"] = "application/json"
         if "dataschema" not in attributes and self.dataschema is not None:
             attributes["dataschema"] = self.dataschema
+        if "traceparent" not in attributes:
+            _carry_trace_context(record, attributes)
         for name in self.runtime_checked:
             problem = _check_attribute(name, attributes.get(name))
             if problem is not None:
@@ -274,6 +276,38 @@ class EnvelopeTemplate:
 # The canonical form adapters write (UTC, optional fraction of at most 6 digits) parses
 # with the C `fromisoformat`; anything else goes through the strict RFC 3339 parser.
 _CANONICAL_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?Z\Z")
+
+
+_TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}\Z")
+
+
+def _carry_trace_context(record: NativeMessage, attributes: dict[str, Any]) -> None:
+    """W3C trace context from the native message into the CloudEvents distributed-tracing
+    extension (`traceparent`, `tracestate`), so a trace continues across the gateway."""
+    value = trace_header(record, "traceparent")
+    if value is None or not _TRACEPARENT.match(value):
+        return  # absent, or malformed: never invent or forward a broken trace
+    attributes["traceparent"] = value
+    state = trace_header(record, "tracestate")
+    if state:
+        attributes["tracestate"] = state
+
+
+def trace_header(record: NativeMessage, name: str) -> str | None:
+    """A trace-context header wherever the protocol keeps application metadata."""
+    protocol = record.protocol
+    if protocol in ("HTTP", "KAFKA", "NATS"):
+        return record.header(name, case_insensitive=True)
+    if protocol == "MQTT/5.0":
+        for key, value in record.pairs("user_properties"):
+            if key == name:
+                return value
+        return None
+    if protocol == "AMQP/1.0":
+        section = record.fields.get("application-properties")
+        found = section.get(name) if isinstance(section, dict) else None
+        return found if isinstance(found, str) else None
+    return None
 
 
 def _receive_time(record: NativeMessage, now: datetime | None) -> datetime:

@@ -280,7 +280,7 @@ class Route:
                 record = encode(event, output.protocol, self.mode)
             except ValueError as exc:
                 raise SendFailed(output.endpoint_id, str(exc)) from exc
-        return _with_defaults(record, output.defaults, conversion, event)
+        return _with_trace(_with_defaults(record, output.defaults, conversion, event), event)
 
     async def _send(self, output: Output, record: NativeMessage) -> str | None:
         """Write with retries; None when confirmed, else why it was given up."""
@@ -347,6 +347,34 @@ def _target_definition(definitions: Sequence[MessageDefinition],
         return typed[0]
     native = [d for d in definitions if d.protocol is not None]
     return native[0] if len(native) == 1 else None
+
+
+def _with_trace(record: NativeMessage, event: CloudEvent) -> NativeMessage:
+    """Also carry the CloudEvent's W3C trace context as the protocol's own `traceparent`
+    header, so tracers that know nothing of CloudEvents continue the trace."""
+    attrs = event.get_attributes()
+    trace = {k: attrs[k] for k in ("traceparent", "tracestate") if isinstance(attrs.get(k), str)}
+    if not trace:
+        return record
+    fields = dict(record.fields)
+    protocol = record.protocol
+    if protocol in (KAFKA, NATS, HTTP, MQTT5):
+        key = "user_properties" if protocol == MQTT5 else "headers"
+        pairs = list(fields.get(key) or [])  # type: ignore[arg-type]
+        names = {p.get("name") for p in pairs if isinstance(p, dict)}
+        pairs += [{"name": k, "value": v} for k, v in trace.items() if k not in names]
+        fields[key] = pairs
+    elif protocol == AMQP:
+        section = dict(fields.get("application-properties") or {})  # type: ignore[arg-type]
+        for k, v in trace.items():
+            section.setdefault(k, v)
+        fields["application-properties"] = section
+    else:
+        return record
+    if record.has_json_data:
+        return NativeMessage(protocol, fields, data=record.data, received_at=record.received_at)
+    return NativeMessage(protocol, fields, payload=record.payload,
+                         received_at=record.received_at)
 
 
 def _with_defaults(record: NativeMessage, defaults: Mapping[str, JSON],

@@ -171,3 +171,21 @@ def test_inflight_window_bounds_unsettled_messages_and_order_is_kept_per_topic()
     for desk in range(3):  # one source topic per desk: its order is kept
         seq = [m.data["n"] for m in out.written if m.data["desk"] == desk]
         assert seq == sorted(seq) and len(seq) == 10
+
+
+def test_traceparent_flows_from_native_header_to_cloudevent_and_out_again():
+    trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    m = sale(1)
+    traced = NativeMessage(m.protocol, {**m.fields, "user_properties": [
+        *m.fields["user_properties"], {"name": "traceparent", "value": trace},
+        {"name": "tracestate", "value": "vendor=1"}]}, data={"desk": 1})
+    broken = NativeMessage(m.protocol, {**m.fields, "user_properties": [
+        *m.fields["user_properties"], {"name": "traceparent", "value": "nonsense"}]},
+        data={"desk": 2})
+    route, consumer, out, *_ = build([traced, broken])
+    asyncio.run(run_to_end(route, consumer))
+    first, second = sorted(out.written, key=lambda r: r.data["desk"])
+    headers = dict(first.pairs("headers"))
+    assert headers["ce_traceparent"] == trace and headers["ce_tracestate"] == "vendor=1"
+    assert headers["traceparent"] == trace  # the protocol's own header too
+    assert "ce_traceparent" not in dict(second.pairs("headers"))  # malformed: not forwarded
