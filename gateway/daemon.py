@@ -169,7 +169,9 @@ class Gateway:
 
     async def _watch(self, interval: float = 2.0) -> None:
         """Reload when the config file or a definitions file changes on disk, or when a
-        polled registry document changes."""
+        polled registry document changes (checked every `poll` of its source)."""
+        remote: dict[str, str] = {}
+        polled: dict[str, float] = {}
         while True:
             await asyncio.sleep(interval)
             try:
@@ -180,6 +182,21 @@ class Gateway:
                 log.info("configuration or definitions changed on disk; reloading")
                 self._fingerprint = current
                 self.request_reload()
+                continue
+            loop = asyncio.get_running_loop()
+            for source in self.config.definitions:
+                if "://" not in source.location or source.poll is None:
+                    continue
+                if loop.time() - polled.get(source.location, 0.0) < source.poll:
+                    continue
+                polled[source.location] = loop.time()
+                digest = await asyncio.to_thread(_remote_fingerprint, source.location)
+                if digest is None:
+                    continue  # unreachable or garbage: keep the working configuration
+                if remote.setdefault(source.location, digest) != digest:
+                    log.info("registry %s changed; reloading", source.location)
+                    remote[source.location] = digest
+                    self.request_reload()
 
 
 async def _close_producers(routes: Sequence[Route]) -> None:
@@ -192,6 +209,19 @@ async def _close_producers(routes: Sequence[Route]) -> None:
             await producer.aclose()
         except Exception:  # closing is best effort; the process is going away
             log.debug("closing a producer failed", exc_info=True)
+
+
+def _remote_fingerprint(url: str) -> str | None:
+    import json
+
+    from gateway.definitions.sources import RawDocument, load_url
+
+    document = load_url(url, timeout=10)
+    if not isinstance(document, RawDocument):
+        log.warning("registry poll failed: %s", document)
+        return None
+    text = json.dumps(document.data, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _fingerprint(config: GatewayConfig) -> str:
