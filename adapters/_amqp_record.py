@@ -35,29 +35,25 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as dt
-import json
 import math
 import uuid
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from proton import Described, Message, symbol, timestamp
 
 from gateway.jsontypes import JSON
 from gateway.protocols import AMQP
 from gateway.record import NativeMessage
+from gateway.record import is_json_media_type as is_json_type
 
 if TYPE_CHECKING:
     from proton._data import PythonAMQPData  # the type of AMQP values; not exported
 
 __all__ = ["is_json_type", "to_message", "to_record"]
 
-_NO_BODY: Any = object()
 
 
-def is_json_type(content_type: str) -> bool:
-    essence = content_type.split(";", 1)[0].strip().lower()
-    return essence in ("application/json", "text/json") or essence.endswith("+json")
 
 
 # -------------------------------------------------------------------- AMQP -> JSON
@@ -136,19 +132,6 @@ def _header(msg: Message) -> dict[str, JSON]:
     return header
 
 
-def _body(payload: bytes, content_type: str | None) -> tuple[JSON, bytes | None]:
-    """(data, payload) for the record; data is _NO_BODY when the body is bytes/absent."""
-    if not payload:
-        return _NO_BODY, None
-    if content_type is not None and not is_json_type(content_type):
-        return _NO_BODY, payload
-    try:
-        value: JSON = json.loads(payload)
-    except (ValueError, UnicodeDecodeError):
-        return _NO_BODY, payload
-    if content_type is None and not isinstance(value, (dict, list)):
-        return _NO_BODY, payload
-    return value, None
 
 
 def to_record(msg: Message, received_at: str | None = None) -> NativeMessage:
@@ -168,16 +151,12 @@ def to_record(msg: Message, received_at: str | None = None) -> NativeMessage:
     content_type = props.get("content-type")
     ctype = content_type if isinstance(content_type, str) else None
     body = msg.body
-    data: JSON = _NO_BODY
-    payload: bytes | None = None
     if isinstance(body, (bytes, memoryview, str)):  # proton decodes binary as memoryview
         raw = body.encode("utf-8") if isinstance(body, str) else bytes(body)
-        data, payload = _body(raw, ctype)
-    elif body is not None:
-        data = to_json(body)
-    if data is _NO_BODY:
-        return NativeMessage(AMQP, fields, payload=payload, received_at=received_at)
-    return NativeMessage(AMQP, fields, data, received_at=received_at)
+        return NativeMessage.from_wire(AMQP, fields, raw, ctype, received_at)
+    if body is not None:  # an amqp-value map, list or scalar is JSON data already
+        return NativeMessage(AMQP, fields, to_json(body), received_at=received_at)
+    return NativeMessage(AMQP, fields, received_at=received_at)
 
 
 # -------------------------------------------------------------------- JSON -> AMQP

@@ -20,14 +20,13 @@ Content-Length, Transfer-Encoding, Connection, ...), which the client sets itsel
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from typing import Any
 from urllib.parse import quote
 
 from gateway.jsontypes import JSON
 from gateway.protocols import HTTP
 from gateway.record import NativeMessage
+from gateway.record import is_json_media_type as is_json_type
 
 __all__ = [
     "RequestArgs",
@@ -37,7 +36,6 @@ __all__ = [
     "to_request",
 ]
 
-_NO_BODY: Any = object()
 
 # Encodings aiohttp's server decodes before the handler sees the body.
 _DECODED_ENCODINGS = frozenset({"gzip", "x-gzip", "deflate", "br", "zstd", "identity"})
@@ -66,24 +64,8 @@ _QUERY_SAFE = "%:@!$'()*+,;/?-._~"
 _VALUE_SAFE = _QUERY_SAFE + "="
 
 
-def is_json_type(content_type: str) -> bool:
-    essence = content_type.split(";", 1)[0].strip().lower()
-    return essence in ("application/json", "text/json") or essence.endswith("+json")
 
 
-def _body(payload: bytes, content_type: str | None) -> tuple[JSON, bytes | None]:
-    """(data, payload) for the record; data is _NO_BODY when the body is bytes/absent."""
-    if not payload:
-        return _NO_BODY, None
-    if content_type is not None and not is_json_type(content_type):
-        return _NO_BODY, payload
-    try:
-        value: JSON = json.loads(payload)
-    except (ValueError, UnicodeDecodeError):
-        return _NO_BODY, payload
-    if content_type is None and not isinstance(value, (dict, list)):
-        return _NO_BODY, payload
-    return value, None
 
 
 def split_target(target: str) -> tuple[str, str]:
@@ -139,10 +121,7 @@ def to_record(
     if query:
         fields["query"] = dict(query)
     fields["headers"] = headers
-    data, payload = _body(body, content_type)
-    if data is _NO_BODY:
-        return NativeMessage(HTTP, fields, payload=payload, received_at=received_at)
-    return NativeMessage(HTTP, fields, data, received_at=received_at)
+    return NativeMessage.from_wire(HTTP, fields, body, content_type, received_at)
 
 
 class RequestArgs:

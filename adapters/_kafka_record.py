@@ -29,19 +29,18 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from gateway.jsontypes import JSON
 from gateway.protocols import KAFKA
 from gateway.record import NativeMessage
+from gateway.record import is_json_media_type as is_json_type
 
 __all__ = ["KafkaRecordLike", "SendArgs", "is_json_type", "to_record", "to_send"]
 
 CONTENT_TYPE = "content-type"
-_NO_BODY: Any = object()
 
 
 class KafkaRecordLike(Protocol):
@@ -63,24 +62,8 @@ class KafkaRecordLike(Protocol):
     def headers(self) -> Sequence[tuple[str, bytes | None]]: ...
 
 
-def is_json_type(content_type: str) -> bool:
-    essence = content_type.split(";", 1)[0].strip().lower()
-    return essence in ("application/json", "text/json") or essence.endswith("+json")
 
 
-def _body(payload: bytes, content_type: str | None) -> tuple[JSON, bytes | None]:
-    """(data, payload) for the record; data is _NO_BODY when the body is bytes/absent."""
-    if not payload:
-        return _NO_BODY, None
-    if content_type is not None and not is_json_type(content_type):
-        return _NO_BODY, payload
-    try:
-        value: JSON = json.loads(payload)
-    except (ValueError, UnicodeDecodeError):
-        return _NO_BODY, payload
-    if content_type is None and not isinstance(value, (dict, list)):
-        return _NO_BODY, payload
-    return value, None
 
 
 def _text(raw: bytes) -> str:
@@ -113,10 +96,9 @@ def to_record(message: KafkaRecordLike, received_at: str | None = None) -> Nativ
             content_type = text
     if headers:
         fields["headers"] = headers
-    data, payload = _body(bytes(message.value or b""), content_type)
-    if data is _NO_BODY:
-        return NativeMessage(KAFKA, fields, payload=payload, received_at=received_at)
-    return NativeMessage(KAFKA, fields, data, received_at=received_at)
+    return NativeMessage.from_wire(
+        KAFKA, fields, bytes(message.value or b""), content_type, received_at
+    )
 
 
 @dataclass(frozen=True)

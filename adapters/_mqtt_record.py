@@ -18,8 +18,6 @@ text, other bytes become base64 (documented lossy spot; the producer encodes UTF
 from __future__ import annotations
 
 import base64
-import json
-from typing import Any
 
 import paho.mqtt.client as paho
 from paho.mqtt.packettypes import PacketTypes
@@ -29,30 +27,14 @@ from adapters._paho_loop import new_properties
 from gateway.jsontypes import JSON
 from gateway.protocols import MQTT5, MQTT311
 from gateway.record import NativeMessage
+from gateway.record import is_json_media_type as is_json_type
 
 __all__ = ["PublishArgs", "is_json_type", "to_publish", "to_record"]
 
-_NO_BODY: Any = object()
 
 
-def is_json_type(content_type: str) -> bool:
-    essence = content_type.split(";", 1)[0].strip().lower()
-    return essence in ("application/json", "text/json") or essence.endswith("+json")
 
 
-def _body(payload: bytes, content_type: str | None) -> tuple[JSON, bytes | None]:
-    """(data, payload) for the record; data is _NO_BODY when the body is bytes/absent."""
-    if not payload:
-        return _NO_BODY, None
-    if content_type is not None and not is_json_type(content_type):
-        return _NO_BODY, payload
-    try:
-        value: JSON = json.loads(payload)
-    except (ValueError, UnicodeDecodeError):
-        return _NO_BODY, payload
-    if content_type is None and not isinstance(value, (dict, list)):
-        return _NO_BODY, payload
-    return value, None
 
 
 def _text(raw: bytes) -> str:
@@ -89,11 +71,10 @@ def to_record(message: paho.MQTTMessage, v5: bool, received_at: str | None = Non
         pairs = getattr(props, "UserProperty", None)
         if pairs:
             fields["user_properties"] = [{"name": n, "value": v} for n, v in pairs]
-    data, payload = _body(bytes(message.payload), content_type)
     protocol = MQTT5 if v5 else MQTT311
-    if data is _NO_BODY:
-        return NativeMessage(protocol, fields, payload=payload, received_at=received_at)
-    return NativeMessage(protocol, fields, data, received_at=received_at)
+    return NativeMessage.from_wire(
+        protocol, fields, bytes(message.payload), content_type, received_at
+    )
 
 
 class PublishArgs:

@@ -22,15 +22,14 @@ header block from `headers.items()`, which `HeaderPairs` answers with all pairs.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
-from typing import Any
 
 from nats.aio.msg import Msg
 
 from gateway.jsontypes import JSON
 from gateway.protocols import NATS
 from gateway.record import NativeMessage
+from gateway.record import is_json_media_type as is_json_type
 
 __all__ = [
     "HeaderPairs",
@@ -41,7 +40,6 @@ __all__ = [
     "to_record",
 ]
 
-_NO_BODY: Any = object()
 
 
 class HeaderPairs(dict[str, str]):
@@ -82,24 +80,8 @@ def header_pairs(headers: dict[str, str] | None) -> list[tuple[str, str]]:
     return list(headers.items())
 
 
-def is_json_type(content_type: str) -> bool:
-    essence = content_type.split(";", 1)[0].strip().lower()
-    return essence in ("application/json", "text/json") or essence.endswith("+json")
 
 
-def _body(payload: bytes, content_type: str | None) -> tuple[JSON, bytes | None]:
-    """(data, payload) for the record; data is _NO_BODY when the body is bytes/absent."""
-    if not payload:
-        return _NO_BODY, None
-    if content_type is not None and not is_json_type(content_type):
-        return _NO_BODY, payload
-    try:
-        value: JSON = json.loads(payload)
-    except (ValueError, UnicodeDecodeError):
-        return _NO_BODY, payload
-    if content_type is None and not isinstance(value, (dict, list)):
-        return _NO_BODY, payload
-    return value, None
 
 
 def to_record(msg: Msg, jetstream: bool, received_at: str | None = None) -> NativeMessage:
@@ -119,10 +101,7 @@ def to_record(msg: Msg, jetstream: bool, received_at: str | None = None) -> Nati
     if pairs:
         fields["headers"] = [{"name": n, "value": v} for n, v in pairs]
         content_type = next((v for n, v in pairs if n.lower() == "content-type"), None)
-    data, payload = _body(msg.data, content_type)
-    if data is _NO_BODY:
-        return NativeMessage(NATS, fields, payload=payload, received_at=received_at)
-    return NativeMessage(NATS, fields, data, received_at=received_at)
+    return NativeMessage.from_wire(NATS, fields, msg.data, content_type, received_at)
 
 
 class PublishArgs:

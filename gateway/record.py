@@ -115,6 +115,38 @@ class NativeMessage:
             value = self.header("content-type", case_insensitive=True)
         return value if isinstance(value, str) else None
 
+    # -- from the wire ------------------------------------------------------------------------
+    @classmethod
+    def from_wire(
+        cls,
+        protocol: str,
+        fields: Mapping[str, JSON],
+        body: bytes,
+        content_type: str | None,
+        received_at: str | None = None,
+    ) -> NativeMessage:
+        """A record from a received body, by the one body rule every adapter follows.
+
+        - empty body: no body;
+        - a JSON-family content type (`application/json`, `text/json`, `*+json`): `data`
+          when it parses, else the bytes;
+        - any other content type: the bytes;
+        - no content type (MQTT 3.1.1, bare Kafka or NATS): `data` only when it parses as a
+          JSON object or array; bare scalars such as `21.5` stay bytes (sensors send those
+          as plain text).
+        """
+        if not body:
+            return cls(protocol, fields, received_at=received_at)
+        if content_type is not None and not is_json_media_type(content_type):
+            return cls(protocol, fields, payload=body, received_at=received_at)
+        try:
+            value: JSON = json.loads(body)
+        except (ValueError, UnicodeDecodeError):
+            return cls(protocol, fields, payload=body, received_at=received_at)
+        if content_type is None and not isinstance(value, (dict, list)):
+            return cls(protocol, fields, payload=body, received_at=received_at)
+        return cls(protocol, fields, data=value, received_at=received_at)
+
     # -- JSON form ---------------------------------------------------------------------------
     def to_json(self) -> JSONObject:
         out: JSONObject = {"protocol": self.protocol}
@@ -198,6 +230,11 @@ class NativeMessage:
         return hash(self.to_line())
 
 
+def is_json_media_type(content_type: str) -> bool:
+    essence = content_type.split(";", 1)[0].strip().lower()
+    return essence in ("application/json", "text/json") or essence.endswith("+json")
+
+
 def _as_text(value: object) -> str:
     if isinstance(value, str):
         return value
@@ -250,4 +287,7 @@ def read_records(lines: Iterator[str]) -> Iterator[tuple[int, NativeMessage | Re
             yield number, exc
 
 
-__all__ = ["MQTT5", "MQTT311", "NATS", "NativeMessage", "RecordError", "read_records"]
+__all__ = [
+    "MQTT5", "MQTT311", "NATS", "NativeMessage", "RecordError", "is_json_media_type",
+    "read_records",
+]

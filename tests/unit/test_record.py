@@ -80,3 +80,27 @@ def test_from_json_raises_only_record_error(obj):
     except RecordError:
         return
     assert NativeMessage.from_json(json.loads(record.to_line())) == record
+
+
+@pytest.mark.parametrize(
+    "body, ctype, expect",
+    [
+        (b"", "application/json", ("none", None)),
+        (b'{"a":1}', "application/json; charset=utf-8", ("data", {"a": 1})),
+        (b'{"a":1}', "application/cloudevents+json", ("data", {"a": 1})),
+        (b"not json", "application/json", ("payload", b"not json")),
+        (b'{"a":1}', "text/plain", ("payload", b'{"a":1}')),
+        (b"[1,2]", None, ("data", [1, 2])),
+        (b"21.5", None, ("payload", b"21.5")),
+        (b"\xff\xfe", None, ("payload", b"\xff\xfe")),
+    ],
+)
+def test_the_one_body_rule(body, ctype, expect):
+    record = NativeMessage.from_wire("KAFKA", {"topic": "t"}, body, ctype)
+    kind, value = expect
+    if kind == "none":
+        assert not record.has_body
+    elif kind == "data":
+        assert record.has_json_data and record.data == value
+    else:
+        assert not record.has_json_data and record.payload == value
