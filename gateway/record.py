@@ -94,10 +94,16 @@ class NativeMessage:
         return out
 
     def header(self, name: str, case_insensitive: bool = False) -> str | None:
+        entries = self.fields.get("headers")
+        if not isinstance(entries, list):
+            return None
         wanted = name.lower() if case_insensitive else name
-        for key, value in self.pairs("headers"):
-            if (key.lower() if case_insensitive else key) == wanted:
-                return value
+        for entry in entries:  # no intermediate list: this runs for every message
+            if not isinstance(entry, dict):
+                continue
+            key = entry.get("name")
+            if isinstance(key, str) and (key.lower() if case_insensitive else key) == wanted:
+                return _as_text(entry.get("value"))
         return None
 
     @property

@@ -41,6 +41,7 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 _ABSOLUTE_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:[^\s]*\Z")
 _URI_REFERENCE = re.compile(r"[^\s\x00-\x1f\x7f]+\Z")
 _MEDIA_TYPE = re.compile(r"[\w.+\-!#$&^]+/[\w.+\-!#$&^]+\s*(;.*)?\Z")
+_PLAIN_TEXT = frozenset({"string", "uritemplate", "symbol", "any", ""})
 _INTEGER = re.compile(r"-?\d+\Z")
 _INT32 = (-(2**31), 2**31 - 1)
 
@@ -241,6 +242,13 @@ class EnvelopeTemplate:
                     f"envelopemetadata.{attribute.name}: placeholder {{{missing.args[0]}}} "
                     "has no value (it is not captured from the message)",
                 )
+            if attribute.type in _PLAIN_TEXT:
+                # Hot path: a string needs only the control-character rule.
+                if _CONTROL.search(text):
+                    return RenderError("invalid-envelope",
+                                       f"{attribute.name}: {text!r} contains control characters")
+                attributes[attribute.name] = text
+                continue
             try:
                 attributes[attribute.name] = coerce(attribute.name, attribute.type, text)
             except ValueError as exc:
@@ -299,9 +307,12 @@ def trace_header(record: NativeMessage, name: str) -> str | None:
     if protocol in ("HTTP", "KAFKA", "NATS"):
         return record.header(name, case_insensitive=True)
     if protocol == "MQTT/5.0":
-        for key, value in record.pairs("user_properties"):
-            if key == name:
-                return value
+        entries = record.fields.get("user_properties")
+        if isinstance(entries, list):
+            for entry in entries:
+                if isinstance(entry, dict) and entry.get("name") == name:
+                    found = entry.get("value")
+                    return found if isinstance(found, str) else None
         return None
     if protocol == "AMQP/1.0":
         section = record.fields.get("application-properties")
@@ -310,8 +321,25 @@ def trace_header(record: NativeMessage, name: str) -> str | None:
     return None
 
 
+# Adapters stamp receive times at a coarse resolution, so bursts share one string: the
+# last parsed one is remembered.
+_last_time: tuple[str, datetime] = ("", datetime.min)
+
+
 def _receive_time(record: NativeMessage, now: datetime | None) -> datetime:
+    global _last_time
     text = record.received_at
+    if text is not None:
+        if text == _last_time[0]:
+            return _last_time[1]
+        parsed = _parse_receive_time(text)
+        if parsed is not None:
+            _last_time = (text, parsed)
+            return parsed
+    return now if now is not None else datetime.now(UTC)
+
+
+def _parse_receive_time(text: str) -> datetime | None:
     if text is not None:
         if _CANONICAL_TIME.match(text):
             try:
@@ -322,7 +350,7 @@ def _receive_time(record: NativeMessage, now: datetime | None) -> datetime:
             return parse_rfc3339(text)
         except ValueError:
             pass  # a bad received_at falls back to now rather than losing the message
-    return now if now is not None else datetime.now(UTC)
+    return None
 
 
 class EnvelopeRenderer:

@@ -146,17 +146,32 @@ class CompiledDefinition:
     # message (protocol checks only) and to a CloudEvent (protocol + envelope checks).
     specificity: tuple[int, int] = (0, 0)
     specificity_ce: tuple[int, int] = (0, 0)
+    # Set by the matcher when the address template is `/`-segmented with whole-segment
+    # placeholders: the index has already compared the literal segments, so the address
+    # check reduces to reading captures by position (no regex).
+    address_check: Check | None = None
+    address_captures: tuple[tuple[str, int], ...] | None = None
 
     @property
     def envelope_only(self) -> bool:
         return self.definition.protocol is None and self.definition.is_cloudevent
 
     def evaluate(
-        self, record: NativeMessage, event: Mapping[str, JSON] | None
+        self,
+        record: NativeMessage,
+        event: Mapping[str, JSON] | None,
+        context: dict[str, str] | None = None,
+        skip: Check | None = None,
     ) -> dict[str, str] | Failure:
-        """Captured context when the message conforms, else the first failure."""
-        context: dict[str, str] = {}
+        """Captured context when the message conforms, else the first failure.
+
+        `context` and `skip` let the matcher hand in captures it already read (the address
+        check verified by the index) so that check is not run twice."""
+        if context is None:
+            context = {}
         for check in self.protocol_checks:
+            if check is skip:
+                continue
             assert check.reader is not None
             failure = check.apply(check.reader(record), context)
             if failure is not None:

@@ -25,6 +25,7 @@ from gateway.matching.compiled import CompiledDefinition, Failure, compile_defin
 from gateway.matching.index import KeyIndex
 from gateway.matching.values import ADDRESS_FIELD, address_of, family
 from gateway.record import NativeMessage
+from gateway.templates import Template
 
 AmbiguityPolicy = Literal["first", "deadletter"]
 Status = Literal["matched", "unmatched", "ambiguous"]
@@ -85,6 +86,9 @@ class Matcher:
                     (c for c in compiled.protocol_checks if c.label == label), None
                 )
             index.add(compiled, key_check)
+            if key_check is not None and key_check.template is not None:
+                compiled.address_captures = _segment_captures(key_check.template)
+                compiled.address_check = key_check
         elif definition.is_cloudevent:
             type_check = next(
                 (c for c in compiled.envelope_checks if c.attribute == "type"), None
@@ -98,13 +102,14 @@ class Matcher:
 
     # -- matching ------------------------------------------------------------------------------
     def candidates(
-        self, record: NativeMessage, event: Mapping[str, JSON] | None = None
+        self, record: NativeMessage, event: Mapping[str, JSON] | None = None,
+        address: str | None = None,
     ) -> list[CompiledDefinition]:
         out: list[CompiledDefinition] = []
         fam = family(record.protocol)
         index = self._by_family.get(fam) if fam is not None else None
         if index is not None:
-            out = index.lookup(address_of(record))
+            out = index.lookup(address if address is not None else address_of(record))
         if event is not None:
             event_type = event.get("type")
             extra = self._cloudevents.lookup(event_type if isinstance(event_type, str) else None)
@@ -117,8 +122,20 @@ class Matcher:
     ) -> MatchResult:
         """Match a record; `event` holds the CloudEvents attributes when it carries one."""
         found: list[tuple[CompiledDefinition, dict[str, str]]] = []
-        for compiled in self.candidates(record, event):
-            outcome = compiled.evaluate(record, event)
+        segments: list[str] | None = None
+        address = address_of(record)
+        for compiled in self.candidates(record, event, address):
+            positions = compiled.address_captures
+            if positions is not None:
+                # Found through the shape index: literal segments already equal.
+                if segments is None:
+                    segments = (address or "").split("/")
+                context = _read_captures(segments, positions)
+                if context is None:
+                    continue
+                outcome = compiled.evaluate(record, event, context, compiled.address_check)
+            else:
+                outcome = compiled.evaluate(record, event)
             if not isinstance(outcome, Failure):
                 found.append((compiled, outcome))
         if not found:
@@ -185,6 +202,35 @@ class Matcher:
             Explanation(c.definition.xid, str(failure), passed)
             for passed, c, failure in scored[:limit]
         ]
+
+
+def _segment_captures(template: Template) -> tuple[tuple[str, int], ...] | None:
+    """(name, segment index) per placeholder when each one is a whole `/` segment."""
+    if not template.segmented:
+        return None
+    out: list[tuple[str, int]] = []
+    for index, segment in enumerate(template.text.split("/")):
+        if "{" not in segment:
+            continue
+        inner = segment[1:-1]
+        if not (segment.startswith("{") and segment.endswith("}")) or "{" in inner:
+            return None
+        out.append((inner, index))
+    return tuple(out)
+
+
+def _read_captures(
+    segments: list[str], positions: tuple[tuple[str, int], ...]
+) -> dict[str, str] | None:
+    context: dict[str, str] = {}
+    for name, index in positions:
+        value = segments[index]
+        if not value:
+            return None  # a placeholder captures a non-empty run
+        seen = context.setdefault(name, value)
+        if seen != value:
+            return None  # same name, same value
+    return context
 
 
 def _likeness(failure: Failure) -> float:
