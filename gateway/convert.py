@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from gateway import reasons
-from gateway.cloudevents.bindings import decode
+from gateway.cloudevents.bindings import decode, decode_batch, detect_mode
 from gateway.cloudevents.errors import CloudEventError
 from gateway.cloudevents.event import CloudEvent
 from gateway.cloudevents.jsonformat import event_to_json
@@ -20,6 +20,7 @@ from gateway.definitions.model import MessageDefinition
 from gateway.envelope.render import EnvelopeRenderer, RenderError
 from gateway.jsontypes import JSON, JSONObject
 from gateway.matching.matcher import AmbiguityPolicy, Explanation, Matcher, MatchResult
+from gateway.protocols import HTTP
 from gateway.record import NativeMessage
 
 
@@ -31,6 +32,8 @@ class Conversion:
     reason: str | None = None  # dead-letter reason code when event is None
     detail: str = ""
     explain: tuple[Explanation, ...] = field(default_factory=tuple)
+    # The CloudEvent the message carried, when it was one (also when it failed to match).
+    source_event: CloudEvent | None = None
 
     @property
     def ok(self) -> bool:
@@ -78,6 +81,29 @@ class Converter:
             return Conversion(
                 record, MatchResult("unmatched"), None, reasons.INVALID_CLOUDEVENT, str(exc)
             )
+        return self._convert(record, incoming, explain, now)
+
+    def convert_all(
+        self, record: NativeMessage, *, explain: bool = True, now: datetime | None = None
+    ) -> list[Conversion]:
+        """Like `convert`, for every event of an HTTP CloudEvents batch (one conversion per
+        member, none for an empty batch); any other record gives one conversion."""
+        if record.protocol != HTTP or detect_mode(record) != "batch":
+            return [self.convert(record, explain=explain, now=now)]
+        try:
+            events = decode_batch(record)
+        except CloudEventError as exc:
+            return [Conversion(
+                record, MatchResult("unmatched"), None, reasons.INVALID_CLOUDEVENT, str(exc))]
+        return [self._convert(record, event, explain, now) for event in events]
+
+    def _convert(
+        self,
+        record: NativeMessage,
+        incoming: CloudEvent | None,
+        explain: bool,
+        now: datetime | None,
+    ) -> Conversion:
         attributes: Mapping[str, JSON] | None = (
             incoming.canonical_attributes() if incoming is not None else None
         )
@@ -88,13 +114,14 @@ class Converter:
                 detail = "equally specific definitions: " + ", ".join(
                     d.xid for d in result.tied
                 )
-                return Conversion(record, result, None, reason, detail)
+                return Conversion(record, result, None, reason, detail, (), incoming)
             hints = tuple(self.matcher.explain(record, attributes)) if explain else ()
-            return Conversion(record, result, None, reason, "no definition accepts it", hints)
+            return Conversion(record, result, None, reason, "no definition accepts it", hints,
+                              incoming)
         assert result.definition is not None
         if incoming is not None:
             # Already a CloudEvent that conforms to the definition: pass it on unchanged.
-            return Conversion(record, result, incoming)
+            return Conversion(record, result, incoming, source_event=incoming)
         rendered = self.renderer.render(result.definition, record, result.context, now)
         if isinstance(rendered, RenderError):
             return Conversion(record, result, None, rendered.reason, rendered.message)

@@ -242,26 +242,46 @@ class Route:
     async def _process(self, delivery: DeliveryLike) -> None:
         record = delivery.message
         self.metrics.received.labels(self.source_endpoint, record.protocol).inc()
-        conversion = self.converter.convert(record)
-        if conversion.event is None:
+        conversions = self.converter.convert_all(record)
+        if len(conversions) == 1 and conversions[0].event is None:
+            # The whole message failed: dead-letter it as it came.
+            conversion = conversions[0]
             if conversion.reason == reasons.UNMATCHED:
                 self.metrics.unmatched.labels(self.source_endpoint).inc()
             await self._dead_letter(delivery, conversion.reason or reasons.UNMATCHED,
                                     conversion.detail, conversion.explain)
             return
+        # One event, or the members of an HTTP batch: each is delivered or dead-lettered
+        # on its own; the source is settled when all of them are.
+        outcomes = await asyncio.gather(*(self._deliver(c, record) for c in conversions))
+        if all(outcomes):
+            await delivery.ack()
+        else:
+            await delivery.nack("dead letter failed", retry=True)
+
+    async def _deliver(self, conversion: Conversion, source: NativeMessage) -> bool:
+        """Deliver one converted event (or dead-letter it); False only when even the dead
+        letter failed, so the source must be redelivered."""
+        event = conversion.event
+        if event is None:
+            if conversion.reason == reasons.UNMATCHED:
+                self.metrics.unmatched.labels(self.source_endpoint).inc()
+            return await self._dead_letter_record(
+                _member_record(source, conversion), conversion.reason or reasons.UNMATCHED,
+                conversion.detail, conversion.explain)
         assert conversion.match.definition is not None
         self.metrics.matched.labels(self.source_endpoint, conversion.match.definition.xid).inc()
         try:
             outgoing = [(o, self._outgoing(o, conversion)) for o in self.outputs]
         except SendFailed as exc:
-            await self._dead_letter(delivery, reasons.UNDELIVERABLE, str(exc))
-            return
+            return await self._dead_letter_record(
+                _member_record(source, conversion), reasons.UNDELIVERABLE, str(exc))
         failures = await asyncio.gather(*(self._send(o, r) for o, r in outgoing))
         failed = [f for f in failures if f is not None]
         if not failed:
-            await delivery.ack()
-            return
-        await self._dead_letter(delivery, reasons.UNDELIVERABLE, "; ".join(failed))
+            return True
+        return await self._dead_letter_record(
+            _member_record(source, conversion), reasons.UNDELIVERABLE, "; ".join(failed))
 
     def _outgoing(self, output: Output, conversion: Conversion) -> NativeMessage:
         event = conversion.event
@@ -313,23 +333,43 @@ class Route:
 
     async def _dead_letter(self, delivery: DeliveryLike, reason: str, detail: str,
                            explain: Sequence[Explanation] = ()) -> None:
+        if await self._dead_letter_record(delivery.message, reason, detail, explain):
+            await delivery.ack()
+        else:
+            await delivery.nack(f"dead letter failed ({reason})", retry=True)
+
+    async def _dead_letter_record(self, original: NativeMessage, reason: str, detail: str,
+                                  explain: Sequence[Explanation] = ()) -> bool:
+        """Send `original` to the dead letter; False when the dead letter failed."""
         if self.deadletter is None:
             # `deadletter: log` in the config: counted and logged, then acked.
             log.warning("dropped message from %s: %s: %s", self.source_endpoint, reason, detail)
             self.metrics.dropped.labels(reason).inc()
-            await delivery.ack()
-            return
+            return True
         record = deadletter_record(
-            delivery.message, protocol=self.deadletter.protocol, reason=reason, detail=detail,
+            original, protocol=self.deadletter.protocol, reason=reason, detail=detail,
             explain=explain, source_endpoint=self.source_endpoint)
         record = _with_defaults(record, self.deadletter.defaults, None, None)
         failure = await self._send(self.deadletter, record)
         if failure is None:
             self.metrics.deadletter.labels(reason).inc()
-            await delivery.ack()
-        else:
-            log.error("dead letter failed (%s); message nacked for redelivery", failure)
-            await delivery.nack(f"dead letter failed: {failure}", retry=True)
+            return True
+        log.error("dead letter failed (%s); message nacked for redelivery", failure)
+        return False
+
+
+def _member_record(source: NativeMessage, conversion: Conversion) -> NativeMessage:
+    """What to dead-letter for one conversion: the source itself, or, for a member of an
+    HTTP batch, that member alone as a structured CloudEvent (nothing of the batch lost,
+    nothing delivered twice)."""
+    event = conversion.source_event or conversion.event
+    if event is None or source.protocol != HTTP:
+        return source
+    member = encode(event, HTTP, "structured")
+    fields = dict(source.fields)
+    fields["headers"] = [*member.fields.get("headers", [])]  # type: ignore[misc]
+    return NativeMessage(HTTP, fields, data=member.data, payload=member.payload,
+                         received_at=source.received_at)
 
 
 async def _settle_quietly(delivery: DeliveryLike, reason: str, retry: bool) -> None:

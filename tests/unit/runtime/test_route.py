@@ -189,3 +189,36 @@ def test_traceparent_flows_from_native_header_to_cloudevent_and_out_again():
     assert headers["ce_traceparent"] == trace and headers["ce_tracestate"] == "vendor=1"
     assert headers["traceparent"] == trace  # the protocol's own header too
     assert "ce_traceparent" not in dict(second.pairs("headers"))  # malformed: not forwarded
+
+
+def test_http_batch_members_are_delivered_or_dead_lettered_one_by_one():
+    from gateway.cloudevents import encode_batch
+    from gateway.cloudevents.event import CloudEvent
+    from gateway.definitions import read_document
+
+    doc = {"messagegroups": {"g": {"messages": {"m": {
+        "envelope": "CloudEvents/1.0",
+        "envelopemetadata": {"type": {"value": "com.example.ok"},
+                             "source": {"value": "/s/{n}", "type": "uritemplate"}}}}}}}
+    catalog = read_document(doc, "batch.json")
+    events = [
+        CloudEvent.create({"specversion": "1.0", "id": "1", "type": "com.example.ok",
+                           "source": "/s/1"}, {"n": 1}),
+        CloudEvent.create({"specversion": "1.0", "id": "2", "type": "com.example.other",
+                           "source": "/s/2"}, {"n": 2}),
+        CloudEvent.create({"specversion": "1.0", "id": "3", "type": "com.example.ok",
+                           "source": "/s/3"}, {"n": 3}),
+    ]
+    batch = encode_batch(events)
+    consumer = MemoryConsumer([batch], close_when_empty=True)
+    out, dlq, metrics = MemoryProducer(), MemoryProducer(), Metrics()
+    route = Route("http", "ingress", consumer, Converter(catalog.messages()),
+                  [Output("k", "KAFKA", out, defaults={"topic": "t"})],
+                  deadletter=Output("dlq", "KAFKA", dlq, defaults={"topic": "d"}),
+                  metrics=metrics, retry=FAST)
+    asyncio.run(run_to_end(route, consumer))
+    assert len(consumer.acked) == 1  # the request is settled once, after all members
+    assert sorted(dict(r.pairs("headers"))["ce_id"] for r in out.written) == ["1", "3"]
+    [dead] = dlq.written
+    assert deadletter_metadata(dead)["xrgw-reason"] == "unmatched"
+    assert dead.data["id"] == "2"  # only the member that failed, as a structured event
