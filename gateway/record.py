@@ -62,6 +62,10 @@ class NativeMessage:
     data: JSON = _NO_DATA
     payload: bytes | None = None
     received_at: str | None = None
+    # The body's bytes as received when `data` was parsed from them: forwarding and dead
+    # letters send these, so a JSON body leaves byte for byte as it came. Not part of the
+    # JSON form or of equality (it is the same value).
+    raw: bytes | None = None
 
     # -- body ---------------------------------------------------------------------------
     @property
@@ -73,7 +77,10 @@ class NativeMessage:
         return self.has_json_data or self.payload is not None
 
     def body_bytes(self) -> bytes:
-        """The body as bytes: compact JSON text for JSON data, else the raw payload."""
+        """The body as bytes: as received when known, compact JSON text for JSON data,
+        else the payload."""
+        if self.raw is not None:
+            return self.raw
         if self.has_json_data:
             return json.dumps(self.data, separators=(",", ":"), ensure_ascii=False).encode()
         return self.payload or b""
@@ -151,7 +158,13 @@ class NativeMessage:
             return cls(protocol, fields, payload=body, received_at=received_at)
         if content_type is None and not isinstance(value, (dict, list)):
             return cls(protocol, fields, payload=body, received_at=received_at)
-        return cls(protocol, fields, data=value, received_at=received_at)
+        return cls(protocol, fields, data=value, received_at=received_at, raw=body)
+
+    def replace_fields(self, fields: Mapping[str, JSON], protocol: str | None = None
+                       ) -> NativeMessage:
+        """The same body (raw bytes included) under other metadata."""
+        return NativeMessage(protocol or self.protocol, fields, self.data, self.payload,
+                             self.received_at, self.raw)
 
     # -- JSON form ---------------------------------------------------------------------------
     def to_json(self) -> JSONObject:

@@ -46,7 +46,8 @@ def check_uri(uri: str, protocol: str | None) -> Issue | None:
             f"'{shown}' is not kafka://HOST:PORT[,HOST:PORT]", f"write e.g. uri: {example}")
     try:
         parts = urllib.parse.urlsplit(uri)
-        port_ok = parts.port is None or parts.port > 0
+        # Port 0 asks for an ephemeral port: meaningful for a listener (HTTP ingress).
+        port_ok = parts.port is None or parts.port > 0 or (protocol == HTTP and parts.port == 0)
     except ValueError:
         port_ok = False
         parts = urllib.parse.SplitResult("", "", "", "", "")

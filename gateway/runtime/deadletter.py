@@ -73,9 +73,9 @@ def deadletter_record(
         fields["content_type"] = ctype
     elif ctype and protocol == AMQP:
         fields["properties"] = {"content-type": ctype}
-    if original.has_json_data:
-        return NativeMessage(protocol, fields, data=original.data)
-    return NativeMessage(protocol, fields, payload=original.payload)
+    # The original body, byte for byte (raw bytes travel with parsed JSON data).
+    return NativeMessage(protocol, {}).replace_fields(fields) if not original.has_body else (
+        original.replace_fields(fields, protocol))
 
 
 def deadletter_metadata(record: NativeMessage) -> dict[str, str]:

@@ -130,6 +130,7 @@ class Route:
         ]
         self._lane_tasks: list[asyncio.Task[None]] = []
         self._reader: asyncio.Task[None] | None = None
+        self._starter: asyncio.Task[None] | None = None
         self._inflight = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -148,14 +149,31 @@ class Route:
         return self._inflight
 
     async def start(self) -> None:
+        """Start without waiting for brokers: the outputs connect first (with backoff),
+        then intake begins. Meanwhile the route is not ready and pulls nothing, so a
+        sink that is down at start-up holds messages at the source instead of filling
+        the dead letter."""
+        self._starter = asyncio.create_task(self._start())
+
+    async def _start(self) -> None:
         for output in self._all_outputs():
             await self._connect(output.endpoint_id, output.producer)
         self._lane_tasks = [asyncio.create_task(self._lane(q)) for q in self._lanes]
         self._reader = asyncio.create_task(self._read_loop())
 
+    async def wait_finished(self) -> None:
+        """Until the consumer reports the end of its input (finite inputs, tests)."""
+        assert self._starter is not None, "start() first"
+        await self._starter
+        assert self._reader is not None
+        await self._reader
+
     async def stop(self, grace: float) -> None:
         """Stop intake, let in-flight messages finish (up to `grace` seconds), close."""
         self._stopping = True
+        if self._starter is not None and not self._starter.done():
+            self._starter.cancel()
+            await asyncio.gather(self._starter, return_exceptions=True)
         if self._reader is not None:
             self._reader.cancel()
             await asyncio.gather(self._reader, return_exceptions=True)
@@ -411,10 +429,7 @@ def _with_trace(record: NativeMessage, event: CloudEvent) -> NativeMessage:
         fields["application-properties"] = section
     else:
         return record
-    if record.has_json_data:
-        return NativeMessage(protocol, fields, data=record.data, received_at=record.received_at)
-    return NativeMessage(protocol, fields, payload=record.payload,
-                         received_at=record.received_at)
+    return record.replace_fields(fields)
 
 
 def _with_defaults(record: NativeMessage, defaults: Mapping[str, JSON],
@@ -436,11 +451,7 @@ def _with_defaults(record: NativeMessage, defaults: Mapping[str, JSON],
                 raise SendFailed("output", f"{name} template {value!r}: no value for {exc}") \
                     from exc
         fields[name] = value
-    if record.has_json_data:
-        return NativeMessage(record.protocol, fields, data=record.data,
-                             received_at=record.received_at)
-    return NativeMessage(record.protocol, fields, payload=record.payload,
-                         received_at=record.received_at)
+    return record.replace_fields(fields)
 
 
 __all__ = ["HTTP", "Output", "RetryPolicy", "Route", "SendFailed", "ordering_key"]

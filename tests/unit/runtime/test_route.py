@@ -44,7 +44,7 @@ def build(messages, *, out=None, dlq=None, inflight=8, mode="binary"):
 
 async def run_to_end(route, consumer):
     await route.start()
-    await asyncio.wait_for(route._reader, 5)  # EndOfInput once everything is settled
+    await asyncio.wait_for(route.wait_finished(), 5)  # EndOfInput once everything is settled
     await route.stop(grace=5)
 
 
@@ -161,7 +161,7 @@ def test_inflight_window_bounds_unsettled_messages_and_order_is_kept_per_topic()
             peak = max(peak, route.inflight)
         assert route.inflight <= 4
         gate.set()
-        await asyncio.wait_for(route._reader, 5)
+        await asyncio.wait_for(route.wait_finished(), 5)
         await route.stop(grace=5)
         return out
 
