@@ -161,6 +161,7 @@ class MqttConsumer:
         self._unsettled = 0
         self._changed = asyncio.Event()
         self._closed = False
+        self._subscribing = False  # connect() is waiting for SUBACK: never pause reading
         self.session_present = False
 
     @property
@@ -194,22 +195,35 @@ class MqttConsumer:
             )
         self._generation += 1
         self._link = link
-        self.session_present = await link.connect(
-            opts.host,
-            opts.port,
-            keepalive=opts.keepalive,
-            properties=props,
-            timeout=opts.connect_timeout,
-        )
-        # Subscribe even when the session is present: it is idempotent and picks up a
-        # changed filter list.
+        # Keep reading until the SUBACK is in: with a session present the broker resends
+        # its unacked messages right after CONNACK (even before this coroutine resumes
+        # from link.connect), up to Receive Maximum (= max_in_flight) of them, which
+        # fills the buffer; pausing then would leave the SUBACK unread, and nothing
+        # drains the buffer before connect() returns -> "no SUBACK" on every reconnect
+        # after a crash with a full window. The buffer is bounded meanwhile by what the
+        # broker may send unacked.
+        self._subscribing = True
         try:
-            granted = await link.subscribe(
-                [(f, opts.qos) for f in opts.filters], timeout=opts.connect_timeout
+            self.session_present = await link.connect(
+                opts.host,
+                opts.port,
+                keepalive=opts.keepalive,
+                properties=props,
+                timeout=opts.connect_timeout,
             )
-        except TimeoutError:
-            await self._drop_link()
-            raise NotConnected("no SUBACK") from None
+            # Subscribe even when the session is present: it is idempotent and picks up
+            # a changed filter list.
+            try:
+                granted = await link.subscribe(
+                    [(f, opts.qos) for f in opts.filters], timeout=opts.connect_timeout
+                )
+            except TimeoutError:
+                await self._drop_link()
+                raise NotConnected("no SUBACK") from None
+        finally:
+            self._subscribing = False
+        if self._link is link and len(self._buffer) >= opts.max_in_flight:
+            link.pause_reading()  # the back-pressure deferred above
         refused = [f for f, g in zip(opts.filters, granted, strict=False) if g >= 0x80]
         if refused:
             await self._drop_link()
@@ -259,7 +273,8 @@ class MqttConsumer:
 
     def _on_message(self, message: paho.MQTTMessage) -> None:
         self._buffer.append((self._generation, message))
-        if self._link is not None and len(self._buffer) >= self._opts.max_in_flight:
+        if (self._link is not None and not self._subscribing
+                and len(self._buffer) >= self._opts.max_in_flight):
             self._link.pause_reading()
         self._changed.set()
 
