@@ -24,6 +24,24 @@ from gateway.protocols import KAFKA
 Override = Mapping[str, object]
 
 
+# Deployment tuning the adapters read besides the xRegistry endpoint options (see each
+# adapter's options table); accepted in `endpoints.<id>.options` without a warning.
+ADAPTER_OPTIONS: dict[str, tuple[str, ...]] = {
+    "MQTT": ("filters", "protocol", "session_expiry", "keepalive", "max_in_flight",
+             "connect_timeout", "publish_timeout", "reconnect_max"),
+    "KAFKA": ("topics", "auto_offset_reset", "max_in_flight", "session_timeout_ms",
+              "heartbeat_interval_ms", "enable_idempotence", "connect_timeout",
+              "publish_timeout", "reconnect_max"),
+    "NATS": ("subjects", "stream", "durable", "jetstream", "max_in_flight", "ack_wait",
+             "nak_delay", "pending_msgs_limit", "pending_bytes_limit", "connect_timeout",
+             "reconnect_wait", "publish_timeout", "reconnect_max"),
+    "AMQP/1.0": ("address", "max_in_flight", "nack_outcome", "heartbeat", "connect_timeout",
+                 "publish_timeout", "reconnect_max"),
+    "HTTP": ("paths", "methods", "max_body_bytes", "max_in_flight", "settle_timeout",
+             "retry_after", "timeout", "retries", "backoff", "backoff_max"),
+}
+
+
 class EndpointResolver:
     def __init__(self, catalog: Catalog, file: str, base_dir: Path, problems: Problems) -> None:
         self.catalog = catalog
@@ -137,7 +155,9 @@ class EndpointResolver:
                               if k != "endpoints"}
         if not isinstance(raw, Mapping):
             return merged
-        known = known_options(endpoint.protocol)
+        known = known_options(endpoint.protocol) + ADAPTER_OPTIONS.get(
+            "MQTT" if (endpoint.protocol or "").startswith("MQTT") else endpoint.protocol or "",
+            ())
         squashed = {_squash(k): k for k in known}
         for key, value in raw.items():
             name = squashed.get(_squash(str(key)))
