@@ -46,14 +46,13 @@ def deadletter_record(
     meta.pop("data_base64", None)
     entries: list[tuple[str, str]] = [
         (PREFIX + "reason", reason),
-        (PREFIX + "detail", detail.replace("\n", " ")),
+        (PREFIX + "detail", _utf8(detail.replace("\n", " "))),
         (PREFIX + "source-endpoint", source_endpoint),
         (PREFIX + "time", (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")),
-        (PREFIX + "record", json.dumps(meta, separators=(",", ":"), ensure_ascii=False)),
+        (PREFIX + "record", _json(meta, separators=(",", ":"))),
     ]
     if explain:
-        entries.append((PREFIX + "explain", json.dumps([e.to_json() for e in explain],
-                                                       ensure_ascii=False)))
+        entries.append((PREFIX + "explain", _json([e.to_json() for e in explain])))
     fields: dict[str, JSON] = {}
     pairs: list[JSON] = [{"name": k, "value": v} for k, v in entries]
     if protocol in (KAFKA, NATS, HTTP):
@@ -76,6 +75,29 @@ def deadletter_record(
     # The original body, byte for byte (raw bytes travel with parsed JSON data).
     return NativeMessage(protocol, {}).replace_fields(fields) if not original.has_body else (
         original.replace_fields(fields, protocol))
+
+
+def _utf8(text: str) -> str:
+    """`text` if it has a UTF-8 form, else with lone surrogates escaped (`\\udXXX`)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode()
+    return text
+
+
+def _json(value: object, separators: tuple[str, str] | None = None) -> str:
+    """JSON text that every protocol can carry. Lone surrogates in the original (from
+    hostile input: a JSON escape such as "\\ud800", a wrong-typed field) have no UTF-8
+    form, and a header the dead-letter producer cannot encode made the dead letter fail
+    and the message come back forever (found by tests/fuzz); escaped JSON is the same
+    value, so `original_record` still rebuilds the original exactly."""
+    text = json.dumps(value, separators=separators, ensure_ascii=False)
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return json.dumps(value, separators=separators)
+    return text
 
 
 def deadletter_metadata(record: NativeMessage) -> dict[str, str]:
