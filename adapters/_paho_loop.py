@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +28,7 @@ from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode, MQTTProtocolVersi
 from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 
+from adapters._tls import describe, describe_text
 from adapters.base import NotConnected
 
 __all__ = ["PahoLink", "PublishResult", "new_properties"]
@@ -55,6 +57,9 @@ class PahoLink:
         manual_ack: bool,
         on_message: Callable[[paho.MQTTMessage], None] | None = None,
         on_lost: Callable[[str], None] | None = None,
+        tls: ssl.SSLContext | None = None,
+        username: str | None = None,
+        password: str | None = None,
     ) -> None:
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
@@ -69,6 +74,14 @@ class PahoLink:
             manual_ack=manual_ack,
             reconnect_on_failure=False,
         )
+        if tls is not None:
+            self.client.tls_set_context(tls)
+        if username:
+            self.client.username_pw_set(username, password)
+        # paho reports socket and TLS failures only to its log; the last error explains
+        # a refused handshake or a dropped connection better than "Unspecified error".
+        self._last_error: str | None = None
+        self.client.on_log = self._on_log
         self._on_message_cb = on_message
         self._on_lost_cb = on_lost
         self._connack: asyncio.Future[bool] = self._loop.create_future()
@@ -116,15 +129,18 @@ class PahoLink:
             )
         except (OSError, ValueError) as exc:
             self._teardown()
-            raise NotConnected(f"cannot connect to {host}:{port}: {exc}") from exc
+            raise NotConnected(f"cannot connect to {host}:{port}: {describe(exc)}") from None
         try:
             async with asyncio.timeout(timeout):
                 self.session_present = await self._connack
         except TimeoutError:
             self._teardown()
             raise NotConnected(f"no CONNACK from {host}:{port} within {timeout}s") from None
-        except NotConnected:
+        except NotConnected as exc:
             self._teardown()
+            if self._last_error and "CONNACK" not in str(exc):
+                raise NotConnected(f"connection to {host}:{port} lost before CONNACK: "
+                                   f"{describe_text(self._last_error)}") from None
             raise
         return self.session_present
 
@@ -179,6 +195,14 @@ class PahoLink:
     def resume_reading(self) -> None:
         self._paused = False
         self._start_reader()
+        self._drain_tls_soon()
+
+    def _drain_tls_soon(self) -> None:
+        # A TLS record can hold several MQTT packets: what paho did not take yet sits in
+        # the SSL object, not in the kernel, so the fd does not signal readable again.
+        sock = self.client.socket()
+        if self._reading and isinstance(sock, ssl.SSLSocket) and sock.pending() > 0:
+            self._loop.call_soon(self._readable)
 
     def _start_reader(self) -> None:
         if self._fd is not None and not self._reading and not self._paused:
@@ -220,10 +244,18 @@ class PahoLink:
         self._call(unregister)
 
     def _readable(self) -> None:
+        if not self._reading:
+            return  # paused (or gone) since this call was scheduled
         try:
             self.client.loop_read()
         except Exception as exc:  # paho raises on broken sockets; that ends the link
-            self._lost(f"read failed: {exc}")
+            self._lost(f"read failed: {describe(exc)}")
+            return
+        self._drain_tls_soon()
+
+    def _on_log(self, client: paho.Client, userdata: Any, level: int, text: str) -> None:
+        if level == paho.MQTT_LOG_ERR:
+            self._last_error = text
 
     def _writable(self) -> None:
         try:
@@ -242,7 +274,10 @@ class PahoLink:
         if self._connack.done():
             return
         if reason.is_failure:
-            self._connack.set_exception(NotConnected(f"CONNACK refused: {reason}"))
+            hint = ""
+            if str(reason) in ("Not authorized", "Bad user name or password"):
+                hint = " (check the endpoint's username/password or client certificate)"
+            self._connack.set_exception(NotConnected(f"CONNACK refused: {reason}{hint}"))
         else:
             self.connected = True
             self._connack.set_result(bool(flags.session_present))
@@ -252,7 +287,10 @@ class PahoLink:
     ) -> None:
         # paho has closed the socket already and holds its (non-reentrant) callback lock:
         # closing the socket again from here would deadlock.
-        self._lost(f"disconnected: {reason}", close_socket=False)
+        why = f"disconnected: {reason}"
+        if self._last_error and reason.is_failure:
+            why += f" ({self._last_error})"
+        self._lost(why, close_socket=False)
 
     def _on_message(self, client: paho.Client, userdata: Any, message: paho.MQTTMessage) -> None:
         if self._on_message_cb is not None:

@@ -16,8 +16,14 @@ Options (`EndpointSettings.options`):
 | `publish_timeout` | 10         | producer: seconds to wait for the broker's disposition   |
 | `reconnect_max`   | 10         | producer: longest backoff between reconnect attempts     |
 
-The URI is `amqp://[user:password@]host[:port]`; `EndpointSettings.username/password`
-win over the URI's. With credentials SASL PLAIN is used, otherwise ANONYMOUS.
+The URI is `amqp://[user:password@]host[:port]` or, with TLS, `amqps://...[:5671]` (a
+`tls` block also means TLS);
+`EndpointSettings.username/password` win over the URI's. With credentials SASL PLAIN is
+used, otherwise ANONYMOUS. TLS (see `adapters/_tls.py`): the server is verified against
+`tls.ca_file` (default: the system CAs) and its host name; `tls.cert_file`/`key_file`
+add a client certificate. A refused login fails `connect()` with
+`amqp:unauthorized-access: ... (check the endpoint's username/password)`, a failed
+handshake with `TLS: ...`. The password is never logged nor part of a repr.
 
 Settlement (consumer). The receiver link is at-least-once (sender unsettled, receiver
 settles first). `ack()` -> accepted; `nack(retry=True)` -> released (or
@@ -48,16 +54,17 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
 
-from proton import Condition, Connection, Event, Link, Receiver, Sender
+from proton import Condition, Connection, Event, Link, Receiver, Sender, SSLDomain
 from proton import Delivery as ProtonDelivery
 from proton.reactor import AtLeastOnce
 
 from adapters._amqp_record import to_message, to_record
 from adapters._proton_loop import LoopHandler, ProtonThread
+from adapters._tls import client_context, wants_tls
 from adapters.base import (
     Delivery,
     EndOfInput,
@@ -65,6 +72,7 @@ from adapters.base import (
     NotConnected,
     Outcome,
     Settle,
+    TlsSettings,
 )
 from gateway.record import NativeMessage
 
@@ -80,7 +88,7 @@ _ADDRESS_ERRORS = frozenset(
 class AmqpOptions:
     url: str
     user: str | None
-    password: str | None
+    password: str | None = field(repr=False)
     node: str | None
     max_in_flight: int
     nack_outcome: Literal["modified", "released"]
@@ -89,13 +97,17 @@ class AmqpOptions:
     connect_timeout: float
     publish_timeout: float
     reconnect_max: float
+    tls: TlsSettings | None = None  # set: connect with TLS (amqps)
 
     @classmethod
     def parse(cls, settings: EndpointSettings) -> AmqpOptions:
         """Read the options; raises ValueError naming the bad one."""
         url = urlsplit(settings.uri)
-        if url.scheme not in ("amqp", ""):
-            raise ValueError(f"uri: unsupported scheme {url.scheme!r} (TLS is not wired yet)")
+        if url.scheme not in ("amqp", "", "amqps"):
+            raise ValueError(f"uri: unsupported scheme {url.scheme!r}")
+        secure = wants_tls(url.scheme, ("amqps",), settings.tls)
+        if secure:
+            client_context(settings.tls)  # check the files here, not on the proton thread
         opts = settings.options
         node = opts.get("node", opts.get("address"))
         if node is not None and (not isinstance(node, str) or not node):
@@ -111,8 +123,9 @@ class AmqpOptions:
             raise ValueError("max_in_flight: expected 1..1000000")
         user = settings.username or (unquote(url.username) if url.username else None)
         password = settings.password or (unquote(url.password) if url.password else None)
+        scheme, port = ("amqps", 5671) if secure else ("amqp", 5672)
         return cls(
-            url=f"amqp://{url.hostname or '127.0.0.1'}:{url.port or 5672}",
+            url=f"{scheme}://{url.hostname or '127.0.0.1'}:{url.port or port}",
             user=user,
             password=password,
             node=node,
@@ -123,10 +136,14 @@ class AmqpOptions:
             connect_timeout=float(_number(opts, "connect_timeout", 10)),
             publish_timeout=float(_number(opts, "publish_timeout", 10)),
             reconnect_max=float(_number(opts, "reconnect_max", 10)),
+            tls=(settings.tls or TlsSettings()) if secure else None,
         )
 
     def connect_kwargs(self) -> dict[str, Any]:
+        """Container.connect() arguments (call on the proton thread: builds SSLDomain)."""
         kwargs: dict[str, Any] = {"url": self.url, "reconnect": False}
+        if self.tls is not None:
+            kwargs["ssl_domain"] = _ssl_domain(self.tls)
         if self.heartbeat > 0:
             kwargs["heartbeat"] = self.heartbeat
         if self.user:
@@ -135,6 +152,32 @@ class AmqpOptions:
         else:
             kwargs["allowed_mechs"] = "ANONYMOUS"
         return kwargs
+
+
+def _ssl_domain(tls: TlsSettings) -> SSLDomain:
+    domain = SSLDomain(SSLDomain.MODE_CLIENT)
+    if tls.ca_file:
+        domain.set_trusted_ca_db(tls.ca_file)
+    if tls.insecure:
+        domain.set_peer_authentication(SSLDomain.ANONYMOUS_PEER)
+    elif tls.ca_file:
+        domain.set_peer_authentication(SSLDomain.VERIFY_PEER_NAME, tls.ca_file)
+    else:
+        domain.set_peer_authentication(SSLDomain.VERIFY_PEER_NAME)  # system CAs
+    if tls.cert_file:
+        domain.set_credentials(tls.cert_file, tls.key_file or tls.cert_file, None)
+    return domain
+
+
+def _hint(why: str) -> str:
+    """An operator's next step for the usual refusals."""
+    lowered = why.lower()
+    if "unauthorized-access" in lowered or "authentication failed" in lowered:
+        return f"{why} (check the endpoint's username/password)"
+    if "ssl" in lowered or "tls" in lowered or "certificate" in lowered:
+        return (f"TLS: {why} (check tls.ca_file for the server certificate, "
+                "tls.cert_file/key_file for a client certificate)")
+    return why
 
 
 def _number(opts: Mapping[str, object], name: str, default: float) -> float:
@@ -385,7 +428,7 @@ class AmqpConsumer:
         # buffered ones would only create deliveries whose settlement cannot be sent.
         self._buffer.clear()
         if self._ready is not None and not self._ready.done():
-            self._ready.set_exception(NotConnected(why))
+            self._ready.set_exception(NotConnected(_hint(why)))
             self._ready.exception()  # mark retrieved: nobody may be waiting
 
     async def _drop(self) -> None:
@@ -607,7 +650,7 @@ class AmqpProducer:
     def _lost(self, why: str) -> None:
         self._connected = False
         if self._ready is not None and not self._ready.done():
-            self._ready.set_exception(NotConnected(why))
+            self._ready.set_exception(NotConnected(_hint(why)))
             self._ready.exception()  # mark retrieved: nobody may be waiting
         pending, self._pending = self._pending, {}
         for future in pending.values():

@@ -16,6 +16,7 @@ message in a batch does not hide the result of the others.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
@@ -119,7 +120,8 @@ _DELIVERED = Outcome(True)
 
 @dataclass(frozen=True)
 class TlsSettings:
-    """TLS options (placeholder until the config layer defines them fully)."""
+    """TLS files (PEM) and the test-only switch that skips server verification; what each
+    protocol does with them is in `adapters/_tls.py`. Paths only: nothing secret."""
 
     ca_file: str | None = None
     cert_file: str | None = None
@@ -137,10 +139,22 @@ class EndpointSettings:
 
     uri: str
     username: str | None = None
-    password: str | None = None
+    password: str | None = None  # or a token (NATS, HTTP bearer); never in repr or logs
     client_id: str | None = None
     options: Mapping[str, object] = field(default_factory=dict)
     tls: TlsSettings | None = None
+
+    def __repr__(self) -> str:
+        # Hand-written: the password, and a password inside the URI, must not print.
+        password = None if self.password is None else "***"
+        return (f"EndpointSettings(uri={_redact_uri(self.uri)!r}, username={self.username!r}, "
+                f"password={password!r}, client_id={self.client_id!r}, "
+                f"options={dict(self.options)!r}, tls={self.tls!r})")
+
+
+def _redact_uri(uri: str) -> str:
+    """`scheme://user:secret@host` -> `scheme://user:***@host` (every address of a list)."""
+    return re.sub(r"(://[^:/@,\s]*):[^@/,\s]*@", r"\1:***@", uri)
 
 
 @runtime_checkable

@@ -16,6 +16,26 @@ Options (`EndpointSettings.options`):
 | `retries`          | 3           | producer: extra attempts for a retryable failure       |
 | `backoff`          | 0.2         | producer: first retry delay in seconds (doubles)       |
 | `backoff_max`      | 5           | producer: longest retry delay                          |
+| `max_headers`      | 64          | consumer: more request headers get 400                 |
+| `max_header_bytes` | 8190        | consumer: longer request line / header field gets 400  |
+| `read_timeout`     | 30          | consumer: seconds to receive the whole body, then 408  |
+| `keepalive_timeout`| 75          | consumer: idle seconds before a kept-alive connection  |
+|                    |             | is closed                                              |
+
+Security (consumer). `https://` (or a `tls` block) serves TLS with `tls.cert_file` and
+`tls.key_file`; with `tls.ca_file` every client must present a certificate signed by
+that CA (mutual TLS: the handshake fails otherwise). A `password` requires
+`Authorization: Bearer <password>` on every request (with a `username` too: HTTP Basic
+with both); a missing or wrong one gets 401 with `WWW-Authenticate` and nothing else,
+before the path, method or body is looked at. The comparison takes constant time. Error
+bodies never carry exception text, broker answers or configuration: 503 says only to
+retry, 400 for a nack(retry=False) gives the caller's reason (first line). The token is
+never logged.
+
+Security (producer). `https://` (or a `tls` block, which turns `http://` into `https://`)
+verifies the server against `tls.ca_file` (default: the
+system CAs) and its host name, with `tls.cert_file`/`key_file` as client certificate.
+`username` + `password` -> HTTP Basic; a `password` alone -> `Authorization: Bearer`.
 
 Consumer. `connect()` binds a server to the URI's host and port (`http://127.0.0.1:0`
 takes an ephemeral port; `port` and `url` tell which). Each accepted request becomes one
@@ -44,21 +64,24 @@ at once with the same reason instead of waiting through the same backoff.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
+import hmac
 import json
 import random
-import ssl
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import aiohttp
 from aiohttp import web
 from yarl import URL
 
 from adapters._http_record import RequestArgs, split_target, to_record, to_request
+from adapters._tls import client_context, describe, server_context, wants_tls
 from adapters.base import (
     Delivery,
     EndOfInput,
@@ -87,6 +110,10 @@ class HttpOptions:
     retries: int
     backoff: float
     backoff_max: float
+    max_headers: int = 64
+    max_header_bytes: int = 8190
+    read_timeout: float = 30.0
+    keepalive_timeout: float = 75.0
 
     @classmethod
     def parse(cls, settings: EndpointSettings) -> HttpOptions:
@@ -94,6 +121,7 @@ class HttpOptions:
         url = urlsplit(settings.uri)
         if url.scheme not in ("http", "https"):
             raise ValueError(f"uri: unsupported scheme {url.scheme!r}")
+        scheme = "https" if wants_tls(url.scheme, ("https",), settings.tls) else "http"
         opts = settings.options
         paths = _strings(opts, "paths", [url.path] if url.path not in ("", "/") else [])
         methods = _strings(opts, "methods", ["POST", "PUT"])
@@ -101,7 +129,7 @@ class HttpOptions:
         if max_in_flight < 1:
             raise ValueError("max_in_flight: expected at least 1")
         return cls(
-            scheme=url.scheme,
+            scheme=scheme,
             host=url.hostname or "127.0.0.1",
             port=url.port if url.port is not None else (443 if url.scheme == "https" else 80),
             prefixes=tuple(_prefix(p) for p in paths),
@@ -114,6 +142,10 @@ class HttpOptions:
             retries=int(_number(opts, "retries", 3)),
             backoff=float(_number(opts, "backoff", 0.2)),
             backoff_max=float(_number(opts, "backoff_max", 5)),
+            max_headers=max(1, int(_number(opts, "max_headers", 64))),
+            max_header_bytes=max(256, int(_number(opts, "max_header_bytes", 8190))),
+            read_timeout=float(_number(opts, "read_timeout", 30)),
+            keepalive_timeout=float(_number(opts, "keepalive_timeout", 75)),
         )
 
     def accepts_path(self, path: str) -> bool:
@@ -188,8 +220,8 @@ class HttpConsumer:
 
     def __init__(self, settings: EndpointSettings) -> None:
         self._opts = HttpOptions.parse(settings)
-        if self._opts.scheme != "http":
-            raise ValueError("uri: the HTTP consumer serves plain http (TLS is not wired yet)")
+        self._ssl = server_context(settings.tls) if self._opts.scheme == "https" else None
+        self._expected = _expected_authorization(settings)
         self._runner: web.ServerRunner | None = None
         self._queue: deque[_Pending] = deque()  # waiting for read()
         self._waiting: set[_Pending] = set()  # every request waiting for a settlement
@@ -207,7 +239,7 @@ class HttpConsumer:
         """The bound base URL (after connect())."""
         if self.port is None:
             raise NotConnected("not bound yet")
-        return f"http://{self._opts.host}:{self.port}"
+        return f"{self._opts.scheme}://{self._opts.host}:{self.port}"
 
     @property
     def in_flight(self) -> int:
@@ -218,12 +250,19 @@ class HttpConsumer:
             raise EndOfInput("consumer closed")
         if self._runner is not None:
             return  # a listening server has nothing to reconnect
-        server = web.Server(self._handle)
+        opts = self._opts
+        server = web.Server(
+            self._handle,
+            max_headers=opts.max_headers,
+            max_field_size=opts.max_header_bytes,
+            max_line_size=opts.max_header_bytes,
+            keepalive_timeout=opts.keepalive_timeout,
+        )
         runner = web.ServerRunner(server, shutdown_timeout=2.0)
         await runner.setup()
         # Once bound, keep the port: senders were told this address.
         port = self.port if self.port is not None else self._opts.port
-        site = web.TCPSite(runner, self._opts.host, port)
+        site = web.TCPSite(runner, self._opts.host, port, ssl_context=self._ssl)
         try:
             await site.start()
         except OSError as exc:
@@ -265,7 +304,10 @@ class HttpConsumer:
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         opts = self._opts
         if self._closed:
-            return self._busy("shutting down")
+            return self._busy()
+        if self._expected is not None and not _authorized(request, self._expected):
+            return _problem(401, "missing or invalid credentials",
+                            {"WWW-Authenticate": self._expected[0]})
         path, _ = split_target(request.raw_path)
         if not opts.accepts_path(path):
             return _problem(404, f"no webhook at {path}")
@@ -273,7 +315,7 @@ class HttpConsumer:
             allow = ", ".join(sorted(opts.methods))
             return _problem(405, f"method {request.method} not allowed", {"Allow": allow})
         if self._admitted >= opts.max_in_flight:
-            return self._busy("too many requests in flight")
+            return self._busy()
         declared = request.content_length
         if declared is not None and declared > opts.max_body_bytes:
             return self._too_large()
@@ -296,9 +338,14 @@ class HttpConsumer:
                 b"HTTP/%d.%d 100 Continue\r\n\r\n" % (version.major, version.minor)
             )
         try:
-            body = await self._read_body(request)
-        except web.RequestPayloadError as exc:  # e.g. a corrupt gzip body
-            response = _problem(400, f"unreadable body: {exc}")
+            async with asyncio.timeout(opts.read_timeout):
+                body = await self._read_body(request)
+        except web.RequestPayloadError:  # e.g. a corrupt gzip body
+            response = _problem(400, "unreadable body")
+            response.force_close()
+            return response
+        except TimeoutError:
+            response = _problem(408, "the body did not arrive in time")
             response.force_close()
             return response
         if body is None:
@@ -320,8 +367,8 @@ class HttpConsumer:
         if ack:
             return web.Response(status=202)
         if retry:
-            return self._busy(reason)
-        return _problem(400, reason)
+            return self._busy()  # the reason may name brokers or downstream answers
+        return _problem(400, (reason.splitlines() or ["refused"])[0][:200])
 
     async def _read_body(self, request: web.BaseRequest) -> bytes | None:
         """The whole body, or None as soon as it passes max_body_bytes."""
@@ -341,14 +388,42 @@ class HttpConsumer:
 
         return settle
 
-    def _busy(self, detail: str) -> web.Response:
-        return _problem(503, detail, {"Retry-After": str(self._opts.retry_after)})
+    def _busy(self) -> web.Response:
+        return _problem(503, "cannot take the message now; retry later",
+                        {"Retry-After": str(self._opts.retry_after)})
 
     def _too_large(self) -> web.Response:
         response = _problem(413, f"body larger than {self._opts.max_body_bytes} bytes")
         # Do not keep the connection: the rest of the body is only drained, not read.
         response.force_close()
         return response
+
+
+def _expected_authorization(settings: EndpointSettings) -> tuple[str, bytes] | None:
+    """(WWW-Authenticate challenge, the exact Authorization value expected), or None."""
+    if settings.password is None:
+        return None
+    if settings.username:
+        pair = f"{settings.username}:{settings.password}".encode()
+        return 'Basic realm="xrgw"', b"Basic " + base64.b64encode(pair)
+    return 'Bearer realm="xrgw"', b"Bearer " + settings.password.encode()
+
+
+def _authorized(request: web.BaseRequest, expected: tuple[str, bytes]) -> bool:
+    got = request.headers.get("Authorization", "").strip().encode("utf-8", "replace")
+    scheme, _, credentials = got.partition(b" ")
+    want_scheme, _, want = expected[1].partition(b" ")
+    if scheme.lower() != want_scheme.lower():
+        return False
+    credentials = credentials.strip()
+    if want_scheme == b"Basic":
+        # Compare decoded pairs: base64 has several spellings of the same bytes.
+        try:
+            credentials = base64.b64decode(credentials, validate=True)
+            want = base64.b64decode(want)
+        except (binascii.Error, ValueError):
+            return False
+    return hmac.compare_digest(credentials, want)
 
 
 # ====================================================================== producer
@@ -362,11 +437,15 @@ class HttpProducer:
         url = urlsplit(settings.uri)
         # Credentials go into an Authorization header, not into every request URL.
         netloc = url.netloc.rpartition("@")[2]
-        self._base = urlunsplit((url.scheme, netloc, url.path, url.query, ""))
-        username = settings.username or url.username
-        password = settings.password or url.password or ""
-        self._auth = aiohttp.BasicAuth(username, password) if username else None
-        self._ssl = _client_ssl(settings)
+        self._base = urlunsplit((self._opts.scheme, netloc, url.path, url.query, ""))
+        username = settings.username or (unquote(url.username) if url.username else None)
+        password = settings.password or (unquote(url.password) if url.password else None)
+        self._auth = aiohttp.BasicAuth(username, password or "") if username else None
+        # A password without a user name is a bearer token.
+        self._headers = (
+            {"Authorization": f"Bearer {password}"} if password and not username else None
+        )
+        self._ssl = client_context(settings.tls) if self._opts.scheme == "https" else True
         self._session: aiohttp.ClientSession | None = None
 
     @property
@@ -379,6 +458,7 @@ class HttpProducer:
         self._session = aiohttp.ClientSession(
             timeout=aiohttp.ClientTimeout(total=self._opts.timeout),
             auth=self._auth,
+            headers=self._headers,
             connector=aiohttp.TCPConnector(ssl=self._ssl),
         )
 
@@ -440,6 +520,11 @@ class HttpProducer:
                 retry_after = _seconds(response.headers.get("Retry-After"))
         except TimeoutError:
             return Outcome.failed(f"no answer within {self._opts.timeout} s"), False, None
+        except aiohttp.ClientConnectorCertificateError as exc:
+            # Like an unreachable endpoint: retried, then the batch fails fast.
+            return Outcome.failed(describe(exc.certificate_error)), True, None
+        except aiohttp.ClientConnectorSSLError as exc:
+            return Outcome.failed(describe(exc.os_error)), True, None
         except aiohttp.ClientConnectionError as exc:
             reason = f"{type(exc).__name__}: {exc}"
             unreachable = isinstance(exc, aiohttp.ClientConnectorError)
@@ -460,15 +545,3 @@ def _seconds(value: str | None) -> float | None:
     return float(value.strip())
 
 
-def _client_ssl(settings: EndpointSettings) -> ssl.SSLContext | bool:
-    """True (default verification) unless the TLS settings ask for something else."""
-    tls = settings.tls
-    if tls is None:
-        return True
-    context = ssl.create_default_context(cafile=tls.ca_file)
-    if tls.cert_file:
-        context.load_cert_chain(tls.cert_file, tls.key_file)
-    if tls.insecure:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    return context

@@ -1,7 +1,14 @@
 """Kafka consumer (consumer group) and producer (aiokafka).
 
 URI: `kafka://HOST:PORT[,HOST:PORT...]` (bootstrap servers; `tcp://` or no scheme work
-too). TLS/SASL are not wired yet: a username or a TLS setting is rejected.
+too). Kafka has no TLS scheme: a `tls` block (`EndpointSettings.tls`) turns TLS on (see
+`adapters/_tls.py`: the brokers are verified against `tls.ca_file`, default the system
+CAs, and their host names; `tls.cert_file`/`key_file` add a client certificate), and a
+`username` turns SASL on (`sasl_mechanism`, the password from `password`). So the
+security protocol is SSL, SASL_SSL, SASL_PLAINTEXT or PLAINTEXT; `security_protocol`
+may say so explicitly and must then agree. SASL PLAIN without TLS would send the
+password in clear text and is refused; SCRAM never sends it. A refused login fails
+`connect()` with `SASL authentication failed ...`, a failed handshake with `TLS: ...`.
 
 Options (`EndpointSettings.options`):
 
@@ -22,6 +29,8 @@ Options (`EndpointSettings.options`):
 |                         |            | assignment                                         |
 | `publish_timeout`       | 10         | producer: seconds to wait for the broker's ack     |
 | `reconnect_max`         | 10         | producer: longest backoff between reconnects       |
+| `sasl_mechanism`        | "PLAIN"    | with a username: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512|
+| `security_protocol`     | derived    | PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL         |
 
 Settlement. Offsets are committed by the adapter (auto commit off), only for acked
 deliveries and per partition in order: the committed offset is one past the highest
@@ -52,10 +61,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka import (  # type: ignore[import-untyped]  # no py.typed
@@ -65,6 +75,7 @@ from aiokafka import (  # type: ignore[import-untyped]  # no py.typed
     TopicPartition,
 )
 from aiokafka.errors import (  # type: ignore[import-untyped]
+    AuthenticationFailedError,
     CommitFailedError,
     ConsumerStoppedError,
     CorruptRecordException,
@@ -74,11 +85,14 @@ from aiokafka.errors import (  # type: ignore[import-untyped]
     MessageSizeTooLargeError,
     RecordListTooLargeError,
     RecordTooLargeError,
+    SaslAuthenticationFailed,
     TopicAuthorizationFailedError,
     UnsupportedForMessageFormatError,
+    UnsupportedSaslMechanismError,
 )
 
 from adapters._kafka_record import KafkaRecordLike, SendArgs, to_record, to_send
+from adapters._tls import client_context, describe, probe
 from adapters.base import (
     Delivery,
     EndOfInput,
@@ -128,12 +142,13 @@ class KafkaOptions:
     connect_timeout: float
     publish_timeout: float
     reconnect_max: float
+    # aiokafka's security arguments (security_protocol, ssl_context, sasl_*); the password
+    # is in there, so it stays out of the repr.
+    security: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
     def parse(cls, settings: EndpointSettings) -> KafkaOptions:
         """Read the options; raises ValueError naming the bad one."""
-        if settings.username or settings.tls is not None:
-            raise ValueError("uri: SASL and TLS are not wired yet for Kafka")
         opts = settings.options
         topics = opts.get("topics", ())
         if isinstance(topics, str):
@@ -168,7 +183,80 @@ class KafkaOptions:
             connect_timeout=float(_number(opts, "connect_timeout", 10)),
             publish_timeout=float(_number(opts, "publish_timeout", 10)),
             reconnect_max=float(_number(opts, "reconnect_max", 10)),
+            security=_security(settings),
         )
+
+    @property
+    def sasl(self) -> bool:
+        return str(self.security.get("security_protocol", "")).startswith("SASL")
+
+
+_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def _security(settings: EndpointSettings) -> dict[str, Any]:
+    """aiokafka keyword arguments for TLS and SASL (empty: plaintext, anonymous)."""
+    opts = settings.options
+    tls = settings.tls is not None
+    sasl = bool(settings.username)
+    derived = ("SASL_" if sasl else "") + ("SSL" if tls else "PLAINTEXT")
+    protocol = str(opts.get("security_protocol", derived)).upper()
+    if protocol not in _PROTOCOLS:
+        raise ValueError(f"security_protocol: expected one of {', '.join(_PROTOCOLS)}, "
+                         f"got {protocol!r}")
+    if protocol.startswith("SASL") and not sasl:
+        raise ValueError(f"security_protocol: {protocol} needs a username and password")
+    if sasl and not protocol.startswith("SASL"):
+        raise ValueError(f"security_protocol: {protocol} sends no credentials; "
+                         "drop it (derived from username and tls) or use a SASL_ protocol")
+    if protocol.endswith("PLAINTEXT") and tls:
+        raise ValueError(f"security_protocol: {protocol} contradicts the tls settings")
+    out: dict[str, Any] = {"security_protocol": protocol}
+    if protocol.endswith("SSL"):
+        out["ssl_context"] = client_context(settings.tls)
+    if sasl:
+        mechanism = str(opts.get("sasl_mechanism", "PLAIN")).upper()
+        if mechanism not in _MECHANISMS:
+            raise ValueError(f"sasl_mechanism: expected one of {', '.join(_MECHANISMS)}, "
+                             f"got {mechanism!r}")
+        if mechanism == "PLAIN" and protocol == "SASL_PLAINTEXT":
+            raise ValueError("sasl_mechanism: PLAIN without TLS sends the password in clear "
+                             "text; add a tls block or use SCRAM-SHA-256/512")
+        out.update(sasl_mechanism=mechanism, sasl_plain_username=settings.username,
+                   sasl_plain_password=settings.password or "")
+    return out
+
+
+def _connect_error(opts: KafkaOptions, exc: BaseException) -> str:
+    """Why a connect failed, in words that point at the setting to check."""
+    if isinstance(exc, (SaslAuthenticationFailed, AuthenticationFailedError, KeyError)) or (
+        opts.sasl and isinstance(exc, UnsupportedSaslMechanismError)
+    ):
+        # aiokafka's SCRAM client raises KeyError('v') on a server-final error message.
+        return ("SASL authentication failed (check the endpoint's username/password and "
+                "sasl_mechanism)")
+    if isinstance(exc, UnsupportedSaslMechanismError):
+        return f"{exc} (check sasl_mechanism)"
+    cause = exc.__cause__ or exc.__context__
+    for candidate in (exc, cause):
+        if isinstance(candidate, ssl.SSLError):
+            return describe(candidate)
+    return repr(exc)
+
+
+async def _explain(opts: KafkaOptions, exc: BaseException) -> str:
+    """`_connect_error`, and for a plain "cannot bootstrap" over TLS the handshake's own
+    failure (aiokafka only logs it)."""
+    text = _connect_error(opts, exc)
+    context = opts.security.get("ssl_context")
+    if isinstance(context, ssl.SSLContext) and text.startswith(("KafkaConnectionError",
+                                                                "TimeoutError")):
+        host, _, port = opts.bootstrap[0].rpartition(":")
+        why = await probe(host.strip("[]"), int(port), context, 5.0)
+        if why is not None:
+            return why
+    return text
 
 
 def _bootstrap(uri: str) -> tuple[str, ...]:
@@ -177,10 +265,11 @@ def _bootstrap(uri: str) -> tuple[str, ...]:
     if not sep:
         scheme, rest = "", uri
     if scheme.lower() not in ("kafka", "tcp", ""):
-        raise ValueError(f"uri: unsupported scheme {scheme!r} (TLS is not wired yet)")
+        raise ValueError(f"uri: unsupported scheme {scheme!r}")
     netloc = rest.split("/", 1)[0]
     if "@" in netloc:
-        raise ValueError("uri: credentials are not supported yet (SASL is not wired)")
+        raise ValueError("uri: put credentials into username/password (or *_file), "
+                         "not into the Kafka URI")
     servers = tuple(s.strip() for s in netloc.split(",") if s.strip())
     if not servers:
         raise ValueError("uri: expected kafka://HOST:PORT[,HOST:PORT...]")
@@ -271,6 +360,7 @@ class KafkaConsumer:
             auto_offset_reset=opts.auto_offset_reset,
             session_timeout_ms=opts.session_timeout_ms,
             heartbeat_interval_ms=opts.heartbeat_interval_ms,
+            **opts.security,
         )
         client.subscribe(list(opts.topics), listener=_Rebalance(self))
         # start() also waits for the first partition assignment, and after a member left
@@ -280,9 +370,11 @@ class KafkaConsumer:
         try:
             async with asyncio.timeout(join_timeout):
                 await client.start()
-        except (KafkaError, OSError, TimeoutError) as exc:
+        except (KafkaError, OSError, TimeoutError, KeyError) as exc:
             await _stop_quietly(client, 1.0)
-            raise NotConnected(f"cannot join via {','.join(opts.bootstrap)}: {exc!r}") from None
+            raise NotConnected(
+                f"cannot join via {','.join(opts.bootstrap)}: {await _explain(opts, exc)}"
+            ) from None
         self._client = client
         self._changed.set()
 
@@ -485,15 +577,18 @@ class KafkaProducer:
             # Bounds metadata waits and unanswered produce requests: no hang when the
             # broker is gone.
             request_timeout_ms=int(opts.publish_timeout * 1000),
+            **opts.security,
         )
         try:
             async with asyncio.timeout(opts.connect_timeout):
                 await client.start()
-        except (KafkaError, OSError, TimeoutError) as exc:
+        except (KafkaError, OSError, TimeoutError, KeyError) as exc:
             await _stop_quietly(client, 1.0)
             self._backoff = min(max(self._backoff * 2, 0.1), opts.reconnect_max)
             self._next_attempt = time.monotonic() + self._backoff
-            raise NotConnected(f"cannot reach {','.join(opts.bootstrap)}: {exc!r}") from None
+            raise NotConnected(
+                f"cannot reach {','.join(opts.bootstrap)}: {await _explain(opts, exc)}"
+            ) from None
         self._client = client
         self._backoff = 0.0
 

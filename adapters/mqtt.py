@@ -16,6 +16,15 @@ Options (`EndpointSettings.options`):
 | `publish_timeout` | 10      | producer: seconds to wait for PUBACK/PUBCOMP               |
 | `reconnect_max`   | 10      | producer: longest backoff between reconnect attempts       |
 
+Security. `mqtts://host[:8883]` (or a `tls` block) connects with TLS (see
+`adapters/_tls.py`): the server is verified against `tls.ca_file` (default: the system
+CAs) including its host name, and `tls.cert_file`/`tls.key_file` add a client
+certificate (mutual TLS). `username` and `password` (or the URI's `user:password@`) go
+into CONNECT. A refused login fails `connect()` with `CONNACK refused: Not authorized` /
+`Bad user name or password`; a rejected certificate with `TLS: server certificate
+rejected: ...` or `TLS: the server refused the client certificate ...`. The password is
+never logged.
+
 Settlement. The consumer connects with manual acks, clean start off and a stable client
 id (default derived from URI and filters), so the broker keeps unacknowledged QoS>=1
 messages across restarts. `ack()` sends PUBACK (QoS 1) / PUBCOMP (QoS 2). MQTT has no
@@ -43,18 +52,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import ssl
 import time
 import uuid
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import paho.mqtt.client as paho
 from paho.mqtt.packettypes import PacketTypes
 
 from adapters._mqtt_record import to_publish, to_record
 from adapters._paho_loop import PahoLink, new_properties
+from adapters._tls import client_context, wants_tls
 from adapters.base import (
     Delivery,
     EndOfInput,
@@ -72,6 +84,7 @@ __all__ = ["MqttConsumer", "MqttOptions", "MqttProducer"]
 class MqttOptions:
     host: str
     port: int
+    tls: ssl.SSLContext | None
     v5: bool
     filters: tuple[str, ...]
     qos: int
@@ -86,8 +99,9 @@ class MqttOptions:
     def parse(cls, settings: EndpointSettings) -> MqttOptions:
         """Read the options; raises ValueError naming the bad one."""
         url = urlsplit(settings.uri)
-        if url.scheme not in ("mqtt", "tcp", ""):
-            raise ValueError(f"uri: unsupported scheme {url.scheme!r} (TLS is not wired yet)")
+        if url.scheme not in ("mqtt", "tcp", "", "mqtts", "ssl"):
+            raise ValueError(f"uri: unsupported scheme {url.scheme!r}")
+        secure = wants_tls(url.scheme, ("mqtts", "ssl"), settings.tls)
         opts = settings.options
         protocol = str(opts.get("protocol", "5.0"))
         if protocol not in ("5.0", "5", "3.1.1"):
@@ -105,7 +119,8 @@ class MqttOptions:
             raise ValueError("max_in_flight: expected 1..65535")
         return cls(
             host=url.hostname or "127.0.0.1",
-            port=url.port or 1883,
+            port=url.port or (8883 if secure else 1883),
+            tls=client_context(settings.tls) if secure else None,
             v5=protocol != "3.1.1",
             filters=tuple(str(f) for f in raw_filters),
             qos=int(qos),
@@ -125,11 +140,12 @@ def _number(opts: Mapping[str, object], name: str, default: float) -> float:
     return value
 
 
-def _credentials(link: PahoLink, settings: EndpointSettings) -> None:
+def _link_security(settings: EndpointSettings, opts: MqttOptions) -> dict[str, Any]:
+    """PahoLink keyword arguments: TLS context and credentials."""
     url = urlsplit(settings.uri)
-    username = settings.username or url.username
-    if username:
-        link.client.username_pw_set(username, settings.password or url.password)
+    username = settings.username or (unquote(url.username) if url.username else None)
+    password = settings.password or (unquote(url.password) if url.password else None)
+    return {"tls": opts.tls, "username": username, "password": password}
 
 
 def _now() -> str:
@@ -184,8 +200,8 @@ class MqttConsumer:
             manual_ack=True,
             on_message=self._on_message,
             on_lost=self._on_lost,
+            **_link_security(self._settings, opts),
         )
-        _credentials(link, self._settings)
         props = None
         if opts.v5:
             props = new_properties(
@@ -330,9 +346,9 @@ class MqttProducer:
         # Clean start: a producer needs no session, and a stale one would make the broker
         # expect packet ids this fresh client knows nothing about.
         link = PahoLink(
-            client_id=self.client_id, v5=self._opts.v5, clean_start=True, manual_ack=False
+            client_id=self.client_id, v5=self._opts.v5, clean_start=True, manual_ack=False,
+            **_link_security(self._settings, self._opts),
         )
-        _credentials(link, self._settings)
         try:
             await link.connect(
                 self._opts.host,

@@ -28,6 +28,20 @@ Options (`EndpointSettings.options`):
 | `publish_timeout`     | 10       | producer: seconds to wait for the flush / PubAck       |
 | `reconnect_max`       | 10       | producer: longest backoff between attempts to connect  |
 |                       |          | when there is no client at all (first connect failed)  |
+| `creds_file`          | -        | a `.creds` file (user JWT + NKey seed, decentralized   |
+|                       |          | auth); needs the `nkeys` package                       |
+| `nkey_seed_file`      | -        | a file holding a user NKey seed (`SU...`); needs the   |
+|                       |          | `nkeys` package                                        |
+
+Security. `tls://host:4222` (or a `tls` block) connects with TLS, and only with TLS: a
+server whose INFO does not require TLS is refused before any credential is sent (see
+`adapters/_tls.py`). The server is verified against `tls.ca_file` (default: the system
+CAs) and its host name, and `tls.cert_file`/`tls.key_file` add a client certificate
+(servers with `verify: true`). Authentication: `username` + `password` -> user/password;
+a `password` without a `username` -> the server's authorization token; or `creds_file` /
+`nkey_seed_file`. A refused login fails `connect()` with `authorization violation (check
+the endpoint's credentials)`, a rejected certificate with `TLS: ...`. Nothing secret is
+logged.
 
 Connections. nats-py reconnects on its own (forever, every `reconnect_wait` seconds)
 and restores the subscriptions, so a lost connection is not an error for the engine:
@@ -61,7 +75,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import importlib.util
 import logging
+import os
+import ssl
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -77,6 +94,7 @@ from nats.aio.subscription import Subscription
 from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo, PubAck
 
 from adapters._nats_record import parse_header_block, to_publish, to_record
+from adapters._tls import client_context, describe, wants_tls
 from adapters.base import (
     Delivery,
     EndOfInput,
@@ -109,16 +127,30 @@ class NatsOptions:
     reconnect_wait: float
     publish_timeout: float
     reconnect_max: float
+    tls: ssl.SSLContext | None = None
+    creds_file: str | None = None
+    nkey_seed_file: str | None = None
 
     @classmethod
     def parse(cls, settings: EndpointSettings) -> NatsOptions:
         """Read the options; raises ValueError naming the bad one."""
         servers = tuple(s.strip() for s in settings.uri.split(",") if s.strip())
-        for server in servers:
-            scheme = urlsplit(server).scheme
-            if scheme not in ("nats", ""):
-                raise ValueError(f"uri: unsupported scheme {scheme!r} (TLS is not wired yet)")
+        schemes = {urlsplit(server).scheme for server in servers}
+        for scheme in schemes:
+            if scheme not in ("nats", "", "tls"):
+                raise ValueError(f"uri: unsupported scheme {scheme!r}")
+        if "tls" in schemes and schemes != {"tls"}:
+            raise ValueError("uri: mixes tls:// and nats:// servers; use tls:// for all")
+        secure = wants_tls("tls" if "tls" in schemes else "nats", ("tls",), settings.tls)
         opts = settings.options
+        creds_file = _text(opts, "creds_file")
+        nkey_seed_file = _text(opts, "nkey_seed_file")
+        if (creds_file or nkey_seed_file) and importlib.util.find_spec("nkeys") is None:
+            raise ValueError("creds_file/nkey_seed_file: NKey authentication needs the "
+                             "'nkeys' package (pip install nkeys)")
+        for name, path in (("creds_file", creds_file), ("nkey_seed_file", nkey_seed_file)):
+            if path is not None and not os.path.isfile(path):
+                raise ValueError(f"{name}: '{path}' is not a file")
         raw_subjects = opts.get("subjects", ())
         if isinstance(raw_subjects, str):
             raw_subjects = (raw_subjects,)
@@ -147,6 +179,9 @@ class NatsOptions:
             reconnect_wait=float(_number(opts, "reconnect_wait", 1)),
             publish_timeout=float(_number(opts, "publish_timeout", 10)),
             reconnect_max=float(_number(opts, "reconnect_max", 10)),
+            tls=client_context(settings.tls) if secure else None,
+            creds_file=creds_file,
+            nkey_seed_file=nkey_seed_file,
         )
 
 
@@ -171,7 +206,21 @@ def _now() -> str:
 
 
 class _Client(NatsClient):
-    """nats-py client whose received headers keep repeated names (see _nats_record)."""
+    """nats-py client whose received headers keep repeated names (see _nats_record), and
+    that refuses a server not requiring TLS when TLS was asked for (nats-py upgrades only
+    when the server's INFO says `tls_required`; without this check it would send the
+    credentials in clear text to such a server, or to whoever rewrote its INFO)."""
+
+    require_tls = False
+
+    async def _process_info(
+        self, info: dict[str, Any], initial_connection: bool = False
+    ) -> None:
+        if initial_connection and self.require_tls and not info.get("tls_required"):
+            raise nats.errors.Error(
+                "nats: the server does not offer TLS, which the endpoint requires "
+                "(tls:// or a tls block); refusing to connect in clear text")
+        await super()._process_info(info, initial_connection)
 
     @staticmethod
     def _parse_header_lines(raw: bytes) -> dict[str, str]:
@@ -193,6 +242,29 @@ async def _open(
     if settings.username:
         extra["user"] = settings.username
         extra["password"] = settings.password or ""
+    elif settings.password:
+        extra["token"] = settings.password
+    if opts.creds_file:
+        extra["user_credentials"] = opts.creds_file
+    if opts.nkey_seed_file:
+        extra["nkeys_seed"] = opts.nkey_seed_file
+    if opts.tls is not None:
+        client.require_tls = True
+        extra["tls"] = opts.tls
+        extra["tls_hostname"] = urlsplit(opts.servers[0]).hostname
+    # nats-py retries a refused first connect until the timeout; what the server said
+    # (e.g. "authorization violation") is only passed to the error callback.
+    errors: list[Exception] = []
+
+    async def first_errors(exc: Exception) -> None:
+        # Keep the telling one: a refused login is followed by broken pipes. One only:
+        # reconnects may go on for long.
+        if not client.is_connected and (
+            not errors or not _is_auth_error(errors[0]) or _is_auth_error(exc)
+        ):
+            errors[:] = [exc]
+        await error_cb(exc)
+
     try:
         # nats-py retries the first connect forever when reconnecting is unlimited;
         # the timeout turns that into one bounded attempt.
@@ -200,7 +272,7 @@ async def _open(
             await client.connect(
                 list(opts.servers),
                 name=settings.client_id or "xrgw",
-                error_cb=error_cb,
+                error_cb=first_errors,
                 disconnected_cb=changed_cb,
                 reconnected_cb=changed_cb,
                 closed_cb=changed_cb,
@@ -213,8 +285,33 @@ async def _open(
     except (TimeoutError, OSError, nats.errors.Error) as exc:
         with contextlib.suppress(Exception):
             await client.close()
-        raise NotConnected(f"cannot connect to {', '.join(opts.servers)}: {exc!r}") from exc
+        cause = errors[-1] if errors and isinstance(exc, TimeoutError) else exc
+        raise NotConnected(
+            f"cannot connect to {', '.join(_shown(s) for s in opts.servers)}: {_why(cause)}"
+        ) from None
     return client
+
+
+def _shown(server: str) -> str:
+    """A server URL without its `user:password@` / `token@` part (errors are logged)."""
+    scheme, sep, rest = server.rpartition("://")
+    return f"{scheme}{sep}{rest.rpartition('@')[2]}"
+
+
+def _is_auth_error(exc: BaseException) -> bool:
+    return isinstance(exc, nats.errors.AuthorizationError) or (
+        "authorization violation" in str(exc).lower())
+
+
+def _why(exc: BaseException) -> str:
+    text = str(exc).strip().strip("'\"")
+    if _is_auth_error(exc):
+        return "authorization violation (check the endpoint's credentials)"
+    if isinstance(exc, ssl.SSLError) or "ssl" in text.lower():
+        return describe(exc)
+    if isinstance(exc, nats.errors.Error) and text:
+        return text
+    return repr(exc)
 
 
 async def _await_reconnect(client: _Client, timeout: float) -> None:

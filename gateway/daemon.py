@@ -26,6 +26,7 @@ from typing import Protocol
 from gateway.config import EndpointConfig, GatewayConfig, load_config
 from gateway.convert import Converter
 from gateway.definitions.model import MessageDefinition
+from gateway.definitions.sources import RegistryAccess
 from gateway.jsontypes import JSON
 from gateway.observability.admin import AdminServer
 from gateway.observability.metrics import Metrics
@@ -190,7 +191,8 @@ class Gateway:
                 if loop.time() - polled.get(source.location, 0.0) < source.poll:
                     continue
                 polled[source.location] = loop.time()
-                digest = await asyncio.to_thread(_remote_fingerprint, source.location)
+                digest = await asyncio.to_thread(_remote_fingerprint, source.location,
+                                                 source.access())
                 if digest is None:
                     continue  # unreachable or garbage: keep the working configuration
                 if remote.setdefault(source.location, digest) != digest:
@@ -211,12 +213,13 @@ async def _close_producers(routes: Sequence[Route]) -> None:
             log.debug("closing a producer failed", exc_info=True)
 
 
-def _remote_fingerprint(url: str) -> str | None:
+def _remote_fingerprint(url: str, access: RegistryAccess | None = None) -> str | None:
     import json
 
     from gateway.definitions.sources import RawDocument, load_url
 
-    document = load_url(url, timeout=10)
+    how = access or RegistryAccess()
+    document = load_url(url, timeout=10, headers=how.headers, ca_file=how.ca_file)
     if not isinstance(document, RawDocument):
         log.warning("registry poll failed: %s", document)
         return None

@@ -82,7 +82,14 @@ class NativeMessage:
         if self.raw is not None:
             return self.raw
         if self.has_json_data:
-            return json.dumps(self.data, separators=(",", ":"), ensure_ascii=False).encode()
+            text = json.dumps(self.data, separators=(",", ":"), ensure_ascii=False)
+            try:
+                return text.encode()
+            except UnicodeEncodeError:
+                # Lone surrogates (JSON escapes such as "\ud800" parse into them) have no
+                # UTF-8 form; escaped JSON is the same value. Raising here made records
+                # unsendable, even as dead letters (found by tests/fuzz).
+                return json.dumps(self.data, separators=(",", ":")).encode()
         return self.payload or b""
 
     # -- metadata access -------------------------------------------------------------------
@@ -154,7 +161,11 @@ class NativeMessage:
             return cls(protocol, fields, payload=body, received_at=received_at)
         try:
             value: JSON = json.loads(body)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            # RecursionError: JSON nested deeper than the interpreter's recursion limit
+            # (`[[[[...` from a hostile sender). It used to escape every adapter's
+            # to_record (found by tests/fuzz); such a body is kept as bytes like any other
+            # body that does not parse, and the matcher/dead letter deal with it.
             return cls(protocol, fields, payload=body, received_at=received_at)
         if content_type is None and not isinstance(value, (dict, list)):
             return cls(protocol, fields, payload=body, received_at=received_at)

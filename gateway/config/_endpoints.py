@@ -31,15 +31,21 @@ ADAPTER_OPTIONS: dict[str, tuple[str, ...]] = {
              "connect_timeout", "publish_timeout", "reconnect_max"),
     "KAFKA": ("topics", "auto_offset_reset", "max_in_flight", "session_timeout_ms",
               "heartbeat_interval_ms", "enable_idempotence", "connect_timeout",
-              "publish_timeout", "reconnect_max"),
+              "publish_timeout", "reconnect_max", "sasl_mechanism", "security_protocol"),
     "NATS": ("subjects", "stream", "durable", "jetstream", "max_in_flight", "ack_wait",
              "nak_delay", "pending_msgs_limit", "pending_bytes_limit", "connect_timeout",
-             "reconnect_wait", "publish_timeout", "reconnect_max"),
+             "reconnect_wait", "publish_timeout", "reconnect_max", "creds_file",
+             "nkey_seed_file"),
     "AMQP/1.0": ("address", "max_in_flight", "nack_outcome", "heartbeat", "connect_timeout",
                  "publish_timeout", "reconnect_max"),
     "HTTP": ("paths", "methods", "max_body_bytes", "max_in_flight", "settle_timeout",
-             "retry_after", "timeout", "retries", "backoff", "backoff_max"),
+             "retry_after", "timeout", "retries", "backoff", "backoff_max", "max_headers",
+             "max_header_bytes", "read_timeout", "keepalive_timeout"),
 }
+
+# Options naming files (credentials read by the client library): resolved against the
+# config file's directory and checked to exist, like the tls files.
+FILE_OPTIONS = ("creds_file", "nkey_seed_file")
 
 
 class EndpointResolver:
@@ -64,6 +70,7 @@ class EndpointResolver:
         endpoint = self.catalog.endpoints[endpoint_id]
         over: Override = override or {}
         uris, bootstrap = self._addresses(endpoint, over, used_at)
+        tls = self._tls(endpoint_id, over.get("tls"))
         return EndpointConfig(
             endpoint_id=endpoint_id,
             protocol=endpoint.protocol,
@@ -73,8 +80,8 @@ class EndpointResolver:
             username=self._credential(endpoint_id, over, "username"),
             password=self._password(endpoint_id, over),
             client_id=_str(over.get("client_id")),
-            tls=self._tls(endpoint_id, over.get("tls")),
-            options=self._options(endpoint, over.get("options")),
+            tls=tls,
+            options=self._files(endpoint_id, self._options(endpoint, over.get("options"))),
             envelope_options=dict(endpoint.envelope_options),
             messages=tuple(self.catalog.messages_for_endpoint(endpoint_id)),
             definition=endpoint,
@@ -149,6 +156,20 @@ class EndpointResolver:
                                     "file's directory)")
         return TlsConfig(files["ca_file"], files["cert_file"], files["key_file"],
                          raw.get("insecure") is True)
+
+    def _files(self, eid: str, options: dict[str, JSON]) -> dict[str, JSON]:
+        for key in FILE_OPTIONS:
+            name = options.get(key)
+            if not isinstance(name, str):
+                continue
+            path = self._path(name)
+            options[key] = str(path)
+            if not path.is_file():
+                self.problems.error(self.file, json_path("endpoints", eid, "options", key),
+                                    f"file '{path}' does not exist",
+                                    "correct the path (relative paths start at the config "
+                                    "file's directory)")
+        return options
 
     def _options(self, endpoint: Endpoint, raw: object) -> dict[str, JSON]:
         merged: JSONObject = {k: v for k, v in endpoint.protocol_options.items()

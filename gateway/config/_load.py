@@ -86,7 +86,8 @@ def _load(
 
 def _check(raw: Raw, file: str, base_dir: Path, problems: Problems) -> GatewayConfig | None:
     sources = _sources(cast(list[object], raw["definitions"]), file, base_dir, problems)
-    catalog = load_catalog([s.location for s in sources])
+    catalog = load_catalog([s.location for s in sources],
+                           access={s.location: s.access() for s in sources if s.is_registry})
     problems.extend(catalog.problems)
     checker = RouteChecker(catalog, file, problems)
     raw_routes = cast(list[Raw], raw["routes"])
@@ -123,12 +124,17 @@ def _sources(
             continue
         entry = cast(Raw, item)
         headers = cast(dict[str, Secret] | None, entry["headers"]) or {}
-        if headers:
-            # Kept so the config stays valid once the registry loader sends them.
-            problems.warning(file, json_path("definitions", i, "headers"),
-                             "registry request headers are not sent yet by the definitions "
-                             "loader", "serve the registry without request headers for now")
-        out.append(DefinitionSource(cast(str, entry["url"]), cast(float, entry["poll"]), headers))
+        ca_file = cast(str | None, entry.get("ca_file"))
+        if ca_file is not None:
+            path = Path(ca_file).expanduser()
+            ca_file = str(path if path.is_absolute() else base_dir / path)
+            if not Path(ca_file).is_file():
+                problems.error(file, json_path("definitions", i, "ca_file"),
+                               f"file '{ca_file}' does not exist",
+                               "correct the path (relative paths start at the config file's "
+                               "directory)")
+        out.append(DefinitionSource(cast(str, entry["url"]), cast(float, entry["poll"]), headers,
+                                    ca_file))
     return out
 
 

@@ -14,6 +14,7 @@ from typing import Literal
 
 from gateway.config._secret import Secret, redact_uri
 from gateway.definitions.model import Catalog, Endpoint, MessageDefinition, Usage
+from gateway.definitions.sources import RegistryAccess
 from gateway.jsontypes import JSON
 
 Mode = Literal["binary", "structured"]
@@ -30,6 +31,11 @@ class DefinitionSource:
     location: str
     poll: float | None = None
     headers: Mapping[str, Secret] = field(default_factory=dict)
+    ca_file: str | None = None  # verifies an https registry (None: the system CAs)
+
+    def access(self) -> RegistryAccess:
+        """Headers (revealed) and CA file for the definitions loader."""
+        return RegistryAccess({k: v.reveal() for k, v in self.headers.items()}, self.ca_file)
 
     @property
     def is_registry(self) -> bool:

@@ -72,6 +72,9 @@ _URL_SOURCE = Field(
         Field("headers", "map", "HTTP headers for the registry requests (e.g. Authorization).",
               OPTIONAL, {"Authorization": "Bearer ${REGISTRY_TOKEN}"},
               item=Field("header", "str", "Header value.", secret=True), advanced=True),
+        Field("ca_file", "str", "CA bundle (PEM) that verifies an https registry; default: "
+              "the system CAs. Relative paths start at the config file's directory.",
+              OPTIONAL, "registry-ca.pem", advanced=True),
     ),
 )
 

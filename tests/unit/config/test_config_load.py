@@ -178,4 +178,4 @@ def test_registry_source(tmp_path: Path) -> None:
     url = CONFIG_SPEC.member("definitions")
     assert url is not None and url.item is not None
     registry = url.item.variants[1]
-    assert [f.name for f in registry.fields] == ["url", "poll", "headers"]
+    assert [f.name for f in registry.fields] == ["url", "poll", "headers", "ca_file"]

@@ -1,0 +1,373 @@
+"""The Helm chart (helm/xrgw), rendered and linted with the real Helm library (PyPI
+`helm-python-sdk`), for the default, bridge and sidecar values; the manifests validated
+against the Kubernetes schemas (PyPI `kubernetes-validate`, bundled, offline); the
+rendered gateway config checked by `load_config`; the values schema checked against the
+config spec; the sidecar template exercised through the example application chart.
+
+The metrics the dashboard and alert rules use are checked against a running gateway in
+tests/integration/test_ship_metrics.py; here only against the declared metric families.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import helm_python as helm
+import kubernetes_validate.utils as kv
+import pytest
+import yaml
+
+from gateway.config import CONFIG_SPEC, load_config
+from gateway.observability.metrics import Metrics
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "helm" / "xrgw"
+APP_CHART = ROOT / "helm" / "examples" / "app-with-sidecar"
+KUBE_VERSIONS = ("1.29.0", "1.33.0")
+CRD_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
+VALUES = {
+    "default": {},
+    "bridge": yaml.safe_load((CHART / "ci" / "bridge-values.yaml").read_text()),
+    "sidecar": yaml.safe_load((CHART / "ci" / "sidecar-values.yaml").read_text()),
+}
+
+
+@pytest.fixture(scope="module")
+def chart() -> Any:
+    with helm.Chart.load(CHART) as loaded:
+        yield loaded
+
+
+def _render(chart: Any, values: dict[str, Any]) -> list[dict[str, Any]]:
+    manifests = chart.render(values, name="gw", namespace="ops", is_install=True)
+    out = []
+    for path, text in manifests.items():
+        if not path.endswith((".yaml", ".yml")):
+            continue
+        out.extend(doc for doc in yaml.safe_load_all(text) if doc)
+    return out
+
+
+def _kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [d for d in docs if d["kind"] == kind]
+
+
+def _one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    found = _kind(docs, kind)
+    assert len(found) == 1, f"expected one {kind}, got {len(found)}"
+    return found[0]
+
+
+def _check_crd(doc: dict[str, Any]) -> None:
+    """Prometheus Operator objects: the bundled schemas have no CRDs, so check shape."""
+    assert doc["apiVersion"] == "monitoring.coreos.com/v1"
+    assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", doc["metadata"]["name"])
+    spec = doc["spec"]
+    if doc["kind"] == "PrometheusRule":
+        for group in spec["groups"]:
+            for rule in group["rules"]:
+                assert set(rule) <= {"alert", "expr", "for", "labels", "annotations"}
+                assert rule["alert"] and rule["expr"]
+                assert rule["labels"]["severity"] in {"critical", "warning", "info"}
+    else:
+        endpoints = spec.get("endpoints") or spec.get("podMetricsEndpoints")
+        assert endpoints and all(e["port"] == "admin" and e["path"] == "/metrics"
+                                 and e["honorLabels"] is True for e in endpoints)
+        assert spec["selector"]["matchLabels"]
+
+
+# ------------------------------------------------------------------ lint and schemas
+
+
+@pytest.mark.parametrize("case", sorted(VALUES))
+def test_lint_has_no_errors_or_warnings(case: str) -> None:
+    report = helm.lint(CHART, VALUES[case], strict=True, namespace="ops")
+    assert report["errors"] == []
+    assert [m for m in report["messages"] if m["severity"] >= 2] == []
+
+
+@pytest.mark.parametrize("case", sorted(VALUES))
+def test_rendered_manifests_validate_against_kubernetes_schemas(chart: Any, case: str) -> None:
+    docs = _render(chart, VALUES[case])
+    assert docs
+    for doc in docs:
+        if doc["kind"] in CRD_KINDS:
+            _check_crd(doc)
+            continue
+        for version in KUBE_VERSIONS:
+            try:
+                kv.validate(doc, version, strict=True)
+            except kv.ValidationError as exc:
+                pytest.fail(f"{case}: {doc['kind']}/{doc['metadata']['name']} "
+                            f"(Kubernetes {version}): {exc.message} at {list(exc.path)}")
+
+
+def test_bridge_renders_every_object(chart: Any) -> None:
+    kinds = sorted(d["kind"] for d in _render(chart, VALUES["bridge"]))
+    assert kinds == sorted(["ConfigMap", "ConfigMap", "Deployment", "HorizontalPodAutoscaler",
+                            "PodDisruptionBudget", "PrometheusRule", "Service",
+                            "ServiceAccount", "ServiceMonitor"])
+
+
+def test_default_renders_a_bridge_without_optional_objects(chart: Any) -> None:
+    kinds = sorted(d["kind"] for d in _render(chart, {}))
+    assert kinds == ["ConfigMap", "Deployment", "PodDisruptionBudget", "Service",
+                     "ServiceAccount"]
+
+
+def test_sidecar_mode_renders_only_config_and_monitoring(chart: Any) -> None:
+    kinds = sorted(d["kind"] for d in _render(chart, VALUES["sidecar"]))
+    assert kinds == ["ConfigMap", "PrometheusRule"]
+
+
+# ------------------------------------------------------------------ the bridge Deployment
+
+
+@pytest.mark.parametrize("case", ["default", "bridge"])
+def test_bridge_pod_is_locked_down_and_probed(chart: Any, case: str) -> None:
+    docs = _render(chart, VALUES[case])
+    pod = _one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["automountServiceAccountToken"] is False
+    (container,) = pod["containers"]
+    sc = container["securityContext"]
+    assert sc["runAsNonRoot"] is True and sc["readOnlyRootFilesystem"] is True
+    assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"]["drop"] == ["ALL"]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "admin"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "admin"}
+    assert container["args"] == ["-c", "/etc/xrgw/config.yaml"]
+    assert not container["image"].endswith(":latest") and ":" in container["image"]
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    assert mounts["/etc/xrgw"]["readOnly"] is True
+    assert "/tmp" in mounts  # the only writable path
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert "emptyDir" in volumes[mounts["/tmp"]["name"]]
+    assert container["resources"]["requests"]
+    assert pod["terminationGracePeriodSeconds"] > 30  # > shutdown.grace
+
+
+def test_bridge_secrets_service_and_scaling(chart: Any) -> None:
+    docs = _render(chart, VALUES["bridge"])
+    deployment = _one(docs, "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    assert "replicas" not in deployment["spec"]  # the HPA owns it
+    secrets = {v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
+    assert secrets == {"xrgw-mqtt-credentials", "xrgw-broker-tls"}
+    mounts = {m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
+    assert {"/run/secrets/xrgw/mqtt", "/run/secrets/xrgw/broker-tls"} <= mounts
+    ports = {p["name"]: p["port"] for p in _one(docs, "Service")["spec"]["ports"]}
+    assert ports == {"admin": 9464, "http": 8080}
+    assert _one(docs, "PodDisruptionBudget")["spec"]["minAvailable"] == 2
+    hpa = _one(docs, "HorizontalPodAutoscaler")
+    assert hpa["spec"]["scaleTargetRef"]["name"] == deployment["metadata"]["name"]
+
+
+# ------------------------------------------------------------------ the rendered config
+
+
+def _materialize(docs: list[dict[str, Any]], values: dict[str, Any], tmp: Path,
+                 monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Write the rendered ConfigMap as the pod sees it, with secret mounts under tmp."""
+    (config_map,) = [d for d in _kind(docs, "ConfigMap") if "config.yaml" in d["data"]]
+    etc = tmp / "etc-xrgw"
+    etc.mkdir()
+    for name, text in config_map["data"].items():
+        (etc / name).write_text(text)
+    config = (etc / "config.yaml").read_text()
+    for mount in values.get("secretMounts", []):
+        path = mount.get("mountPath") or f"/run/secrets/xrgw/{mount['name']}"
+        local = tmp / "secrets" / mount["name"]
+        local.mkdir(parents=True)
+        for file in set(re.findall(re.escape(path) + r"/([\w.-]+)", config)):
+            (local / file).write_text("secret\n")
+        config = config.replace(path, str(local))
+    (etc / "config.yaml").write_text(config)
+    for env in values.get("env", []):
+        monkeypatch.setenv(env["name"], env["value"])
+    monkeypatch.setenv("XRGW_CLIENT_ID", "gw-xrgw-abc12")
+    return etc / "config.yaml"
+
+
+@pytest.mark.parametrize("case", sorted(VALUES))
+def test_rendered_config_loads(chart: Any, case: str, tmp_path: Path,
+                               monkeypatch: pytest.MonkeyPatch) -> None:
+    values = VALUES[case]
+    path = _materialize(_render(chart, values), values, tmp_path, monkeypatch)
+    config, problems = load_config(path)
+    assert config is not None, [str(p) for p in problems]
+    assert [str(p) for p in problems] == []
+    listen = yaml.safe_load(path.read_text())["admin"]["listen"]
+    assert listen == ("127.0.0.1:9464" if case == "sidecar" else "0.0.0.0:9464")
+
+
+def test_bridge_values_documents_are_the_config_examples() -> None:
+    for document in VALUES["bridge"]["definitions"]["documents"]:
+        example = ROOT / "config" / "examples" / document["name"]
+        assert document["content"] == json.loads(example.read_text()), document["name"]
+
+
+def test_document_named_config_yaml_is_refused(chart: Any) -> None:
+    with pytest.raises(helm.HelmValuesError):
+        chart.render({"definitions": {"documents": [{"name": "config.yaml", "content": {}}]}})
+
+
+@pytest.mark.parametrize("values, where", [
+    ({"mode": "daemonset"}, "/mode"),
+    ({"image": {"tag": "latest"}}, "/image/tag"),
+    ({"config": {"routes": [{"from": "a", "to": ["b"], "bogus": 1}], "deadletter": "log"}},
+     "/config/routes/0"),
+    ({"config": {"routes": [], "deadletter": "log"}}, "/config/routes"),
+    ({"config": {"admin": {"listen": "0.0.0.0:1"}}}, "/config"),
+    ({"config": {"routes": [{"from": "a", "to": ["b"], "mode": "batch"}],
+                 "deadletter": "log"}}, "/config/routes/0/mode"),
+    ({"config": {"shutdown": {"grace": "thirty seconds"}}}, "/config/shutdown/grace"),
+    ({"securityContext": {"runAsNonRoot": False, "readOnlyRootFilesystem": True}},
+     "/securityContext/runAsNonRoot"),
+    ({"replicaCount": "two"}, "/replicaCount"),
+    ({"secretMounts": [{"name": "mqtt"}]}, "/secretMounts/0"),
+    ({"prometheusRule": {"enabled": True, "unmatchedRatio": "high"}},
+     "/prometheusRule/unmatchedRatio"),
+])
+def test_wrong_values_fail_at_install_time(chart: Any, values: dict[str, Any],
+                                           where: str) -> None:
+    with pytest.raises(helm.HelmValuesError) as info:
+        chart.render(values, name="gw", namespace="ops", is_install=True)
+    assert f"at '{where}'" in str(info.value)
+
+
+def test_values_schema_follows_the_config_spec() -> None:
+    """The chart's schema of `config` has the keys, enums and required keys of
+    `gateway.config.CONFIG_SPEC` (without `definitions` and `admin`, written by the chart)."""
+    schema = json.loads((CHART / "values.schema.json").read_text())["properties"]["config"]
+
+    def check(spec: Any, node: dict[str, Any], where: str, skip: tuple[str, ...] = ()) -> None:
+        fields = {f.name: f for f in spec.fields if f.name not in skip}
+        assert set(node["properties"]) == set(fields), where
+        assert node.get("additionalProperties") is False, where
+        required = sorted(n for n, f in fields.items() if f.required)
+        assert sorted(node.get("required", [])) == required, where
+        for name, field in fields.items():
+            sub = node["properties"][name]
+            if field.kind == "enum":
+                assert sub["enum"] == list(field.choices), f"{where}.{name}"
+            elif field.kind == "object":
+                check(field, sub, f"{where}.{name}")
+            elif field.kind == "list" and field.item is not None and field.item.kind == "object":
+                check(field.item, sub["items"], f"{where}.{name}[]")
+            elif field.kind == "map" and field.item is not None and field.item.kind == "object":
+                check(field.item, sub["additionalProperties"], f"{where}.{name}.<id>")
+
+    check(CONFIG_SPEC, schema, "config", skip=("definitions", "admin"))
+    # definitions.registries[] are the registry sources of `definitions`
+    definitions = CONFIG_SPEC.member("definitions")
+    assert definitions is not None and definitions.item is not None
+    (registry,) = [v for v in definitions.item.variants if v.kind == "object"]
+    values = json.loads((CHART / "values.schema.json").read_text())["properties"]
+    node = values["definitions"]["properties"]["registries"]["items"]
+    check(registry, node, "definitions.registries[]")
+
+
+# ------------------------------------------------------------------ sidecar
+
+
+def _app_chart(tmp: Path) -> Path:
+    """The example application chart with its xrgw dependency built (offline)."""
+    shutil.copytree(ROOT / "helm", tmp / "helm")
+    app = tmp / "helm" / "examples" / "app-with-sidecar"
+    helm.dependency_build(app)
+    return app
+
+
+@pytest.fixture(scope="module")
+def app_chart(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _app_chart(tmp_path_factory.mktemp("app"))
+
+
+@pytest.mark.parametrize("native", [False, True])
+def test_example_app_chart_includes_the_sidecar(app_chart: Path, native: bool) -> None:
+    report = helm.lint(app_chart, {"xrgw": {"sidecar": {"native": native}}}, strict=True)
+    assert report["errors"] == []
+    with helm.Chart.load(app_chart) as chart:
+        docs = _render(chart, {"xrgw": {"sidecar": {"native": native}}})
+    for doc in docs:
+        kv.validate(doc, KUBE_VERSIONS[-1], strict=True)
+    pod = _one(docs, "Deployment")["spec"]["template"]["spec"]
+    where = pod["initContainers"] if native else pod["containers"]
+    (xrgw,) = [c for c in where if c["name"] == "xrgw"]
+    assert [c["name"] for c in pod["containers"]] == (["app"] if native else ["app", "xrgw"])
+    assert (xrgw.get("restartPolicy") == "Always") is native
+    assert xrgw["securityContext"]["readOnlyRootFilesystem"] is True
+    # loopback-only admin: the probes run inside the container
+    probe = xrgw["readinessProbe"]["exec"]["command"]
+    assert probe[0] == "python" and probe[-1] == "http://127.0.0.1:9464/readyz"
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    config_map = volumes["xrgw-config"]["configMap"]["name"]
+    (rendered,) = [d for d in _kind(docs, "ConfigMap") if d["metadata"]["name"] == config_map]
+    config = yaml.safe_load(rendered["data"]["config.yaml"])
+    assert config["admin"]["listen"] == "127.0.0.1:9464"
+    assert config["endpoints"]["app-http"]["uri"] == "http://127.0.0.1:8080"
+    assert "Deployment" not in [d["kind"] for d in docs if "xrgw" in d["metadata"]["name"]]
+
+
+def test_sidecar_with_a_service_monitor_needs_a_reachable_admin(chart: Any) -> None:
+    values = dict(VALUES["sidecar"], serviceMonitor={"enabled": True})
+    with pytest.raises(helm.HelmError, match="loopback"):
+        chart.render(values, name="gw", namespace="ops")
+    values["admin"] = {"port": 9464, "listen": "0.0.0.0:9464"}
+    pod_monitor = _one(_render(chart, values), "PodMonitor")
+    _check_crd(pod_monitor)
+
+
+# ------------------------------------------------------------------ dashboard and alerts
+
+METRIC = re.compile(r"\b(xrgw_[a-z_]+)\b")
+
+
+def dashboard_and_rule_expressions(chart: Any) -> list[str]:
+    docs = _render(chart, VALUES["bridge"])
+    dashboard = json.loads(next(d for d in _kind(docs, "ConfigMap")
+                                if "xrgw.json" in d["data"])["data"]["xrgw.json"])
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    exprs += [v["query"]["query"] for v in dashboard["templating"]["list"] if v["type"] == "query"]
+    rules = _one(docs, "PrometheusRule")["spec"]["groups"]
+    exprs += [r["expr"] for g in rules for r in g["rules"]]
+    return exprs
+
+
+def _declared_samples() -> set[str]:
+    names: set[str] = set()
+    for family in Metrics().registry.collect():
+        if family.type == "counter":
+            names.add(family.name + "_total")
+        elif family.type == "histogram":
+            names.update(family.name + s for s in ("_bucket", "_count", "_sum"))
+        else:
+            names.add(family.name)
+    return names
+
+
+def test_dashboard_and_rules_use_declared_metrics_only(chart: Any) -> None:
+    used = {m for e in dashboard_and_rule_expressions(chart) for m in METRIC.findall(e)}
+    assert used, "no metric found"
+    assert used - _declared_samples() == set()
+
+
+def test_dashboard_has_the_panels_ops_need() -> None:
+    dashboard = json.loads((CHART / "dashboards" / "xrgw.json").read_text())
+    exprs = {p["title"]: " ".join(t["expr"] for t in p["targets"]) for p in dashboard["panels"]}
+    needed = {
+        "Throughput": "xrgw_messages_received_total",
+        "Match rate per definition": "by (message) (rate(xrgw_messages_matched_total",
+        "Dead letters by reason": "by (reason) (rate(xrgw_deadletter_total",
+        "Latency (receive -> confirmed)": "xrgw_processing_seconds_bucket",
+        "In flight per route": "xrgw_inflight",
+        "Connection state": "xrgw_endpoint_connected",
+    }
+    for title, expr in needed.items():
+        assert expr in exprs.get(title, ""), title
+    ids = [p["id"] for p in dashboard["panels"]]
+    assert len(ids) == len(set(ids))
