@@ -83,7 +83,7 @@ CMD ["-c", "/etc/xrgw/config.yaml"]
 # the same gateway package plus a Java runtime and PySpark.
 FROM runtime AS spark
 ARG JRE_VERSION=17.0.21.1+2-1~deb12u1
-ARG PYSPARK_VERSION=3.5.3
+ARG PYSPARK_VERSION=4.3.0
 USER root
 # slim images lack the man directories the JRE's postinst links into
 RUN mkdir -p /usr/share/man/man1 \
@@ -91,7 +91,7 @@ RUN mkdir -p /usr/share/man/man1 \
  && apt-get install --yes --no-install-recommends "openjdk-17-jre-headless=${JRE_VERSION}" \
  && rm -rf /var/lib/apt/lists/* \
  && ln -s "$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")" /usr/lib/jvm/default-jre
-RUN /opt/xrgw/bin/pip install --no-cache-dir "pyspark==${PYSPARK_VERSION}"
+RUN /opt/xrgw/bin/pip install --no-cache-dir "pyspark==${PYSPARK_VERSION}" "pyarrow==26.0.1" "pandas==3.1.1"
 ENV JAVA_HOME=/usr/lib/jvm/default-jre \
     PYSPARK_PYTHON=/opt/xrgw/bin/python \
     SPARK_LOCAL_DIRS=/tmp

@@ -6,6 +6,7 @@
     xrgw lint DOC...                report definitions that can match the same message
     xrgw match -d DOC... [FILE|-]   native records (JSON Lines) -> one JSON result per line
     xrgw test FILE...               run definition test cases; exit 1 on any failure
+    xrgw spark -c CONFIG --source SRC --sink DST ...   the same conversion as a PySpark job
 """
 
 from __future__ import annotations
@@ -161,7 +162,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("test", help="run definition test cases")
     p.add_argument("files", nargs="+")
     p.set_defaults(func=cmd_test)
+
+    _add_spark(sub)
     return parser
+
+
+def _add_spark(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """`xrgw spark ...` (gateway/spark/cli.py); pyspark is imported only when it runs."""
+    from gateway.spark.cli import add_parser
+
+    add_parser(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

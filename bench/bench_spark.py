@@ -1,0 +1,151 @@
+"""Spark benchmark: compiled path vs a Python-UDF path vs a passthrough, in one run.
+
+    .venv/bin/python bench/bench_spark.py [--records 1000000] [--definitions 1000]
+
+Records are MQTT-like (one topic per definition family member, a user property, a JSON
+body, a receive time); every definition is `plant/{site}/lineNNN/{device}/temp` with a
+constant user property, rendered into type/source/subject. All three jobs read the same
+JSON Lines file and write to Spark's `noop` sink:
+
+- compiled: the job's conversion (`Stage.sql` persisted + `Stage.finish`, as `run_job`);
+- udf: a plain (non-Arrow) Python UDF calling the core converter per record;
+- passthrough: `from_json` + `to_json` of the record, nothing else.
+
+Targets (issue 4): compiled >= 5x udf, compiled >= 0.5x passthrough.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from gateway.definitions.model import (
+    CLOUDEVENTS,
+    MessageDefinition,
+    OptionConstraint,
+    Property,
+    Provenance,
+)
+from gateway.spark.compiler import compile_catalog
+from gateway.spark.pipeline import compile_stage
+from gateway.spark.records import PARSE_SCHEMA
+
+
+def definitions(count: int) -> list[MessageDefinition]:
+    out = []
+    for i in range(count):
+        mid = f"line{i:03d}"
+        out.append(MessageDefinition(
+            xid=f"/messagegroups/plant/messages/{mid}", message_id=mid, group_id="plant",
+            provenance=Provenance("bench", f"$.{mid}"), protocol="MQTT/5.0",
+            protocol_options=(
+                OptionConstraint("topic_name", None, Property(
+                    "uritemplate", f"plant/{{site}}/line{i:03d}/{{device}}/temp", True)),
+                OptionConstraint("user_properties", "kind", Property(
+                    "string", "reading", True)),
+            ),
+            envelope=CLOUDEVENTS,
+            envelope_metadata={
+                "type": Property("string", f"com.example.plant.line{i:03d}.temp", True),
+                "source": Property("uritemplate", "/plants/{site}", True),
+                "subject": Property("uritemplate", "{device}", True),
+            },
+            order=i,
+        ))
+    return out
+
+
+def write_records(spark: SparkSession, path: str, records: int, lines: int) -> None:
+    n = F.col("id")
+    line = F.concat(
+        F.lit('{"protocol":"MQTT/5.0","topic_name":"plant/s'), (n % 50).cast("string"),
+        F.lit("/line"), F.lpad((n % lines).cast("string"), 3, "0"), F.lit("/d"),
+        n.cast("string"),
+        F.lit('/temp","qos":1,"user_properties":[{"name":"kind","value":"reading"}],'
+              '"received_at":"2026-01-01T00:00:00Z","data":{"v":'), n.cast("string"),
+        F.lit(',"unit":"C","ok":true}}'),
+    )
+    spark.range(records, numPartitions=8).select(line.alias("value")).write.mode(
+        "overwrite").text(path)
+
+
+def timed(label: str, run: object, records: int) -> float:
+    start = time.perf_counter()
+    run()  # type: ignore[operator]
+    seconds = time.perf_counter() - start
+    rate = records / seconds
+    print(f"{label:12s} {seconds:8.2f} s {rate:12,.0f} rec/s", flush=True)
+    return rate
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--definitions", type=int, default=1000)
+    parser.add_argument("--master", default="local[2]")
+    args = parser.parse_args()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = (SparkSession.builder.master(args.master).config("spark.ui.enabled", "false")
+             .config("spark.sql.shuffle.partitions", "4")
+             .config("spark.driver.memory", "4g").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    defs = definitions(args.definitions)
+    catalog = compile_catalog(defs)
+    stage = compile_stage(spark, catalog)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = f"{tmp}/records"
+        write_records(spark, path, args.records, args.definitions)
+        lines = spark.read.text(path).select(F.col("value").alias("record"))
+        lines.count()  # warm the file listing and the JVM
+
+        def compiled() -> None:
+            staged = stage.sql(lines).persist()
+            stage.finish(staged).write.format("noop").mode("overwrite").save()
+            staged.unpersist()
+
+        def passthrough() -> None:
+            parsed = lines.select(F.from_json("record", PARSE_SCHEMA).alias("r"))
+            parsed.select(F.to_json("r").alias("value")).write.format("noop") \
+                .mode("overwrite").save()
+
+        def udf() -> None:
+            from gateway.convert import Converter
+            from gateway.record import NativeMessage
+
+            state: dict[str, Converter] = {}
+
+            def convert(line: str) -> str:
+                converter = state.get("c")
+                if converter is None:
+                    converter = state["c"] = Converter(defs)
+                import json
+
+                return json.dumps(converter.convert(NativeMessage.from_line(line)).to_json())
+
+            fn = F.udf(convert, "string", useArrow=False)
+            lines.select(fn("record").alias("value")).write.format("noop") \
+                .mode("overwrite").save()
+
+        print(f"{args.records:,} records, {args.definitions:,} definitions, {args.master}")
+        print("\n".join(catalog.explain()[-1:]))
+        sample = stage.finish(stage.sql(lines.limit(1000))).groupBy("path").count().collect()
+        print("paths on a 1,000-record sample:", {r["path"]: r["count"] for r in sample})
+        rate_pass = timed("passthrough", passthrough, args.records)
+        rate_compiled = timed("compiled", compiled, args.records)
+        rate_udf = timed("python udf", udf, args.records)
+        print(f"compiled / udf         = {rate_compiled / rate_udf:5.2f}x (target >= 5)")
+        print(f"compiled / passthrough = {rate_compiled / rate_pass:5.2f}x (target >= 0.5)")
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,379 @@
+"""Compile message definitions into the data the SQL plan is built from.
+
+Nothing here touches Spark: the output is plain Python (the candidate table rows, the
+check *signatures* that become static SQL expressions, the index slots, the CloudEvent
+columns) so compilation problems surface before a session exists.
+
+- Every definition is compiled by the core (`compile_definition`, `EnvelopeTemplate`);
+  this module only translates the core's checks, so the semantics cannot drift.
+- Definitions sharing a check *signature* (same fields, kinds, types and capture layout,
+  different constants / regexes) share one SQL expression; per-definition values travel
+  as data in the candidate table.
+- A definition the SQL plan cannot express exactly is marked for the Python stage with
+  the reason; `explain()` lists which path every definition takes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from gateway.cloudevents.typesystem import to_json_value
+from gateway.definitions.model import MessageDefinition
+from gateway.envelope.render import EnvelopeTemplate
+from gateway.matching.compiled import Check, CompiledDefinition, compile_definition
+from gateway.matching.index import WILD
+from gateway.matching.values import ADDRESS_FIELD, as_text
+from gateway.protocols import AMQP, HTTP, KAFKA, NATS, definition_field
+from gateway.templates import Template
+
+CORE_ATTRIBUTES = ("specversion", "id", "source", "type", "subject", "time",
+                   "datacontenttype", "dataschema", "traceparent", "tracestate")
+SEP = "\u0001"  # joins the parts of an index key; cannot occur in a topic or path
+_MODES = ("presence", "const", "regex", "segments")  # check modes, by their number in SQL
+
+
+class CompileError(ValueError):
+    """A definition set the Spark job cannot run; the message says what and why."""
+
+
+@dataclass(frozen=True)
+class ReaderSpec:
+    """How one constrained field is read (mirrors `gateway.matching.values.reader_for`)."""
+
+    kind: Literal["scalar", "section", "pairs"]
+    field: str
+    name: str | None = None
+    case_insensitive: bool = False
+
+
+def reader_spec(protocol: str, field_name: str, name: str | None) -> ReaderSpec:
+    spec = definition_field(protocol, field_name)
+    if protocol == HTTP:
+        if field_name == "path":
+            return ReaderSpec("scalar", "path")
+        if field_name == "query" and name is not None:
+            return ReaderSpec("section", "query", name)
+    if spec is not None and name is not None:
+        if spec.kind == "section":
+            return ReaderSpec("section", field_name, name)
+        if protocol == KAFKA and field_name == "headers":
+            return ReaderSpec("pairs", "headers", name)
+        return ReaderSpec("pairs", field_name, name, spec.case_insensitive_names)
+    if protocol in (NATS, AMQP) and name is not None:
+        return ReaderSpec("section", field_name, name)
+    return ReaderSpec("scalar", field_name)
+
+
+@dataclass(frozen=True)
+class CheckShape:
+    """The static part of one check; constants and regexes are per-definition data."""
+
+    reader: ReaderSpec
+    mode: Literal["presence", "const", "regex", "segments"]
+    type: str  # declared type when it can fail (`conforms`), else ""
+    required: bool
+    slots: tuple[int, ...] = ()  # capture slot of each group / captured segment
+    positions: tuple[int, ...] = ()  # segment positions (mode "segments")
+
+
+@dataclass
+class DefinitionPlan:
+    index: int
+    definition: MessageDefinition
+    family: str | None
+    key: str | None = None  # index key; None: not matched by SQL (CloudEvents-only)
+    key_kind: str = ""
+    signature: int = -1
+    checks: tuple[CheckShape, ...] = ()
+    consts: list[str | None] = field(default_factory=list)
+    regexes: list[str | None] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)  # capture slots
+    python: str | None = None  # why rows it could match go to the Python stage
+    fixed: dict[str, str] = field(default_factory=dict)
+    templated: list[tuple[str, str, list[tuple[str | None, int]]]] = field(default_factory=list)
+    specificity: tuple[int, int] = (0, 0)
+    time_from_receive: bool = True
+    content_type: str | None = None
+    dataschema: str | None = None
+
+    @property
+    def xid(self) -> str:
+        return self.definition.xid
+
+
+@dataclass
+class CompiledCatalog:
+    definitions: list[MessageDefinition]
+    plans: list[DefinitionPlan]
+    signatures: list[tuple[CheckShape, ...]]
+    # family -> segment count -> shape ids (literal positions) in slot order
+    shapes: dict[str, dict[int, list[tuple[int, ...]]]]
+    prefixes: dict[str, list[int]]  # family -> literal prefix lengths
+    rest_families: set[str]
+    extensions: dict[str, str]  # extension column -> Spark type
+    ambiguity: str = "first"
+    validate_schema: bool = False
+
+    @property
+    def readers(self) -> list[ReaderSpec]:
+        """Every distinct field reader, in a fixed order (the candidates index into it)."""
+        seen: dict[ReaderSpec, None] = {}
+        for signature in self.signatures:
+            for shape in signature:
+                seen.setdefault(shape.reader, None)
+        return list(seen)
+
+    def explain(self) -> list[str]:
+        lines = []
+        for plan in self.plans:
+            where = "python" if plan.python else "sql"
+            why = f" ({plan.python})" if plan.python else ""
+            index = f" index={plan.key_kind}" if plan.key_kind else ""
+            lines.append(f"{plan.xid}: {where}{why}{index}")
+        counts = sum(1 for p in self.plans if not p.python), len(self.plans)
+        lines.append(f"{counts[0]} of {counts[1]} definition(s) compiled to SQL, "
+                     f"{len(self.signatures)} check signature(s)")
+        return lines
+
+
+def java_regex(template: Template) -> tuple[str, list[str]]:
+    """An anchored Java regex equivalent to `Template.regex`, and its group names.
+
+    Java group names allow no `_`, so groups are numbered and repeats are backrefs.
+    """
+    if len(template.parts) == 1 and not template.segmented:
+        return "(?s)^(.+)\\z", [template.parts[0].name or ""]
+    run = "[^/]+?" if template.segmented else ".+?"
+    out: list[str] = []
+    groups: list[str] = []
+    for part in template.parts:
+        if part.literal is not None:
+            out.append("".join(c if c.isalnum() else "\\" + c for c in part.literal))
+        elif part.name in groups:
+            out.append(f"\\{groups.index(part.name) + 1}")
+        else:
+            groups.append(part.name or "")
+            out.append(f"({run})")
+    return "(?s)^" + "".join(out) + "\\z", groups
+
+
+def _key_label(family: str) -> str:
+    field_name, name = ADDRESS_FIELD[family]
+    return field_name if name is None else f"{field_name}[{name}]"
+
+
+def _split_label(label: str) -> tuple[str, str | None]:
+    if "[" in label:
+        head, _, rest = label.partition("[")
+        return head, rest[:-1]
+    return label, None
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.signatures: dict[tuple[CheckShape, ...], int] = {}
+        self.shapes: dict[str, dict[int, list[tuple[int, ...]]]] = {}
+        self.prefixes: dict[str, list[int]] = {}
+        self.rest: set[str] = set()
+        self.ext_types: dict[str, set[str]] = {}
+
+    def index_key(self, plan: DefinitionPlan, key_check: Check | None) -> tuple[int, ...] | None:
+        """Mirror `KeyIndex.add`; returns the segment positions a segmented key captures."""
+        fam = plan.family or ""
+        if key_check is None or (key_check.template is None and not key_check.has_constant):
+            plan.key, plan.key_kind = f"{fam}{SEP}r", "rest"
+            self.rest.add(fam)
+            return None
+        if key_check.template is None:
+            if not isinstance(key_check.constant, str):
+                plan.key, plan.key_kind = f"{fam}{SEP}r", "rest"
+                self.rest.add(fam)
+            else:
+                plan.key, plan.key_kind = f"{fam}{SEP}x{SEP}{key_check.constant}", "exact"
+            return None
+        template = key_check.template
+        if template.segmented:
+            segments = template.expand({n: WILD for n in template.names}).split("/")
+            literal = tuple(i for i, s in enumerate(segments) if WILD not in s)
+            shapes = self.shapes.setdefault(fam, {}).setdefault(len(segments), [])
+            if literal not in shapes:
+                shapes.append(literal)
+            shape_id = f"{len(segments)}:{','.join(map(str, literal))}"
+            plan.key = SEP.join([fam, "s", shape_id, *(segments[i] for i in literal)])
+            plan.key_kind = "segments"
+            return tuple(i for i, s in enumerate(segments) if s == WILD)
+        prefix = template.literal_prefix
+        if not prefix:
+            plan.key, plan.key_kind = f"{fam}{SEP}r", "rest"
+            self.rest.add(fam)
+        else:
+            lengths = self.prefixes.setdefault(fam, [])
+            if len(prefix) not in lengths:
+                lengths.append(len(prefix))
+            plan.key, plan.key_kind = f"{fam}{SEP}p{len(prefix)}{SEP}{prefix}", "prefix"
+        return None
+
+    def checks(self, plan: DefinitionPlan, compiled: CompiledDefinition,
+               key_check: Check | None, captured: tuple[int, ...] | None) -> None:
+        protocol = plan.definition.protocol or ""
+        shapes: list[CheckShape] = []
+        for check in compiled.protocol_checks:
+            field_name, name = _split_label(check.label)
+            reader = reader_spec(protocol, field_name, name)
+            typ = check.declared if check.check_type else ""
+            const: str | None = None
+            regex: str | None = None
+            if check.template is not None:
+                template = check.template
+                names = list(template.names)
+                repeated = len(names) != sum(1 for p in template.parts if p.name)
+                if (check is key_check and captured is not None and not repeated
+                        and len(captured) == len(names)):
+                    # The index join already compared the literal segments: captures are
+                    # read by position, no regex runs.
+                    slots = tuple(_slot(plan.names, n) for n in names)
+                    shapes.append(CheckShape(reader, "segments", typ, check.required,
+                                             slots, captured))
+                else:
+                    regex, groups = java_regex(template)
+                    slots = tuple(_slot(plan.names, n) for n in groups)
+                    shapes.append(CheckShape(reader, "regex", typ, check.required, slots))
+            elif check.has_constant:
+                if isinstance(check.constant, (dict, list)):
+                    plan.python = "object-valued constant"
+                const = as_text(check.constant)
+                shapes.append(CheckShape(reader, "const", typ, check.required))
+            else:
+                shapes.append(CheckShape(reader, "presence", typ, check.required))
+            plan.consts.append(const)
+            plan.regexes.append(regex)
+        signature = tuple(shapes)
+        plan.checks = signature
+        plan.signature = self.signatures.setdefault(signature, len(self.signatures))
+
+    def envelope(self, plan: DefinitionPlan) -> None:
+        template = EnvelopeTemplate(plan.definition)
+        if template.error is not None:
+            plan.python = f"renders {template.error.reason}"
+            return
+        for name, value in template.fixed.items():
+            json_value = to_json_value(value)
+            plan.fixed[name] = as_text(json_value)
+            self._ext(name, "boolean" if isinstance(json_value, bool)
+                      else "int" if isinstance(json_value, int) else "string")
+        for attribute in template.attributes:
+            assert attribute.template is not None
+            if attribute.type in ("timestamp", "datetime"):
+                plan.python = f"templated timestamp attribute {attribute.name}"
+            parts: list[tuple[str | None, int]] = []
+            for part in attribute.template.parts:
+                if part.literal is not None:
+                    parts.append((part.literal, -1))
+                elif part.name in plan.names:
+                    parts.append((None, plan.names.index(part.name)))
+                else:
+                    plan.python = f"renders missing-context ({{{part.name}}} is not captured)"
+            plan.templated.append((attribute.name, attribute.type, parts))
+            self._ext(attribute.name, "int" if attribute.type == "integer"
+                      else "boolean" if attribute.type == "boolean" else "string")
+        plan.time_from_receive = template.time_from_receive
+        plan.content_type = template.content_type
+        plan.dataschema = template.dataschema
+
+    def _ext(self, name: str, spark_type: str) -> None:
+        if name not in CORE_ATTRIBUTES:
+            self.ext_types.setdefault(name, set()).add(spark_type)
+
+
+def _slot(names: list[str], name: str) -> int:
+    if name not in names:
+        names.append(name)
+    return names.index(name)
+
+
+def compile_catalog(
+    definitions: Iterable[MessageDefinition],
+    *,
+    ambiguity: str = "first",
+    validate_schema: bool = False,
+) -> CompiledCatalog:
+    listed = list(definitions)
+    if not listed:
+        raise CompileError("no message definitions to compile (check -c / -d)")
+    if ambiguity not in ("first", "deadletter"):
+        raise CompileError(f"ambiguity must be first or deadletter, not {ambiguity!r}")
+    builder = _Builder()
+    plans: list[DefinitionPlan] = []
+    for index, definition in enumerate(listed):
+        compiled = compile_definition(definition)
+        plan = DefinitionPlan(index, definition, compiled.family,
+                              specificity=compiled.specificity)
+        plans.append(plan)
+        if compiled.family is None or compiled.family not in ADDRESS_FIELD:
+            # CloudEvents-only (or unknown protocol): such records are never SQL-eligible.
+            plan.python = "matched on CloudEvents attributes"
+            continue
+        label = _key_label(compiled.family)
+        key_check = next((c for c in compiled.protocol_checks if c.label == label), None)
+        captured = builder.index_key(plan, key_check)
+        builder.checks(plan, compiled, key_check, captured)
+        builder.envelope(plan)
+    extensions: dict[str, str] = {}
+    for name, types in builder.ext_types.items():
+        extensions[name] = next(iter(types)) if len(types) == 1 else "string"
+    for plan in plans:
+        for name, value_type in _plan_types(plan):
+            if name in extensions and extensions[name] != value_type and not plan.python:
+                plan.python = f"extension {name} is declared with different types"
+    _check_regexes(plans)
+    return CompiledCatalog(
+        listed, plans, list(builder.signatures), builder.shapes, builder.prefixes,
+        builder.rest, extensions, ambiguity, validate_schema,
+    )
+
+
+def _plan_types(plan: DefinitionPlan) -> list[tuple[str, str]]:
+    out = [(n, "string") for n in plan.fixed]
+    out += [(n, "int" if t == "integer" else "boolean" if t == "boolean" else "string")
+            for n, t, _ in plan.templated]
+    return out
+
+
+def _check_regexes(plans: Sequence[DefinitionPlan]) -> None:
+    """Java and Python must read a regex the same way; reject what they could not."""
+    for plan in plans:
+        for regex in plan.regexes:
+            if regex is not None and "\\Q" in regex:  # pragma: no cover - never generated
+                raise CompileError(f"{plan.xid}: unsupported template regex {regex!r}")
+
+
+def plan_rows(catalog: CompiledCatalog) -> list[dict[str, Any]]:
+    """The candidate table: one row per SQL-matchable definition."""
+    rows = []
+    readers = catalog.readers
+    for plan in catalog.plans:
+        if plan.key is None:
+            continue
+        spec = plan.definition
+        rows.append({
+            "k": plan.key,
+            "idx": plan.index,
+            "sig": plan.signature,
+            "lit": plan.specificity[0],
+            "cnt": plan.specificity[1],
+            "negorder": -spec.order,
+            "py": plan.python is not None,
+            "schema": isinstance(spec.dataschema, dict)
+            and (spec.dataschemaformat or "").lower().startswith("jsonschema"),
+            "checks": [
+                (readers.index(shape.reader), _MODES.index(shape.mode), shape.type,
+                 shape.required, const, regex, list(shape.slots), list(shape.positions))
+                for shape, const, regex in zip(plan.checks, plan.consts, plan.regexes,
+                                               strict=True)
+            ],
+            "nslots": len(plan.names),
+        })
+    return rows
+

@@ -1,0 +1,101 @@
+"""The Python stage: the core converter over Arrow batches (`mapInArrow`).
+
+It receives only the records the compiled path routed away (records SQL cannot judge
+exactly, CloudEvents, ties that need the policy or JSON Schema, render failures, and
+every dead letter, whose explanation ranks definitions with `difflib`). It runs
+`gateway.convert.Converter` unchanged, so its outcomes are `xrgw match`'s by construction.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
+
+from gateway.cloudevents.jsonformat import event_to_json
+from gateway.convert import Converter
+from gateway.definitions.model import MessageDefinition
+from gateway.jsontypes import JSON
+from gateway.matching.values import as_text
+from gateway.record import NativeMessage, RecordError
+
+_CONVERTERS: dict[str, Converter] = {}  # per Python worker: build the matcher once
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def convert_line(converter: Converter, line: str, explain: bool) -> dict[str, Any]:
+    """One outcome row (as a dict of the outcome schema) for one record line."""
+    try:
+        record = NativeMessage.from_line(line)
+    except RecordError as exc:
+        document: dict[str, JSON] = {"match": None, "reason": "invalid-record",
+                                     "detail": str(exc)}
+        try:
+            document["record"] = json.loads(line)
+        except ValueError:
+            document["record"] = line
+        return {"record": line, "outcome": "invalid-record", "match": None, "context": None,
+                "ce": None, "event": None, "deadletter": _dumps(document), "nearest": None,
+                "path": "python"}
+    conversion = converter.convert(record, explain=explain)
+    result = conversion.to_json()
+    definition = conversion.match.definition
+    row: dict[str, Any] = {
+        "record": line,
+        "match": definition.xid if definition is not None else None,
+        "context": list(conversion.match.context.items()),
+        "path": "python",
+        "ce": None, "event": None, "deadletter": None, "nearest": None,
+    }
+    if conversion.event is not None:
+        event = event_to_json(conversion.event)
+        row["outcome"] = "event"
+        row["ce"] = {k: _dumps(v) if k == "data" else v for k, v in event.items()}
+        row["event"] = _dumps(event)
+        row["nearest"] = row["match"]
+        return row
+    result["record"] = record.to_json()
+    row["outcome"] = conversion.reason
+    row["deadletter"] = _dumps(result)
+    nearest = row["match"]
+    if nearest is None and conversion.explain:
+        nearest = conversion.explain[0].definition
+    if nearest is None and conversion.match.tied:
+        nearest = conversion.match.tied[0].xid
+    row["nearest"] = nearest
+    return row
+
+
+def arrow_stage(
+    definitions: Sequence[MessageDefinition], token: str, *, ambiguity: str,
+    validate_schema: bool, explain: bool, schema: pa.Schema,
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The function given to `mapInArrow` (pickled with the definitions)."""
+    ce_fields = {f.name: f.type for f in schema.field("ce").type}
+
+    def fit(name: str, value: Any) -> Any:
+        # A string column holding a typed value (types differ across definitions).
+        if pa.types.is_string(ce_fields[name]) and not isinstance(value, str):
+            return as_text(value)
+        return value
+
+    def stage(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        converter = _CONVERTERS.get(token)
+        if converter is None:
+            converter = Converter(definitions, ambiguity=ambiguity,  # type: ignore[arg-type]
+                                  validate_schema=validate_schema)
+            _CONVERTERS[token] = converter
+        for batch in batches:
+            rows = [convert_line(converter, line, explain)
+                    for line in batch.column("record").to_pylist()]
+            for row in rows:
+                if row["ce"] is not None:
+                    row["ce"] = {k: fit(k, v) for k, v in row["ce"].items() if k in ce_fields}
+            yield pa.RecordBatch.from_pylist(rows, schema=schema)
+
+    return stage

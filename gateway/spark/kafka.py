@@ -1,0 +1,180 @@
+"""Kafka sources and sinks: Spark's connector when present, else the Python ones.
+
+Source records become native KAFKA records (`gateway.record`) by the adapter's rules
+(`adapters/_kafka_record.py`), in SQL: UTF-8 key as `key` else `key_base64`, header
+values as text (non-UTF-8 as base64), the body as `data` under a JSON content type or,
+without one, when it is a JSON object or array; otherwise `data_base64`. `received_at`
+is the Kafka timestamp, so a replay renders the same `time`. With `records="json"` the
+value is taken to be a record's JSON form (an archive or transport topic).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections.abc import Iterable
+from typing import Any, Literal
+
+from pyspark.sql import Column, DataFrame, Row, SparkSession
+from pyspark.sql import functions as F
+
+from gateway.matching.matcher import Explanation
+from gateway.protocols import KAFKA
+from gateway.record import NativeMessage
+from gateway.runtime.deadletter import deadletter_record
+from gateway.spark.kafka_source import NAME, KafkaDataSource
+from gateway.spark.locations import Location
+
+_CONNECTOR = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+
+
+def has_connector(spark: SparkSession) -> bool:
+    """Whether Spark's Kafka connector jar is on the classpath (`spark.jars.packages`)."""
+    try:
+        jvm: Any = spark.sparkContext._jvm
+        jvm.java.lang.Class.forName(_CONNECTOR, False, jvm.Thread.currentThread()
+                                    .getContextClassLoader())
+        return True
+    except Exception:
+        return False
+
+
+def read_kafka(spark: SparkSession, where: Location, stream: bool) -> DataFrame:
+    if has_connector(spark):
+        reader: Any = spark.readStream if stream else spark.read
+        frame: DataFrame = (reader.format("kafka").option("kafka.bootstrap.servers", where.servers)
+                .option("subscribe", where.topic).option("startingOffsets", "earliest")
+                .option("includeHeaders", "true").load())
+        return frame
+    spark.dataSource.register(KafkaDataSource)
+    reader = spark.readStream if stream else spark.read
+    frame = (reader.format(NAME).option("bootstrap.servers", where.servers)
+             .option("topic", where.topic).load())
+    return frame
+
+
+def _text(value: Column) -> Column:
+    """UTF-8 text, or base64 for other bytes (the adapter's header rule)."""
+    return F.when(F.is_valid_utf8(value), value.cast("string")).otherwise(F.base64(value))
+
+
+def native_record(rows: DataFrame) -> Column:
+    """The native KAFKA record (JSON text) of a Kafka row (connector columns)."""
+    headers = F.transform(F.coalesce(F.col("headers"), F.array()), lambda h: F.struct(
+        h["key"].alias("name"), F.coalesce(_text(h["value"]), F.lit("")).alias("value")))
+    ctype = F.try_element_at(F.filter(headers, lambda h: F.lower(h["name"]) == "content-type"),
+                             F.lit(1))["value"]
+    essence = F.lower(F.trim(F.split(ctype, ";").getItem(0)))
+    json_type = essence.isin("application/json", "text/json") | essence.endswith("+json")
+    text = F.when(F.is_valid_utf8("value"), F.col("value").cast("string"))
+    parsed = F.try_parse_json(text)
+    starts = F.substring(F.ltrim(text), 1, 1).isin("{", "[")
+    as_data = parsed.isNotNull() & F.when(ctype.isNull(), starts).otherwise(json_type)
+    meta = F.to_json(F.struct(
+        F.lit(KAFKA).alias("protocol"), "topic", "partition", "offset",
+        (F.unix_micros("timestamp") / 1000).cast("long").alias("timestamp"),
+        F.when(F.is_valid_utf8("key"), F.col("key").cast("string")).alias("key"),
+        F.when(~F.is_valid_utf8("key"), F.base64("key")).alias("key_base64"),
+        F.when(F.size(headers) > 0, headers).alias("headers"),
+        F.date_format("timestamp", "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'").alias("received_at"),
+    ))
+    head = F.call_function("left", meta, F.length(meta) - 1)
+    body = (F.when(F.col("value").isNull() | (F.length("value") == 0), F.lit(""))
+            .when(as_data, F.concat(F.lit(',"data":'), F.to_json(parsed)))
+            .otherwise(F.concat(F.lit(',"data_base64":"'), F.base64("value"), F.lit('"'))))
+    return F.concat(head, body, F.lit("}"))
+
+
+def read_records(spark: SparkSession, where: Location, *, stream: bool,
+                 records: Literal["native", "json"] = "native") -> DataFrame:
+    rows = read_kafka(spark, where, stream)
+    if records == "json":
+        return rows.select(F.col("value").cast("string").alias("record"))
+    return rows.select(native_record(rows).alias("record"))
+
+
+# -- sinks --------------------------------------------------------------------------------
+
+def _event_messages(events: Iterable[Row], mode: str) -> Iterable[tuple[Any, ...]]:
+    """(key, value, headers) of each event, per the Kafka binding."""
+    for row in events:
+        ce: dict[str, Any] = row["ce"].asDict()
+        key = ce.get("partitionkey")
+        key_bytes = str(key).encode() if key is not None else None
+        if mode == "structured":
+            yield (key_bytes, row["event"].encode(),
+                   [("content-type", b"application/cloudevents+json")])
+            continue
+        data, data_b64 = ce.pop("data", None), ce.pop("data_base64", None)
+        headers = [(f"ce_{n}", _canonical(v).encode()) for n, v in ce.items()
+                   if v is not None and n != "datacontenttype"]
+        content_type = ce.get("datacontenttype") or ("application/json" if data else None)
+        if content_type:
+            headers.append(("content-type", content_type.encode()))
+        value = data.encode() if data is not None else (
+            base64.b64decode(data_b64) or None if data_b64 is not None else None)
+        yield key_bytes, value, headers
+
+
+def _canonical(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _deadletter_messages(rows: Iterable[Row]) -> Iterable[tuple[Any, ...]]:
+    """The daemon's dead-letter form: original body, reason in `xrgw-*` headers."""
+    for row in rows:
+        document = json.loads(row["deadletter"])
+        try:
+            original = NativeMessage.from_line(row["record"])
+        except ValueError:
+            yield None, row["record"].encode(), [("xrgw-reason", b"invalid-record"),
+                                                 ("xrgw-detail",
+                                                  str(document.get("detail", "")).encode())]
+            continue
+        explain = [Explanation(e["definition"], e["failure"], e["passed"])
+                   for e in document.get("explain", [])]
+        dead = deadletter_record(original, protocol=KAFKA, reason=document["reason"],
+                                 detail=document.get("detail", ""), explain=explain)
+        headers = [(p[0], p[1].encode()) for p in dead.pairs("headers")]
+        yield None, dead.body_bytes() if dead.has_body else None, headers
+
+
+def _produce(servers: str, topic: str, messages: Iterable[tuple[Any, ...]]) -> None:
+    from aiokafka import AIOKafkaProducer  # type: ignore[import-untyped]
+
+    async def send() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=servers, acks="all")
+        await producer.start()
+        try:
+            futures = [await producer.send(topic, value=v, key=k, headers=h)
+                       for k, v, h in messages]
+            for future in futures:
+                await future
+        finally:
+            await producer.stop()
+
+    asyncio.run(send())
+
+
+def write_events(events: DataFrame, where: Location, mode: str) -> None:
+    spark = events.sparkSession
+    if has_connector(spark) and mode == "structured":
+        headers = F.array(F.struct(F.lit("content-type").alias("key"),
+                                   F.encode(F.lit("application/cloudevents+json"), "UTF-8")
+                                   .alias("value")))
+        (events.select(F.col("event").alias("value"), headers.alias("headers"))
+         .write.format("kafka").option("kafka.bootstrap.servers", where.servers)
+         .option("topic", where.topic).save())
+        return
+    servers, topic = where.servers, where.topic
+    events.select("ce", "event").foreachPartition(
+        lambda rows: _produce(servers, topic, _event_messages(rows, mode)))
+
+
+def write_deadletters(dead: DataFrame, where: Location) -> None:
+    servers, topic = where.servers, where.topic
+    dead.select("record", "deadletter").foreachPartition(
+        lambda rows: _produce(servers, topic, _deadletter_messages(rows)))

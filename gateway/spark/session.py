@@ -1,0 +1,26 @@
+"""The embedded SparkSession (`local[*]` unless a master is given)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from pyspark.sql import SparkSession
+
+
+def get_session(master: str | None = None, app_name: str = "xrgw-spark") -> SparkSession:
+    """The active session when there is one (spark-submit, notebooks), else a new one.
+
+    Python workers run this interpreter, so they see the same packages (the core).
+    """
+    active = SparkSession.getActiveSession()
+    if active is not None and master is None:
+        return active
+    # Local workers are forked by the driver and read the environment variable.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = (SparkSession.builder.appName(app_name)
+               .config("spark.pyspark.python", sys.executable)
+               .config("spark.sql.session.timeZone", "UTC"))
+    if master is not None or active is None:
+        builder = builder.master(master or "local[*]")
+    return builder.getOrCreate()
