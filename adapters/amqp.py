@@ -71,6 +71,7 @@ from adapters.base import (
     EndpointSettings,
     NotConnected,
     Outcome,
+    ReconnectGate,
     Settle,
     TlsSettings,
 )
@@ -556,17 +557,14 @@ class AmqpProducer:
         self._connected = False
         self._pending: dict[int, asyncio.Future[Outcome]] = {}
         self._tokens = itertools.count()
-        self._backoff = 0.0
-        self._next_attempt = 0.0
-        self._lock = asyncio.Lock()
+        self._gate = ReconnectGate(self._opts.reconnect_max)
 
     @property
     def connected(self) -> bool:
         return self._connected
 
     async def connect(self) -> None:
-        async with self._lock:
-            await self._connect()
+        await self._gate.connect(self._connect)
 
     async def _connect(self) -> None:
         await self._drop("reconnecting")
@@ -582,13 +580,10 @@ class AmqpProducer:
                 await self._ready
         except (TimeoutError, NotConnected) as exc:
             await self._drop("connect failed")
-            self._backoff = min(max(self._backoff * 2, 0.1), self._opts.reconnect_max)
-            self._next_attempt = time.monotonic() + self._backoff
             if isinstance(exc, NotConnected):
                 raise
             raise NotConnected(f"no open from {self._opts.url} in time") from None
         self._connected = True
-        self._backoff = 0.0
 
     async def write(self, messages: Sequence[NativeMessage]) -> list[Outcome]:
         if not messages:
@@ -621,17 +616,7 @@ class AmqpProducer:
         return outcomes
 
     async def _try_reconnect(self) -> str | None:
-        """None when connected again, else why not (without waiting out the backoff)."""
-        async with self._lock:
-            if self._connected:
-                return None
-            if time.monotonic() < self._next_attempt:
-                return "not connected (reconnect backing off)"
-            try:
-                await self._connect()
-            except NotConnected as exc:
-                return str(exc)
-            return None
+        return await self._gate.try_reconnect(lambda: self._connected, self._connect)
 
     def _on_batch(self, thread: ProtonThread[_Note], batch: list[_Note]) -> None:
         if thread is not self._thread:

@@ -99,6 +99,7 @@ from adapters.base import (
     EndpointSettings,
     NotConnected,
     Outcome,
+    ReconnectGate,
     Settle,
 )
 from gateway.record import NativeMessage
@@ -554,17 +555,14 @@ class KafkaProducer:
         self._opts = KafkaOptions.parse(settings)
         self.client_id = settings.client_id or f"xrgw-pub-{uuid.uuid4().hex[:12]}"
         self._client: Any = None  # AIOKafkaProducer
-        self._backoff = 0.0
-        self._next_attempt = 0.0
-        self._lock = asyncio.Lock()
+        self._gate = ReconnectGate(self._opts.reconnect_max)
 
     @property
     def connected(self) -> bool:
         return self._client is not None
 
     async def connect(self) -> None:
-        async with self._lock:
-            await self._connect()
+        await self._gate.connect(self._connect)
 
     async def _connect(self) -> None:
         await self._drop_client()
@@ -584,13 +582,10 @@ class KafkaProducer:
                 await client.start()
         except (KafkaError, OSError, TimeoutError, KeyError) as exc:
             await _stop_quietly(client, 1.0)
-            self._backoff = min(max(self._backoff * 2, 0.1), opts.reconnect_max)
-            self._next_attempt = time.monotonic() + self._backoff
             raise NotConnected(
                 f"cannot reach {','.join(opts.bootstrap)}: {await _explain(opts, exc)}"
             ) from None
         self._client = client
-        self._backoff = 0.0
 
     async def write(self, messages: Sequence[NativeMessage]) -> list[Outcome]:
         if self._client is None:
@@ -646,17 +641,7 @@ class KafkaProducer:
         return Outcome.ok()
 
     async def _try_reconnect(self) -> str | None:
-        """None when connected again, else why not (without waiting out the backoff)."""
-        async with self._lock:
-            if self._client is not None:
-                return None
-            if time.monotonic() < self._next_attempt:
-                return "not connected (reconnect backing off)"
-            try:
-                await self._connect()
-            except NotConnected as exc:
-                return str(exc)
-            return None
+        return await self._gate.try_reconnect(lambda: self._client is not None, self._connect)
 
     async def _drop_client(self) -> None:
         client, self._client = self._client, None

@@ -73,6 +73,7 @@ from adapters.base import (
     EndpointSettings,
     NotConnected,
     Outcome,
+    ReconnectGate,
     Settle,
 )
 from gateway.record import NativeMessage
@@ -327,17 +328,14 @@ class MqttProducer:
         self._opts = MqttOptions.parse(settings)
         self.client_id = settings.client_id or f"xrgw-pub-{uuid.uuid4().hex[:12]}"
         self._link: PahoLink | None = None
-        self._backoff = 0.0
-        self._next_attempt = 0.0
-        self._lock = asyncio.Lock()
+        self._gate = ReconnectGate(self._opts.reconnect_max)
 
     @property
     def connected(self) -> bool:
         return self._link is not None and self._link.connected
 
     async def connect(self) -> None:
-        async with self._lock:
-            await self._connect()
+        await self._gate.connect(self._connect)
 
     async def _connect(self) -> None:
         if self._link is not None:
@@ -357,11 +355,8 @@ class MqttProducer:
                 timeout=self._opts.connect_timeout,
             )
         except NotConnected:
-            self._backoff = min(max(self._backoff * 2, 0.1), self._opts.reconnect_max)
-            self._next_attempt = time.monotonic() + self._backoff
             raise
         self._link = link
-        self._backoff = 0.0
 
     async def write(self, messages: Sequence[NativeMessage]) -> list[Outcome]:
         if not self.connected:
@@ -383,17 +378,7 @@ class MqttProducer:
         return [await self._outcome(item) for item in pending]
 
     async def _try_reconnect(self) -> str | None:
-        """None when connected again, else why not (without waiting out the backoff)."""
-        async with self._lock:
-            if self.connected:
-                return None
-            if time.monotonic() < self._next_attempt:
-                return "not connected (reconnect backing off)"
-            try:
-                await self._connect()
-            except NotConnected as exc:
-                return str(exc)
-            return None
+        return await self._gate.try_reconnect(lambda: self.connected, self._connect)
 
     async def _outcome(self, item: asyncio.Future[str | None] | Outcome) -> Outcome:
         if isinstance(item, Outcome):

@@ -101,6 +101,7 @@ from adapters.base import (
     EndpointSettings,
     NotConnected,
     Outcome,
+    ReconnectGate,
     Settle,
 )
 from gateway.record import NativeMessage
@@ -547,17 +548,14 @@ class NatsProducer:
         self._settings = settings
         self._opts = NatsOptions.parse(settings)
         self._client: _Client | None = None
-        self._backoff = 0.0
-        self._next_attempt = 0.0
-        self._lock = asyncio.Lock()
+        self._gate = ReconnectGate(self._opts.reconnect_max)
 
     @property
     def connected(self) -> bool:
         return self._client is not None and self._client.is_connected
 
     async def connect(self) -> None:
-        async with self._lock:
-            await self._connect()
+        await self._gate.connect(self._connect)
 
     async def _connect(self) -> None:
         client = self._client
@@ -565,13 +563,7 @@ class NatsProducer:
             await _await_reconnect(client, self._opts.connect_timeout)
             return
         self._client = None
-        try:
-            self._client = await _open(self._settings, self._opts, self._on_error, _nothing)
-        except NotConnected:
-            self._backoff = min(max(self._backoff * 2, 0.1), self._opts.reconnect_max)
-            self._next_attempt = time.monotonic() + self._backoff
-            raise
-        self._backoff = 0.0
+        self._client = await _open(self._settings, self._opts, self._on_error, _nothing)
 
     async def write(self, messages: Sequence[NativeMessage]) -> list[Outcome]:
         if self._client is None or self._client.is_closed:
@@ -635,17 +627,9 @@ class NatsProducer:
         return [await _pub_ack(item, deadline) for item in pending]
 
     async def _try_reconnect(self) -> str | None:
-        """None when connected again, else why not (without waiting out the backoff)."""
-        async with self._lock:
-            if self._client is not None and not self._client.is_closed:
-                return None
-            if time.monotonic() < self._next_attempt:
-                return "not connected (reconnect backing off)"
-            try:
-                await self._connect()
-            except NotConnected as exc:
-                return str(exc)
-            return None
+        return await self._gate.try_reconnect(
+            lambda: self._client is not None and not self._client.is_closed, self._connect
+        )
 
     async def _on_error(self, exc: Exception) -> None:
         log.debug("NATS client error: %r", exc)
