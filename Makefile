@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench clean
+.PHONY: demo test lint typecheck unit bench clean fault
 
 $(STAMP): pyproject.toml
 	scripts/install-system-deps.sh || echo "WARNING: broker packages missing; integration tests will fail until scripts/install-system-deps.sh succeeds" >&2
@@ -24,6 +24,13 @@ lint: $(STAMP)
 
 test: $(STAMP) lint
 	$(VENV)/bin/pytest -q
+
+# The fault scenarios against real brokers, 100,000 messages per SIGKILL stream
+# (FAULT_N=10000 for a quicker run), then one table of sent/delivered/duplicates/
+# dead-lettered/lost.
+FAULT_N ?= 100000
+fault: $(STAMP)
+	$(PY) scripts/fault_report.py -n $(FAULT_N)
 
 bench: $(STAMP)
 	$(PY) bench/bench_matcher.py

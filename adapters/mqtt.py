@@ -76,6 +76,7 @@ from adapters.base import (
     ReconnectGate,
     Settle,
 )
+from gateway.protocols import MQTT5, MQTT311
 from gateway.record import NativeMessage
 
 __all__ = ["MqttConsumer", "MqttOptions", "MqttProducer"]
@@ -268,8 +269,18 @@ class MqttConsumer:
 
     # -- internals ---------------------------------------------------------------------
     def _deliver(self, generation: int, message: paho.MQTTMessage) -> Delivery:
+        try:
+            record = to_record(message, self._opts.v5, received_at=_now())
+        except (UnicodeDecodeError, ValueError):
+            # A non-compliant broker can pass a topic that is not UTF-8 (paho's `topic`
+            # then raises). Keep the message so it can be dead-lettered, with the topic's
+            # bytes escaped, instead of losing its slot in the window for good.
+            topic = bytes(getattr(message, "_topic", b"")).decode("utf-8", "backslashreplace")
+            record = NativeMessage(
+                MQTT5 if self._opts.v5 else MQTT311,
+                {"topic_name": topic, "qos": int(message.qos), "retain": bool(message.retain)},
+                payload=bytes(message.payload) or None, received_at=_now())
         self._unsettled += 1
-        record = to_record(message, self._opts.v5, received_at=_now())
         return Delivery(record, self._settler(generation, message.mid, message.qos))
 
     def _settler(self, generation: int, mid: int, qos: int) -> Settle:

@@ -142,6 +142,7 @@ class Route:
         self._matched: dict[str, Any] = {}
         self._published = {o.endpoint_id: metrics.published.labels(o.endpoint_id)
                            for o in self._all_outputs()}
+        self._up: dict[str, bool] = {}
 
     # -- lifecycle --------------------------------------------------------------------------
     @property
@@ -354,27 +355,36 @@ class Route:
             if attempt:
                 await asyncio.sleep(self.retry.delay(attempt - 1))
             try:
-                if not output.producer.connected:
-                    await output.producer.connect()
-                    self.metrics.connected.labels(output.endpoint_id).set(1)
+                # No explicit connect() here: producers reconnect inside write() behind a
+                # backoff gate and fail fast meanwhile, so a dead sink costs one quick
+                # failure per attempt instead of a connect timeout per message.
                 [outcome] = await output.producer.write([record])
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 reason = f"{type(exc).__name__}: {exc}"
                 self.metrics.publish_errors.labels(output.endpoint_id, "exception").inc()
-                if is_not_connected(exc):
-                    self.metrics.connected.labels(output.endpoint_id).set(0)
+                self._track_connection(output)
                 continue
             if outcome.delivered:
                 self._published[output.endpoint_id].inc()
+                self._track_connection(output)
                 return None
+            self._track_connection(output)
             reason = outcome.reason or "failed"
             self.metrics.publish_errors.labels(
                 output.endpoint_id, "retryable" if outcome.retryable else "rejected").inc()
             if not outcome.retryable:
                 break
         return f"{output.endpoint_id}: {reason}"
+
+    def _track_connection(self, output: Output) -> None:
+        """Keep `xrgw_endpoint_connected` in step with the producer (which reconnects on
+        its own inside write())."""
+        up = output.producer.connected
+        if self._up.get(output.endpoint_id) != up:
+            self._up[output.endpoint_id] = up
+            self.metrics.connected.labels(output.endpoint_id).set(1 if up else 0)
 
     async def _dead_letter(self, delivery: DeliveryLike, reason: str, detail: str,
                            explain: Sequence[Explanation] = ()) -> None:
@@ -395,12 +405,26 @@ class Route:
             original, protocol=self.deadletter.protocol, reason=reason, detail=detail,
             explain=explain, source_endpoint=self.source_endpoint)
         record = _with_defaults(record, self.deadletter.defaults, None, None)
-        failure = await self._send(self.deadletter, record)
-        if failure is None:
-            self.metrics.deadletter.labels(reason).inc()
-            return True
-        log.error("dead letter failed (%s); message nacked for redelivery", failure)
-        return False
+        # The dead letter is the last resort: while it is down, hold the message (and its
+        # window slot) and keep trying. Held slots fill the window, so intake stops --
+        # back-pressure instead of dropping, and instead of nacking into a redelivery
+        # storm. Only a stopping route gives the message back to the source.
+        warned = False
+        while True:
+            failure = await self._send(self.deadletter, record)
+            if failure is None:
+                self.metrics.deadletter.labels(reason).inc()
+                if warned:
+                    log.info("dead letter %s is back", self.deadletter.endpoint_id)
+                return True
+            if self._stopping:
+                log.error("dead letter failed (%s); message nacked for redelivery", failure)
+                return False
+            if not warned:
+                log.error("dead letter failed (%s); holding messages until it is back",
+                          failure)
+                warned = True
+            await asyncio.sleep(self.retry.max_backoff)
 
 
 def _member_record(source: NativeMessage, conversion: Conversion) -> NativeMessage:

@@ -28,18 +28,29 @@ import urllib.error
 import urllib.request
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import aiohttp
 import nats
 import paho.mqtt.client as paho
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition  # type: ignore[import-untyped]
+from aiohttp import web
+from aiokafka import (  # type: ignore[import-untyped]
+    AIOKafkaConsumer,
+    AIOKafkaProducer,
+    TopicPartition,
+)
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-untyped]
-from brokers import Mosquitto, NatsServer, Tansu, free_port
+from brokers import Mosquitto, NatsServer, RabbitMQ, Tansu, free_port
 from nats.js.api import StorageType, StreamConfig
 from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
+
+from adapters.amqp import AmqpProducer
+from adapters.base import EndpointSettings
+from gateway.protocols import AMQP
+from gateway.record import NativeMessage
 
 ROOT = Path(__file__).resolve().parents[2]
 FAULT_CONFIG = Path(__file__).resolve().parent / "fault_config"
@@ -56,6 +67,13 @@ GRACE = 5.0
 #: Topic lanes: messages spread over this many MQTT topics, so the route's per-topic
 #: ordered lanes run in parallel.
 LANES = 32
+#: Environment: messages per SIGKILL stream (default: the sizes below), and a JSON Lines
+#: file each scenario appends its result row to (scripts/fault_report.py).
+FAULT_N_ENV = "XRGW_FAULT_N"
+REPORT_ENV = "XRGW_FAULT_REPORT"
+
+#: Every test here is a fault scenario (`pytest -m fault`, `make fault`).
+pytestmark = pytest.mark.fault
 
 # ====================================================================== bookkeeping
 
@@ -90,9 +108,22 @@ class Tally:
         return [s for s in sent if s not in self.counts]
 
 
-def report(scenario: str, sent: range, delivered: Tally, dead: Tally,
+def fault_n(default: int) -> int:
+    """Messages per stream: `default` for `make test`, `$XRGW_FAULT_N` when set (`make
+    fault` runs 100,000 per at-least-once route)."""
+    return int(os.environ.get(FAULT_N_ENV) or default)
+
+
+def patience(n: int, base: float = 60.0) -> float:
+    """Seconds to wait for `n` messages (grows with `$XRGW_FAULT_N`)."""
+    return base + n / 250
+
+
+def report(scenario: str, sent: range | Sequence[int], delivered: Tally, dead: Tally,
            extra: str = "") -> int:
-    """Print the scenario's table; return how many were lost (neither out nor dead)."""
+    """Print the scenario's table; return how many were lost (neither out nor dead).
+    With `$XRGW_FAULT_REPORT` set, also append the row (JSON Lines) to that file, which
+    `scripts/fault_report.py` turns into one table for all scenarios."""
     lost = len([s for s in sent if s not in delivered.counts and s not in dead.counts])
     rows = [("scenario", "sent", "delivered", "duplicates", "dead-lettered", "lost"),
             (scenario, str(len(sent)), str(delivered.unique), str(delivered.duplicates),
@@ -104,6 +135,12 @@ def report(scenario: str, sent: range, delivered: Tally, dead: Tally,
                         for i, (c, w) in enumerate(zip(row, widths, strict=True))))
     if extra:
         print(extra)
+    target = os.environ.get(REPORT_ENV)
+    if target:
+        row = dict(zip(rows[0], rows[1], strict=True))
+        row["note"] = extra
+        with open(target, "a", encoding="utf-8") as out:
+            out.write(json.dumps(row) + "\n")
     return lost
 
 
@@ -185,10 +222,10 @@ class GatewayProcess:
     async def readyz(self) -> int:
         return (await self.get("/readyz"))[0]
 
-    async def wait_ready(self, timeout: float = 30.0) -> None:
-        """Until /readyz is 200 and the MQTT consumer has subscribed (its connected gauge
-        is set only after SUBACK), so nothing published from now on can miss the
-        session."""
+    async def wait_ready(self, timeout: float = 30.0, source: str = "faults-mqtt") -> None:
+        """Until /readyz is 200 and the source consumer is connected (the MQTT consumer's
+        gauge is set only after SUBACK, so nothing published from now on can miss the
+        session; a Kafka consumer's only once it has its partitions)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not self.running:
@@ -196,41 +233,77 @@ class GatewayProcess:
             status, _ = await self.get("/readyz")
             if status == 200:
                 _, metrics = await self.get("/metrics")
-                if 'xrgw_endpoint_connected{endpoint="faults-mqtt"} 1.0' in metrics:
+                if f'xrgw_endpoint_connected{{endpoint="{source}"}} 1.0' in metrics:
                     return
             await asyncio.sleep(0.05)
         raise AssertionError(f"gateway not ready after {timeout}s:\n{self.log_tail()}")
 
+    async def metric(self, name: str) -> float:
+        """The value of the first sample of `name` (0 when absent or unreachable)."""
+        _, text = await self.get("/metrics")
+        for line in text.splitlines():
+            if line.startswith(name) and line[len(name):len(name) + 1] in ("{", " "):
+                return float(line.split()[-1])
+        return 0.0
+
+    def rss_bytes(self) -> int:
+        """Resident set size of the gateway process (Linux /proc)."""
+        assert self.proc is not None
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        return 0
+
 
 def write_config(tmp: Path, *, name: str, mqtt: Mosquitto, client_id: str, run: str,
                  outputs: dict[str, dict[str, object]], tansu: Tansu, deadletter_topic: str,
-                 admin_port: int) -> Path:
-    """The gateway config (JSON is YAML) for one route faults-mqtt -> `outputs`."""
+                 admin_port: int, topicfilter: str | None = None,
+                 retry: dict[str, object] | None = None,
+                 deadletter: tuple[str, dict[str, object]] | None = None) -> Path:
+    """The gateway config (JSON is YAML) for one route faults-mqtt -> `outputs`; the dead
+    letter is the Kafka topic `deadletter_topic` unless `deadletter` names another."""
+    source = {
+        "uri": mqtt.url,
+        "client_id": client_id,  # stable: the persistent session survives restarts
+        "options": {"topicfilter": topicfilter or f"/faults/{run}/+",
+                    "max_in_flight": RECEIVE_MAX},
+    }
+    return write_route_config(
+        tmp, name=name, source=("faults-mqtt", source), outputs=outputs,
+        deadletter=deadletter or ("faults-deadletter", {
+            "uri": tansu.url, "options": {"topic": deadletter_topic}}),
+        admin_port=admin_port, retry=retry)
+
+
+#: A retry budget (~1 minute) that outlasts a broker restart: nothing should be
+#: dead-lettered as undeliverable while a broker is merely restarting.
+PATIENT_RETRY: dict[str, object] = {"attempts": 60, "initial_backoff": "100ms",
+                                    "max_backoff": "1s"}
+#: A budget a down sink exhausts in well under a second.
+SHORT_RETRY: dict[str, object] = {"attempts": 3, "initial_backoff": "10ms",
+                                  "max_backoff": "20ms"}
+
+
+def write_route_config(tmp: Path, *, name: str, source: tuple[str, dict[str, object]],
+                       outputs: dict[str, dict[str, object]],
+                       deadletter: tuple[str, dict[str, object]], admin_port: int,
+                       retry: dict[str, object] | None = None) -> Path:
+    """The gateway config for one route `source` -> `outputs` (endpoint id -> override)."""
     shutil.copy(FAULT_CONFIG / "faults.xreg.json", tmp / "faults.xreg.json")
     config = {
         "definitions": ["faults.xreg.json"],
         "routes": [{
-            "from": "faults-mqtt",
+            "from": source[0],
             "to": list(outputs),
             "mode": "binary",
             "inflight": INFLIGHT,
-            # A budget (~1 minute) that outlasts a broker restart: nothing should be
-            # dead-lettered as undeliverable while a broker is merely restarting.
-            "retry": {"attempts": 60, "initial_backoff": "100ms", "max_backoff": "1s"},
+            "retry": retry or PATIENT_RETRY,
         }],
-        "deadletter": "faults-deadletter",
+        "deadletter": deadletter[0],
         "admin": {"listen": f"127.0.0.1:{admin_port}"},
         "log": {"level": "info", "format": "text"},
         "shutdown": {"grace": f"{GRACE:g}s"},
-        "endpoints": {
-            "faults-mqtt": {
-                "uri": mqtt.url,
-                "client_id": client_id,  # stable: the persistent session survives restarts
-                "options": {"topicfilter": f"/faults/{run}/+", "max_in_flight": RECEIVE_MAX},
-            },
-            **outputs,
-            "faults-deadletter": {"uri": tansu.url, "options": {"topic": deadletter_topic}},
-        },
+        "endpoints": {source[0]: source[1], **outputs, deadletter[0]: deadletter[1]},
     }
     path = tmp / f"{name}.yaml"
     path.write_text(json.dumps(config, indent=2))
@@ -256,11 +329,14 @@ def publish(mqtt: Mosquitto, run: str, seqs: range) -> float:
             if time.monotonic() > deadline:
                 raise AssertionError("publisher: no CONNACK")
             time.sleep(0.01)
-        infos = [client.publish(f"/faults/{run}/{seq % LANES}",
-                                json.dumps({"seq": seq}).encode(), qos=1) for seq in seqs]
-        for info in infos:
-            info.wait_for_publish(60)
-            assert info.is_published(), "publisher: no PUBACK"
+        # In chunks: paho refuses (ERR_QUEUE_SIZE) to hold more than 65,535 messages.
+        for start in range(0, len(seqs), 20_000):
+            infos = [client.publish(f"/faults/{run}/{seq % LANES}",
+                                    json.dumps({"seq": seq}).encode(), qos=1)
+                     for seq in seqs[start:start + 20_000]]
+            for info in infos:
+                info.wait_for_publish(60)
+                assert info.is_published(), "publisher: no PUBACK"
     finally:
         client.disconnect()
         client.loop_stop()
@@ -270,12 +346,12 @@ def publish(mqtt: Mosquitto, run: str, seqs: range) -> float:
 # ====================================================================== readers
 
 
-async def create_topics(tansu: Tansu, *names: str) -> None:
+async def create_topics(tansu: Tansu, *names: str, partitions: int = 1) -> None:
     admin = AIOKafkaAdminClient(bootstrap_servers=tansu.bootstrap_servers)
     await admin.start()
     try:
         await admin.create_topics(
-            [NewTopic(n, num_partitions=1, replication_factor=1) for n in names])
+            [NewTopic(n, num_partitions=partitions, replication_factor=1) for n in names])
     finally:
         await admin.close()
 
@@ -314,9 +390,11 @@ class KafkaReader:
 
 
 async def read_kafka(tansu: Tansu, topic: str, *, expect: range | None,
-                     quiet: float = 1.0, timeout: float = 60.0) -> Tally:
+                     quiet: float = 1.0, timeout: float | None = None) -> Tally:
     """A fresh full read of `topic`: until every sequence number of `expect` is there
     (if given) and then nothing new came for `quiet` seconds (late duplicates)."""
+    if timeout is None:
+        timeout = patience(len(expect) if expect is not None else 0)
     reader = KafkaReader(tansu, topic)
     task = asyncio.create_task(reader.run())
     try:
@@ -363,16 +441,19 @@ async def jetstream_count(url: str, stream: str) -> int:
         await nc.close()
 
 
-async def read_jetstream(url: str, stream: str, subject: str, expect: range,
+async def read_jetstream(url: str, stream: str, subject: str, expect: range | int,
                          timeout: float = 60.0) -> Tally:
     """Every message of `stream` (an ordered consumer from the start), once all of
-    `expect` is stored."""
-    await until_async(lambda: jetstream_count(url, stream), len(expect), timeout)
+    `expect` (or that many messages) is stored."""
+    count = expect if isinstance(expect, int) else len(expect)
+    await until_async(lambda: jetstream_count(url, stream), count, timeout)
     nc = await nats.connect(url)
     tally = Tally()
     try:
         js = nc.jetstream()
         total = (await js.stream_info(stream)).state.messages
+        if not total:
+            return tally
         done = asyncio.Event()
 
         async def collect(msg: nats.aio.msg.Msg) -> None:
@@ -447,9 +528,10 @@ def gateway_process(config: Path, admin_port: int):
 
 
 def test_sigkill_mid_stream_mqtt_to_kafka(tmp_path, mosquitto, tansu, run_id):
-    """10,000 messages; the gateway is SIGKILLed when about a third has reached Kafka and
-    started again with the same client id: nothing is lost, duplicates are bounded."""
-    sent = range(10_000)
+    """10,000 messages ($XRGW_FAULT_N); the gateway is SIGKILLed when about a third has
+    reached Kafka and started again with the same client id: nothing is lost, duplicates
+    are bounded."""
+    sent = range(fault_n(10_000))
     topic, dead_topic = f"faults-kill-{run_id}", f"faults-kill-dead-{run_id}"
     port = free_port()
     config = write_config(
@@ -466,14 +548,14 @@ def test_sigkill_mid_stream_mqtt_to_kafka(tmp_path, mosquitto, tansu, run_id):
             await gateway.wait_ready()
             began = time.monotonic()
             publishing = asyncio.create_task(asyncio.to_thread(publish, mosquitto, run_id, sent))
-            await until(lambda: live.tally.unique >= len(sent) // 3, 60,
+            await until(lambda: live.tally.unique >= len(sent) // 3, patience(len(sent)),
                         lambda: f"{live.tally.unique} arrived before the kill")
             at_kill = live.tally.unique
             gateway.kill()
             gateway.start()  # same config: same client id, persistent session
             await gateway.wait_ready()
             publish_seconds = await publishing
-            await until(lambda: not live.tally.missing(sent), 90,
+            await until(lambda: not live.tally.missing(sent), patience(len(sent), 90),
                         lambda: f"{live.tally.unique} of {len(sent)} arrived")
             elapsed = time.monotonic() - began
             live.stop()
@@ -726,4 +808,504 @@ def test_readiness_follows_the_sink(tmp_path, mosquitto, private_nats, tansu, ru
     assert lost == 0
     assert not delivered.missing(sent)
     assert delivered.duplicates <= DUP_BOUND
+    assert sum(dead.counts.values()) == 0
+
+
+# ====================================================================== 5. SIGKILL per source
+#
+# The same crash as test 1 on every other at-least-once source: Kafka (consumer group),
+# NATS JetStream (durable consumer), AMQP 1.0 (RabbitMQ queue) and the HTTP ingress (the
+# client retries on 503 and connection errors until it gets 202). The sink is Kafka.
+
+
+def body(seq: int) -> bytes:
+    return json.dumps({"seq": seq}).encode()
+
+
+async def publish_kafka(tansu: Tansu, topic: str, run: str, seqs: range) -> None:
+    """`{"seq": N}` keyed by lane (spread over the topic's partitions), acks=all."""
+    producer = AIOKafkaProducer(bootstrap_servers=tansu.bootstrap_servers, acks="all",
+                                linger_ms=5)
+    await producer.start()
+    try:
+        pending: list[asyncio.Future[object]] = []
+        for seq in seqs:
+            pending.append(await producer.send(topic, body(seq),
+                                               key=str(seq % LANES).encode()))
+            if len(pending) >= 1000:
+                await asyncio.gather(*pending)
+                pending.clear()
+        await asyncio.gather(*pending)
+    finally:
+        await producer.stop()
+
+
+async def publish_jetstream(url: str, run: str, seqs: range) -> None:
+    """`{"seq": N}` on `faults.in.<run>.<lane>`, each confirmed by a PubAck."""
+    nc = await nats.connect(url)
+    try:
+        js = nc.jetstream()
+        pending: list[asyncio.Future[object]] = []
+        for seq in seqs:
+            pending.append(await js.publish_async(f"faults.in.{run}.{seq % LANES}", body(seq)))
+            if len(pending) >= 1000:
+                await asyncio.gather(*pending)
+                pending.clear()
+        await asyncio.gather(*pending)
+    finally:
+        await nc.close()
+
+
+async def publish_amqp(url: str, node: str, run: str, seqs: range) -> None:
+    """`{"seq": N}` with subject `/faults/<run>/<lane>`, each accepted by RabbitMQ."""
+    producer = AmqpProducer(EndpointSettings(url, options={"node": node}))
+    await producer.connect()
+    try:
+        for start in range(seqs.start, seqs.stop, 500):
+            batch = [NativeMessage(AMQP, {"properties": {"subject": f"/faults/{run}/{s % LANES}"}},
+                                   {"seq": s})
+                     for s in range(start, min(start + 500, seqs.stop))]
+            outcomes = await producer.write(batch)
+            assert all(o.delivered for o in outcomes), [o.reason for o in outcomes][:3]
+    finally:
+        await producer.aclose()
+
+
+@dataclass
+class HttpStats:
+    accepted: int = 0  # 202s, one per sequence number in the end
+    retried: int = 0  # 503s, 504s and connection errors, each followed by a retry
+    rejected: list[str] = field(default_factory=list)  # anything else: a failure
+
+
+async def post_http(base: str, run: str, seqs: range, stats: HttpStats,
+                    concurrency: int = 32) -> None:
+    """POST `{"seq": N}` to `<base>/faults/<run>/<lane>`, `concurrency` at a time, each
+    until the gateway answers 202 (503, 504 and connection errors are retried, as a
+    webhook sender does); anything else is recorded in `stats.rejected`."""
+    todo = iter(seqs)
+    timeout = aiohttp.ClientTimeout(total=30)
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+
+        async def worker() -> None:
+            for seq in todo:
+                while True:
+                    try:
+                        async with session.post(
+                                f"{base}/faults/{run}/{seq % LANES}", data=body(seq),
+                                headers={"Content-Type": "application/json",
+                                         "Idempotency-Key": f"{run}-{seq}"}) as response:
+                            status = response.status
+                            await response.read()
+                    except (aiohttp.ClientError, TimeoutError):
+                        status = 0
+                    if status == 202:
+                        stats.accepted += 1
+                        break
+                    if status in (0, 503, 504):
+                        stats.retried += 1
+                        await asyncio.sleep(0.05)
+                        continue
+                    stats.rejected.append(f"seq {seq}: HTTP {status}")
+                    break
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
+def amqp_url(rabbitmq: RabbitMQ) -> str:
+    return f"amqp://{rabbitmq.user}:{rabbitmq.password}@{rabbitmq.host}:{rabbitmq.port}"
+
+
+#: Per source: messages for `make test` (`$XRGW_FAULT_N` overrides).
+KILL_SOURCES = {"kafka": 5_000, "jetstream": 5_000, "amqp": 5_000, "http": 5_000}
+
+
+@pytest.mark.parametrize("source", list(KILL_SOURCES))
+def test_sigkill_mid_stream_per_source(source, request, tmp_path, tansu, run_id):
+    """SIGKILL when about a third has reached Kafka, restart with the same config: every
+    message arrives (lost = 0), duplicates stay within the in-flight window."""
+    sent = range(fault_n(KILL_SOURCES[source]))
+    topic, dead_topic = f"faults-kill-{source}-{run_id}", f"faults-kill-{source}-dead-{run_id}"
+    port = free_port()
+    nats_server: NatsServer | None = None
+    rabbitmq: RabbitMQ | None = None
+    http_port = free_port()
+    endpoint = {"kafka": "faults-kafka-in", "jetstream": "faults-nats-in",
+                "amqp": "faults-amqp-in", "http": "faults-http-in"}[source]
+    in_topic = f"faults-in-{run_id}"
+    stream = f"FAULTS_IN_{run_id}"
+    node = f"/queue/faults-in-{run_id}"
+    override: dict[str, object]
+    if source == "kafka":
+        override = {"uri": tansu.url, "options": {
+            "topics": [in_topic], "consumergroup": f"faults-{run_id}",
+            "max_in_flight": RECEIVE_MAX, "session_timeout_ms": 3000,
+            "heartbeat_interval_ms": 500}}
+    elif source == "jetstream":
+        nats_server = request.getfixturevalue("nats_server")
+        override = {"uri": nats_server.url, "options": {
+            "stream": stream, "subjectfilter": f"faults.in.{run_id}.>",
+            "durable": f"xrgw-faults-{run_id}", "max_in_flight": RECEIVE_MAX,
+            # Unacked deliveries of the killed gateway come again after this.
+            "ack_wait": 3}}
+    elif source == "amqp":
+        rabbitmq = request.getfixturevalue("rabbitmq")
+        override = {"uri": amqp_url(rabbitmq),
+                    "options": {"node": node, "max_in_flight": RECEIVE_MAX}}
+    else:
+        override = {"uri": f"http://127.0.0.1:{http_port}",
+                    "options": {"max_in_flight": RECEIVE_MAX}}
+    config = write_route_config(
+        tmp_path, name=f"kill-{source}", source=(endpoint, override),
+        outputs={"faults-kafka": {"uri": tansu.url, "options": {"topic": topic}}},
+        deadletter=("faults-deadletter", {"uri": tansu.url, "options": {"topic": dead_topic}}),
+        admin_port=port)
+    stats = HttpStats()
+
+    def publisher() -> Awaitable[None]:
+        if source == "kafka":
+            return publish_kafka(tansu, in_topic, run_id, sent)
+        if source == "jetstream":
+            assert nats_server is not None
+            return publish_jetstream(nats_server.url, run_id, sent)
+        if source == "amqp":
+            assert rabbitmq is not None
+            return publish_amqp(amqp_url(rabbitmq), node, run_id, sent)
+        return post_http(f"http://127.0.0.1:{http_port}", run_id, sent, stats)
+
+    async def scenario() -> tuple[Tally, Tally, str]:
+        await create_topics(tansu, topic, dead_topic)
+        if source == "kafka":
+            # Partitions are the Kafka route's unit of order: 8 of them run in parallel.
+            await create_topics(tansu, in_topic, partitions=8)
+        elif source == "jetstream":
+            assert nats_server is not None
+            await create_stream(nats_server.url, stream, f"faults.in.{run_id}.>")
+        live = KafkaReader(tansu, topic)
+        watching = asyncio.create_task(live.run())
+        with gateway_process(config, port) as gateway:
+            gateway.start()
+            await gateway.wait_ready(60, source=endpoint)
+            began = time.monotonic()
+            publishing = asyncio.create_task(publisher())
+            await until(lambda: live.tally.unique >= len(sent) // 3, patience(len(sent)),
+                        lambda: f"{live.tally.unique} arrived before the kill")
+            at_kill = live.tally.unique
+            gateway.kill()
+            gateway.start()
+            await gateway.wait_ready(60, source=endpoint)
+            await asyncio.wait_for(publishing, patience(len(sent), 120))
+            publish_seconds = time.monotonic() - began
+            await until(lambda: not live.tally.missing(sent), patience(len(sent), 90),
+                        lambda: f"{live.tally.unique} of {len(sent)} arrived")
+            elapsed = time.monotonic() - began
+            live.stop()
+            await watching
+            delivered = await read_kafka(tansu, topic, expect=sent)
+            dead = await read_kafka(tansu, dead_topic, expect=None, quiet=0.5)
+            code, _ = await gateway.terminate(GRACE + 5)
+            assert code == 0, f"exit code {code}"
+        note = (f"killed at {at_kill} arrived; publish {publish_seconds:.1f}s; "
+                f"all arrived after {elapsed:.1f}s")
+        if source == "http":
+            note += f"; 202s {stats.accepted}, retried {stats.retried}"
+        return delivered, dead, note
+
+    delivered, dead, note = asyncio.run(scenario())
+    lost = report(f"sigkill {source}->kafka", sent, delivered, dead, note)
+    assert not stats.rejected, stats.rejected[:5]
+    if source == "http":
+        assert stats.accepted == len(sent)
+    assert lost == 0
+    assert not delivered.missing(sent)
+    # A duplicate is a message that reached Kafka while its settlement (Kafka offset
+    # commit, JetStream +ACK, AMQP disposition, HTTP 202) had not reached the source when
+    # the process died; the consumer holds at most `max_in_flight` unsettled deliveries
+    # and the route at most `inflight`, hence the same bound as test 1. (HTTP: at most
+    # the client's 32 concurrent requests were unanswered.)
+    assert delivered.duplicates <= DUP_BOUND, f"{delivered.duplicates} duplicates"
+    assert sum(dead.counts.values()) == 0, "nothing should be dead-lettered"
+
+
+# ====================================================================== 6. sink down, dead letter
+
+
+async def wait_status(gateway: GatewayProcess, want: int, timeout: float) -> float:
+    began = time.monotonic()
+    while (status := await gateway.readyz()) != want:
+        if time.monotonic() - began > timeout:
+            raise AssertionError(f"/readyz still {status} after {timeout}s, want {want}")
+        await asyncio.sleep(0.05)
+    return time.monotonic() - began
+
+
+def test_sink_down_past_retry_budget_dead_letters(tmp_path, mosquitto, tansu, run_id):
+    """The sink (an HTTP endpoint) goes away for good. With a retry budget of three
+    quick attempts, every message published after that is dead-lettered as
+    `undeliverable` (the original body, the reason in `xrgw-reason`), the ones before
+    are delivered: delivered + dead-lettered = sent, nothing lost.
+
+    (An HTTP sink, because a refused connection fails at once. A stopped NATS sink does
+    not: the route calls `connect()` on a disconnected producer before each attempt, and
+    the NATS producer waits up to its `connect_timeout` for nats-py's reconnect, under
+    its lock -- so dead-lettering drains a backlog at about one attempt per 10 s. See
+    the closing note of issue 6.)"""
+    n = 2_000
+    sent = range(n)
+    before, after = range(0, n // 2), range(n // 2, n)
+    dead_topic = f"faults-budget-dead-{run_id}"
+    port = free_port()
+    sink = SlowSink(0.0)
+    config = write_config(
+        tmp_path, name="budget", mqtt=mosquitto, client_id=f"xrgw-faults-budget-{run_id}",
+        run=run_id, outputs={"faults-http-out": {
+            "uri": f"http://127.0.0.1:{sink.port}/sink",
+            "options": {"retries": 0, "timeout": 2}}},
+        tansu=tansu, deadletter_topic=dead_topic, admin_port=port, retry=SHORT_RETRY)
+    reasons: Counter[str] = Counter()
+
+    async def scenario() -> tuple[Tally, Tally, str]:
+        await create_topics(tansu, dead_topic)
+        await sink.start()
+        with gateway_process(config, port) as gateway:
+            gateway.start()
+            await gateway.wait_ready()
+            await asyncio.to_thread(publish, mosquitto, run_id, before)
+            await until(lambda: not sink.tally.missing(before), patience(len(before)),
+                        lambda: f"{sink.tally.unique} of {len(before)} delivered")
+            await sink.stop()  # gone: connections are refused from now on
+            began = time.monotonic()
+            await asyncio.to_thread(publish, mosquitto, run_id, after)
+            dead = Tally()
+            reading = asyncio.create_task(_read_dead_reasons(tansu, dead_topic, dead, reasons))
+            try:
+                await until(lambda: not dead.missing(after), patience(len(after)),
+                            lambda: f"{dead.unique} of {len(after)} dead-lettered")
+            except AssertionError as exc:
+                _, metrics = await gateway.get("/metrics")
+                raise AssertionError(f"{exc}\n" + "\n".join(
+                    m for m in metrics.splitlines() if m.startswith("xrgw_"))) from None
+            seconds = time.monotonic() - began
+            await asyncio.sleep(0.5)
+            reading.cancel()
+            await asyncio.gather(reading, return_exceptions=True)
+            dead_total = await gateway.metric("xrgw_deadletter_total")
+            gateway.assert_no_stall()
+        note = (f"http sink gone after {len(before)}; the other {len(after)} dead-lettered "
+                f"in {seconds:.1f}s (xrgw_deadletter_total {dead_total:g}); reasons "
+                f"{dict(reasons)}")
+        return sink.tally, dead, note
+
+    delivered, dead, note = asyncio.run(scenario())
+    lost = report("sink down > retry budget", sent, delivered, dead, note)
+    assert lost == 0
+    assert not delivered.missing(before), "delivered before the sink went away"
+    assert not dead.missing(after), "dead-lettered while the sink was down"
+    assert set(reasons) == {"undeliverable"}, reasons
+
+
+async def _read_dead_reasons(tansu: Tansu, topic: str, tally: Tally,
+                             reasons: Counter[str]) -> None:
+    """Count dead letters by sequence number and by `xrgw-reason` until cancelled."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=tansu.bootstrap_servers, group_id=None,
+                                enable_auto_commit=False, fetch_max_wait_ms=100)
+    await consumer.start()
+    try:
+        partition = TopicPartition(topic, 0)
+        consumer.assign([partition])
+        await consumer.seek_to_beginning(partition)
+        while True:
+            batch = await consumer.getmany(timeout_ms=100, max_records=5000)
+            for records in batch.values():
+                for record in records:
+                    headers = dict(record.headers or ())
+                    reasons[(headers.get("xrgw-reason") or b"?").decode()] += 1
+                    tally.add(record.value, record.offset)
+    finally:
+        await consumer.stop()
+
+
+def test_deadletter_down_stops_intake(tmp_path, mosquitto, private_nats, tansu, run_id):
+    """The dead letter (NATS JetStream) is down while every 10th message is unmatchable
+    (topic `/faults/<run>/bad/<lane>`): those are not acked but nacked, so they stay at
+    the source (the MQTT session) and, once they fill the Receive Maximum, intake stops
+    -- nothing is dropped. When the dead letter is back, every bad message is
+    dead-lettered and every good one delivered."""
+    n = 2_000
+    sent = range(n)
+    bad = [s for s in sent if s % 10 == 0]
+    good = [s for s in sent if s % 10 != 0]
+    topic = f"faults-dlqdown-{run_id}"
+    dead_stream, dead_subject = f"FAULTS_DEAD_{run_id}", f"faults.dead.{run_id}"
+    port = free_port()
+    config = write_config(
+        tmp_path, name="dlqdown", mqtt=mosquitto, client_id=f"xrgw-faults-dlqdown-{run_id}",
+        run=run_id, outputs={"faults-kafka": {"uri": tansu.url, "options": {"topic": topic}}},
+        tansu=tansu, deadletter_topic="unused", admin_port=port,
+        topicfilter=f"/faults/{run_id}/#", retry=SHORT_RETRY,
+        deadletter=("faults-deadletter-nats", {
+            "uri": private_nats.url, "options": {"subject": dead_subject, "jetstream": True}}))
+
+    def publish_mixed() -> None:
+        client = paho.Client(CallbackAPIVersion.VERSION2,
+                             client_id=f"faults-pub-{uuid.uuid4().hex}",
+                             protocol=MQTTProtocolVersion.MQTTv311)
+        client.max_inflight_messages_set(512)
+        client.max_queued_messages_set(0)
+        client.connect(mosquitto.host, mosquitto.port, keepalive=30)
+        client.loop_start()
+        try:
+            infos = [client.publish(
+                f"/faults/{run_id}/bad/{s % LANES}" if s % 10 == 0
+                else f"/faults/{run_id}/{s % LANES}", body(s), qos=1) for s in sent]
+            for info in infos:
+                info.wait_for_publish(60)
+                assert info.is_published()
+        finally:
+            client.disconnect()
+            client.loop_stop()
+
+    async def scenario() -> tuple[Tally, Tally, str]:
+        await create_topics(tansu, topic)
+        await create_stream(private_nats.url, dead_stream, dead_subject)
+        live = KafkaReader(tansu, topic)
+        watching = asyncio.create_task(live.run())
+        with gateway_process(config, port) as gateway:
+            gateway.start()
+            await gateway.wait_ready()
+            await asyncio.to_thread(private_nats.stop)
+            await wait_status(gateway, 503, 15)
+            await asyncio.to_thread(publish_mixed)
+            # Intake stops: arrivals settle at a level below everything good.
+            await until(lambda: time.monotonic() - live.last_arrival > 2.0, 60,
+                        lambda: f"still arriving: {live.tally.unique}")
+            stalled_at = live.tally.unique
+            dead_while_down = await gateway.metric("xrgw_deadletter_total")
+            dropped = await gateway.metric("xrgw_messages_dropped_total")
+            assert await gateway.readyz() == 503
+            down_for = time.monotonic()
+            await asyncio.to_thread(private_nats.start)
+            await wait_status(gateway, 200, 30)
+            await until(lambda: not live.tally.missing(good), patience(n),
+                        lambda: f"{live.tally.unique} of {len(good)} good arrived")
+            dead = await read_jetstream(private_nats.url, dead_stream, dead_subject,
+                                        len(bad), timeout=patience(n))
+            down_for = time.monotonic() - down_for
+            live.stop()
+            await watching
+            delivered = await read_kafka(tansu, topic, expect=range(0))
+            # `expect` above only starts the read; wait for every good one explicitly.
+            assert not delivered.missing(good)
+            gateway.assert_no_stall()
+        note = (f"dead letter down: intake stopped at {stalled_at} of {len(good)} good "
+                f"(dead-lettered meanwhile {dead_while_down:g}, dropped {dropped:g}); "
+                f"all settled {down_for:.1f}s after it came back")
+        assert dead_while_down == 0 and dropped == 0
+        assert stalled_at < len(good), "intake did not stop"
+        return delivered, dead, note
+
+    delivered, dead, note = asyncio.run(scenario())
+    lost = report("dead letter down (10% bad)", sent, delivered, dead, note)
+    assert lost == 0
+    assert not dead.missing(bad) and set(dead.counts) == set(bad)
+    assert set(delivered.counts) == set(good)
+
+
+# ====================================================================== 7. slow sink
+
+
+class SlowSink:
+    """An HTTP sink that answers 200 after `delay` seconds, counting bodies by seq."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self.tally = Tally()
+        self.concurrent = 0
+        self.max_concurrent = 0
+        self.port = free_port()
+        self._runner: web.AppRunner | None = None
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        self.concurrent += 1
+        self.max_concurrent = max(self.max_concurrent, self.concurrent)
+        try:
+            data = await request.read()
+            await asyncio.sleep(self.delay)
+            self.tally.add(data)
+            return web.Response(status=200)
+        finally:
+            self.concurrent -= 1
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_post("/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+
+def test_slow_sink_keeps_inflight_bounded(tmp_path, mosquitto, tansu, run_id):
+    """The sink takes 20 ms per message. The route's window bounds what is held: the
+    `xrgw_inflight` gauge never exceeds `inflight`, resident memory stays flat while the
+    source holds the backlog, and throughput settles near what the sink allows
+    (concurrent lanes / delay) -- no timeouts, no dead letters, nothing lost."""
+    n = 4_000
+    sent = range(n)
+    delay = 0.02
+    dead_topic = f"faults-slow-dead-{run_id}"
+    port = free_port()
+    sink = SlowSink(delay)
+    config = write_config(
+        tmp_path, name="slow", mqtt=mosquitto, client_id=f"xrgw-faults-slow-{run_id}",
+        run=run_id, outputs={"faults-http-out": {"uri": f"http://127.0.0.1:{sink.port}/sink"}},
+        tansu=tansu, deadletter_topic=dead_topic, admin_port=port)
+    samples: list[tuple[float, int]] = []  # (inflight gauge, rss)
+
+    async def scenario() -> tuple[Tally, Tally, str]:
+        await create_topics(tansu, dead_topic)
+        await sink.start()
+        try:
+            with gateway_process(config, port) as gateway:
+                gateway.start()
+                await gateway.wait_ready()
+                rss_start = gateway.rss_bytes()
+                began = time.monotonic()
+                publishing = asyncio.create_task(
+                    asyncio.to_thread(publish, mosquitto, run_id, sent))
+
+                async def sample() -> None:
+                    samples.append((await gateway.metric("xrgw_inflight"),
+                                    gateway.rss_bytes()))
+
+                await until(lambda: not sink.tally.missing(sent), patience(n, 120),
+                            lambda: f"{sink.tally.unique} of {n} arrived", also=sample)
+                seconds = time.monotonic() - began
+                await publishing
+                dead = await read_kafka(tansu, dead_topic, expect=None, quiet=0.5)
+                errors = await gateway.metric("xrgw_publish_errors_total")
+        finally:
+            await sink.stop()
+        peak_inflight = max(s[0] for s in samples)
+        peak_rss = max(s[1] for s in samples)
+        rate = n / seconds
+        ceiling = sink.max_concurrent / delay
+        note = (f"sink {delay * 1000:g} ms/msg: {rate:.0f} msg/s ({sink.max_concurrent} "
+                f"concurrent, ceiling {ceiling:.0f}/s); inflight peak {peak_inflight:g} "
+                f"(window {INFLIGHT}); RSS {rss_start / 2**20:.0f} -> peak "
+                f"{peak_rss / 2**20:.0f} MiB; publish errors {errors:g}")
+        assert peak_inflight <= INFLIGHT, note
+        assert peak_rss - rss_start < 64 * 2**20, note
+        assert errors == 0, note
+        # Graceful: the sink's own limit, not a collapse (timeouts, retries, stalls).
+        assert rate >= 0.25 * ceiling, note
+        return sink.tally, dead, note
+
+    delivered, dead, note = asyncio.run(scenario())
+    lost = report("slow sink (20 ms/msg)", sent, delivered, dead, note)
+    assert lost == 0
+    assert delivered.duplicates == 0
     assert sum(dead.counts.values()) == 0

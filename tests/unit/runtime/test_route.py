@@ -118,23 +118,20 @@ def test_transient_failure_then_success_is_delivered_once():
     assert len(out.written) == 1 and not dlq.written and len(consumer.acked) == 1
 
 
-def test_dead_letter_down_means_nack_not_drop():
+def test_dead_letter_down_holds_the_message_then_nacks_on_stop_never_drops():
     dlq = MemoryProducer(rule=lambda m: Outcome.failed("dlq down", retryable=True))
 
     async def scenario():
         route, consumer, _, _, _ = build([unmatched()], dlq=dlq)
-        consumer_close = consumer._close_when_empty
-        assert consumer_close
         await route.start()
-        for _ in range(200):
-            if consumer.nacked:
-                break
-            await asyncio.sleep(0.005)
+        await asyncio.sleep(0.2)
+        held = (len(consumer.acked), len(consumer.nacked), route.inflight)
         await route.stop(grace=1)
-        return consumer
+        return consumer, held
 
-    consumer = asyncio.run(scenario())
-    assert consumer.nacked and consumer.nacked[0].retry is True
+    consumer, held = asyncio.run(scenario())
+    assert held == (0, 0, 1)  # held in its window slot while the dead letter is down
+    assert consumer.nacked and consumer.nacked[0].retry is True  # given back on stop
     assert unmatched() not in consumer.acked
 
 
