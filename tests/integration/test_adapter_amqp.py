@@ -3,29 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
 import uuid
-from collections.abc import Callable, Coroutine
-from typing import Any, ParamSpec
+from typing import Any
 
 import pytest
 from brokers import RabbitMQ, free_port
+from support import asyncio_test
 
 from adapters.amqp import AmqpConsumer, AmqpProducer
 from adapters.base import AlreadySettled, Delivery, EndpointSettings, NotConnected
 from gateway.record import NativeMessage
 
 TIMEOUT = 5.0
-P = ParamSpec("P")
 
-
-def asyncio_test(fn: Callable[P, Coroutine[Any, Any, None]]) -> Callable[P, None]:
-    @functools.wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
-        asyncio.run(fn(*args, **kwargs))
-
-    return wrapper
 
 
 def _queue() -> str:

@@ -4,18 +4,18 @@ the egress producer against an aiohttp webhook receiver (both on ephemeral ports
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, ParamSpec
+from typing import Any
 
 import aiohttp
 import pytest
 from aiohttp import web
 from brokers import free_port
+from support import asyncio_test
 from yarl import URL
 
 from adapters.base import AlreadySettled, Delivery, EndpointSettings, NotConnected
@@ -23,15 +23,7 @@ from adapters.http import HttpConsumer, HttpProducer
 from gateway.record import NativeMessage
 
 TIMEOUT = 5.0
-P = ParamSpec("P")
 
-
-def asyncio_test(fn: Callable[P, Coroutine[Any, Any, None]]) -> Callable[P, None]:
-    @functools.wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
-        asyncio.run(fn(*args, **kwargs))
-
-    return wrapper
 
 
 async def _consumer(**options: Any) -> HttpConsumer:

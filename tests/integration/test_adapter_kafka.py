@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import functools
 import time
 import uuid
-from collections.abc import Callable, Coroutine
-from typing import Any, ParamSpec
+from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition  # type: ignore[import-untyped]
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-untyped]
 from brokers import Tansu, free_port
+from support import asyncio_test
 
 from adapters import kafka as kafka_adapter
 from adapters.base import (
@@ -27,15 +26,7 @@ from adapters.kafka import KafkaConsumer, KafkaOptions, KafkaProducer
 from gateway.record import NativeMessage
 
 TIMEOUT = 10.0  # generous: the first JoinGroup answer alone takes session_timeout/2
-P = ParamSpec("P")
 
-
-def asyncio_test(fn: Callable[P, Coroutine[Any, Any, None]]) -> Callable[P, None]:
-    @functools.wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
-        asyncio.run(fn(*args, **kwargs))
-
-    return wrapper
 
 
 def _uid() -> str:

@@ -4,31 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import time
 import uuid
-from collections.abc import Callable, Coroutine
-from typing import Any, ParamSpec
+from typing import Any
 
 import nats
 import pytest
 from brokers import NatsServer, free_port
 from nats.js.api import StreamConfig
+from support import asyncio_test
 
 from adapters.base import AlreadySettled, Delivery, EndpointSettings, NotConnected
 from adapters.nats import NatsConsumer, NatsProducer
 from gateway.record import NativeMessage
 
 TIMEOUT = 5.0
-P = ParamSpec("P")
 
-
-def asyncio_test(fn: Callable[P, Coroutine[Any, Any, None]]) -> Callable[P, None]:
-    @functools.wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
-        asyncio.run(fn(*args, **kwargs))
-
-    return wrapper
 
 
 def _uid() -> str:

@@ -6,11 +6,9 @@ rely on (manual acks, redelivery, headers/properties, addresses, consumer groups
 from __future__ import annotations
 
 import asyncio
-import functools
 import queue
 import uuid
-from collections.abc import Callable, Coroutine
-from typing import Any, ParamSpec
+from typing import Any
 
 import aiomqtt
 import nats
@@ -29,25 +27,13 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from proton import Message
 from proton.utils import BlockingConnection
+from support import asyncio_test
 
 pytestmark = pytest.mark.integration
 
 TIMEOUT = 10.0
 
-P = ParamSpec("P")
 
-
-def asyncio_test(fn: Callable[P, Coroutine[Any, Any, None]]) -> Callable[P, None]:
-    """Run an async test function in a fresh event loop (no pytest plugin needed).
-
-    ``functools.wraps`` keeps the signature, so pytest still injects fixtures.
-    """
-
-    @functools.wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
-        asyncio.run(fn(*args, **kwargs))
-
-    return wrapper
 
 
 def _mqtt_props(packet_type: int, **values: Any) -> Properties:

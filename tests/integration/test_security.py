@@ -19,20 +19,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import logging
 import ssl
 import threading
 import uuid
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ParamSpec
+from typing import Any
 
 import aiohttp
 import pytest
 from aiohttp import web
 from brokers import Mosquitto, NatsServer, RabbitMQ, Tansu, TlsFiles, free_port
+from support import asyncio_test
 from tls import Pki, make_pki
 
 from adapters.amqp import AmqpConsumer, AmqpProducer
@@ -46,17 +46,9 @@ from gateway.definitions.sources import load_url
 from gateway.record import NativeMessage
 
 TIMEOUT = 10.0
-P = ParamSpec("P")
 PASSWORD = "pw-" + uuid.uuid4().hex  # unique: any occurrence in logs is a leak
 TOKEN = "tok-" + uuid.uuid4().hex
 
-
-def asyncio_test(fn: Callable[P, Coroutine[Any, Any, None]]) -> Callable[P, None]:
-    @functools.wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
-        asyncio.run(fn(*args, **kwargs))
-
-    return wrapper
 
 
 @pytest.fixture(autouse=True)
