@@ -104,7 +104,7 @@ class NativeMessage:
         out: list[tuple[str, str]] = []
         for entry in raw:
             if isinstance(entry, dict):
-                out.append((str(entry.get("name", "")), _as_text(entry.get("value"))))
+                out.append((str(entry.get("name", "")), as_text(entry.get("value"))))
         return out
 
     def header(self, name: str, case_insensitive: bool = False) -> str | None:
@@ -117,7 +117,7 @@ class NativeMessage:
                 continue
             key = entry.get("name")
             if isinstance(key, str) and (key.lower() if case_insensitive else key) == wanted:
-                return _as_text(entry.get("value"))
+                return as_text(entry.get("value"))
         return None
 
     @property
@@ -265,14 +265,19 @@ def is_json_media_type(content_type: str) -> bool:
     return essence in ("application/json", "text/json") or essence.endswith("+json")
 
 
-def _as_text(value: object) -> str:
+def as_text(value: object) -> str:
+    """The canonical text of a metadata value: strings as they are, booleans as
+    `true`/`false`, null as empty, objects and arrays as compact sorted JSON. Header
+    values, constant comparisons and template expansion all use this one form."""
     if isinstance(value, str):
         return value
     if isinstance(value, bool):
         return "true" if value else "false"
     if value is None:
         return ""
-    return json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    return str(value)
 
 
 def _check_field(kind: str, value: object, path: str) -> None:
@@ -318,6 +323,6 @@ def read_records(lines: Iterator[str]) -> Iterator[tuple[int, NativeMessage | Re
 
 
 __all__ = [
-    "MQTT5", "MQTT311", "NATS", "NativeMessage", "RecordError", "is_json_media_type",
+    "MQTT5", "MQTT311", "NATS", "NativeMessage", "RecordError", "as_text", "is_json_media_type",
     "read_records",
 ]

@@ -20,9 +20,8 @@ from gateway.cloudevents.timestamps import format_rfc3339
 from gateway.definitions.model import MessageDefinition
 from gateway.envelope.render import RenderError
 from gateway.jsontypes import JSON
-from gateway.matching.values import as_text
 from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, NATS, definition_field
-from gateway.record import NativeMessage
+from gateway.record import NativeMessage, as_text
 from gateway.templates import Template, TemplateError
 
 _NUMERIC = {"integer"}

@@ -31,8 +31,7 @@ from gateway.cloudevents.timestamps import parse_rfc3339
 from gateway.definitions.model import MessageDefinition, Property
 from gateway.envelope.ids import event_id
 from gateway.jsontypes import JSON
-from gateway.matching.values import as_text
-from gateway.record import NativeMessage
+from gateway.record import NativeMessage, as_text
 from gateway.templates import Template, TemplateError
 
 TIME_SENTINEL = "0000-01-01T00:00:00Z"

@@ -13,8 +13,8 @@ from typing import Any
 
 from gateway.definitions.model import MessageDefinition, Property
 from gateway.jsontypes import JSON
-from gateway.matching.values import Reader, as_text, conforms, family, reader_for, same_value
-from gateway.record import NativeMessage
+from gateway.matching.values import Reader, conforms, family, reader_for, same_value
+from gateway.record import NativeMessage, as_text
 from gateway.templates import Template, TemplateError
 
 _STRINGY = {"string", "uritemplate", "uri", "symbol", "any", ""}

@@ -5,14 +5,13 @@ Kept apart from the matcher so the Spark compiler and `explain` read fields the 
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from urllib.parse import unquote
 
 from gateway.jsontypes import JSON
 from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, MQTT311, NATS, FieldSpec, definition_field
-from gateway.record import NativeMessage
+from gateway.record import NativeMessage, as_text
 
 # A reader returns every value the record carries for one constrained field: zero values
 # when absent, several for repeated headers / user properties.
@@ -35,18 +34,6 @@ def family(protocol: str | None) -> str | None:
     if protocol in (MQTT5, MQTT311):
         return "MQTT"
     return protocol
-
-
-def as_text(value: JSON) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return ""
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, separators=(",", ":"), sort_keys=True)
-    return str(value)
 
 
 def same_value(actual: JSON, expected: JSON) -> bool:

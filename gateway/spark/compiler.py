@@ -24,8 +24,9 @@ from gateway.definitions.model import MessageDefinition
 from gateway.envelope.render import EnvelopeTemplate
 from gateway.matching.compiled import Check, CompiledDefinition, compile_definition
 from gateway.matching.index import WILD
-from gateway.matching.values import ADDRESS_FIELD, as_text
+from gateway.matching.values import ADDRESS_FIELD
 from gateway.protocols import AMQP, HTTP, KAFKA, NATS, definition_field
+from gateway.record import as_text
 from gateway.templates import Template
 
 CORE_ATTRIBUTES = ("specversion", "id", "source", "type", "subject", "time",

@@ -18,8 +18,7 @@ from gateway.cloudevents.jsonformat import event_to_json
 from gateway.convert import Converter
 from gateway.definitions.model import MessageDefinition
 from gateway.jsontypes import JSON
-from gateway.matching.values import as_text
-from gateway.record import NativeMessage, RecordError
+from gateway.record import NativeMessage, RecordError, as_text
 
 _CONVERTERS: dict[str, Converter] = {}  # per Python worker: build the matcher once
 
