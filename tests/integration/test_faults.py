@@ -284,6 +284,19 @@ SHORT_RETRY: dict[str, object] = {"attempts": 3, "initial_backoff": "10ms",
                                   "max_backoff": "20ms"}
 
 
+def mqtt_to_kafka_config(tmp: Path, *, name: str, short: str, mqtt: Mosquitto, tansu: Tansu,
+                         run: str) -> tuple[Path, int, str, str]:
+    """The plain MQTT -> Kafka route the kill, source-restart and SIGTERM scenarios share:
+    (config path, admin port, output topic, dead-letter topic)."""
+    topic, dead_topic = f"faults-{short}-{run}", f"faults-{short}-dead-{run}"
+    port = free_port()
+    config = write_config(
+        tmp, name=name, mqtt=mqtt, client_id=f"xrgw-faults-{short}-{run}",
+        run=run, outputs={"faults-kafka": {"uri": tansu.url, "options": {"topic": topic}}},
+        tansu=tansu, deadletter_topic=dead_topic, admin_port=port)
+    return config, port, topic, dead_topic
+
+
 def write_route_config(tmp: Path, *, name: str, source: tuple[str, dict[str, object]],
                        outputs: dict[str, dict[str, object]],
                        deadletter: tuple[str, dict[str, object]], admin_port: int,
@@ -532,12 +545,8 @@ def test_sigkill_mid_stream_mqtt_to_kafka(tmp_path, mosquitto, tansu, run_id):
     reached Kafka and started again with the same client id: nothing is lost, duplicates
     are bounded."""
     sent = range(fault_n(10_000))
-    topic, dead_topic = f"faults-kill-{run_id}", f"faults-kill-dead-{run_id}"
-    port = free_port()
-    config = write_config(
-        tmp_path, name="kill", mqtt=mosquitto, client_id=f"xrgw-faults-kill-{run_id}",
-        run=run_id, outputs={"faults-kafka": {"uri": tansu.url, "options": {"topic": topic}}},
-        tansu=tansu, deadletter_topic=dead_topic, admin_port=port)
+    config, port, topic, dead_topic = mqtt_to_kafka_config(
+        tmp_path, name="kill", short="kill", mqtt=mosquitto, tansu=tansu, run=run_id)
 
     async def scenario() -> tuple[Tally, Tally, str]:
         await create_topics(tansu, topic, dead_topic)
@@ -597,12 +606,8 @@ def test_source_broker_restart_mqtt_to_kafka(tmp_path, private_mosquitto, tansu,
     survive, the gateway reconnects by itself, and everything arrives."""
     mqtt = private_mosquitto
     sent = range(5_000)
-    topic, dead_topic = f"faults-src-{run_id}", f"faults-src-dead-{run_id}"
-    port = free_port()
-    config = write_config(
-        tmp_path, name="source", mqtt=mqtt, client_id=f"xrgw-faults-src-{run_id}",
-        run=run_id, outputs={"faults-kafka": {"uri": tansu.url, "options": {"topic": topic}}},
-        tansu=tansu, deadletter_topic=dead_topic, admin_port=port)
+    config, port, topic, dead_topic = mqtt_to_kafka_config(
+        tmp_path, name="source", short="src", mqtt=mqtt, tansu=tansu, run=run_id)
 
     async def scenario() -> tuple[Tally, Tally, str]:
         await create_topics(tansu, topic, dead_topic)
@@ -703,12 +708,8 @@ def test_sigterm_drains_and_exits_within_grace(tmp_path, mosquitto, tansu, run_i
     """SIGTERM during a burst: the gateway settles what it holds, exits 0 within the
     grace period; a restarted gateway delivers the rest -- no loss, duplicates bounded."""
     sent = range(6_000)
-    topic, dead_topic = f"faults-term-{run_id}", f"faults-term-dead-{run_id}"
-    port = free_port()
-    config = write_config(
-        tmp_path, name="term", mqtt=mosquitto, client_id=f"xrgw-faults-term-{run_id}",
-        run=run_id, outputs={"faults-kafka": {"uri": tansu.url, "options": {"topic": topic}}},
-        tansu=tansu, deadletter_topic=dead_topic, admin_port=port)
+    config, port, topic, dead_topic = mqtt_to_kafka_config(
+        tmp_path, name="term", short="term", mqtt=mosquitto, tansu=tansu, run=run_id)
 
     async def scenario() -> tuple[Tally, Tally, str]:
         await create_topics(tansu, topic, dead_topic)
