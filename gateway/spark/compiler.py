@@ -35,6 +35,12 @@ SEP = "\u0001"  # joins the parts of an index key; cannot occur in a topic or pa
 _MODES = ("presence", "const", "regex", "segments")  # check modes, by their number in SQL
 
 
+_SLOT_ORDER = ("x", "s", "p", "r")
+# One rendered attribute's shape: absent, a fixed value, or a template (its declared type
+# and parts: -1 a literal, else the capture slot). Literals are per-definition data.
+AttributeShape = tuple[str, str, tuple[int, ...]]
+
+
 class CompileError(ValueError):
     """A definition set the Spark job cannot run; the message says what and why."""
 
@@ -95,6 +101,10 @@ class DefinitionPlan:
     fixed: dict[str, str] = field(default_factory=dict)
     templated: list[tuple[str, str, list[tuple[str | None, int]]]] = field(default_factory=list)
     specificity: tuple[int, int] = (0, 0)
+    slot: tuple[Any, ...] = ()  # which index-key slot of a record finds this definition
+    shapes: list[int] = field(default_factory=list)  # per attribute: its shape id, -1 absent
+    offsets: list[int] = field(default_factory=list)  # per attribute: first entry in rvals
+    rvals: list[str] = field(default_factory=list)  # fixed values and template literals
     time_from_receive: bool = True
     content_type: str | None = None
     dataschema: str | None = None
@@ -116,6 +126,29 @@ class CompiledCatalog:
     extensions: dict[str, str]  # extension column -> Spark type
     ambiguity: str = "first"
     validate_schema: bool = False
+    # Rendered attributes in column order, and per attribute its distinct shapes.
+    attributes: list[str] = field(default_factory=list)
+    attribute_shapes: list[list[AttributeShape]] = field(default_factory=list)
+
+    def slots(self) -> list[tuple[Any, ...]]:
+        """The record's index-key slots that can find a definition, in a fixed order."""
+        seen = {plan.slot for plan in self.plans if plan.key is not None}
+        return sorted(seen, key=lambda s: (_SLOT_ORDER.index(s[0]), s[1:]))
+
+    def positions(self, slot: tuple[Any, ...]) -> list[list[int]]:
+        """Per candidate position of a slot's array: the check signatures found there."""
+        by_key: dict[str, list[DefinitionPlan]] = {}
+        for plan in self.plans:
+            if plan.key is not None and plan.slot == slot:
+                by_key.setdefault(plan.key, []).append(plan)
+        out: list[list[int]] = []
+        for plans in by_key.values():
+            for position, plan in enumerate(plans):
+                if position == len(out):
+                    out.append([])
+                if plan.signature not in out[position]:
+                    out[position].append(plan.signature)
+        return out
 
     @property
     def readers(self) -> list[ReaderSpec]:
@@ -184,15 +217,16 @@ class _Builder:
         """Mirror `KeyIndex.add`; returns the segment positions a segmented key captures."""
         fam = plan.family or ""
         if key_check is None or (key_check.template is None and not key_check.has_constant):
-            plan.key, plan.key_kind = f"{fam}{SEP}r", "rest"
+            plan.key, plan.key_kind, plan.slot = f"{fam}{SEP}r", "rest", ("r",)
             self.rest.add(fam)
             return None
         if key_check.template is None:
             if not isinstance(key_check.constant, str):
-                plan.key, plan.key_kind = f"{fam}{SEP}r", "rest"
+                plan.key, plan.key_kind, plan.slot = f"{fam}{SEP}r", "rest", ("r",)
                 self.rest.add(fam)
             else:
                 plan.key, plan.key_kind = f"{fam}{SEP}x{SEP}{key_check.constant}", "exact"
+                plan.slot = ("x",)
             return None
         template = key_check.template
         if template.segmented:
@@ -204,16 +238,18 @@ class _Builder:
             shape_id = f"{len(segments)}:{','.join(map(str, literal))}"
             plan.key = SEP.join([fam, "s", shape_id, *(segments[i] for i in literal)])
             plan.key_kind = "segments"
+            plan.slot = ("s", shapes.index(literal))
             return tuple(i for i, s in enumerate(segments) if s == WILD)
         prefix = template.literal_prefix
         if not prefix:
-            plan.key, plan.key_kind = f"{fam}{SEP}r", "rest"
+            plan.key, plan.key_kind, plan.slot = f"{fam}{SEP}r", "rest", ("r",)
             self.rest.add(fam)
         else:
             lengths = self.prefixes.setdefault(fam, [])
             if len(prefix) not in lengths:
                 lengths.append(len(prefix))
             plan.key, plan.key_kind = f"{fam}{SEP}p{len(prefix)}{SEP}{prefix}", "prefix"
+            plan.slot = ("p", lengths.index(len(prefix)))
         return None
 
     def checks(self, plan: DefinitionPlan, compiled: CompiledDefinition,
@@ -329,10 +365,47 @@ def compile_catalog(
             if name in extensions and extensions[name] != value_type and not plan.python:
                 plan.python = f"extension {name} is declared with different types"
     _check_regexes(plans)
+    attributes = [*CORE_ATTRIBUTES[1:], *sorted(extensions)]
+    attribute_shapes = _attribute_layout(plans, attributes)
     return CompiledCatalog(
         listed, plans, list(builder.signatures), builder.shapes, builder.prefixes,
-        builder.rest, extensions, ambiguity, validate_schema,
+        builder.rest, extensions, ambiguity, validate_schema, attributes, attribute_shapes,
     )
+
+
+def _attribute_layout(plans: Sequence[DefinitionPlan],
+                      attributes: list[str]) -> list[list[AttributeShape]]:
+    """Give every plan its per-attribute shape ids, offsets and literal values.
+
+    Shapes are numbered per attribute, so the SQL for one attribute has one branch per
+    distinct way the definitions declare it (usually one or two), however many there are.
+    """
+    layout: list[list[AttributeShape]] = [[] for _ in attributes]
+    for plan in plans:
+        if plan.key is None:
+            continue
+        templated = {name: (typ, parts) for name, typ, parts in plan.templated}
+        for position, name in enumerate(attributes):
+            shape: AttributeShape | None = None
+            plan.offsets.append(len(plan.rvals))
+            if name in plan.fixed:
+                shape = ("fixed", "", ())
+                plan.rvals.append(plan.fixed[name])
+            elif name in templated:
+                typ, parts = templated[name]
+                kinds = []
+                for literal, slot in parts:
+                    kinds.append(-1 if literal is not None else slot)
+                    if literal is not None:
+                        plan.rvals.append(literal)
+                shape = ("template", typ, tuple(kinds))
+            if shape is None:
+                plan.shapes.append(-1)
+                continue
+            if shape not in layout[position]:
+                layout[position].append(shape)
+            plan.shapes.append(layout[position].index(shape))
+    return layout
 
 
 def _plan_types(plan: DefinitionPlan) -> list[tuple[str, str]]:
@@ -351,30 +424,36 @@ def _check_regexes(plans: Sequence[DefinitionPlan]) -> None:
 
 
 def plan_rows(catalog: CompiledCatalog) -> list[dict[str, Any]]:
-    """The candidate table: one row per SQL-matchable definition."""
+    """The candidate table: one row per SQL-matchable definition, in catalog order.
+
+    Only per-definition *data* is here (constants, regexes, literals, ranks); the SQL
+    that reads it is generated once per check signature and attribute shape.
+    """
     rows = []
-    readers = catalog.readers
     for plan in catalog.plans:
         if plan.key is None:
             continue
         spec = plan.definition
         rows.append({
             "k": plan.key,
-            "idx": plan.index,
-            "sig": plan.signature,
+            "slot": plan.slot,
             "lit": plan.specificity[0],
             "cnt": plan.specificity[1],
             "negorder": -spec.order,
+            "idx": plan.index,
+            "sig": plan.signature,
             "py": plan.python is not None,
             "schema": isinstance(spec.dataschema, dict)
             and (spec.dataschemaformat or "").lower().startswith("jsonschema"),
-            "checks": [
-                (readers.index(shape.reader), _MODES.index(shape.mode), shape.type,
-                 shape.required, const, regex, list(shape.slots), list(shape.positions))
-                for shape, const, regex in zip(plan.checks, plan.consts, plan.regexes,
-                                               strict=True)
-            ],
-            "nslots": len(plan.names),
+            "consts": plan.consts,
+            "regexes": plan.regexes,
+            "xid": plan.xid,
+            "names": plan.names,
+            "shapes": plan.shapes,
+            "offsets": plan.offsets,
+            "rvals": plan.rvals,
+            "tfr": plan.time_from_receive,
+            "ctype": plan.content_type,
+            "dschema": plan.dataschema,
         })
     return rows
-

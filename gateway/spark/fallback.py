@@ -1,15 +1,16 @@
-"""The Python stage: the core converter over Arrow batches (`mapInArrow`).
+"""The Python stage: the core converter over Arrow batches (a vectorized UDF).
 
-It receives only the records the compiled path routed away (records SQL cannot judge
-exactly, CloudEvents, ties that need the policy or JSON Schema, render failures, and
-every dead letter, whose explanation ranks definitions with `difflib`). It runs
+It is an Arrow UDF over the record column that sees only the records the compiled path
+routed away (records SQL cannot judge exactly, CloudEvents, ties that need the policy or
+JSON Schema, render failures, and every dead letter, whose explanation ranks definitions
+with `difflib`); the other rows reach it as nulls. It runs
 `gateway.convert.Converter` unchanged, so its outcomes are `xrgw match`'s by construction.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
@@ -70,12 +71,15 @@ def convert_line(converter: Converter, line: str, explain: bool) -> dict[str, An
     return row
 
 
-def arrow_stage(
+def python_stage(
     definitions: Sequence[MessageDefinition], token: str, *, ambiguity: str,
-    validate_schema: bool, explain: bool, schema: pa.Schema,
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The function given to `mapInArrow` (pickled with the definitions)."""
-    ce_fields = {f.name: f.type for f in schema.field("ce").type}
+    validate_schema: bool, explain: bool, result: pa.StructType,
+) -> Callable[[pa.Array], pa.Array]:
+    """The vectorized UDF body: records in (null where the compiled path settled the
+    row), outcome structs out (null for those rows). A batch without work costs one
+    null check, so the compiled path never waits on Python for its own rows."""
+    ce_fields = {f.name: f.type for f in result.field("ce").type}
+    names = [f.name for f in result]
 
     def fit(name: str, value: Any) -> Any:
         # A string column holding a typed value (types differ across definitions).
@@ -83,18 +87,23 @@ def arrow_stage(
             return as_text(value)
         return value
 
-    def stage(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def stage(records: pa.Array) -> pa.Array:
+        if records.null_count == len(records):
+            return pa.nulls(len(records), result)
         converter = _CONVERTERS.get(token)
         if converter is None:
             converter = Converter(definitions, ambiguity=ambiguity,  # type: ignore[arg-type]
                                   validate_schema=validate_schema)
             _CONVERTERS[token] = converter
-        for batch in batches:
-            rows = [convert_line(converter, line, explain)
-                    for line in batch.column("record").to_pylist()]
-            for row in rows:
-                if row["ce"] is not None:
-                    row["ce"] = {k: fit(k, v) for k, v in row["ce"].items() if k in ce_fields}
-            yield pa.RecordBatch.from_pylist(rows, schema=schema)
+        rows: list[dict[str, Any] | None] = []
+        for line in records.to_pylist():
+            if line is None:
+                rows.append(None)
+                continue
+            row = convert_line(converter, line, explain)
+            if row["ce"] is not None:
+                row["ce"] = {k: fit(k, v) for k, v in row["ce"].items() if k in ce_fields}
+            rows.append({name: row[name] for name in names})
+        return pa.array(rows, type=result)
 
     return stage

@@ -99,17 +99,15 @@ def _with_format(target: tuple[str, str], options: JobOptions) -> tuple[
 
 def _convert_batch(stage: Stage, lines: DataFrame, options: JobOptions,
                    batch_id: int | None) -> dict[str, int]:
-    staged = stage.sql(lines).persist()
+    # Persisted: the counts and every sink read the same converted rows (the generated
+    # ids of records without a native identity are random, so they must not be redone).
+    outcomes = stage.convert(lines).persist()
     try:
-        outcomes = stage.finish(staged).persist()
-        try:
-            counts = {row["outcome"]: int(row["count"])
-                      for row in outcomes.groupBy("outcome").count().collect()}
-            write_outcomes(outcomes, options, batch_id)
-        finally:
-            outcomes.unpersist()
+        counts = {row["outcome"]: int(row["count"])
+                  for row in outcomes.groupBy("outcome").count().collect()}
+        write_outcomes(outcomes, options, batch_id)
     finally:
-        staged.unpersist()
+        outcomes.unpersist()
     return counts
 
 

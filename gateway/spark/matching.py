@@ -3,29 +3,32 @@
 1. Each record computes its index keys, exactly like `KeyIndex.lookup`: its address as an
    exact key; for every distinct *shape* (segment count + literal positions) of the
    family's segmented templates, the literal segments at those positions; for every
-   literal-prefix length, its prefix; and the family's "rest" key.
-2. One broadcast hash join per key slot fetches the candidate definitions (an array per
-   key), so the cost per record is a few hash probes whatever the number of definitions.
-3. Candidates are evaluated by one generic SQL expression (`aggregate` over the checks):
-   checks are data (field reader, mode, type, constant, regex), so the generated code does
-   not grow with the definitions. Captures of a
-   segmented address are read by position; other templates run `regexp_extract`.
-4. `array_max` over (literal chars, constrained fields, -order) picks the most specific;
-   a tie the policy cannot settle in SQL goes to the Python stage.
+   literal-prefix length, its prefix; and the family's "rest" key. Only the slots some
+   definition can be found in are computed.
+2. One broadcast hash join per key slot fetches that key's candidate definitions (an array
+   of small structs: constants, regexes, ranks, render literals), so the cost per record
+   is a few hash probes whatever the number of definitions.
+3. Candidates are read by *position* (the compiler knows the longest array per slot) and
+   evaluated by plain SQL generated once per check *signature*: the fields, modes, types
+   and capture layout are static, only constants and regexes come from the candidate row.
+   No lambda runs per candidate or per check, so Spark generates tight code. Captures of
+   a segmented address are read by position; other templates run `regexp_extract`.
+4. `greatest` over (literal chars, constrained fields, -order, ...) picks the most
+   specific; a tie the policy cannot settle in SQL goes to the Python stage.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from gateway.spark.compiler import SEP, CompiledCatalog, ReaderSpec, plan_rows
-from gateway.spark.records import read_pairs, read_scalar, read_section
-from gateway.spark.sqlfuncs import call
+from gateway.spark.compiler import SEP, CheckShape, CompiledCatalog, ReaderSpec, plan_rows
+from gateway.spark.records import first_value, pair_values, read_scalar, read_section
+from gateway.spark.sqlfuncs import all_of, any_of
 
 # `gateway.matching.values.conforms` for text values (every value reaches SQL as text;
 # the screen guarantees text and JSON values agree, see records.py).
@@ -38,174 +41,220 @@ _TYPE_PATTERNS = {
     "duration": r"^-?P",
 }
 
-CHECK_TYPE = T.StructType([
-    T.StructField("fid", T.IntegerType()),  # index of the field reader (`_vals`)
-    T.StructField("mode", T.IntegerType()),  # 0 presence, 1 const, 2 regex, 3 segments
-    T.StructField("typ", T.StringType()),  # declared type when it can fail, else ""
-    T.StructField("req", T.BooleanType()),
-    T.StructField("const", T.StringType()),
-    T.StructField("regex", T.StringType()),
-    T.StructField("slots", T.ArrayType(T.IntegerType())),  # capture slot per group
-    T.StructField("pos", T.ArrayType(T.IntegerType())),  # segment per capture (mode 3)
-])
 CANDIDATE_TYPE = T.StructType([
-    T.StructField("idx", T.IntegerType()),
     T.StructField("lit", T.IntegerType()),
     T.StructField("cnt", T.IntegerType()),
     T.StructField("negorder", T.IntegerType()),
+    T.StructField("idx", T.IntegerType()),  # unique: ordering never looks further
+    T.StructField("sig", T.IntegerType()),
     T.StructField("py", T.BooleanType()),
     T.StructField("schema", T.BooleanType()),
-    T.StructField("checks", T.ArrayType(CHECK_TYPE)),
-    T.StructField("nslots", T.IntegerType()),
+    T.StructField("consts", T.ArrayType(T.StringType())),
+    T.StructField("regexes", T.ArrayType(T.StringType())),
+    T.StructField("xid", T.StringType()),
+    T.StructField("names", T.ArrayType(T.StringType())),
+    T.StructField("shapes", T.ArrayType(T.IntegerType())),
+    T.StructField("offsets", T.ArrayType(T.IntegerType())),
+    T.StructField("rvals", T.ArrayType(T.StringType())),
+    T.StructField("tfr", T.BooleanType()),
+    T.StructField("ctype", T.StringType()),
+    T.StructField("dschema", T.StringType()),
 ])
+_CANDIDATES = T.ArrayType(CANDIDATE_TYPE)
 
 
-def conforms(value: Column, declared: Column) -> Column:
-    """`conforms` with the declared type as data (one small expression for all checks)."""
-    out = F.when(declared == "", F.lit(True)).when(
-        declared == "boolean", value.isin("true", "false"))
-    for name, pattern in _TYPE_PATTERNS.items():
-        out = out.when(declared == name, value.rlike(pattern))
-    return out.otherwise(F.lit(True))
+def conforms(value: Column, declared: str) -> Column:
+    """`values.conforms` for one statically known declared type ("" accepts anything)."""
+    if declared == "boolean":
+        return value.isin("true", "false")
+    if declared in _TYPE_PATTERNS:
+        return value.rlike(_TYPE_PATTERNS[declared])
+    return F.lit(True)
 
 
-def read(r: Column, spec: ReaderSpec) -> Column:
-    if spec.kind == "pairs":
-        return read_pairs(r, spec.field, spec.name or "", spec.case_insensitive)
-    if spec.kind == "section":
-        return read_section(r, spec.field, spec.name or "")
-    return read_scalar(r, spec.field)
+def _reader_column(readers: list[ReaderSpec], spec: ReaderSpec) -> Column:
+    return F.col(f"_f{readers.index(spec)}")
 
 
-def _check(state: Column, k: Column, vals: Column, segments: Column) -> Column:
-    """One step of `CompiledDefinition.evaluate`: `Check.apply` on the field's values,
-    merging captures into `state.caps` with the placeholder-consistency rule."""
-    values = F.try_element_at(vals, k["fid"] + 1)
-    conforming = F.filter(values, lambda v: conforms(v, k["typ"]))
-    hit = F.try_element_at(F.filter(conforming, lambda v: F.regexp_like(v, k["regex"])),
-                           F.lit(1))
-    captured = (
-        F.when(k["mode"] == 2, F.transform(k["slots"], lambda _s, i: call(
-            "regexp_extract", hit, k["regex"], i + 1)))
-        .when(k["mode"] == 3, F.transform(k["pos"], lambda p: F.try_element_at(
-            segments, p + 1)))
-        .otherwise(F.array().cast("array<string>"))
-    )
-    passed = (
-        F.when(k["mode"] == 0, F.when(F.size(values) > 0, F.size(conforming) > 0)
-               .otherwise(~k["req"]))
-        .when(k["mode"] == 1, F.exists(conforming, lambda v: v == k["const"]))
-        .when(k["mode"] == 2, hit.isNotNull())
-        .otherwise(F.forall(captured, lambda x: F.length(x) > 0))
-    )
-    caps = state["caps"]
-    consistent = F.forall(F.arrays_zip(k["slots"].alias("s"), captured.alias("v")), lambda z: (
-        F.try_element_at(caps, z["s"] + 1).isNull()
-        | (F.try_element_at(caps, z["s"] + 1) == z["v"])))
-    merged = F.transform(caps, lambda c, i: F.coalesce(c, F.when(
-        F.array_position(k["slots"], i) > 0,
-        F.try_element_at(captured, F.array_position(k["slots"], i).cast("int")))))
-    ok = state["ok"] & F.coalesce(passed & consistent, F.lit(False))
-    return F.struct(ok.alias("ok"), F.when(ok, merged).otherwise(caps).alias("caps"))
+def read_columns(r: Column, readers: list[ReaderSpec]) -> dict[str, Column]:
+    """Per field reader: its single value (`_fN`, null when absent) and, for repeatable
+    fields, the number of values (`_nN`); more than one value goes to the Python stage."""
+    out: dict[str, Column] = {}
+    for i, spec in enumerate(readers):
+        if spec.kind == "pairs":
+            out[f"_p{i}"] = pair_values(r, spec.field, spec.name or "", spec.case_insensitive)
+        elif spec.kind == "section":
+            out[f"_f{i}"] = read_section(r, spec.field, spec.name or "")
+        else:
+            out[f"_f{i}"] = read_scalar(r, spec.field)
+    return out
+
+
+def _evaluate(signature: tuple[CheckShape, ...], c: Column, readers: list[ReaderSpec],
+              segments: Column) -> tuple[Column, Column]:
+    """`CompiledDefinition.evaluate` for one check signature: (passed, captures)."""
+    caps: dict[int, Column] = {}
+    passed: list[Column] = []
+    for i, shape in enumerate(signature):
+        value = _reader_column(readers, shape.reader)
+        conforming = value.isNotNull() & conforms(value, shape.type)
+        captured: list[Column] = []
+        if shape.mode == "presence":
+            ok = F.when(value.isNull(), F.lit(not shape.required)).otherwise(conforming)
+        elif shape.mode == "const":
+            ok = conforming & (value == F.try_element_at(c["consts"], F.lit(i + 1)))
+        elif shape.mode == "regex":
+            regex = F.try_element_at(c["regexes"], F.lit(i + 1))
+            ok = conforming & F.regexp_like(value, regex)
+            captured = [F.call_function("regexp_extract", value, regex, F.lit(g + 1))
+                        for g in range(len(shape.slots))]
+        else:  # segments: the index join compared the literal segments already
+            captured = [F.try_element_at(segments, F.lit(p + 1)) for p in shape.positions]
+            ok = all_of([F.length(x) > 0 for x in captured])
+        consistent: list[Column] = []
+        for slot, value_of_slot in zip(shape.slots, captured, strict=True):
+            if slot in caps:  # a placeholder used twice must carry the same value
+                consistent.append(caps[slot].isNull() | (caps[slot] == value_of_slot))
+                caps[slot] = F.coalesce(caps[slot], value_of_slot)
+            else:
+                caps[slot] = value_of_slot
+        passed.append(F.coalesce(all_of([ok, *consistent]), F.lit(False)))
+    captures = F.array(*[caps[s] for s in sorted(caps)]) if caps else F.array().cast(
+        "array<string>")
+    return all_of(passed), captures
 
 
 def record_keys(catalog: CompiledCatalog, fam: Column, addr: Column,
-                segments: Column) -> list[Column]:
-    """The record's index keys, one column per join slot (null: no key in that slot)."""
-    keys = [F.concat(fam, F.lit(f"{SEP}x{SEP}"), addr)]
+                segments: Column) -> dict[tuple[Any, ...], Column]:
+    """The record's index key per slot (null: no key in that slot)."""
+    keys: dict[tuple[Any, ...], Column] = {}
     nseg = F.size(segments)
-    depth = max((len(s) for by_n in catalog.shapes.values() for s in by_n.values()), default=0)
-    for slot in range(depth):
-        expr: Any = None
-        for family, by_count in catalog.shapes.items():
-            for count, shapes in by_count.items():
-                if slot >= len(shapes):
-                    continue
-                literal = shapes[slot]
-                shape_id = f"{count}:{','.join(map(str, literal))}"
-                parts = [F.lit(f"{family}{SEP}s{SEP}{shape_id}")] + [
-                    F.try_element_at(segments, F.lit(i + 1)) for i in literal
-                ]
-                key = F.concat_ws(SEP, *parts)
-                cond = (fam == family) & (nseg == count)
-                expr = F.when(cond, key) if expr is None else expr.when(cond, key)
-        keys.append(expr)
-    depth = max((len(v) for v in catalog.prefixes.values()), default=0)
-    for slot in range(depth):
-        expr = None
-        for family, lengths in catalog.prefixes.items():
-            if slot < len(lengths):
-                length = lengths[slot]
-                key = F.concat(F.lit(f"{family}{SEP}p{length}{SEP}"),
-                               F.substring(addr, 1, length))
-                expr = F.when(fam == family, key) if expr is None else expr.when(
-                    fam == family, key)
-        keys.append(expr)
-    if catalog.rest_families:
-        keys.append(F.when(fam.isin(*sorted(catalog.rest_families)),
-                           F.concat(fam, F.lit(f"{SEP}r"))))
+    for slot in catalog.slots():
+        kind = slot[0]
+        if kind == "x":
+            keys[slot] = F.concat(fam, F.lit(f"{SEP}x{SEP}"), addr)
+        elif kind == "s":
+            expr: Any = None
+            for family, by_count in catalog.shapes.items():
+                for count, shapes in by_count.items():
+                    if slot[1] >= len(shapes):
+                        continue
+                    literal = shapes[slot[1]]
+                    shape_id = f"{count}:{','.join(map(str, literal))}"
+                    key = F.concat_ws(SEP, F.lit(f"{family}{SEP}s{SEP}{shape_id}"), *[
+                        F.try_element_at(segments, F.lit(i + 1)) for i in literal])
+                    cond = (fam == family) & (nseg == count)
+                    expr = F.when(cond, key) if expr is None else expr.when(cond, key)
+            keys[slot] = expr
+        elif kind == "p":
+            expr = None
+            for family, lengths in catalog.prefixes.items():
+                if slot[1] < len(lengths):
+                    length = lengths[slot[1]]
+                    key = F.concat(F.lit(f"{family}{SEP}p{length}{SEP}"),
+                                   F.substring(addr, 1, length))
+                    expr = F.when(fam == family, key) if expr is None else expr.when(
+                        fam == family, key)
+            keys[slot] = expr
+        else:
+            keys[slot] = F.when(fam.isin(*sorted(catalog.rest_families)),
+                                F.concat(fam, F.lit(f"{SEP}r")))
     return keys
 
 
-def candidate_table(spark: SparkSession, catalog: CompiledCatalog) -> DataFrame:
-    grouped: dict[str, list[tuple[Any, ...]]] = {}
+def candidate_tables(spark: SparkSession,
+                     catalog: CompiledCatalog) -> dict[tuple[Any, ...], DataFrame]:
+    """Per key slot, the broadcast side of its join: key -> candidates in catalog order."""
+    grouped: dict[tuple[Any, ...], dict[str, list[tuple[Any, ...]]]] = {}
     for row in plan_rows(catalog):
-        grouped.setdefault(row["k"], []).append(tuple(
-            row[f.name] for f in CANDIDATE_TYPE.fields
-        ))
+        grouped.setdefault(row["slot"], {}).setdefault(row["k"], []).append(
+            tuple(row[f.name] for f in CANDIDATE_TYPE.fields))
     schema = T.StructType([T.StructField("k", T.StringType()),
-                           T.StructField("cands", T.ArrayType(CANDIDATE_TYPE))])
-    return spark.createDataFrame(list(grouped.items()), schema)
+                           T.StructField("cands", _CANDIDATES)])
+    return {slot: spark.createDataFrame(list(rows.items()), schema)
+            for slot, rows in grouped.items()}
 
 
-def match(df: DataFrame, catalog: CompiledCatalog, candidates: DataFrame) -> DataFrame:
-    """Adds `_best` (struct lit, cnt, negorder, idx, caps) and `_route_py` to `df`
-    (columns `r`, `_fam`, `_addr` expected)."""
+def drop_now(df: DataFrame) -> list[str]:
+    """The working columns of `match` (keys, joined candidates, values, pass flags)."""
+    working = re.compile(r"_(k|j|c|ok|f|p)\d+|_segs|_best")
+    return [c for c in df.columns if working.fullmatch(c)]
+
+
+def match(df: DataFrame, catalog: CompiledCatalog,
+          tables: dict[tuple[Any, ...], DataFrame]) -> DataFrame:
+    """Adds `_cand` (the winning candidate), `_caps` (its captures, by slot) and
+    `_route_py` to `df` (columns `r`, `_fam`, `_addr` expected)."""
     r, fam, addr = F.col("r"), F.col("_fam"), F.col("_addr")
-    # Everything the candidate lambda reads is projected first as a plain column, so the
-    # generated code of the lambda stays small and each value is computed once per row.
+    readers = catalog.readers
+    # Every value a check reads is projected once as a plain column first: the checks of
+    # all signatures and positions then share it (and the generated code stays small).
     out = df.withColumn("_segs", F.split(addr, "/", -1))
     segments = F.col("_segs")
+    out = out.withColumns(read_columns(r, readers))
+    multi: list[Column] = []
+    for i, spec in enumerate(readers):
+        if spec.kind == "pairs":
+            multi.append(F.size(f"_p{i}") > 1)
+            out = out.withColumn(f"_f{i}", first_value(F.col(f"_p{i}")))
+    slots = catalog.slots()
     keys = record_keys(catalog, fam, addr, segments)
-    cand_cols: list[Column] = []
-    for slot, key in enumerate(keys):
-        out = out.withColumn(f"_k{slot}", key)
-        side = F.broadcast(candidates.select(F.col("k").alias(f"_j{slot}"),
-                                             F.col("cands").alias(f"_c{slot}")))
-        out = out.join(side, out[f"_k{slot}"] == side[f"_j{slot}"], "left")
-        cand_cols.append(F.coalesce(F.col(f"_c{slot}"), F.array().cast(
-            T.ArrayType(CANDIDATE_TYPE))))
-    out = out.withColumn("_cands", F.concat(*cand_cols))
-    # The values of every field reader, projected once per row; checks index into it.
-    out = out.withColumn("_vals", F.array(*[read(r, spec) for spec in catalog.readers])
-                         if catalog.readers else F.array().cast("array<array<string>>"))
-    vals = F.col("_vals")
+    for n, slot in enumerate(slots):
+        out = out.withColumn(f"_k{n}", keys[slot])
+        side = F.broadcast(tables[slot].select(F.col("k").alias(f"_j{n}"),
+                                               F.col("cands").alias(f"_c{n}")))
+        out = out.join(side, out[f"_k{n}"] == side[f"_j{n}"], "left")
 
-    def evaluate(c: Column) -> Column:
-        start = F.struct(F.lit(True).alias("ok"), F.array_repeat(
-            F.lit(None).cast("string"), c["nslots"]).alias("caps"))
-        result = F.aggregate(c["checks"], start,
-                             lambda state, k: _check(state, k, vals, segments))
-        return F.struct(
-            result["ok"].alias("ok"), c["lit"].alias("lit"), c["cnt"].alias("cnt"),
-            c["negorder"].alias("negorder"), c["idx"].alias("idx"),
-            result["caps"].alias("caps"), c["schema"].alias("schema"),
-        )
-
-    passing: Callable[[Column], Column] = lambda x: x["ok"]  # noqa: E731
-    out = out.withColumn("_passing", F.filter(F.transform("_cands", evaluate), passing))
-    best = F.array_max("_passing")
-    out = out.withColumn("_best", best.dropFields("ok"))
-    tied = F.filter("_passing", lambda x: (x["lit"] == F.col("_best.lit"))
-                    & (x["cnt"] == F.col("_best.cnt")))
+    # Per candidate position: did it pass (`_okN`, projected once) and its captures.
+    # The winner is picked on a small struct of ranks; its position then selects the
+    # candidate row and captures, so nothing wide is rebuilt per record.
+    candidates: list[Column] = []
+    captured: list[Column] = []
+    python_candidate: list[Column] = []
+    for n, slot in enumerate(slots):
+        for position, signatures in enumerate(catalog.positions(slot)):
+            c = F.try_element_at(F.col(f"_c{n}"), F.lit(position + 1))
+            ok: Any = None
+            caps: Any = None
+            for sig in signatures:
+                passed, captures = _evaluate(catalog.signatures[sig], c, readers, segments)
+                ok = F.when(c["sig"] == sig, passed) if ok is None else ok.when(
+                    c["sig"] == sig, passed)
+                caps = F.when(c["sig"] == sig, captures) if caps is None else caps.when(
+                    c["sig"] == sig, captures)
+            candidates.append(c)
+            captured.append(caps)
+            python_candidate.append(F.coalesce(c["py"], F.lit(False)))
+            out = out.withColumn(f"_ok{len(candidates) - 1}", F.coalesce(ok, F.lit(False)))
+    if not candidates:
+        return out.withColumns({"_cand": F.lit(None).cast(CANDIDATE_TYPE),
+                                "_caps": F.lit(None).cast("array<string>"),
+                                "_route_py": F.lit(True)}).drop(*drop_now(out))
+    passing = [F.col(f"_ok{i}") for i in range(len(candidates))]
+    ranks = [F.when(ok, F.struct(c["lit"].alias("lit"), c["cnt"].alias("cnt"),
+                                 c["negorder"].alias("negorder"), F.lit(i).alias("pos")))
+             for i, (ok, c) in enumerate(zip(passing, candidates, strict=True))]
+    out = out.withColumn("_best", F.greatest(*ranks) if len(ranks) > 1 else ranks[0])
+    best = F.col("_best")
+    if len(candidates) == 1:
+        chosen, chosen_caps = candidates[0], captured[0]
+    else:
+        chosen = F.when(best["pos"] == 0, candidates[0])
+        chosen_caps = F.when(best["pos"] == 0, captured[0])
+        for i in range(1, len(candidates)):
+            chosen = chosen.when(best["pos"] == i, candidates[i])
+            chosen_caps = chosen_caps.when(best["pos"] == i, captured[i])
+    out = out.withColumns({"_cand": F.when(best.isNotNull(), chosen),
+                           "_caps": F.when(best.isNotNull(), chosen_caps)})
+    tied = [ok & F.coalesce((x["lit"] == best["lit"]) & (x["cnt"] == best["cnt"]),
+                            F.lit(False)) for ok, x in zip(passing, candidates, strict=True)]
     settle_in_python = F.lit(catalog.ambiguity == "deadletter")
     if catalog.validate_schema:
-        settle_in_python = settle_in_python | F.exists(tied, lambda x: x["schema"])
-    route = (
-        F.exists("_cands", lambda c: c["py"])
-        | (F.size("_passing") == 0)
-        | ((F.size(tied) > 1) & settle_in_python)
-    )
-    drop = [c for c in out.columns if c.startswith(("_k", "_j", "_c", "_v"))]
-    drop += ["_passing", "_segs", "_vals"]
-    return out.withColumn("_route_py", route).drop(*drop)
+        settle_in_python = settle_in_python | any_of(
+            [t & F.coalesce(x["schema"], F.lit(False)) for t, x in zip(tied, candidates,
+                                                                        strict=True)])
+    tie_count = sum((F.when(t, 1).otherwise(0) for t in tied[1:]),
+                    F.when(tied[0], 1).otherwise(0))
+    route = any_of([*python_candidate, *multi, best.isNull(),
+                    (tie_count > 1) & settle_in_python])
+    return out.withColumn("_route_py", route).drop(*drop_now(out))

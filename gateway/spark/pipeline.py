@@ -1,75 +1,112 @@
-"""Records in, outcomes out: the compiled SQL path plus the Python stage, as one frame.
+"""Records in, outcomes out: the compiled SQL path plus the Python stage, in one pass.
 
-    stage = compile_stage(spark, catalog)    # once per job: broadcast tables, Arrow fn
-    staged = stage.sql(lines)                # parse, screen, match, render: all SQL
-    outcomes = stage.finish(staged)          # SQL rows + mapInArrow over the rest
+    stage = compile_stage(spark, catalog)    # once per job: broadcast tables, Python fn
+    outcomes = stage.convert(lines)          # parse, screen, match, render: all SQL
 
-`staged` is used twice (the rows SQL settled and the rows it routed to Python); the job
-persists it per batch so the match runs once.
+Rows the compiled path cannot settle exactly are flagged (`_py`) and their record goes
+to a vectorized Python UDF in the same projection; every other row hands it a null. So
+the records are read and matched once, with no cache and no second scan.
 """
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.pandas.functions import arrow_udf
+from pyspark.sql.pandas.types import to_arrow_type
 
 from gateway.spark.compiler import CompiledCatalog
-from gateway.spark.fallback import arrow_stage
-from gateway.spark.matching import candidate_table, match
+from gateway.spark.fallback import python_stage
+from gateway.spark.matching import candidate_tables, match
 from gateway.spark.outcome import outcome_type
 from gateway.spark.records import PARSE_SCHEMA, address, family, sql_ok
-from gateway.spark.render import event_json, render, render_table
+from gateway.spark.render import event_json, render
 
 
 @dataclass
 class Stage:
     spark: SparkSession
     catalog: CompiledCatalog
-    candidates: DataFrame
-    renders: DataFrame
+    tables: dict[tuple[Any, ...], DataFrame]
     explain_dead_letters: bool = True
 
     def sql(self, lines: DataFrame) -> DataFrame:
         """`lines` has a string column `record`; adds the compiled path's columns."""
+        _tune_codegen(self.spark)
         parsed = lines.select("record", F.from_json("record", PARSE_SCHEMA).alias("r"),
-                              F.json_object_keys("record").alias("_keys"))
+                              F.json_object_keys("record").alias("_keys"),
+                              F.lower("record").alias("_lc"))
         parsed = parsed.select(
-            "record", "r",
+            "record", "r", "_lc",
             sql_ok(F.col("record"), F.col("r"), F.col("_keys")).alias("_sql"),
             family(F.col("r.protocol")).alias("_fam"),
         ).withColumn("_addr", address(F.col("r"), F.col("_fam")))
-        matched = match(parsed, self.catalog, self.candidates)
-        rendered = render(matched, self.catalog, self.renders)
+        matched = match(parsed, self.catalog, self.tables)
+        rendered = render(matched, self.catalog)
         route = ~F.col("_sql") | F.col("_route_py") | F.coalesce(F.col("_render_py"), F.lit(True))
         return rendered.withColumn("_py", route)
 
-    def sql_outcomes(self, staged: DataFrame) -> DataFrame:
-        return staged.filter(~F.col("_py")).select(
-            "record", F.lit("event").alias("outcome"), F.col("_match").alias("match"),
-            F.col("_context").alias("context"), F.col("_ce").alias("ce"),
-            event_json(F.col("_ce")).alias("event"),
-            F.lit(None).cast("string").alias("deadletter"),
-            F.col("_match").alias("nearest"), F.lit("sql").alias("path"),
-        )
-
-    def python_outcomes(self, staged: DataFrame) -> DataFrame:
+    def python(self) -> Column:
+        """The Python stage as a column function of the record (null: nothing to do)."""
         schema = outcome_type(self.catalog)
-        fn = arrow_stage(
+        result = type(schema)([f for f in schema.fields if f.name != "record"])
+        fn = python_stage(
             self.catalog.definitions, uuid.uuid4().hex, ambiguity=self.catalog.ambiguity,
             validate_schema=self.catalog.validate_schema, explain=self.explain_dead_letters,
-            schema=to_arrow_schema(schema),
+            result=to_arrow_type(result),
         )
-        return staged.filter(F.col("_py")).select("record").mapInArrow(fn, schema)
+        # The stubs' overloads do not cover a struct return type (the runtime does).
+        udf: Any = arrow_udf(fn, result)  # type: ignore[call-overload]
+        column: Column = udf(F.when(F.col("_py"), F.col("record")))
+        return column
 
-    def finish(self, staged: DataFrame) -> DataFrame:
-        return self.sql_outcomes(staged).unionByName(self.python_outcomes(staged))
+    def convert(self, lines: DataFrame) -> DataFrame:
+        """One outcome row per record (`gateway.spark.outcome`)."""
+        staged = self.sql(lines).withColumn("_out", self.python())
+        py, out = F.col("_py"), F.col("_out")
+
+        def pick(name: str, sql: Column) -> Column:
+            return F.when(py, out[name]).otherwise(sql).alias(name)
+
+        return staged.select(
+            "record",
+            pick("outcome", F.lit("event")),
+            pick("match", F.col("_match")),
+            pick("context", F.col("_context")),
+            pick("ce", F.col("_ce")),
+            pick("event", event_json(F.col("_ce"))),
+            pick("deadletter", F.lit(None).cast("string")),
+            pick("nearest", F.col("_match")),
+            F.when(py, F.lit("python")).otherwise(F.lit("sql")).alias("path"),
+        )
+
+
+_CODEGEN = {
+    # Spark stops generating code for a plan whose rows have more than this many fields,
+    # nested ones included (default 100); the parsed record alone has about 70.
+    "spark.sql.codegen.maxFields": 2000,
+    # HotSpot never JIT-compiles a method over 8,000 bytes of bytecode; a fused stage of
+    # this pipeline is bigger, and interpreting it ran 2.5x slower. At 8,000 Spark runs
+    # such a stage per operator instead, with its expressions split into small methods.
+    "spark.sql.codegen.hugeMethodLimit": 8000,
+}
+
+
+def _tune_codegen(spark: SparkSession) -> None:
+    """Apply `_CODEGEN` to the session (runtime settings; a stricter value is kept)."""
+    for key, wanted in _CODEGEN.items():
+        current = spark.conf.get(key, None)
+        if key.endswith("maxFields"):
+            if current is None or int(current) < wanted:
+                spark.conf.set(key, str(wanted))
+        elif current is None or int(current) > wanted:
+            spark.conf.set(key, str(wanted))
 
 
 def compile_stage(spark: SparkSession, catalog: CompiledCatalog, *,
                   explain_dead_letters: bool = True) -> Stage:
-    return Stage(spark, catalog, candidate_table(spark, catalog),
-                 render_table(spark, catalog), explain_dead_letters)
+    return Stage(spark, catalog, candidate_tables(spark, catalog), explain_dead_letters)

@@ -13,10 +13,13 @@ routed away.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, MQTT311, NATS, RECORD_FIELDS
+from gateway.spark.sqlfuncs import all_of, any_of
 
 _SPARK_TYPES = {
     "string": "string",
@@ -46,7 +49,8 @@ PARSE_SCHEMA = ", ".join(
 )
 _COMMON = ("protocol", "data", "data_base64", "received_at")
 _STRING_KEYS = sorted(
-    {n for n, k in FIELD_KINDS.items() if k == "string"} | {"protocol", "received_at", "name"}
+    {n for n, k in FIELD_KINDS.items() if k == "string"}
+    | {"protocol", "received_at", "name", "data_base64"}
 )
 # A string-typed key followed by anything but a string: Spark would read `5` as "5".
 # `name` covers header / user-property entry names. Matches inside `data` are harmless.
@@ -79,87 +83,145 @@ def address(r: Column, fam: Column) -> Column:
     )
 
 
-def _allowed_keys(protocol: Column) -> Column:
-    branches = None
+def _present_fields(r: Column, protocol: Column) -> Column:
+    """How many of the protocol's fields the parse filled (typed and not null).
+
+    Fields are grouped by the protocols that have them, so the protocol is compared
+    once per group (not once per field) and the expression stays small."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    owners: dict[str, list[str]] = {}
     for proto, fields in RECORD_FIELDS.items():
-        keys = F.array(*[F.lit(k) for k in (*_COMMON, *fields)])
-        branches = (F.when(protocol == proto, keys) if branches is None
-                    else branches.when(protocol == proto, keys))
-    assert branches is not None
-    return branches
+        for name in fields:
+            owners.setdefault(name, []).append(proto)
+    for name, protocols in owners.items():
+        groups.setdefault(tuple(protocols), []).append(name)
+    total: Column = sum((F.when(col(r, name).isNotNull(), 1).otherwise(0)
+                         for name in _COMMON[1:]),
+                        F.when(col(r, _COMMON[0]).isNotNull(), 1).otherwise(0))
+    for owned_by, members in groups.items():
+        count = sum((F.when(col(r, name).isNotNull(), 1).otherwise(0)
+                     for name in members[1:]),
+                    F.when(col(r, members[0]).isNotNull(), 1).otherwise(0))
+        total = total + F.when(protocol.isin(*owned_by), count).otherwise(0)
+    return F.when(protocol.isin(*RECORD_FIELDS), total)
+
+
+def _mentions_cloudevents(text: Column) -> Column:
+    lowered = F.lower(text)
+    return lowered.contains("specversion") | lowered.contains("cloudevents")
+
+
+def _looks_unquoted(value: Column) -> Column:
+    """Could this string be Spark's text for a JSON number, boolean, object or array?
+    (Spark reads `5` into a string field as "5"; the core rejects it.)"""
+    first = F.substring(value, 1, 1)
+    return first.isin(*"-0123456789{[") | value.isin("true", "false")
 
 
 def sql_ok(line: Column, r: Column, keys: Column) -> Column:
     """True when the compiled path can judge this record exactly (see module doc).
 
-    `keys` is `json_object_keys(line)`, projected once by the caller.
+    `keys` is `json_object_keys(line)`, projected once by the caller. The conditions are
+    cheap on purpose (this runs on every record): counts and prefixes of parsed values,
+    one lambda over header/property entries, substring searches on the line; the one
+    regex over the whole line runs only for the rare record a cheap test cannot clear.
     """
     protocol = col(r, "protocol")
-    # Fields present in the line whose typed value is null: the wrong type, or JSON null.
-    unreadable = F.array_compact(F.array(*[
-        F.when(col(r, name).isNull(), F.lit(name))
-        for name, kind in FIELD_KINDS.items() if kind != "string"
-    ]))
     pairs = [name for name, kind in FIELD_KINDS.items() if kind == "pairs"]
     entries = F.flatten(F.array(*[
         F.coalesce(col(r, name), F.array().cast("array<map<string,string>>")) for name in pairs
     ]))
+    # String fields whose value is not checked exactly below (protocol is looked up,
+    # received_at must be a canonical timestamp).
+    plain = [name for name in _STRING_KEYS if name not in ("protocol", "received_at", "name")]
+    suspicious = F.coalesce(any_of([_looks_unquoted(col(r, name)) for name in plain]),
+                            F.lit(False))
     conditions = [
         r.isNotNull(),
-        protocol.isin(*RECORD_FIELDS),
-        F.forall(keys, lambda k: F.array_contains(_allowed_keys(protocol), k)),
-        ~F.arrays_overlap(keys, unreadable),
+        # Every key is one of the protocol's fields, read with its type, not null, once:
+        # an unknown key, a wrongly typed value or JSON null leaves the counts apart.
+        F.size(keys) == _present_fields(r, protocol),
+        # Entries are name + value, the name a string; none names a CloudEvents
+        # attribute or carries a CloudEvents content type (any binding, any case: the
+        # core decodes those).
         F.forall(entries, lambda e: (F.size(e) == 2)
-                 & F.try_element_at(e, F.lit("name")).isNotNull()
-                 & F.try_element_at(e, F.lit("value")).isNotNull()),
-        ~line.rlike(_NON_STRING),
-        # CloudEvents (any binding, any mode) are decoded by the core.
-        ~line.rlike("(?i)specversion|cloudevents"),
-        ~(F.array_contains(keys, "data") & F.array_contains(keys, "data_base64")),
-        ~(F.array_contains(keys, "key") & F.array_contains(keys, "key_base64")),
-        F.coalesce(col(r, "data_base64").rlike(_BASE64), F.lit(True)),
+                 & F.try_element_at(e, F.lit("value")).isNotNull()
+                 & ~F.coalesce(_looks_unquoted(F.try_element_at(e, F.lit("name"))),
+                               F.lit(True))
+                 & ~F.coalesce(_mentions_cloudevents(F.concat(
+                     F.try_element_at(e, F.lit("name")), F.lit(" "),
+                     F.try_element_at(e, F.lit("value")))), F.lit(False))),
+        # A string field that may hold a non-string: decide on the line itself (a `\u`
+        # escape could hide the key from the regex, so that goes to the core too).
+        ~(suspicious & (line.rlike(_NON_STRING) | line.contains("\\u"))),
+        # The other places CloudEvents show: a content type, AMQP property maps, and a
+        # body with a `specversion` member (parsed values: escapes are decoded).
+        ~F.coalesce(_mentions_cloudevents(col(r, "content_type")), F.lit(False)),
+        ~any_of([F.coalesce(_mentions_cloudevents(F.to_json(col(r, name))), F.lit(False))
+                 for name, kind in FIELD_KINDS.items() if kind == "object"]),
+        ~F.coalesce(col(r, "data").contains("specversion"), F.lit(False)),
+        ~(col(r, "data").isNotNull() & col(r, "data_base64").isNotNull()),
+        # The CloudEvent splices `data` in as Spark's JSON text: right for an object or
+        # array, but a JSON string arrives unquoted. (The regex starts with a literal, so
+        # Java searches it with Boyer-Moore.)
+        F.when(col(r, "data").isNull(), F.lit(True)).otherwise(
+            F.substring(col(r, "data"), 1, 1).isin("{", "[")
+            & ~line.rlike(r'"data"\s*:\s*"')),
+        ~(col(r, "key").isNotNull() & col(r, "key_base64").isNotNull()),
+        F.when(col(r, "data_base64").isNull(), F.lit(True)).otherwise(
+            col(r, "data_base64").rlike(_BASE64)
+            & ~F.coalesce(F.unbase64(col(r, "data_base64")).cast("string")
+                          .contains("specversion"), F.lit(False))),
         F.when(col(r, "received_at").isNull(), F.lit(True)).otherwise(
             col(r, "received_at").rlike(CANONICAL_TIME)
-            & F.try_to_timestamp(col(r, "received_at")).isNotNull()),
+            & col(r, "received_at").try_cast("timestamp").isNotNull()),
         # Percent-decoding (Python `unquote`) and query maps stay with the core.
         ~((protocol == HTTP) & (F.coalesce(col(r, "path").contains("%"), F.lit(False))
-                                | F.array_contains(keys, "query"))),
+                                | col(r, "query").isNotNull())),
     ]
-    out = conditions[0]
-    for condition in conditions[1:]:
-        out = out & condition
-    return F.coalesce(out, F.lit(False))
+    return F.coalesce(all_of(conditions), F.lit(False))
 
 
-# -- field readers: every value the record carries for one constrained field, as text ----
+# -- field readers: the value the record carries for one constrained field, as text ----
 
 def read_scalar(r: Column, field: str) -> Column:
-    value = col(r, field)
-    return F.when(value.isNotNull(), F.array(value.cast("string"))).otherwise(
-        F.array().cast("array<string>")
-    )
+    return col(r, field).cast("string")
 
 
 def read_section(r: Column, field: str, name: str) -> Column:
     section = col(r, field)
-    return F.when(
-        F.coalesce(F.map_contains_key(section, F.lit(name)), F.lit(False)),
-        F.array(F.coalesce(F.try_element_at(section, F.lit(name)), F.lit(""))),
-    ).otherwise(F.array().cast("array<string>"))
+    return F.when(F.coalesce(F.map_contains_key(section, F.lit(name)), F.lit(False)),
+                  F.coalesce(F.try_element_at(section, F.lit(name)), F.lit("")))
 
 
-def read_pairs(r: Column, field: str, name: str, case_insensitive: bool) -> Column:
+def _entries(r: Column, field: str) -> Column:
+    return F.coalesce(col(r, field), F.array().cast("array<map<string,string>>"))
+
+
+def _named(name: str, case_insensitive: bool) -> Callable[[Column], Column]:
     wanted = name.lower() if case_insensitive else name
 
     def hit(e: Column) -> Column:
         key = F.try_element_at(e, F.lit("name"))
         return (F.lower(key) if case_insensitive else key) == F.lit(wanted)
 
-    entries = F.coalesce(col(r, field), F.array().cast("array<map<string,string>>"))
-    return F.transform(F.filter(entries, hit),
-                       lambda e: F.coalesce(F.try_element_at(e, F.lit("value")), F.lit("")))
+    return hit
+
+
+def pair_values(r: Column, field: str, name: str, case_insensitive: bool) -> Column:
+    """The entries of a repeatable field (headers, user properties) with this name."""
+    return F.filter(_entries(r, field), _named(name, case_insensitive))
+
+
+def read_pairs(r: Column, field: str, name: str, case_insensitive: bool) -> Column:
+    """The first value of a repeatable field with this name (null: none)."""
+    return first_value(pair_values(r, field, name, case_insensitive))
+
+
+def first_value(entries: Column) -> Column:
+    return F.try_element_at(F.try_element_at(entries, F.lit(1)), F.lit("value"))
 
 
 def first_header(r: Column, name: str) -> Column:
     """`NativeMessage.header(name, case_insensitive=True)`: the first entry's value."""
-    return F.try_element_at(read_pairs(r, "headers", name, True), F.lit(1))
+    return read_pairs(r, "headers", name, True)

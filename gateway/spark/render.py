@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, NATS
 from gateway.spark.compiler import CompiledCatalog
@@ -28,37 +27,6 @@ _INT32 = (-(2**31), 2**31 - 1)
 
 CORE_COLUMNS = ("specversion", "id", "source", "type", "subject", "time",
                 "datacontenttype", "dataschema", "traceparent", "tracestate")
-
-_RENDER_TYPE = T.StructType([
-    T.StructField("idx", T.IntegerType()),
-    T.StructField("xid", T.StringType()),
-    T.StructField("names", T.ArrayType(T.StringType())),
-    T.StructField("fixed_names", T.ArrayType(T.StringType())),
-    T.StructField("fixed_vals", T.ArrayType(T.StringType())),
-    T.StructField("t_names", T.ArrayType(T.StringType())),
-    T.StructField("t_types", T.ArrayType(T.StringType())),
-    T.StructField("t_parts", T.ArrayType(T.ArrayType(T.StructType([
-        T.StructField("lit", T.StringType()), T.StructField("slot", T.IntegerType()),
-    ])))),
-    T.StructField("tfr", T.BooleanType()),
-    T.StructField("ctype", T.StringType()),
-    T.StructField("dschema", T.StringType()),
-])
-
-
-def render_table(spark: SparkSession, catalog: CompiledCatalog) -> DataFrame:
-    rows = []
-    for plan in catalog.plans:
-        if plan.key is None:
-            continue
-        rows.append((
-            plan.index, plan.xid, plan.names, list(plan.fixed), list(plan.fixed.values()),
-            [n for n, _, _ in plan.templated], [t for _, t, _ in plan.templated],
-            [[(lit, slot) for lit, slot in parts] for _, _, parts in plan.templated],
-            plan.time_from_receive, plan.content_type, plan.dataschema,
-        ))
-    return spark.createDataFrame(rows, _RENDER_TYPE)
-
 
 def native_identity(r: Column) -> Column:
     """`gateway.envelope.ids.native_identity`."""
@@ -101,27 +69,59 @@ def trace_header(r: Column, name: str) -> Column:
     return (
         F.when(protocol.isin(HTTP, KAFKA, NATS), first_header(r, name))
         .when(protocol == MQTT5,
-              F.try_element_at(read_pairs(r, "user_properties", name, False), F.lit(1)))
+              read_pairs(r, "user_properties", name, False))
         .when(protocol == AMQP,
               F.try_element_at(col(r, "application-properties"), F.lit(name)))
     )
 
 
-def _coerce_fails(name: Column, typ: Column, value: Column) -> Column:
+def _coerce_fails(name: str, typ: str, value: Column) -> Column:
     """`render.coerce` + `_check_attribute` would reject this templated value."""
-    number = value.try_cast("long")
-    bad_type = (
-        F.when(typ == "integer", ~(value.rlike(r"^-?\d+$") & number.between(*_INT32)))
-        .when(typ == "boolean", ~value.isin("true", "false"))
-        .otherwise(value.rlike(_CONTROL) | ((typ == "uri") & ~value.rlike(_ABSOLUTE_URI)))
-    )
-    bad_core = (
-        ((name == "source") & ~value.rlike(_URI_REFERENCE))
-        | ((name == "dataschema") & ~value.rlike(_ABSOLUTE_URI))
-        | ((name == "datacontenttype") & ~value.rlike(_MEDIA_TYPE))
-        | (name.isin("id", "type", "subject") & (F.length(value) == 0))
-    )
-    return F.coalesce(bad_type | bad_core, F.lit(True))
+    if typ == "integer":
+        bad = ~(value.rlike(r"^-?\d+$") & value.try_cast("long").between(*_INT32))
+    elif typ == "boolean":
+        bad = ~value.isin("true", "false")
+    else:
+        bad = value.rlike(_CONTROL)
+        if typ == "uri":
+            bad = bad | ~value.rlike(_ABSOLUTE_URI)
+    if name == "source":
+        bad = bad | ~value.rlike(_URI_REFERENCE)
+    elif name == "dataschema":
+        bad = bad | ~value.rlike(_ABSOLUTE_URI)
+    elif name == "datacontenttype":
+        bad = bad | ~value.rlike(_MEDIA_TYPE)
+    elif name in ("id", "type", "subject"):
+        bad = bad | (F.length(value) == 0)
+    return F.coalesce(bad, F.lit(True))
+
+
+def _attribute(catalog: CompiledCatalog, position: int, best: Column) -> tuple[Column, Column]:
+    """One rendered attribute of the winner, from its shape id: (value, cannot render)."""
+    shape_id = F.try_element_at(best["shapes"], F.lit(position + 1))
+    offset = F.try_element_at(best["offsets"], F.lit(position + 1))
+    rvals, caps = best["rvals"], F.col("_caps")
+    value: Any = None
+    failure: Any = None
+    for number, (kind, typ, parts) in enumerate(catalog.attribute_shapes[position]):
+        if kind == "fixed":
+            text = F.try_element_at(rvals, offset + 1)
+        else:
+            pieces, literal = [], 0
+            for part in parts:
+                if part < 0:
+                    pieces.append(F.try_element_at(rvals, offset + (literal + 1)))
+                    literal += 1
+                else:
+                    pieces.append(F.try_element_at(caps, F.lit(part + 1)))
+            text = F.concat(*pieces) if len(pieces) > 1 else pieces[0]
+        chosen = shape_id == number
+        value = F.when(chosen, text) if value is None else value.when(chosen, text)
+        if kind == "template":
+            bad = chosen & _coerce_fails(catalog.attributes[position], typ, text)
+            failure = bad if failure is None else failure | bad
+    return (value if value is not None else F.lit(None).cast("string"),
+            failure if failure is not None else F.lit(False))
 
 
 def _now_rfc3339() -> Column:
@@ -130,72 +130,70 @@ def _now_rfc3339() -> Column:
                             r"\.(?=Z|[+-])", "")
 
 
-def render(df: DataFrame, catalog: CompiledCatalog, table: DataFrame) -> DataFrame:
+def render(df: DataFrame, catalog: CompiledCatalog) -> DataFrame:
     """Adds `_ce` (struct, one field per attribute + data + data_base64), `_context`,
-    `_match` and `_render_py` to matched rows (`_best` expected)."""
-    side = F.broadcast(table.select(F.struct(*table.columns).alias("_def")))
-    out = df.join(side, df["_best.idx"] == side["_def.idx"], "left")
-    d, r, caps = F.col("_def"), F.col("r"), F.col("_best.caps")
-    t_values = F.transform(d["t_parts"], lambda parts: F.array_join(F.transform(
-        parts, lambda p: F.coalesce(p["lit"], F.try_element_at(caps, p["slot"] + 1))), ""))
+    `_match` and `_render_py` to matched rows (`_cand`, `_caps` and `_lc`, the lowered
+    line, expected)."""
+    best, r = F.col("_cand"), F.col("r")
     # Intermediate columns, each projected once: the optimizer keeps a projection that is
     # referenced several times instead of inlining it (smaller generated code, no rework).
-    out = out.withColumn("_tvals", t_values)
-    t_values = F.col("_tvals")
-    out = out.withColumn("_attrs", F.map_from_arrays(
-        F.concat(d["fixed_names"], d["t_names"]), F.concat(d["fixed_vals"], t_values)))
-    out = out.withColumn("_context", F.map_from_arrays(d["names"], caps))
-    out = (out.withColumn("_nct", native_content_type(r))
-           .withColumn("_ident", native_identity(r))
-           .withColumn("_tp", trace_header(r, "traceparent"))
-           .withColumn("_ts", trace_header(r, "tracestate")))
-    attrs = F.col("_attrs")
-
-    def attr(name: str) -> Column:
-        return F.try_element_at(attrs, F.lit(name))
-
-    has = F.map_contains_key
+    values: dict[str, Column] = {}
+    failures: list[Column] = []
+    out = df
+    for position, name in enumerate(catalog.attributes):
+        value, failure = _attribute(catalog, position, best)
+        out = out.withColumn(f"_a{position}", value)
+        values[name] = F.col(f"_a{position}")
+        failures.append(failure)
+    out = out.withColumns({
+        "_context": F.map_from_arrays(best["names"], F.col("_caps")),
+        "_nct": native_content_type(r), "_ident": native_identity(r),
+        # Looked up only when the line mentions them (a lambda over the headers each).
+        "_tp": F.when(F.col("_lc").contains("traceparent"), trace_header(r, "traceparent")),
+        "_ts": F.when(F.col("_lc").contains("tracestate"), trace_header(r, "tracestate")),
+    })
     native_ct = F.col("_nct")
     data, data_b64 = col(r, "data"), col(r, "data_base64")
+    declared_ct = values["datacontenttype"]
     content_type = (
-        F.when(has(attrs, "datacontenttype"), attr("datacontenttype"))
+        F.when(declared_ct.isNotNull(), declared_ct)
         .when(native_ct.isNotNull(), native_ct)
-        .when(d["ctype"].isNotNull(), d["ctype"])
+        .when(best["ctype"].isNotNull(), best["ctype"])
         .when(data.isNotNull(), F.lit("application/json"))
     )
     identity = F.col("_ident")
     traceparent = F.col("_tp")
-    carry = ~has(attrs, "traceparent") & F.coalesce(traceparent.rlike(_TRACEPARENT), F.lit(False))
+    carry = values["traceparent"].isNull() & F.coalesce(traceparent.rlike(_TRACEPARENT),
+                                                        F.lit(False))
     tracestate = F.col("_ts")
     columns: dict[str, Column] = {
         "specversion": F.lit("1.0"),
-        "id": F.when(has(attrs, "id"), attr("id"))
+        "id": F.when(values["id"].isNotNull(), values["id"])
         .when(identity.isNotNull(), uuid5(identity)).otherwise(F.expr("uuid()")),
-        "source": attr("source"),
-        "type": attr("type"),
-        "subject": attr("subject"),
-        "time": F.when(d["tfr"], F.coalesce(col(r, "received_at"), _now_rfc3339()))
-        .otherwise(attr("time")),
+        "source": values["source"],
+        "type": values["type"],
+        "subject": values["subject"],
+        "time": F.when(best["tfr"], F.coalesce(col(r, "received_at"), _now_rfc3339()))
+        .otherwise(values["time"]),
         "datacontenttype": content_type,
-        "dataschema": F.coalesce(attr("dataschema"), d["dschema"]),
-        "traceparent": F.when(carry, traceparent).otherwise(attr("traceparent")),
+        "dataschema": F.coalesce(values["dataschema"], best["dschema"]),
+        "traceparent": F.when(carry, traceparent).otherwise(values["traceparent"]),
         "tracestate": F.when(carry & (F.length(tracestate) > 0), tracestate)
-        .otherwise(attr("tracestate")),
+        .otherwise(values["tracestate"]),
     }
     for name, spark_type in sorted(catalog.extensions.items()):
-        value = attr(name)
+        value = values[name]
         columns[name] = value if spark_type == "string" else (
             value == "true" if spark_type == "boolean" else value.try_cast("int"))
     fields = [c.alias(n) for n, c in columns.items()]
     out = out.withColumn("_ce", F.struct(*fields, data.alias("data"),
                                          data_b64.alias("data_base64")))
-    zipped = F.arrays_zip(d["t_names"].alias("n"), d["t_types"].alias("t"), t_values.alias("v"))
-    bad_values = F.exists(zipped, lambda z: _coerce_fails(z["n"], z["t"], z["v"]))
-    bad_native = (~has(attrs, "datacontenttype") & native_ct.isNotNull()
+    bad_native = (declared_ct.isNull() & native_ct.isNotNull()
                   & ~F.coalesce(native_ct.rlike(_MEDIA_TYPE), F.lit(False)))
-    render_py = any_of([bad_values, bad_native])
+    render_py = any_of([*failures, bad_native])
+    temporary = [f"_a{i}" for i in range(len(catalog.attributes))]
     return out.withColumn("_render_py", F.coalesce(render_py, F.lit(True))).withColumn(
-        "_match", d["xid"]).drop("_def", "_attrs", "_tvals", "_nct", "_ident", "_tp", "_ts")
+        "_match", best["xid"]).drop(*temporary, "_nct", "_ident", "_tp", "_ts", "_lc")
 
 
 def event_json(ce: Column) -> Column:
