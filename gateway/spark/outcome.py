@@ -10,7 +10,7 @@
 | `event` | the CloudEvent in the structured JSON format (text) |
 | `deadletter` | the dead-letter document: `xrgw match`'s result line plus `record` |
 | `nearest` | the definition a dead letter is counted against in the conformance report |
-| `path` | `sql` (compiled) or `python` (the core, via mapInArrow) |
+| `path` | `sql` (compiled) or `python` (the core, via the Arrow UDF) |
 """
 
 from __future__ import annotations
