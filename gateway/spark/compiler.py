@@ -32,7 +32,6 @@ from gateway.templates import Template
 CORE_ATTRIBUTES = ("specversion", "id", "source", "type", "subject", "time",
                    "datacontenttype", "dataschema", "traceparent", "tracestate")
 SEP = "\u0001"  # joins the parts of an index key; cannot occur in a topic or path
-_MODES = ("presence", "const", "regex", "segments")  # check modes, by their number in SQL
 
 
 _SLOT_ORDER = ("x", "s", "p", "r")

@@ -253,8 +253,7 @@ def match(df: DataFrame, catalog: CompiledCatalog,
         settle_in_python = settle_in_python | any_of(
             [t & F.coalesce(x["schema"], F.lit(False)) for t, x in zip(tied, candidates,
                                                                         strict=True)])
-    tie_count = sum((F.when(t, 1).otherwise(0) for t in tied[1:]),
-                    F.when(tied[0], 1).otherwise(0))
+    tie_count = sum((F.when(t, 1).otherwise(0) for t in tied), F.lit(0))
     route = any_of([*python_candidate, *multi, best.isNull(),
                     (tie_count > 1) & settle_in_python])
     return out.withColumn("_route_py", route).drop(*drop_now(out))

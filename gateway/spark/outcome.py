@@ -17,14 +17,13 @@ from __future__ import annotations
 
 from pyspark.sql import types as T
 
-from gateway.spark.compiler import CompiledCatalog
-from gateway.spark.render import CORE_COLUMNS
+from gateway.spark.compiler import CORE_ATTRIBUTES, CompiledCatalog
 
 _SPARK = {"string": T.StringType(), "int": T.IntegerType(), "boolean": T.BooleanType()}
 
 
 def ce_type(catalog: CompiledCatalog) -> T.StructType:
-    fields = [T.StructField(n, T.StringType()) for n in CORE_COLUMNS]
+    fields = [T.StructField(n, T.StringType()) for n in CORE_ATTRIBUTES]
     fields += [T.StructField(n, _SPARK[t]) for n, t in sorted(catalog.extensions.items())]
     fields += [T.StructField("data", T.StringType()),
                T.StructField("data_base64", T.StringType())]

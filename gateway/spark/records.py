@@ -13,7 +13,7 @@ routed away.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -95,14 +95,13 @@ def _present_fields(r: Column, protocol: Column) -> Column:
             owners.setdefault(name, []).append(proto)
     for name, protocols in owners.items():
         groups.setdefault(tuple(protocols), []).append(name)
-    total: Column = sum((F.when(col(r, name).isNotNull(), 1).otherwise(0)
-                         for name in _COMMON[1:]),
-                        F.when(col(r, _COMMON[0]).isNotNull(), 1).otherwise(0))
+    def filled(names: Iterable[str]) -> Column:
+        return sum((F.when(col(r, name).isNotNull(), 1).otherwise(0) for name in names),
+                   F.lit(0))
+
+    total = filled(_COMMON)
     for owned_by, members in groups.items():
-        count = sum((F.when(col(r, name).isNotNull(), 1).otherwise(0)
-                     for name in members[1:]),
-                    F.when(col(r, members[0]).isNotNull(), 1).otherwise(0))
-        total = total + F.when(protocol.isin(*owned_by), count).otherwise(0)
+        total = total + F.when(protocol.isin(*owned_by), filled(members)).otherwise(0)
     return F.when(protocol.isin(*RECORD_FIELDS), total)
 
 

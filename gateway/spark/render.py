@@ -25,8 +25,6 @@ _MEDIA_TYPE = r"(?U)^[\w.+\-!#$&^]+/[\w.+\-!#$&^]+\s*(;[^\n]*)?\z"
 _TRACEPARENT = r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$"
 _INT32 = (-(2**31), 2**31 - 1)
 
-CORE_COLUMNS = ("specversion", "id", "source", "type", "subject", "time",
-                "datacontenttype", "dataschema", "traceparent", "tracestate")
 
 def native_identity(r: Column) -> Column:
     """`gateway.envelope.ids.native_identity`."""
