@@ -63,6 +63,20 @@ def _coerce(typ: str, value: str) -> JSON:
     return value
 
 
+def context_names(definition: MessageDefinition) -> set[str]:
+    """The context variables `definition`'s protocol options name: what `render_native`
+    needs to fill every placeholder (templates that do not parse name none)."""
+    names: set[str] = set()
+    for constraint in definition.protocol_options:
+        value = constraint.prop.value
+        if isinstance(value, str) and "{" in value:
+            try:
+                names.update(Template.parse(value).names)
+            except TemplateError:
+                continue
+    return names
+
+
 def render_native(
     definition: MessageDefinition,
     event: CloudEvent | None = None,

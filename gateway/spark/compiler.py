@@ -97,6 +97,9 @@ class DefinitionPlan:
     regexes: list[str | None] = field(default_factory=list)
     names: list[str] = field(default_factory=list)  # capture slots
     python: str | None = None  # why rows it could match go to the Python stage
+    # Its checks cannot be judged in SQL, so a record that fetches it at all goes to
+    # Python; otherwise only a record it wins does (its rendering needs Python).
+    python_match: bool = False
     fixed: dict[str, str] = field(default_factory=dict)
     templated: list[tuple[str, str, list[tuple[str | None, int]]]] = field(default_factory=list)
     specificity: tuple[int, int] = (0, 0)
@@ -279,6 +282,7 @@ class _Builder:
             elif check.has_constant:
                 if isinstance(check.constant, (dict, list)):
                     plan.python = "object-valued constant"
+                    plan.python_match = True
                 const = as_text(check.constant)
                 shapes.append(CheckShape(reader, "const", typ, check.required))
             else:
@@ -383,6 +387,12 @@ def _attribute_layout(plans: Sequence[DefinitionPlan],
     for plan in plans:
         if plan.key is None:
             continue
+        if plan.python is not None:
+            # Rendered by the Python stage: its templates may be incomplete (a missing
+            # capture), so they get no shape (and no branch in the SQL).
+            plan.offsets.extend(0 for _ in attributes)
+            plan.shapes.extend(-1 for _ in attributes)
+            continue
         templated = {name: (typ, parts) for name, typ, parts in plan.templated}
         for position, name in enumerate(attributes):
             shape: AttributeShape | None = None
@@ -442,6 +452,7 @@ def plan_rows(catalog: CompiledCatalog) -> list[dict[str, Any]]:
             "idx": plan.index,
             "sig": plan.signature,
             "py": plan.python is not None,
+            "pym": plan.python_match,
             "schema": isinstance(spec.dataschema, dict)
             and (spec.dataschemaformat or "").lower().startswith("jsonschema"),
             "consts": plan.consts,

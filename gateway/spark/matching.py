@@ -47,7 +47,8 @@ CANDIDATE_TYPE = T.StructType([
     T.StructField("negorder", T.IntegerType()),
     T.StructField("idx", T.IntegerType()),  # unique: ordering never looks further
     T.StructField("sig", T.IntegerType()),
-    T.StructField("py", T.BooleanType()),
+    T.StructField("py", T.BooleanType()),  # rendered by the Python stage
+    T.StructField("pym", T.BooleanType()),  # matched by the Python stage (see compiler)
     T.StructField("schema", T.BooleanType()),
     T.StructField("consts", T.ArrayType(T.StringType())),
     T.StructField("regexes", T.ArrayType(T.StringType())),
@@ -224,7 +225,7 @@ def match(df: DataFrame, catalog: CompiledCatalog,
                     c["sig"] == sig, captures)
             candidates.append(c)
             captured.append(caps)
-            python_candidate.append(F.coalesce(c["py"], F.lit(False)))
+            python_candidate.append(F.coalesce(c["pym"], F.lit(False)))
             out = out.withColumn(f"_ok{len(candidates) - 1}", F.coalesce(ok, F.lit(False)))
     if not candidates:
         return out.withColumns({"_cand": F.lit(None).cast(CANDIDATE_TYPE),
@@ -255,5 +256,6 @@ def match(df: DataFrame, catalog: CompiledCatalog,
                                                                         strict=True)])
     tie_count = sum((F.when(t, 1).otherwise(0) for t in tied), F.lit(0))
     route = any_of([*python_candidate, *multi, best.isNull(),
+                    F.coalesce(F.col("_cand")["py"], F.lit(False)),
                     (tie_count > 1) & settle_in_python])
     return out.withColumn("_route_py", route).drop(*drop_now(out))

@@ -6,34 +6,22 @@ definition must be found (alone, or among equally specific ones), and conversion
 in a CloudEvent or a named dead-letter reason, never an exception.
 """
 
-import contextlib
 from pathlib import Path
 
 import pytest
 
 from gateway.convert import Converter
 from gateway.definitions import load_catalog
-from gateway.envelope.native import render_native
+from gateway.envelope.native import context_names, render_native
 from gateway.envelope.render import RenderError
 from gateway.matching.lint import find_overlaps
 from gateway.reasons import ALL as REASONS
-from gateway.templates import Template, TemplateError
 
 ROOT = Path(__file__).resolve().parents[3]
 CATALOGS = sorted(
     p for p in (ROOT.parent / "shared/testdata/xregistry-catalogs").rglob("*")
     if p.suffix in (".json", ".cereg")
 )
-
-
-def _names(definition) -> set[str]:
-    names: set[str] = set()
-    for constraint in definition.protocol_options:
-        value = constraint.prop.value
-        if isinstance(value, str) and "{" in value:
-            with contextlib.suppress(TemplateError):
-                names.update(Template.parse(value).names)
-    return names
 
 
 def test_all_31_catalogs_are_here():
@@ -50,7 +38,7 @@ def test_every_definition_matches_its_own_rendering(path):
     for definition in definitions:
         if definition.protocol is None:
             continue
-        context = {name: f"v{i}" for i, name in enumerate(sorted(_names(definition)))}
+        context = {name: f"v{i}" for i, name in enumerate(sorted(context_names(definition)))}
         record = render_native(definition, None, context)
         if isinstance(record, RenderError):
             continue  # e.g. a typed constant that cannot be rendered without an event
@@ -74,7 +62,7 @@ def test_nws_alerts_topic_picks_one_of_five_overlays():
     converter = Converter(catalog.messages())
     hits = set()
     for definition in mqtt:
-        context = {n: "x" for n in _names(definition)}
+        context = {n: "x" for n in context_names(definition)}
         record = render_native(definition, None, context)
         assert not isinstance(record, RenderError)
         hits.add(converter.matcher.match(record).definition.xid)
