@@ -5,7 +5,9 @@
 Records are MQTT-like (one topic per definition family member, a user property, a JSON
 body, a receive time); every definition is `plant/{site}/lineNNN/{device}/temp` with a
 constant user property, rendered into type/source/subject. All three jobs read the same
-JSON Lines file and write to Spark's `noop` sink:
+JSON Lines file, in one JVM started like `xrgw spark` starts it (with
+`-XX:-DontCompileHugeMethods` unless `--interpreted-huge-methods`), and write to Spark's
+`noop` sink:
 
 - compiled: the job's conversion (`Stage.convert`: compiled SQL + the Python stage UDF);
 - udf: a plain (non-Arrow) Python UDF calling the core converter per record;
@@ -38,6 +40,7 @@ from gateway.definitions.model import (
 from gateway.spark.compiler import compile_catalog
 from gateway.spark.pipeline import compile_stage
 from gateway.spark.records import PARSE_SCHEMA
+from gateway.spark.session import COMPILE_HUGE_METHODS, JVM_OPTION_KEYS
 
 
 def definitions(count: int) -> list[MessageDefinition]:
@@ -96,11 +99,19 @@ def main() -> None:
     parser.add_argument("--definitions", type=int, default=1000)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--interpreted-huge-methods", action="store_true",
+                        help="start the JVM without -XX:-DontCompileHugeMethods (a plain "
+                             "spark-submit); the pipeline then splits its stages instead")
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (SparkSession.builder.master(args.master).config("spark.ui.enabled", "false")
-             .config("spark.sql.shuffle.partitions", "4")
-             .config("spark.driver.memory", "4g").getOrCreate())
+    builder = (SparkSession.builder.master(args.master).config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "4")
+               .config("spark.driver.memory", "4g"))
+    if not args.interpreted_huge_methods:
+        # The JVM options `xrgw spark` starts its session with (`session.get_session`).
+        for key in JVM_OPTION_KEYS:
+            builder = builder.config(key, COMPILE_HUGE_METHODS)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     defs = definitions(args.definitions)
     catalog = compile_catalog(defs)
@@ -137,7 +148,8 @@ def main() -> None:
             lines.select(fn("record").alias("value")).write.format("noop") \
                 .mode("overwrite").save()
 
-        print(f"{args.records:,} records, {args.definitions:,} definitions, {args.master}")
+        print(f"{args.records:,} records, {args.definitions:,} definitions, {args.master}, "
+              f"huge methods {'interpreted' if args.interpreted_huge_methods else 'compiled'}")
         print("\n".join(catalog.explain()[-1:]))
         sample = stage.convert(lines.limit(1000)).groupBy("path").count().collect()
         print("paths on a 1,000-record sample:", {r["path"]: r["count"] for r in sample})

@@ -25,6 +25,7 @@ from gateway.record import NativeMessage
 from gateway.runtime.deadletter import deadletter_record
 from gateway.spark.kafka_source import NAME, KafkaDataSource
 from gateway.spark.locations import Location
+from gateway.spark.sqlfuncs import sql_lambda
 
 _CONNECTOR = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 
@@ -54,17 +55,20 @@ def read_kafka(spark: SparkSession, where: Location, stream: bool) -> DataFrame:
     return frame
 
 
-def _text(value: Column) -> Column:
-    """UTF-8 text, or base64 for other bytes (the adapter's header rule)."""
-    return F.when(F.is_valid_utf8(value), value.cast("string")).otherwise(F.base64(value))
+# The connector's headers as the record's name/value entries, the value UTF-8 text or
+# else base64 (the adapter's rule). SQL text, like every lambda here (`sql_lambda`).
+_HEADERS_SQL = (
+    "transform(coalesce(headers, array()), e -> named_struct('name', e.key, 'value',"
+    " coalesce(CASE WHEN is_valid_utf8(e.value) THEN cast(e.value AS string)"
+    " ELSE base64(e.value) END, '')))"
+)
 
 
 def native_record(rows: DataFrame) -> Column:
     """The native KAFKA record (JSON text) of a Kafka row (connector columns)."""
-    headers = F.transform(F.coalesce(F.col("headers"), F.array()), lambda h: F.struct(
-        h["key"].alias("name"), F.coalesce(_text(h["value"]), F.lit("")).alias("value")))
-    ctype = F.try_element_at(F.filter(headers, lambda h: F.lower(h["name"]) == "content-type"),
-                             F.lit(1))["value"]
+    headers = F.expr(_HEADERS_SQL)
+    ctype = F.try_element_at(
+        sql_lambda("filter", _HEADERS_SQL, "lower(e.name) = 'content-type'"), F.lit(1))["value"]
     essence = F.lower(F.trim(F.split(ctype, ";").getItem(0)))
     json_type = essence.isin("application/json", "text/json") | essence.endswith("+json")
     text = F.when(F.is_valid_utf8("value"), F.col("value").cast("string"))

@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from gateway.spark.compiler import SEP, CheckShape, CompiledCatalog, ReaderSpec, plan_rows
-from gateway.spark.records import first_value, pair_values, read_scalar, read_section
+from gateway.spark.records import RECORD, first_value, pair_values, read_scalar, read_section
 from gateway.spark.sqlfuncs import all_of, any_of
 
 # `gateway.matching.values.conforms` for text values (every value reaches SQL as text;
@@ -83,7 +83,7 @@ def read_columns(r: Column, readers: list[ReaderSpec]) -> dict[str, Column]:
     out: dict[str, Column] = {}
     for i, spec in enumerate(readers):
         if spec.kind == "pairs":
-            out[f"_p{i}"] = pair_values(r, spec.field, spec.name or "", spec.case_insensitive)
+            out[f"_p{i}"] = pair_values(spec.field, spec.name or "", spec.case_insensitive)
         elif spec.kind == "section":
             out[f"_f{i}"] = read_section(r, spec.field, spec.name or "")
         else:
@@ -186,7 +186,7 @@ def match(df: DataFrame, catalog: CompiledCatalog,
           tables: dict[tuple[Any, ...], DataFrame]) -> DataFrame:
     """Adds `_cand` (the winning candidate), `_caps` (its captures, by slot) and
     `_route_py` to `df` (columns `r`, `_fam`, `_addr` expected)."""
-    r, fam, addr = F.col("r"), F.col("_fam"), F.col("_addr")
+    r, fam, addr = F.col(RECORD), F.col("_fam"), F.col("_addr")
     readers = catalog.readers
     # Every value a check reads is projected once as a plain column first: the checks of
     # all signatures and positions then share it (and the generated code stays small).

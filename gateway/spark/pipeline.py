@@ -11,7 +11,7 @@ the records are read and matched once, with no cache and no second scan.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -23,8 +23,9 @@ from gateway.spark.compiler import CompiledCatalog
 from gateway.spark.fallback import python_stage
 from gateway.spark.matching import candidate_tables, match
 from gateway.spark.outcome import outcome_type
-from gateway.spark.records import PARSE_SCHEMA, address, family, sql_ok
+from gateway.spark.records import PARSE_SCHEMA, RECORD, address, family, sql_ok
 from gateway.spark.render import event_json, render
+from gateway.spark.session import COMPILE_HUGE_METHODS, JVM_OPTION_KEYS
 
 
 @dataclass
@@ -33,20 +34,22 @@ class Stage:
     catalog: CompiledCatalog
     tables: dict[tuple[Any, ...], DataFrame]
     explain_dead_letters: bool = True
+    # Random per stage: part of every generated event id (`sqlfuncs.random_uuid`).
+    salt: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     def sql(self, lines: DataFrame) -> DataFrame:
         """`lines` has a string column `record`; adds the compiled path's columns."""
         _tune_codegen(self.spark)
-        parsed = lines.select("record", F.from_json("record", PARSE_SCHEMA).alias("r"),
+        parsed = lines.select("record", F.from_json("record", PARSE_SCHEMA).alias(RECORD),
                               F.json_object_keys("record").alias("_keys"),
                               F.lower("record").alias("_lc"))
         parsed = parsed.select(
-            "record", "r", "_lc",
-            sql_ok(F.col("record"), F.col("r"), F.col("_keys")).alias("_sql"),
+            "record", RECORD, "_lc",
+            sql_ok(F.col("record"), F.col(RECORD), F.col("_keys")).alias("_sql"),
             family(F.col("r.protocol")).alias("_fam"),
-        ).withColumn("_addr", address(F.col("r"), F.col("_fam")))
+        ).withColumn("_addr", address(F.col(RECORD), F.col("_fam")))
         matched = match(parsed, self.catalog, self.tables)
-        rendered = render(matched, self.catalog)
+        rendered = render(matched, self.catalog, self.salt)
         route = ~F.col("_sql") | F.col("_route_py") | F.coalesce(F.col("_render_py"), F.lit(True))
         return rendered.withColumn("_py", route)
 
@@ -89,11 +92,22 @@ _CODEGEN = {
     # Spark stops generating code for a plan whose rows have more than this many fields,
     # nested ones included (default 100); the parsed record alone has about 70.
     "spark.sql.codegen.maxFields": 2000,
-    # HotSpot never JIT-compiles a method over 8,000 bytes of bytecode; a fused stage of
-    # this pipeline is bigger, and interpreting it ran 2.5x slower. At 8,000 Spark runs
-    # such a stage per operator instead, with its expressions split into small methods.
+    # HotSpot never JIT-compiles a method over 8,000 bytes of bytecode, and a fused stage
+    # of this pipeline is bigger: interpreted, it ran 2.5x slower. Executors started with
+    # `-XX:-DontCompileHugeMethods` (`session.get_session` does) compile it, which was
+    # the fastest (13% over the next best); for any other JVM Spark gets this limit and
+    # runs such a stage per operator, with its expressions split into small methods.
     "spark.sql.codegen.hugeMethodLimit": 8000,
 }
+
+
+def compiles_huge_methods(spark: SparkSession) -> bool:
+    """Were the executors' JVMs told to JIT-compile huge methods? (In local mode the
+    driver is the executor.)"""
+    conf = spark.sparkContext.getConf()
+    master = conf.get("spark.master") or ""
+    key = JVM_OPTION_KEYS[0] if master.startswith("local") else JVM_OPTION_KEYS[1]
+    return COMPILE_HUGE_METHODS in (conf.get(key) or "").split()
 
 
 def _tune_codegen(spark: SparkSession) -> None:
@@ -103,7 +117,7 @@ def _tune_codegen(spark: SparkSession) -> None:
         if key.endswith("maxFields"):
             if current is None or int(current) < wanted:
                 spark.conf.set(key, str(wanted))
-        elif current is None or int(current) > wanted:
+        elif not compiles_huge_methods(spark) and (current is None or int(current) > wanted):
             spark.conf.set(key, str(wanted))
 
 

@@ -13,13 +13,15 @@ routed away.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, MQTT311, NATS, RECORD_FIELDS
-from gateway.spark.sqlfuncs import all_of, any_of
+from gateway.spark.sqlfuncs import all_of, any_of, sql_lambda, sql_string
+
+RECORD = "r"  # the parsed record's column in every stage (the SQL lambdas name it)
 
 _SPARK_TYPES = {
     "string": "string",
@@ -117,6 +119,21 @@ def _looks_unquoted(value: Column) -> Column:
     return first.isin(*"-0123456789{[") | value.isin("true", "false")
 
 
+# One header / user property entry is fine for SQL: name + value, the value not null,
+# the name not a non-string in disguise (see `_looks_unquoted`), and neither naming a
+# CloudEvents attribute nor carrying a CloudEvents content type (any binding, any case:
+# the core decodes those). SQL text for `sql_lambda`.
+_ENTRY_OK = (
+    "size(e) = 2 AND try_element_at(e, 'value') IS NOT NULL"
+    " AND NOT coalesce(substring(try_element_at(e, 'name'), 1, 1)"
+    " IN ('-','0','1','2','3','4','5','6','7','8','9','{','[')"
+    " OR try_element_at(e, 'name') IN ('true', 'false'), true)"
+    " AND NOT coalesce(contains(lower(concat(try_element_at(e, 'name'), ' ',"
+    " try_element_at(e, 'value'))), 'specversion') OR contains(lower(concat("
+    "try_element_at(e, 'name'), ' ', try_element_at(e, 'value'))), 'cloudevents'), false)"
+)
+
+
 def sql_ok(line: Column, r: Column, keys: Column) -> Column:
     """True when the compiled path can judge this record exactly (see module doc).
 
@@ -127,9 +144,7 @@ def sql_ok(line: Column, r: Column, keys: Column) -> Column:
     """
     protocol = col(r, "protocol")
     pairs = [name for name, kind in FIELD_KINDS.items() if kind == "pairs"]
-    entries = F.flatten(F.array(*[
-        F.coalesce(col(r, name), F.array().cast("array<map<string,string>>")) for name in pairs
-    ]))
+    entries = f"flatten(array({', '.join(_entries_sql(name) for name in pairs)}))"
     # String fields whose value is not checked exactly below (protocol is looked up,
     # received_at must be a canonical timestamp).
     plain = [name for name in _STRING_KEYS if name not in ("protocol", "received_at", "name")]
@@ -143,13 +158,7 @@ def sql_ok(line: Column, r: Column, keys: Column) -> Column:
         # Entries are name + value, the name a string; none names a CloudEvents
         # attribute or carries a CloudEvents content type (any binding, any case: the
         # core decodes those).
-        F.forall(entries, lambda e: (F.size(e) == 2)
-                 & F.try_element_at(e, F.lit("value")).isNotNull()
-                 & ~F.coalesce(_looks_unquoted(F.try_element_at(e, F.lit("name"))),
-                               F.lit(True))
-                 & ~F.coalesce(_mentions_cloudevents(F.concat(
-                     F.try_element_at(e, F.lit("name")), F.lit(" "),
-                     F.try_element_at(e, F.lit("value")))), F.lit(False))),
+        sql_lambda("forall", entries, _ENTRY_OK),
         # A string field that may hold a non-string: decide on the line itself (a `\u`
         # escape could hide the key from the regex, so that goes to the core too).
         ~(suspicious & (line.rlike(_NON_STRING) | line.contains("\\u"))),
@@ -193,34 +202,29 @@ def read_section(r: Column, field: str, name: str) -> Column:
                   F.coalesce(F.try_element_at(section, F.lit(name)), F.lit("")))
 
 
-def _entries(r: Column, field: str) -> Column:
-    return F.coalesce(col(r, field), F.array().cast("array<map<string,string>>"))
+def _entries_sql(field: str) -> str:
+    """SQL for the entries of a repeatable field of the parsed record (never null)."""
+    return f"coalesce({RECORD}.`{field}`, cast(array() as array<map<string,string>>))"
 
 
-def _named(name: str, case_insensitive: bool) -> Callable[[Column], Column]:
-    wanted = name.lower() if case_insensitive else name
-
-    def hit(e: Column) -> Column:
-        key = F.try_element_at(e, F.lit("name"))
-        return (F.lower(key) if case_insensitive else key) == F.lit(wanted)
-
-    return hit
-
-
-def pair_values(r: Column, field: str, name: str, case_insensitive: bool) -> Column:
+def pair_values(field: str, name: str, case_insensitive: bool) -> Column:
     """The entries of a repeatable field (headers, user properties) with this name."""
-    return F.filter(_entries(r, field), _named(name, case_insensitive))
+    key = "try_element_at(e, 'name')"
+    if case_insensitive:
+        return sql_lambda("filter", _entries_sql(field),
+                          f"lower({key}) = {sql_string(name.lower())}")
+    return sql_lambda("filter", _entries_sql(field), f"{key} = {sql_string(name)}")
 
 
-def read_pairs(r: Column, field: str, name: str, case_insensitive: bool) -> Column:
+def read_pairs(field: str, name: str, case_insensitive: bool) -> Column:
     """The first value of a repeatable field with this name (null: none)."""
-    return first_value(pair_values(r, field, name, case_insensitive))
+    return first_value(pair_values(field, name, case_insensitive))
 
 
 def first_value(entries: Column) -> Column:
     return F.try_element_at(F.try_element_at(entries, F.lit(1)), F.lit("value"))
 
 
-def first_header(r: Column, name: str) -> Column:
+def first_header(name: str) -> Column:
     """`NativeMessage.header(name, case_insensitive=True)`: the first entry's value."""
-    return read_pairs(r, "headers", name, True)
+    return read_pairs("headers", name, True)

@@ -15,8 +15,8 @@ from pyspark.sql import functions as F
 
 from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, NATS
 from gateway.spark.compiler import CompiledCatalog
-from gateway.spark.records import col, first_header, read_pairs
-from gateway.spark.sqlfuncs import any_of, uuid5
+from gateway.spark.records import RECORD, col, first_header, read_pairs
+from gateway.spark.sqlfuncs import any_of, random_uuid, uuid5
 
 _CONTROL = "[\\x00-\\x1f\\x7f-\\x9f]"
 _ABSOLUTE_URI = r"(?U)^[A-Za-z][A-Za-z0-9+.\-]*:[^\s]*\z"
@@ -31,7 +31,7 @@ def native_identity(r: Column) -> Column:
     protocol = col(r, "protocol")
     props = col(r, "properties")
     correlation = col(r, "correlation_data")
-    key = first_header(r, "idempotency-key")
+    key = first_header("idempotency-key")
     return (
         F.when((protocol == KAFKA) & col(r, "topic").isNotNull()
                & col(r, "partition").isNotNull() & col(r, "offset").isNotNull(),
@@ -57,7 +57,7 @@ def native_content_type(r: Column) -> Column:
     return (
         F.when(protocol == MQTT5, col(r, "content_type"))
         .when(protocol == AMQP, F.try_element_at(col(r, "properties"), F.lit("content-type")))
-        .when(protocol.isin(KAFKA, HTTP, NATS), first_header(r, "content-type"))
+        .when(protocol.isin(KAFKA, HTTP, NATS), first_header("content-type"))
     )
 
 
@@ -65,9 +65,9 @@ def trace_header(r: Column, name: str) -> Column:
     """`gateway.envelope.render.trace_header`."""
     protocol = col(r, "protocol")
     return (
-        F.when(protocol.isin(HTTP, KAFKA, NATS), first_header(r, name))
+        F.when(protocol.isin(HTTP, KAFKA, NATS), first_header(name))
         .when(protocol == MQTT5,
-              read_pairs(r, "user_properties", name, False))
+              read_pairs("user_properties", name, False))
         .when(protocol == AMQP,
               F.try_element_at(col(r, "application-properties"), F.lit(name)))
     )
@@ -128,11 +128,11 @@ def _now_rfc3339() -> Column:
                             r"\.(?=Z|[+-])", "")
 
 
-def render(df: DataFrame, catalog: CompiledCatalog) -> DataFrame:
+def render(df: DataFrame, catalog: CompiledCatalog, salt: str) -> DataFrame:
     """Adds `_ce` (struct, one field per attribute + data + data_base64), `_context`,
     `_match` and `_render_py` to matched rows (`_cand`, `_caps` and `_lc`, the lowered
-    line, expected)."""
-    best, r = F.col("_cand"), F.col("r")
+    line, expected). `salt` keeps generated ids apart (`sqlfuncs.random_uuid`)."""
+    best, r = F.col("_cand"), F.col(RECORD)
     # Intermediate columns, each projected once: the optimizer keeps a projection that is
     # referenced several times instead of inlining it (smaller generated code, no rework).
     values: dict[str, Column] = {}
@@ -167,7 +167,7 @@ def render(df: DataFrame, catalog: CompiledCatalog) -> DataFrame:
     columns: dict[str, Column] = {
         "specversion": F.lit("1.0"),
         "id": F.when(values["id"].isNotNull(), values["id"])
-        .when(identity.isNotNull(), uuid5(identity)).otherwise(F.expr("uuid()")),
+        .when(identity.isNotNull(), uuid5(identity)).otherwise(random_uuid(salt)),
         "source": values["source"],
         "type": values["type"],
         "subject": values["subject"],

@@ -7,6 +7,11 @@ import sys
 
 from pyspark.sql import SparkSession
 
+# HotSpot never JIT-compiles a method over 8,000 bytes of bytecode unless told to; the
+# compiled pipeline's fused stages are bigger (see `pipeline._CODEGEN`).
+COMPILE_HUGE_METHODS = "-XX:-DontCompileHugeMethods"
+JVM_OPTION_KEYS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
+
 
 def get_session(master: str | None = None, app_name: str = "xrgw-spark") -> SparkSession:
     """The active session when there is one (spark-submit, notebooks), else a new one.
@@ -21,6 +26,8 @@ def get_session(master: str | None = None, app_name: str = "xrgw-spark") -> Spar
     builder = (SparkSession.builder.appName(app_name)
                .config("spark.pyspark.python", sys.executable)
                .config("spark.sql.session.timeZone", "UTC"))
+    for key in JVM_OPTION_KEYS:
+        builder = builder.config(key, COMPILE_HUGE_METHODS)
     if master is not None or active is None:
         builder = builder.master(master or "local[*]")
     return builder.getOrCreate()

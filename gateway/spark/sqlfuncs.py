@@ -24,16 +24,51 @@ def call(name: str, *args: Column) -> Column:
     return F.call_function(name, *args)
 
 
-def uuid5(name: Column) -> Column:
-    """`uuid.uuid5(ID_NAMESPACE, name)` in SQL: SHA-1 of namespace + name, version 5,
-    RFC 4122 variant (the high bits of the 17th hex digit become 10)."""
-    digest = F.sha1(F.concat(F.unhex(F.lit(ID_NAMESPACE.hex)), F.encode(name, "UTF-8")))
+def sql_string(text: str) -> str:
+    """`text` as a Spark SQL string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def sql_lambda(function: str, array: str, body: str) -> Column:
+    """`function(array, e -> body)` (`filter`, `forall` ...) written as SQL text.
+
+    Why text: PySpark gives each Python lambda's variable a fresh name (x_1, x_2 ...),
+    and that name is written into the generated Java. Every plan built in the process
+    (each streaming micro-batch, each batch of a job) would then compile new classes
+    that the JIT warms up from scratch; with the name fixed the code is the same and
+    Spark's compiled-class cache serves it."""
+    return F.expr(f"{function}({array}, e -> {body})")
+
+
+def _uuid_text(digest: Column, version: str) -> Column:
+    """The first 32 hex digits of a digest as RFC 4122 UUID text of this version (the
+    high bits of the 17th hex digit become 10, the variant)."""
     variant = F.translate(F.substring(digest, 17, 1), "0123456789abcdef", "89ab89ab89ab89ab")
     return F.concat(
-        F.substring(digest, 1, 8), F.lit("-"), F.substring(digest, 9, 4), F.lit("-5"),
+        F.substring(digest, 1, 8), F.lit("-"), F.substring(digest, 9, 4), F.lit(f"-{version}"),
         F.substring(digest, 14, 3), F.lit("-"), variant, F.substring(digest, 18, 3),
         F.lit("-"), F.substring(digest, 21, 12),
     )
+
+
+def uuid5(name: Column) -> Column:
+    """`uuid.uuid5(ID_NAMESPACE, name)` in SQL: SHA-1 of namespace + name, version 5."""
+    return _uuid_text(
+        F.sha1(F.concat(F.unhex(F.lit(ID_NAMESPACE.hex)), F.encode(name, "UTF-8"))), "5")
+
+
+def random_uuid(salt: str) -> Column:
+    """A version-4 UUID per row: MD5 of a random salt (per compiled stage), the start
+    time of the execution (microseconds; a new one per streaming micro-batch or re-run)
+    and the row's `monotonically_increasing_id` (unique within an execution).
+
+    Not `uuid()`: its seed is a numeric literal in the generated Java, so every execution
+    compiles new classes that the JIT has to warm up again (1M records: 15-18 s instead
+    of 9.5 s). String literals reach generated code by reference, so this code, and the
+    compiled classes, stay the same."""
+    started = F.unix_micros(F.current_timestamp()).cast("string")
+    row = F.monotonically_increasing_id().cast("string")
+    return _uuid_text(F.md5(F.concat_ws("/", F.lit(salt), started, row)), "4")
 
 
 assert str(uuid.UUID(ID_NAMESPACE.hex)) == str(ID_NAMESPACE)

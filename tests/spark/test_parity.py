@@ -234,3 +234,20 @@ def test_spark_matches_core_on_31_real_catalogs(spark: SparkSession) -> None:
     events = [row for row in rows if row["outcome"] == "event"]
     assert {row["path"] for row in events if row["match"] in in_sql} == {"sql"}
     assert len(in_sql) >= 50 and paths["sql"] >= 100, paths
+
+
+def test_generated_ids_are_unique_v4_across_rows_and_runs(
+        spark: SparkSession, definitions: list[MessageDefinition]) -> None:
+    """Records without a native identity get random version-4 ids: distinct per row,
+    and the next batch (a new plan of the same stage, like the job's next micro-batch)
+    never repeats the first one's."""
+    import uuid
+
+    line = '{"protocol":"MQTT/3.1.1","topic_name":"tie/1/end","data":{"a":1}}'
+    frame = spark.createDataFrame([(line,)] * 40, "record string").repartition(2)
+    stage = compile_stage(spark, compile_catalog(definitions))
+    ids = [json.loads(row["event"])["id"] for _ in range(2)
+           for row in stage.convert(frame).select("event").collect()]
+    assert len(ids) == len(set(ids)) == 80
+    assert {uuid.UUID(i).version for i in ids} == {4}
+    assert {uuid.UUID(i).variant for i in ids} == {uuid.RFC_4122}

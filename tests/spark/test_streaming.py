@@ -58,6 +58,7 @@ def test_file_stream_restart_exactly_once(tmp_path: Path, spark: SparkSession) -
     second.awaitTermination(120)
     events, dead = _events(sink), _events(tmp_path / "dead")
     assert len(events) == 4 and len(dead) == 1
+    assert len({e["id"] for e in events}) == 4  # two micro-batches, no repeated ids
     assert sorted(e["type"] for e in events) == sorted(
         ["com.example.sale", "com.example.drawer.opened", "com.example.store.status",
          "com.example.sale"])
