@@ -46,7 +46,7 @@ class Stage:
         parsed = parsed.select(
             "record", RECORD, "_lc",
             sql_ok(F.col("record"), F.col(RECORD), F.col("_keys")).alias("_sql"),
-            family(F.col("r.protocol")).alias("_fam"),
+            family(F.col(f"{RECORD}.protocol")).alias("_fam"),
         ).withColumn("_addr", address(F.col(RECORD), F.col("_fam")))
         matched = match(parsed, self.catalog, self.tables)
         rendered = render(matched, self.catalog, self.salt)

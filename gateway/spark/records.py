@@ -112,11 +112,15 @@ def _mentions_cloudevents(text: Column) -> Column:
     return lowered.contains("specversion") | lowered.contains("cloudevents")
 
 
+# How Spark's text for a JSON number, object or array starts.
+_UNQUOTED_FIRST = "-0123456789{["
+
+
 def _looks_unquoted(value: Column) -> Column:
     """Could this string be Spark's text for a JSON number, boolean, object or array?
     (Spark reads `5` into a string field as "5"; the core rejects it.)"""
     first = F.substring(value, 1, 1)
-    return first.isin(*"-0123456789{[") | value.isin("true", "false")
+    return first.isin(*_UNQUOTED_FIRST) | value.isin("true", "false")
 
 
 # One header / user property entry is fine for SQL: name + value, the value not null,
@@ -126,7 +130,7 @@ def _looks_unquoted(value: Column) -> Column:
 _ENTRY_OK = (
     "size(e) = 2 AND try_element_at(e, 'value') IS NOT NULL"
     " AND NOT coalesce(substring(try_element_at(e, 'name'), 1, 1)"
-    " IN ('-','0','1','2','3','4','5','6','7','8','9','{','[')"
+    f" IN ({', '.join(sql_string(c) for c in _UNQUOTED_FIRST)})"
     " OR try_element_at(e, 'name') IN ('true', 'false'), true)"
     " AND NOT coalesce(contains(lower(concat(try_element_at(e, 'name'), ' ',"
     " try_element_at(e, 'value'))), 'specversion') OR contains(lower(concat("
