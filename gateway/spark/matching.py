@@ -28,7 +28,7 @@ from pyspark.sql import types as T
 
 from gateway.spark.compiler import SEP, CheckShape, CompiledCatalog, ReaderSpec, plan_rows
 from gateway.spark.records import RECORD, first_value, pair_values, read_scalar, read_section
-from gateway.spark.sqlfuncs import all_of, any_of
+from gateway.spark.sqlfuncs import all_of, any_of, case_when
 
 # `gateway.matching.values.conforms` for text values (every value reaches SQL as text;
 # the screen guarantees text and JSON values agree, see records.py).
@@ -78,8 +78,9 @@ def _reader_column(readers: list[ReaderSpec], spec: ReaderSpec) -> Column:
 
 
 def read_columns(r: Column, readers: list[ReaderSpec]) -> dict[str, Column]:
-    """Per field reader: its single value (`_fN`, null when absent) and, for repeatable
-    fields, the number of values (`_nN`); more than one value goes to the Python stage."""
+    """Per field reader: its single value (`_fN`, null when absent) or, for repeatable
+    fields, the entries with the wanted name (`_pN`; `match` takes the first value, and
+    more than one value goes to the Python stage)."""
     out: dict[str, Column] = {}
     for i, spec in enumerate(readers):
         if spec.kind == "pairs":
@@ -135,7 +136,7 @@ def record_keys(catalog: CompiledCatalog, fam: Column, addr: Column,
         if kind == "x":
             keys[slot] = F.concat(fam, F.lit(f"{SEP}x{SEP}"), addr)
         elif kind == "s":
-            expr: Any = None
+            branches = []
             for family, by_count in catalog.shapes.items():
                 for count, shapes in by_count.items():
                     if slot[1] >= len(shapes):
@@ -144,19 +145,13 @@ def record_keys(catalog: CompiledCatalog, fam: Column, addr: Column,
                     shape_id = f"{count}:{','.join(map(str, literal))}"
                     key = F.concat_ws(SEP, F.lit(f"{family}{SEP}s{SEP}{shape_id}"), *[
                         F.try_element_at(segments, F.lit(i + 1)) for i in literal])
-                    cond = (fam == family) & (nseg == count)
-                    expr = F.when(cond, key) if expr is None else expr.when(cond, key)
-            keys[slot] = expr
+                    branches.append(((fam == family) & (nseg == count), key))
+            keys[slot] = case_when(branches)
         elif kind == "p":
-            expr = None
-            for family, lengths in catalog.prefixes.items():
-                if slot[1] < len(lengths):
-                    length = lengths[slot[1]]
-                    key = F.concat(F.lit(f"{family}{SEP}p{length}{SEP}"),
-                                   F.substring(addr, 1, length))
-                    expr = F.when(fam == family, key) if expr is None else expr.when(
-                        fam == family, key)
-            keys[slot] = expr
+            keys[slot] = case_when([
+                (fam == family, F.concat(F.lit(f"{family}{SEP}p{lengths[slot[1]]}{SEP}"),
+                                         F.substring(addr, 1, lengths[slot[1]])))
+                for family, lengths in catalog.prefixes.items() if slot[1] < len(lengths)])
         else:
             keys[slot] = F.when(fam.isin(*sorted(catalog.rest_families)),
                                 F.concat(fam, F.lit(f"{SEP}r")))
@@ -215,17 +210,13 @@ def match(df: DataFrame, catalog: CompiledCatalog,
     for n, slot in enumerate(slots):
         for position, signatures in enumerate(catalog.positions(slot)):
             c = F.try_element_at(F.col(f"_c{n}"), F.lit(position + 1))
-            ok: Any = None
-            caps: Any = None
-            for sig in signatures:
-                passed, captures = _evaluate(catalog.signatures[sig], c, readers, segments)
-                ok = F.when(c["sig"] == sig, passed) if ok is None else ok.when(
-                    c["sig"] == sig, passed)
-                caps = F.when(c["sig"] == sig, captures) if caps is None else caps.when(
-                    c["sig"] == sig, captures)
+            results = {sig: _evaluate(catalog.signatures[sig], c, readers, segments)
+                       for sig in signatures}
             candidates.append(c)
-            captured.append(caps)
+            captured.append(case_when([(c["sig"] == sig, caps)
+                                       for sig, (_, caps) in results.items()]))
             python_candidate.append(F.coalesce(c["pym"], F.lit(False)))
+            ok = case_when([(c["sig"] == sig, passed) for sig, (passed, _) in results.items()])
             out = out.withColumn(f"_ok{len(candidates) - 1}", F.coalesce(ok, F.lit(False)))
     if not candidates:
         return out.withColumns({"_cand": F.lit(None).cast(CANDIDATE_TYPE),
@@ -240,11 +231,8 @@ def match(df: DataFrame, catalog: CompiledCatalog,
     if len(candidates) == 1:
         chosen, chosen_caps = candidates[0], captured[0]
     else:
-        chosen = F.when(best["pos"] == 0, candidates[0])
-        chosen_caps = F.when(best["pos"] == 0, captured[0])
-        for i in range(1, len(candidates)):
-            chosen = chosen.when(best["pos"] == i, candidates[i])
-            chosen_caps = chosen_caps.when(best["pos"] == i, captured[i])
+        chosen = case_when([(best["pos"] == i, c) for i, c in enumerate(candidates)])
+        chosen_caps = case_when([(best["pos"] == i, c) for i, c in enumerate(captured)])
     out = out.withColumns({"_cand": F.when(best.isNotNull(), chosen),
                            "_caps": F.when(best.isNotNull(), chosen_caps)})
     tied = [ok & F.coalesce((x["lit"] == best["lit"]) & (x["cnt"] == best["cnt"]),

@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, NATS
 from gateway.spark.compiler import CompiledCatalog
 from gateway.spark.records import RECORD, col, first_header, read_pairs
-from gateway.spark.sqlfuncs import any_of, random_uuid, uuid5
+from gateway.spark.sqlfuncs import any_of, case_when, random_uuid, uuid5
 
 _CONTROL = "[\\x00-\\x1f\\x7f-\\x9f]"
 _ABSOLUTE_URI = r"(?U)^[A-Za-z][A-Za-z0-9+.\-]*:[^\s]*\z"
@@ -99,8 +99,8 @@ def _attribute(catalog: CompiledCatalog, position: int, best: Column) -> tuple[C
     shape_id = F.try_element_at(best["shapes"], F.lit(position + 1))
     offset = F.try_element_at(best["offsets"], F.lit(position + 1))
     rvals, caps = best["rvals"], F.col("_caps")
-    value: Any = None
-    failure: Any = None
+    branches: list[tuple[Column, Column]] = []
+    failures: list[Column] = []
     for number, (kind, typ, parts) in enumerate(catalog.attribute_shapes[position]):
         if kind == "fixed":
             text = F.try_element_at(rvals, offset + 1)
@@ -114,12 +114,10 @@ def _attribute(catalog: CompiledCatalog, position: int, best: Column) -> tuple[C
                     pieces.append(F.try_element_at(caps, F.lit(part + 1)))
             text = F.concat(*pieces) if len(pieces) > 1 else pieces[0]
         chosen = shape_id == number
-        value = F.when(chosen, text) if value is None else value.when(chosen, text)
+        branches.append((chosen, text))
         if kind == "template":
-            bad = chosen & _coerce_fails(catalog.attributes[position], typ, text)
-            failure = bad if failure is None else failure | bad
-    return (value if value is not None else F.lit(None).cast("string"),
-            failure if failure is not None else F.lit(False))
+            failures.append(chosen & _coerce_fails(catalog.attributes[position], typ, text))
+    return case_when(branches).cast("string"), any_of(failures)
 
 
 def _now_rfc3339() -> Column:

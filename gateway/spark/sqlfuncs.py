@@ -19,6 +19,18 @@ def any_of(conditions: list[Column]) -> Column:
     return reduce(lambda a, b: a | b, conditions) if conditions else F.lit(False)
 
 
+def case_when(branches: list[tuple[Column, Column]]) -> Column:
+    """`CASE WHEN c1 THEN v1 WHEN c2 THEN v2 ... END` (null when no branch applies or
+    there are none)."""
+    if not branches:
+        return F.lit(None)
+    (first_condition, first_value), *rest = branches
+    out = F.when(first_condition, first_value)
+    for condition, value in rest:
+        out = out.when(condition, value)
+    return out
+
+
 def call(name: str, *args: Column) -> Column:
     """A SQL function whose Python wrapper only takes literal patterns (regexp_extract)."""
     return F.call_function(name, *args)
