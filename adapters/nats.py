@@ -258,10 +258,10 @@ async def _open(
     errors: list[Exception] = []
 
     async def first_errors(exc: Exception) -> None:
-        # Keep the telling one: a refused login is followed by broken pipes. One only:
-        # reconnects may go on for long.
+        # Keep the telling one: a refused login or certificate is followed by broken
+        # pipes. One only: reconnects may go on for long.
         if not client.is_connected and (
-            not errors or not _is_auth_error(errors[0]) or _is_auth_error(exc)
+            not errors or not _is_telling(errors[0]) or _is_telling(exc)
         ):
             errors[:] = [exc]
         await error_cb(exc)
@@ -286,7 +286,10 @@ async def _open(
     except (TimeoutError, OSError, nats.errors.Error) as exc:
         with contextlib.suppress(Exception):
             await client.close()
-        cause = errors[-1] if errors and isinstance(exc, TimeoutError) else exc
+        # TLS 1.3: a refused client certificate arrives after our side of the handshake,
+        # so connect() itself may fail with a broken pipe while the callback got the alert.
+        telling = errors and (isinstance(exc, TimeoutError) or _is_telling(errors[0]))
+        cause = errors[-1] if telling else exc
         raise NotConnected(
             f"cannot connect to {', '.join(_shown(s) for s in opts.servers)}: {_why(cause)}"
         ) from None
@@ -302,6 +305,11 @@ def _shown(server: str) -> str:
 def _is_auth_error(exc: BaseException) -> bool:
     return isinstance(exc, nats.errors.AuthorizationError) or (
         "authorization violation" in str(exc).lower())
+
+
+def _is_telling(exc: BaseException) -> bool:
+    """Says why the server refused us (not just that the connection broke)."""
+    return _is_auth_error(exc) or isinstance(exc, ssl.SSLError)
 
 
 def _why(exc: BaseException) -> str:
