@@ -24,7 +24,7 @@ from gateway.spark.fallback import python_stage
 from gateway.spark.matching import candidate_tables, match
 from gateway.spark.outcome import outcome_type
 from gateway.spark.records import PARSE_SCHEMA, RECORD, address, family, sql_ok
-from gateway.spark.render import event_json, render
+from gateway.spark.render import render
 from gateway.spark.session import COMPILE_HUGE_METHODS, JVM_OPTION_KEYS
 
 
@@ -34,7 +34,7 @@ class Stage:
     catalog: CompiledCatalog
     tables: dict[tuple[Any, ...], DataFrame]
     explain_dead_letters: bool = True
-    # Random per stage: part of every generated event id (`sqlfuncs.random_uuid`).
+    # Random per stage: part of every generated event id (`sqlfuncs.random_digest`).
     salt: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     def sql(self, lines: DataFrame) -> DataFrame:
@@ -81,24 +81,27 @@ class Stage:
             pick("match", F.col("_match")),
             pick("context", F.col("_context")),
             pick("ce", F.col("_ce")),
-            pick("event", event_json(F.col("_ce"))),
+            pick("event", F.col("_event")),
             pick("deadletter", F.lit(None).cast("string")),
             pick("nearest", F.col("_match")),
             F.when(py, F.lit("python")).otherwise(F.lit("sql")).alias("path"),
         )
 
 
-_CODEGEN = {
-    # Spark stops generating code for a plan whose rows have more than this many fields,
-    # nested ones included (default 100); the parsed record alone has about 70.
-    "spark.sql.codegen.maxFields": 2000,
-    # HotSpot never JIT-compiles a method over 8,000 bytes of bytecode, and a fused stage
-    # of this pipeline is bigger: interpreted, it ran 2.5x slower. Executors started with
-    # `-XX:-DontCompileHugeMethods` (`session.get_session` does) compile it, which was
-    # the fastest (13% over the next best); for any other JVM Spark gets this limit and
-    # runs such a stage per operator, with its expressions split into small methods.
-    "spark.sql.codegen.hugeMethodLimit": 8000,
-}
+# Spark stops generating code for a plan whose rows have more than this many fields,
+# nested ones included (default 100); the parsed record alone has about 70.
+_MAX_FIELDS = 2000
+# HotSpot never JIT-compiles a method over 8,000 bytes of bytecode, and a fused stage of
+# this pipeline is bigger: interpreted, it ran 2.5x slower. So for a JVM started without
+# `-XX:-DontCompileHugeMethods` Spark gets this limit and runs a bigger stage per
+# operator, with its expressions split into small methods.
+_SPLIT_LIMIT = 8000
+# With that option (`session.get_session` sets it) the fused stage is the fastest, but
+# only while C2 manages to compile it: measured here, methods of 32,306 and 33,599 bytes
+# compiled; one of 39,825 bytes was given up by both compilers ("out of nodes", "out of
+# virtual registers") and ran interpreted, 2.5x slower. More definitions with different
+# check signatures make bigger stages, so above this size Spark splits them as well.
+_FUSED_LIMIT = 34000
 
 
 def compiles_huge_methods(spark: SparkSession) -> bool:
@@ -111,14 +114,15 @@ def compiles_huge_methods(spark: SparkSession) -> bool:
 
 
 def _tune_codegen(spark: SparkSession) -> None:
-    """Apply `_CODEGEN` to the session (runtime settings; a stricter value is kept)."""
-    for key, wanted in _CODEGEN.items():
-        current = spark.conf.get(key, None)
-        if key.endswith("maxFields"):
-            if current is None or int(current) < wanted:
-                spark.conf.set(key, str(wanted))
-        elif not compiles_huge_methods(spark) and (current is None or int(current) > wanted):
-            spark.conf.set(key, str(wanted))
+    """Set the code generation limits above (runtime settings; a stricter value that is
+    already set is kept)."""
+    fields = spark.conf.get("spark.sql.codegen.maxFields", None)
+    if fields is None or int(fields) < _MAX_FIELDS:
+        spark.conf.set("spark.sql.codegen.maxFields", str(_MAX_FIELDS))
+    limit = _FUSED_LIMIT if compiles_huge_methods(spark) else _SPLIT_LIMIT
+    current = spark.conf.get("spark.sql.codegen.hugeMethodLimit", None)
+    if current is None or int(current) > limit:
+        spark.conf.set("spark.sql.codegen.hugeMethodLimit", str(limit))
 
 
 def compile_stage(spark: SparkSession, catalog: CompiledCatalog, *,

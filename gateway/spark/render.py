@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, NATS
 from gateway.spark.compiler import CompiledCatalog
 from gateway.spark.records import RECORD, col, first_header, read_pairs
-from gateway.spark.sqlfuncs import any_of, case_when, random_uuid, uuid5
+from gateway.spark.sqlfuncs import any_of, case_when, random_digest, uuid5_digest, uuid_text
 
 _CONTROL = "[\\x00-\\x1f\\x7f-\\x9f]"
 _ABSOLUTE_URI = r"(?U)^[A-Za-z][A-Za-z0-9+.\-]*:[^\s]*\z"
@@ -127,9 +127,10 @@ def _now_rfc3339() -> Column:
 
 
 def render(df: DataFrame, catalog: CompiledCatalog, salt: str) -> DataFrame:
-    """Adds `_ce` (struct, one field per attribute + data + data_base64), `_context`,
-    `_match` and `_render_py` to matched rows (`_cand`, `_caps` and `_lc`, the lowered
-    line, expected). `salt` keeps generated ids apart (`sqlfuncs.random_uuid`)."""
+    """Adds `_ce` (struct, one field per attribute + data + data_base64), `_event` (its
+    structured JSON text), `_context`, `_match` and `_render_py` to matched rows (`_cand`,
+    `_caps` and `_lc`, the lowered line, expected). `salt` keeps generated ids apart
+    (`sqlfuncs.random_digest`)."""
     best, r = F.col("_cand"), F.col(RECORD)
     # Intermediate columns, each projected once: the optimizer keeps a projection that is
     # referenced several times instead of inlining it (smaller generated code, no rework).
@@ -148,6 +149,9 @@ def render(df: DataFrame, catalog: CompiledCatalog, salt: str) -> DataFrame:
         "_tp": F.when(F.col("_lc").contains("traceparent"), trace_header(r, "traceparent")),
         "_ts": F.when(F.col("_lc").contains("tracestate"), trace_header(r, "tracestate")),
     })
+    # The id's hash, projected once: `uuid_text` reads it six times.
+    out = out.withColumn("_digest", F.when(values["id"].isNull(), F.when(
+        F.col("_ident").isNotNull(), uuid5_digest(F.col("_ident"))).otherwise(random_digest(salt))))
     native_ct = F.col("_nct")
     data, data_b64 = col(r, "data"), col(r, "data_base64")
     declared_ct = values["datacontenttype"]
@@ -164,8 +168,8 @@ def render(df: DataFrame, catalog: CompiledCatalog, salt: str) -> DataFrame:
     tracestate = F.col("_ts")
     columns: dict[str, Column] = {
         "specversion": F.lit("1.0"),
-        "id": F.when(values["id"].isNotNull(), values["id"])
-        .when(identity.isNotNull(), uuid5(identity)).otherwise(random_uuid(salt)),
+        "id": F.coalesce(values["id"], uuid_text(
+            F.col("_digest"), F.when(identity.isNotNull(), F.lit("5")).otherwise(F.lit("4")))),
         "source": values["source"],
         "type": values["type"],
         "subject": values["subject"],
@@ -181,23 +185,33 @@ def render(df: DataFrame, catalog: CompiledCatalog, salt: str) -> DataFrame:
         value = values[name]
         columns[name] = value if spark_type == "string" else (
             value == "true" if spark_type == "boolean" else value.try_cast("int"))
-    fields = [c.alias(n) for n, c in columns.items()]
-    out = out.withColumn("_ce", F.struct(*fields, data.alias("data"),
-                                         data_b64.alias("data_base64")))
+    # Each final attribute is projected once, then both the struct and the attributes'
+    # JSON object are built from those columns. (The event used to be `to_json` of `_ce`
+    # minus its body fields: a second struct built per row, 2.5 s per 1M records.)
+    final = {n: f"_v{i}" for i, n in enumerate(columns)}
+    out = out.withColumns({final[n]: c for n, c in columns.items()})
+    attrs = {n: F.col(final[n]) for n in columns}
+    out = out.withColumns({
+        "_ce": F.struct(*[c.alias(n) for n, c in attrs.items()], data.alias("data"),
+                        data_b64.alias("data_base64")),
+        "_attrs": F.to_json(F.struct(*[c.alias(n) for n, c in attrs.items()])),
+    })
+    out = out.withColumn("_event", event_json(F.col("_attrs"), data, data_b64))
     bad_native = (declared_ct.isNull() & native_ct.isNotNull()
                   & ~F.coalesce(native_ct.rlike(_MEDIA_TYPE), F.lit(False)))
     render_py = any_of([*failures, bad_native])
-    temporary = [f"_a{i}" for i in range(len(catalog.attributes))]
+    temporary = [f"_a{i}" for i in range(len(catalog.attributes))] + list(final.values()) + [
+        "_attrs", "_digest"]
     return out.withColumn("_render_py", F.coalesce(render_py, F.lit(True))).withColumn(
         "_match", best["xid"]).drop(*temporary, "_nct", "_ident", "_tp", "_ts", "_lc")
 
 
-def event_json(ce: Column) -> Column:
-    """The structured-mode JSON text: the attributes (nulls dropped) with the body spliced
-    in as it arrived, never parsed and re-serialized."""
-    attrs = F.to_json(ce.dropFields("data", "data_base64"))
-    body = F.when(ce["data"].isNotNull(), F.concat(F.lit(',"data":'), ce["data"])).when(
-        ce["data_base64"].isNotNull(),
-        F.concat(F.lit(',"data_base64":"'), ce["data_base64"], F.lit('"'))).otherwise(F.lit(""))
-    trimmed: Any = F.call_function("left", attrs, F.length(attrs) - 1)
-    return F.concat(trimmed, body, F.lit("}"))
+def event_json(attributes: Column, data: Column, data_base64: Column) -> Column:
+    """The structured-mode JSON text: `attributes` (the attributes' JSON object, nulls
+    dropped; a projected column, as it is read twice) with the body spliced in as it
+    arrived, never parsed and re-serialized."""
+    body = F.when(data.isNotNull(), F.concat(F.lit(',"data":'), data)).when(
+        data_base64.isNotNull(), F.concat(F.lit(',"data_base64":"'), data_base64, F.lit('"'))
+    ).otherwise(F.lit(""))
+    head: Any = F.call_function("left", attributes, F.length(attributes) - 1)
+    return F.concat(head, body, F.lit("}"))

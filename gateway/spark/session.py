@@ -8,7 +8,7 @@ import sys
 from pyspark.sql import SparkSession
 
 # HotSpot never JIT-compiles a method over 8,000 bytes of bytecode unless told to; the
-# compiled pipeline's fused stages are bigger (see `pipeline._CODEGEN`).
+# compiled pipeline's fused stages are bigger (see `pipeline._FUSED_LIMIT`).
 COMPILE_HUGE_METHODS = "-XX:-DontCompileHugeMethods"
 JVM_OPTION_KEYS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
 

@@ -52,27 +52,31 @@ def sql_lambda(function: str, array: str, body: str) -> Column:
     return F.expr(f"{function}({array}, e -> {body})")
 
 
-def _uuid_text(digest: Column, version: str) -> Column:
-    """The first 32 hex digits of a digest as RFC 4122 UUID text of this version (the
-    high bits of the 17th hex digit become 10, the variant)."""
+def uuid_text(digest: Column, version: Column) -> Column:
+    """The first 32 hex digits of a digest as RFC 4122 UUID text of `version` (a one-digit
+    string; the high bits of the 17th hex digit become 10, the variant).
+
+    `digest` is read six times: pass a projected column, not the hash expression, or
+    Spark computes the hash six times per row."""
     variant = F.translate(F.substring(digest, 17, 1), "0123456789abcdef", "89ab89ab89ab89ab")
     return F.concat(
-        F.substring(digest, 1, 8), F.lit("-"), F.substring(digest, 9, 4), F.lit(f"-{version}"),
+        F.substring(digest, 1, 8), F.lit("-"), F.substring(digest, 9, 4), F.lit("-"), version,
         F.substring(digest, 14, 3), F.lit("-"), variant, F.substring(digest, 18, 3),
         F.lit("-"), F.substring(digest, 21, 12),
     )
 
 
-def uuid5(name: Column) -> Column:
-    """`uuid.uuid5(ID_NAMESPACE, name)` in SQL: SHA-1 of namespace + name, version 5."""
-    return _uuid_text(
-        F.sha1(F.concat(F.unhex(F.lit(ID_NAMESPACE.hex)), F.encode(name, "UTF-8"))), "5")
+def uuid5_digest(name: Column) -> Column:
+    """The hash behind `uuid.uuid5(ID_NAMESPACE, name)`: SHA-1 of namespace + name (hex);
+    `uuid_text(digest, "5")` makes the UUID."""
+    return F.sha1(F.concat(F.unhex(F.lit(ID_NAMESPACE.hex)), F.encode(name, "UTF-8")))
 
 
-def random_uuid(salt: str) -> Column:
-    """A version-4 UUID per row: MD5 of a random salt (per compiled stage), the start
-    time of the execution (microseconds; a new one per streaming micro-batch or re-run)
-    and the row's `monotonically_increasing_id` (unique within an execution).
+def random_digest(salt: str) -> Column:
+    """The hash behind a random version-4 id (`uuid_text(digest, "4")`): MD5 of a random
+    salt (per compiled stage), the start time of the execution (microseconds; a new one
+    per streaming micro-batch or re-run) and the row's `monotonically_increasing_id`
+    (unique within an execution).
 
     Not `uuid()`: its seed is a numeric literal in the generated Java, so every execution
     compiles new classes that the JIT has to warm up again (1M records: 15-18 s instead
@@ -80,7 +84,7 @@ def random_uuid(salt: str) -> Column:
     compiled classes, stay the same."""
     started = F.unix_micros(F.current_timestamp()).cast("string")
     row = F.monotonically_increasing_id().cast("string")
-    return _uuid_text(F.md5(F.concat_ws("/", F.lit(salt), started, row)), "4")
+    return F.md5(F.concat_ws("/", F.lit(salt), started, row))
 
 
 assert str(uuid.UUID(ID_NAMESPACE.hex)) == str(ID_NAMESPACE)

@@ -36,7 +36,9 @@ def test_local_reads_the_driver_options_and_keeps_the_fused_stage() -> None:
                         "spark.driver.extraJavaOptions": f"-Xss4m {COMPILE_HUGE_METHODS}"})
     assert compiles_huge_methods(session)  # type: ignore[arg-type]
     _tune_codegen(session)  # type: ignore[arg-type]
-    assert session.conf.values == {"spark.sql.codegen.maxFields": "2000"}
+    # Fused up to the size C2 still compiles, split beyond it.
+    assert session.conf.values == {"spark.sql.codegen.maxFields": "2000",
+                                   "spark.sql.codegen.hugeMethodLimit": "34000"}
 
 
 def test_cluster_reads_the_executor_options() -> None:
