@@ -185,16 +185,15 @@ def render(df: DataFrame, catalog: CompiledCatalog, salt: str) -> DataFrame:
         value = values[name]
         columns[name] = value if spark_type == "string" else (
             value == "true" if spark_type == "boolean" else value.try_cast("int"))
-    # Each final attribute is projected once, then both the struct and the attributes'
-    # JSON object are built from those columns. (The event used to be `to_json` of `_ce`
-    # minus its body fields: a second struct built per row, 2.5 s per 1M records.)
+    # Each final attribute is projected once; the struct and the attributes' JSON object
+    # are both built from those columns. (The event text used to be `to_json` of `_ce`
+    # with its body fields dropped, which builds a second struct per row.)
     final = {n: f"_v{i}" for i, n in enumerate(columns)}
     out = out.withColumns({final[n]: c for n, c in columns.items()})
-    attrs = {n: F.col(final[n]) for n in columns}
+    attrs = [F.col(final[n]).alias(n) for n in columns]
     out = out.withColumns({
-        "_ce": F.struct(*[c.alias(n) for n, c in attrs.items()], data.alias("data"),
-                        data_b64.alias("data_base64")),
-        "_attrs": F.to_json(F.struct(*[c.alias(n) for n, c in attrs.items()])),
+        "_ce": F.struct(*attrs, data.alias("data"), data_b64.alias("data_base64")),
+        "_attrs": F.to_json(F.struct(*attrs)),
     })
     out = out.withColumn("_event", event_json(F.col("_attrs"), data, data_b64))
     bad_native = (declared_ct.isNull() & native_ct.isNotNull()
