@@ -68,12 +68,12 @@ def uuid_text(digest: Column, version: Column) -> Column:
 
 def uuid5_digest(name: Column) -> Column:
     """The hash behind `uuid.uuid5(ID_NAMESPACE, name)`: SHA-1 of namespace + name (hex);
-    `uuid_text(digest, "5")` makes the UUID."""
+    `uuid_text(digest, F.lit("5"))` makes the UUID."""
     return F.sha1(F.concat(F.unhex(F.lit(ID_NAMESPACE.hex)), F.encode(name, "UTF-8")))
 
 
 def random_digest(salt: str) -> Column:
-    """The hash behind a random version-4 id (`uuid_text(digest, "4")`): MD5 of a random
+    """The hash behind a random version-4 id (`uuid_text(digest, F.lit("4"))`): MD5 of a random
     salt (per compiled stage), the start time of the execution (microseconds; a new one
     per streaming micro-batch or re-run) and the row's `monotonically_increasing_id`
     (unique within an execution).
