@@ -8,6 +8,7 @@ which must follow the same deterministic rule when the record has a native ident
 from __future__ import annotations
 
 import json
+import uuid
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,8 @@ from gateway.convert import Converter
 from gateway.definitions import load_catalog
 from gateway.definitions.model import MessageDefinition
 from gateway.envelope.ids import native_identity
+from gateway.envelope.native import context_names, render_native
+from gateway.envelope.render import RenderError
 from gateway.record import NativeMessage, RecordError
 from gateway.spark import JobOptions, compile_catalog, compile_stage, run_job
 
@@ -192,9 +195,6 @@ _ADDRESSES = ("topic_name", "topic", "subject", "path")
 def _catalog_records(definitions: list[MessageDefinition]) -> list[str]:
     """Per definition with a protocol: its own rendering with two sets of context values
     (one with a body, one with a base64 payload) and a near miss (address changed)."""
-    from gateway.envelope.native import context_names, render_native
-    from gateway.envelope.render import RenderError
-
     lines: list[str] = []
     for n, definition in enumerate(definitions):
         if definition.protocol is None:
@@ -241,8 +241,6 @@ def test_generated_ids_are_unique_v4_across_rows_and_runs(
     """Records without a native identity get random version-4 ids: distinct per row,
     and the next batch (a new plan of the same stage, like the job's next micro-batch)
     never repeats the first one's."""
-    import uuid
-
     line = '{"protocol":"MQTT/3.1.1","topic_name":"tie/1/end","data":{"a":1}}'
     frame = spark.createDataFrame([(line,)] * 40, "record string").repartition(2)
     stage = compile_stage(spark, compile_catalog(definitions))
