@@ -186,7 +186,7 @@ def _read_lines(directory: Path) -> list[dict[str, Any]]:
 
 
 CATALOGS = sorted(
-    p for p in (ROOT.parent / "shared" / "testdata" / "xregistry-catalogs").rglob("*")
+    p for p in (ROOT / "tests" / "data" / "xregistry-catalogs").rglob("*")
     if p.suffix in (".json", ".cereg")
 )
 _ADDRESSES = ("topic_name", "topic", "subject", "path")

@@ -1,7 +1,7 @@
 """Shared test material: paths of the third-party vectors, loaders, golden samples.
 
-The vectors live outside the project (`../shared/testdata/cloudevents-vectors`) and are
-read in place, never copied.
+The vectors are third-party files copied into `tests/data/cloudevents-vectors` with their
+provenance and licences (see its README).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from gateway.cloudevents.event import CloudEvent
 from gateway.cloudevents.typesystem import AttributeType, AttributeValue
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
-VECTORS = PROJECT_ROOT / ".." / "shared" / "testdata" / "cloudevents-vectors"
+VECTORS = PROJECT_ROOT / "tests" / "data" / "cloudevents-vectors"
 CONFORMANCE_JSON = VECTORS / "conformance" / "format" / "json"
 CONFORMANCE_YAML = VECTORS / "conformance" / "yaml"
 SDK_JAVA = VECTORS / "sdk-java" / "formats" / "json-jackson" / "src" / "test" / "resources" / "v1"

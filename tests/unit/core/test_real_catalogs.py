@@ -1,4 +1,4 @@
-"""The matcher and envelope over the 31 real catalogs in ../shared/testdata.
+"""The matcher and envelope over the 31 real catalogs in tests/data/xregistry-catalogs.
 
 For every definition that has a protocol, render a native message from its own
 protocoloptions (template aspect) with sample context values, then match it back: the
@@ -19,7 +19,7 @@ from gateway.reasons import ALL as REASONS
 
 ROOT = Path(__file__).resolve().parents[3]
 CATALOGS = sorted(
-    p for p in (ROOT.parent / "shared/testdata/xregistry-catalogs").rglob("*")
+    p for p in (ROOT / "tests/data/xregistry-catalogs").rglob("*")
     if p.suffix in (".json", ".cereg")
 )
 

@@ -1,4 +1,4 @@
-"""Every real catalog in the shared test data loads without errors, with real content."""
+"""Every real catalog in tests/data (copied third-party catalogs) loads without errors, with real content."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from gateway.definitions.model import Catalog, MessageDefinition
 from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, MQTT311, NATS
 
 PROJECT = Path(__file__).resolve().parents[3]
-CATALOGS = PROJECT.parent / "shared" / "testdata" / "xregistry-catalogs"
+CATALOGS = PROJECT / "tests" / "data" / "xregistry-catalogs"
 FILES = sorted(
     p for p in CATALOGS.rglob("*") if p.is_file() and p.suffix in (".json", ".cereg")
 )
