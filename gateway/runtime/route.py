@@ -29,6 +29,7 @@ from gateway import reasons
 from gateway.cloudevents import encode
 from gateway.cloudevents.event import CloudEvent
 from gateway.convert import Conversion, Converter
+from gateway.deadletter_format import deadletter_record
 from gateway.definitions.model import MessageDefinition
 from gateway.envelope.native import render_native
 from gateway.envelope.render import RenderError
@@ -37,7 +38,6 @@ from gateway.matching.matcher import Explanation
 from gateway.observability.metrics import Metrics
 from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, MQTT311, NATS
 from gateway.record import NativeMessage
-from gateway.runtime.deadletter import deadletter_record
 from gateway.runtime.ports import (
     ConsumerLike,
     DeliveryLike,

@@ -19,10 +19,10 @@ from typing import Any, Literal
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
+from gateway.deadletter_format import deadletter_record
 from gateway.matching.matcher import Explanation
 from gateway.protocols import KAFKA
 from gateway.record import NativeMessage
-from gateway.runtime.deadletter import deadletter_record
 from gateway.spark.kafka_source import NAME, KafkaDataSource
 from gateway.spark.locations import Location
 from gateway.spark.sqlfuncs import sql_lambda

@@ -23,8 +23,8 @@ from adapters.base import EndpointSettings
 from adapters.http import HttpConsumer
 from adapters.memory import MemoryProducer
 from gateway.convert import Converter
+from gateway.deadletter_format import deadletter_metadata
 from gateway.observability.metrics import Metrics
-from gateway.runtime.deadletter import deadletter_metadata
 from gateway.runtime.route import Output, RetryPolicy, Route
 
 MAX_BODY = 256 * 1024

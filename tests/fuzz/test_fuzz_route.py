@@ -25,10 +25,10 @@ from adapters.base import Outcome
 from adapters.memory import MemoryConsumer, MemoryProducer
 from gateway import reasons
 from gateway.convert import Converter
+from gateway.deadletter_format import deadletter_metadata
 from gateway.observability.metrics import Metrics
 from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, MQTT311, NATS
 from gateway.record import NativeMessage
-from gateway.runtime.deadletter import deadletter_metadata
 from gateway.runtime.route import Output, RetryPolicy, Route
 
 CONVERTER = Converter(CATALOG.messages())

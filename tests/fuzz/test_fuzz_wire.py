@@ -26,8 +26,8 @@ from adapters._mqtt_record import to_record as mqtt_record
 from adapters._nats_record import HeaderPairs, parse_header_block
 from adapters._nats_record import to_record as nats_record
 from gateway.convert import Converter
+from gateway.deadletter_format import deadletter_record, original_record
 from gateway.record import NativeMessage
-from gateway.runtime.deadletter import deadletter_record, original_record
 
 from fuzz_support import CATALOG  # isort: skip
 

@@ -7,10 +7,10 @@ from pathlib import Path
 from adapters.base import Outcome
 from adapters.memory import MemoryConsumer, MemoryProducer
 from gateway.convert import Converter
+from gateway.deadletter_format import deadletter_metadata, original_record
 from gateway.definitions import load_catalog
 from gateway.observability.metrics import Metrics
 from gateway.record import NativeMessage
-from gateway.runtime.deadletter import deadletter_metadata, original_record
 from gateway.runtime.route import Output, RetryPolicy, Route
 
 ROOT = Path(__file__).resolve().parents[3]

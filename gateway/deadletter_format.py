@@ -1,4 +1,7 @@
-"""Dead-letter records: the original message, intact, plus why it could not be delivered.
+"""The dead-letter wire format: the original message, intact, plus why it could not be
+delivered. Shared by the daemon (`gateway/runtime/route.py` sends dead letters) and the
+Spark job (`gateway/spark/kafka.py` writes them), so it is neither's: one format, read back
+by `original_record` whoever wrote it.
 
 The body is the original body, byte for byte. The reason travels as protocol metadata of
 the dead-letter endpoint's protocol (Kafka/NATS/HTTP headers, MQTT 5 user properties,
