@@ -1,4 +1,5 @@
-"""Every real catalog in tests/data (copied third-party catalogs) loads without errors, with real content."""
+"""Every real catalog in tests/data (copied third-party catalogs) loads without errors, with
+real content."""
 
 from __future__ import annotations
 
