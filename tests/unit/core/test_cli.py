@@ -3,7 +3,9 @@
 import json
 from pathlib import Path
 
-from gateway.cli import main
+import pytest
+
+from gateway.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[3]
 STORE = str(ROOT / "config/examples/store.xreg.json")
@@ -83,3 +85,16 @@ def test_lint_reports_overlap_with_a_witness(tmp_path, capsys):
     assert {line["first"], line["second"]} == {"/messagegroups/g/messages/a",
                                                "/messagegroups/g/messages/b"}
     assert line["example"]["topic_name"] == "/s/1/desk"
+
+
+def test_spark_kafka_sink_is_structured_unless_told_binary(capsys):
+    """The job never reads the routes' `mode`: without --kafka-mode a Kafka sink gets
+    structured CloudEvents (the help says so)."""
+    common = ["spark", "-c", "gateway.yaml", "--source", "file:in", "--sink", "kafka://k:9092/t"]
+    parser = build_parser()
+    assert parser.parse_args(common).kafka_mode == "structured"
+    assert parser.parse_args([*common, "--kafka-mode", "binary"]).kafka_mode == "binary"
+    with pytest.raises(SystemExit):
+        main(["spark", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "Kafka sink (default: structured, whatever mode the config's routes have)" in shown

@@ -1,0 +1,61 @@
+"""`xrgw match -d DOC... [FILE|-]`: native message records (JSON Lines) in, one JSON
+result a line out: the matched definition and its CloudEvent, or the reason and the
+nearest definitions."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from gateway.commands.loading import load_definitions
+from gateway.jsontypes import JSON
+
+NAME = "match"
+HELP = "match native message records (JSON Lines)"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-d", "--definitions", nargs="+", required=True, metavar="DOC")
+    parser.add_argument("input", nargs="?", default=None,
+                        help="JSON Lines file, or - for stdin (default); put it before -d, "
+                             "after --, or name it *.jsonl / *.ndjson")
+    parser.add_argument("--ambiguity", choices=["first", "deadletter"], default="first",
+                        help="what a tie between equally specific definitions does")
+    parser.add_argument("--validate-schema", action="store_true",
+                        help="break ties by validating the body against inline JSON Schemas")
+    parser.add_argument("--no-explain", action="store_true",
+                        help="do not explain unmatched messages (faster)")
+
+
+def execute(args: argparse.Namespace) -> int:
+    from gateway.convert import Converter
+    from gateway.record import read_records
+
+    docs = list(args.definitions)
+    if args.input is None:
+        # `-d DOC... FILE`: argparse gives FILE to -d; records files are JSON Lines.
+        if len(docs) > 1 and (docs[-1] == "-" or docs[-1].endswith((".jsonl", ".ndjson"))):
+            args.input = docs.pop()
+        else:
+            args.input = "-"
+    catalog = load_definitions(docs, sys.stderr)
+    if catalog is None:
+        return 1
+    converter = Converter(
+        catalog.messages(), ambiguity=args.ambiguity, validate_schema=args.validate_schema
+    )
+    stream = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")  # noqa: SIM115
+    try:
+        for number, item in read_records(iter(stream)):
+            line: dict[str, JSON]
+            if isinstance(item, Exception):
+                line = {"match": None, "reason": "invalid-record", "detail": str(item),
+                        "line": number}
+            else:
+                line = converter.convert(item, explain=not args.no_explain).to_json()
+            sys.stdout.write(json.dumps(line, ensure_ascii=False) + "\n")
+    finally:
+        if stream is not sys.stdin:
+            stream.close()
+    return 0
