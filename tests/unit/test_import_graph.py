@@ -1,0 +1,237 @@
+"""The import graph of `gateway/` and `adapters/`, read from the source with `ast` (every
+import statement, also those inside functions and under `if TYPE_CHECKING:`):
+
+- no import cycles;
+- `gateway/spark/` is a library: it reaches none of `gateway.runtime`, `gateway.daemon`,
+  `gateway.cli`, `gateway.commands`, directly or through another module;
+- the core never imports an adapter: nothing under `gateway/` reaches `adapters` (the
+  daemon finds them through the `xrgw.adapters` entry point).
+
+Dynamic imports (`importlib.import_module`) are not seen. The synthetic graphs at the end
+show that each check fails on the thing it forbids.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("gateway", "adapters")
+
+SPARK = "gateway.spark"
+NOT_FOR_SPARK = ("gateway.runtime", "gateway.daemon", "gateway.cli", "gateway.commands")
+CORE = "gateway"
+ADAPTERS = ("adapters",)
+
+
+@dataclass(frozen=True)
+class Import:
+    """One imported name, absolute: `import a.b` is `a.b`, `from a import b` is `a.b`
+    (module `a.b` or name `b` of `a`), `from . import b` in package `p` is `p.b`."""
+
+    name: str
+    line: int
+
+
+#: Module name -> what it imports.
+Graph = Mapping[str, Sequence[Import]]
+
+
+def _within(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(source: str, module: str, is_package: bool) -> list[Import]:
+    """Every import statement of a module, wherever it stands."""
+    package = module if is_package else module.rpartition(".")[0]
+    found: list[Import] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [Import(alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                anchor = ".".join(parts[: len(parts) - node.level + 1])
+                base = f"{anchor}.{base}" if base else anchor
+            found += [Import(base if alias.name == "*" else f"{base}.{alias.name}", node.lineno)
+                      for alias in node.names]
+    return found
+
+
+def read_graph(root: Path, packages: Sequence[str] = PACKAGES) -> dict[str, list[Import]]:
+    graph: dict[str, list[Import]] = {}
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            name = module_name(path, root)
+            graph[name] = imports_of(path.read_text(encoding="utf-8"), name,
+                                     path.name == "__init__.py")
+    return graph
+
+
+def resolve(name: str, graph: Graph) -> str | None:
+    """The module an imported name loads: its longest prefix that is a module here."""
+    while name and name not in graph:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def edges(module: str, graph: Graph) -> set[str]:
+    return {target for i in graph[module]
+            if (target := resolve(i.name, graph)) is not None and target != module}
+
+
+def cycles(graph: Graph) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in sorted(edges(module, graph)):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component: list[str] = []
+            while not component or component[-1] != module:
+                component.append(stack.pop())
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def forbidden_paths(graph: Graph, importers: str, forbidden: Sequence[str]) -> Iterator[str]:
+    """For each module under `importers`, the first import chain (through any module)
+    that reaches a name under one of `forbidden`."""
+    for start in sorted(m for m in graph if _within(m, importers)):
+        paths = {start: [start]}
+        todo = [start]
+        while todo:
+            module = todo.pop(0)
+            hit = next((i for i in graph[module]
+                        if any(_within(i.name, f) for f in forbidden)), None)
+            if hit is not None:
+                yield " -> ".join([*paths[module], f"{hit.name} (line {hit.line})"])
+                break
+            for target in sorted(edges(module, graph) - paths.keys()):
+                paths[target] = [*paths[module], target]
+                todo.append(target)
+
+
+# ---------------------------------------------------------------------- the real graph
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, list[Import]]:
+    return read_graph(ROOT)
+
+
+def test_the_graph_is_read_with_imports_inside_functions(graph):
+    assert {"gateway.cli", "gateway.spark.kafka", "adapters.registry"} <= graph.keys()
+    assert len(graph) > 100
+    # `xrgw run` imports the daemon inside `execute`, so that `xrgw --help` does not.
+    assert "gateway.daemon" in edges("gateway.commands.run", graph)
+
+
+def test_no_import_cycles(graph):
+    assert cycles(graph) == []
+
+
+def test_spark_is_a_library(graph):
+    assert list(forbidden_paths(graph, SPARK, NOT_FOR_SPARK)) == []
+
+
+def test_the_core_never_imports_an_adapter(graph):
+    assert list(forbidden_paths(graph, CORE, ADAPTERS)) == []
+
+
+# ---------------------------------------------------------------------- the checks can fail
+
+def _graph_of(tmp_path: Path, files: Mapping[str, str]) -> dict[str, list[Import]]:
+    for relative, text in files.items():
+        path = tmp_path / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return read_graph(tmp_path, sorted({relative.split("/")[0] for relative in files}))
+
+
+PKG = {"a/__init__.py": ""}
+
+
+@pytest.mark.parametrize(("files", "cycle"), [
+    pytest.param({**PKG, "a/x.py": "import a.y\n", "a/y.py": "import a.x\n"},
+                 ["a.x", "a.y"], id="import"),
+    pytest.param({**PKG, "a/x.py": "from a import y\n",
+                  "a/y.py": "def late():\n    from a.x import thing\n"},
+                 ["a.x", "a.y"], id="inside-a-function"),
+    pytest.param({**PKG, "a/x.py": "from . import y\n", "a/y.py": "from .x import thing\n"},
+                 ["a.x", "a.y"], id="relative"),
+    pytest.param({**PKG, "a/x.py": "from typing import TYPE_CHECKING\n"
+                                   "if TYPE_CHECKING:\n    from a.y import T\n",
+                  "a/y.py": "from a import x\n"},
+                 ["a.x", "a.y"], id="type-checking"),
+    pytest.param({**PKG, "a/x.py": "import a.y\n", "a/y.py": "import a.z\n",
+                  "a/z.py": "from . import x\n"},
+                 ["a.x", "a.y", "a.z"], id="three-long"),
+])
+def test_a_cycle_is_found(tmp_path, files, cycle):
+    assert cycles(_graph_of(tmp_path, files)) == [cycle]
+
+
+CORE_FILES = {"gateway/__init__.py": "", "gateway/spark/__init__.py": "",
+              "gateway/runtime/__init__.py": "", "gateway/runtime/route.py": "",
+              "gateway/helper.py": "", "adapters/__init__.py": "", "adapters/base.py": ""}
+
+
+@pytest.mark.parametrize(("files", "importers", "forbidden", "chain"), [
+    pytest.param({**CORE_FILES, "gateway/spark/job.py": "from gateway.runtime import route\n"},
+                 SPARK, NOT_FOR_SPARK,
+                 "gateway.spark.job -> gateway.runtime.route (line 1)", id="spark-runtime"),
+    pytest.param({**CORE_FILES, "gateway/spark/job.py": "import gateway.helper\n",
+                  "gateway/helper.py": "def f():\n    from gateway import cli\n"},
+                 SPARK, NOT_FOR_SPARK,
+                 "gateway.spark.job -> gateway.helper -> gateway.cli (line 2)",
+                 id="spark-cli-through-another-module"),
+    pytest.param({**CORE_FILES, "gateway/spark/kafka.py": "from ..commands.spark import x\n"},
+                 SPARK, NOT_FOR_SPARK,
+                 "gateway.spark.kafka -> gateway.commands.spark.x (line 1)",
+                 id="spark-commands-relative"),
+    pytest.param({**CORE_FILES, "gateway/helper.py": "def f():\n    import adapters.base\n"},
+                 CORE, ADAPTERS, "gateway.helper -> adapters.base (line 2)", id="core-adapter"),
+    pytest.param({**CORE_FILES, "gateway/helper.py": "from adapters import registry\n"},
+                 CORE, ADAPTERS, "gateway.helper -> adapters.registry (line 1)",
+                 id="core-adapter-not-a-file"),
+])
+def test_a_forbidden_import_is_found(tmp_path, files, importers, forbidden, chain):
+    assert chain in list(forbidden_paths(_graph_of(tmp_path, files), importers, forbidden))
+
+
+def test_an_allowed_graph_passes(tmp_path):
+    graph = _graph_of(tmp_path, {
+        **CORE_FILES,
+        "gateway/spark/job.py": "from gateway import helper\n",
+        "gateway/runtime/route.py": "from gateway.helper import x\n",
+        "adapters/base.py": "from gateway.helper import x\n",
+    })
+    assert cycles(graph) == []
+    assert list(forbidden_paths(graph, SPARK, NOT_FOR_SPARK)) == []
+    assert list(forbidden_paths(graph, CORE, ADAPTERS)) == []
