@@ -1,4 +1,6 @@
 # Two commands a new user needs: `make demo` and `make test`.
+# Scripts and benchmarks run as modules (`-m scripts.demo`) from this folder, so that they
+# import the test harness (harness/), which is not installed; see harness/__init__.py.
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -16,11 +18,11 @@ demo: $(STAMP)
 	$(VENV)/bin/xrgw validate config/examples/store.xreg.json
 	$(VENV)/bin/xrgw match -d config/examples/store.xreg.json config/examples/store-messages.jsonl
 	$(VENV)/bin/xrgw test config/examples/store.tests.yaml
-	$(PY) scripts/demo.py
+	$(PY) -m scripts.demo
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check gateway adapters tests bench scripts
-	$(VENV)/bin/mypy --strict gateway
+	$(VENV)/bin/ruff check gateway adapters harness tests bench scripts
+	$(VENV)/bin/mypy --strict gateway harness
 
 test: $(STAMP) lint
 	$(VENV)/bin/pytest -q
@@ -30,10 +32,10 @@ test: $(STAMP) lint
 # dead-lettered/lost.
 FAULT_N ?= 100000
 fault: $(STAMP)
-	$(PY) scripts/fault_report.py -n $(FAULT_N)
+	$(PY) -m scripts.fault_report -n $(FAULT_N)
 
 bench: $(STAMP)
-	$(PY) bench/bench_matcher.py
+	$(PY) -m bench.bench_matcher
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,6 +1,6 @@
 """Benchmark: match + render cost per message as the number of definitions grows.
 
-Not a timed test: run `make bench` (or `python bench/bench_matcher.py`). One run measures
+Not a timed test: run `make bench` (or `python -m bench.bench_matcher`). One run measures
 10, 1,000 and 10,000 definitions on the same machine, so the 10k/10 ratio is meaningful
 even on a noisy shared host. Each size reports the best of several rounds (the least
 disturbed), in microseconds per message, single core.
@@ -15,11 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gateway.convert import Converter
 from gateway.definitions.model import (

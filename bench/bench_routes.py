@@ -2,13 +2,15 @@
 
 Not a test: run by hand, e.g.
 
-    python bench/bench_routes.py                       # all routes, 20,000 messages each
-    python bench/bench_routes.py --messages 5000 --routes mqtt-kafka,kafka-nats --json out.json
-    python bench/bench_routes.py --routes mqtt-kafka --profile   # + cProfile of the gateway
+    python -m bench.bench_routes                 # all routes, 20,000 messages each
+    python -m bench.bench_routes --messages 5000 --routes mqtt-kafka,kafka-nats --json out.json
+    python -m bench.bench_routes --routes mqtt-kafka --profile   # + cProfile of the gateway
+
+(from the repository root, so that the broker harness, `harness.brokers`, imports).
 
 Brokers (Mosquitto, NATS, RabbitMQ, Tansu) are started on loopback ephemeral ports with the
-integration tests' harness. For every route and every repetition, two *subjects* run, one
-after the other, each in a fresh child process on fresh topics/queues/subjects:
+broker harness (`harness.brokers`). For every route and every repetition, two *subjects*
+run, one after the other, each in a fresh child process on fresh topics/queues/subjects:
 
 * ``bridge``: the passthrough. The SAME adapters the gateway uses, made by the same
   factory (`adapters.registry.REGISTRY`) from the same endpoint config, with the same
@@ -51,19 +53,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests/integration"))
+import nats
+import paho.mqtt.client as paho
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from nats.js.api import StreamConfig
+from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
 
-import nats  # noqa: E402
-import paho.mqtt.client as paho  # noqa: E402
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # noqa: E402
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # noqa: E402
-from brokers import Mosquitto, NatsServer, RabbitMQ, Tansu, free_port  # noqa: E402
-from nats.js.api import StreamConfig  # noqa: E402
-from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion  # noqa: E402
-from paho.mqtt.packettypes import PacketTypes  # noqa: E402
-from paho.mqtt.properties import Properties  # noqa: E402
+from harness.brokers import Mosquitto, NatsServer, RabbitMQ, Tansu, free_port
 
 PROTOCOL = {"mqtt": "MQTT/5.0", "kafka": "KAFKA", "nats": "NATS", "amqp": "AMQP/1.0",
             "http": "HTTP"}

@@ -1,6 +1,6 @@
 """Spark benchmark: compiled path vs a Python-UDF path vs a passthrough, in one run.
 
-    .venv/bin/python bench/bench_spark.py [--records 1000000] [--definitions 1000]
+    .venv/bin/python -m bench.bench_spark [--records 1000000] [--definitions 1000]
 
 Records are MQTT-like (one topic per definition family member, a user property, a JSON
 body, a receive time); every definition is `plant/{site}/lineNNN/{device}/temp` with a
@@ -23,9 +23,6 @@ import os
 import sys
 import tempfile
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F

@@ -1,9 +1,10 @@
-"""`make demo`: the store example running for real, on loopback, then stopped.
+"""`make demo` (`python -m scripts.demo` from the repository root): the store example
+running for real, on loopback, then stopped.
 
 Starts Mosquitto, NATS and the Kafka-compatible Tansu on ephemeral ports (the test
-harness's broker classes), runs the gateway with config/demo.yaml (MQTT in -> Kafka and
-NATS out, Kafka dead letter), publishes a few cashier-desk messages, prints the
-CloudEvents that arrive and the key metrics, and stops everything.
+harness's broker classes, `harness.brokers`), runs the gateway with config/demo.yaml (MQTT
+in -> Kafka and NATS out, Kafka dead letter), publishes a few cashier-desk messages, prints
+the CloudEvents that arrive and the key metrics, and stops everything.
 """
 
 from __future__ import annotations
@@ -11,24 +12,22 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sys
 import urllib.request
 from pathlib import Path
 
+import nats
+import paho.mqtt.client as paho
+from aiokafka import AIOKafkaConsumer  # type: ignore[import-untyped]
+from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+
+from adapters.registry import REGISTRY
+from gateway.config import load_config
+from gateway.daemon import Gateway
+from harness.brokers import Mosquitto, NatsServer, Tansu
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests/integration"))
-
-import nats  # noqa: E402
-import paho.mqtt.client as paho  # noqa: E402
-from aiokafka import AIOKafkaConsumer  # type: ignore[import-untyped]  # noqa: E402
-from brokers import Mosquitto, NatsServer, Tansu  # noqa: E402
-from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion  # noqa: E402
-from paho.mqtt.packettypes import PacketTypes  # noqa: E402
-from paho.mqtt.properties import Properties  # noqa: E402
-
-from adapters.registry import REGISTRY  # noqa: E402
-from gateway.config import load_config  # noqa: E402
-from gateway.daemon import Gateway  # noqa: E402
 
 SALES = [
     ("/store/12/cashierdesk/3", {"amount": 12.5, "currency": "EUR"}, "com.example.sale"),

@@ -6,7 +6,7 @@
 # Idempotent and fast: when every binary is already present it only checks and exits.
 # `apt-get update` runs at most once, and only when something is missing.
 #
-# The test harness (tests/integration/brokers.py) never uses the system-wide services:
+# The test harness (harness/brokers/) never uses the system-wide services:
 # every broker runs as a plain child process on an ephemeral loopback port with its own
 # temp data dir (RabbitMQ additionally gets its own node name, Erlang cookie/HOME and a
 # private epmd), so a system rabbitmq-server/mosquitto/nats service left running by the

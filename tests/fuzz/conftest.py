@@ -1,11 +1,3 @@
 """The fuzz suite (hypothesis). `XRGW_FUZZ_EXAMPLES=N` scales the number of examples
-(default 100 for the cheapest tests); see fuzz_support.py."""
-
-from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-_HERE = Path(__file__).resolve().parent
-if str(_HERE) not in sys.path:
-    sys.path.insert(0, str(_HERE))
+(default 100 for the cheapest tests); see fuzz_support.py, which the tests import by its
+bare name: pytest's default import mode puts this folder (no __init__.py) on the path."""

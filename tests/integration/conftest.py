@@ -11,20 +11,13 @@ Every test collected under ``tests/integration`` is marked ``integration``, so
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TypeVar
 
 import pytest
 
-# Make the harness importable as ``brokers`` (tests/ has no __init__.py, so pytest's
-# rootdir-relative import mode puts this directory on sys.path already; be explicit).
-_HERE = Path(__file__).resolve().parent
-if str(_HERE) not in sys.path:
-    sys.path.insert(0, str(_HERE))
-
-from brokers import (  # noqa: E402
+from harness.brokers import (
     Broker,
     BrokerNotInstalled,
     Mosquitto,
@@ -32,6 +25,8 @@ from brokers import (  # noqa: E402
     RabbitMQ,
     Tansu,
 )
+
+_HERE = Path(__file__).resolve().parent
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -8,12 +8,12 @@ import uuid
 from typing import Any
 
 import pytest
-from brokers import RabbitMQ, free_port
 from support import asyncio_test
 
 from adapters.amqp import AmqpConsumer, AmqpProducer
 from adapters.base import AlreadySettled, Delivery, EndpointSettings, NotConnected
 from gateway.record import NativeMessage
+from harness.brokers import RabbitMQ, free_port
 
 TIMEOUT = 5.0
 

@@ -14,13 +14,13 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
-from brokers import free_port
 from support import asyncio_test
 from yarl import URL
 
 from adapters.base import AlreadySettled, Delivery, EndpointSettings, NotConnected
 from adapters.http import HttpConsumer, HttpProducer
 from gateway.record import NativeMessage
+from harness.brokers import free_port
 
 TIMEOUT = 5.0
 

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition  # type: ignore[import-untyped]
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-untyped]
-from brokers import Tansu, free_port
 from support import asyncio_test
 
 from adapters import kafka as kafka_adapter
@@ -24,6 +23,7 @@ from adapters.base import (
 )
 from adapters.kafka import KafkaConsumer, KafkaOptions, KafkaProducer
 from gateway.record import NativeMessage
+from harness.brokers import Tansu, free_port
 
 TIMEOUT = 10.0  # generous: the first JoinGroup answer alone takes session_timeout/2
 

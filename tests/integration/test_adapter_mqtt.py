@@ -7,12 +7,12 @@ import uuid
 from typing import Any
 
 import pytest
-from brokers import Mosquitto
 from support import asyncio_test
 
 from adapters.base import AlreadySettled, Delivery, EndpointSettings, NotConnected
 from adapters.mqtt import MqttConsumer, MqttProducer
 from gateway.record import NativeMessage
+from harness.brokers import Mosquitto
 
 TIMEOUT = 5.0
 
@@ -255,7 +255,7 @@ async def test_producer_fails_fast_when_broker_down_then_reconnects(mosquitto: M
 
 @asyncio_test
 async def test_consumer_reports_not_connected_when_broker_unreachable() -> None:
-    from brokers import free_port
+    from harness.brokers import free_port
 
     consumer = _consumer(f"mqtt://127.0.0.1:{free_port()}", "x", "c-x", connect_timeout=1)
     with pytest.raises(NotConnected):

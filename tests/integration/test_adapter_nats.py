@@ -10,13 +10,13 @@ from typing import Any
 
 import nats
 import pytest
-from brokers import NatsServer, free_port
 from nats.js.api import StreamConfig
 from support import asyncio_test
 
 from adapters.base import AlreadySettled, Delivery, EndpointSettings, NotConnected
 from adapters.nats import NatsConsumer, NatsProducer
 from gateway.record import NativeMessage
+from harness.brokers import NatsServer, free_port
 
 TIMEOUT = 5.0
 

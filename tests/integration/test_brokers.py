@@ -20,7 +20,6 @@ from aiokafka import (  # type: ignore[import-untyped]  # no py.typed
     TopicPartition,
 )
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-untyped]
-from brokers import Mosquitto, NatsServer, RabbitMQ, Tansu
 from nats.js.api import AckPolicy, ConsumerConfig, StreamConfig
 from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 from paho.mqtt.packettypes import PacketTypes
@@ -28,6 +27,8 @@ from paho.mqtt.properties import Properties
 from proton import Message
 from proton.utils import BlockingConnection
 from support import asyncio_test
+
+from harness.brokers import Mosquitto, NatsServer, RabbitMQ, Tansu
 
 pytestmark = pytest.mark.integration
 

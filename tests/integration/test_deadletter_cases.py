@@ -34,11 +34,11 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # type: ignore[import-untyped]
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-untyped]
 from aiokafka.structs import TopicPartition  # type: ignore[import-untyped]
-from brokers import free_port
 
 from adapters.registry import REGISTRY
 from gateway.config import load_config
 from gateway.daemon import Gateway
+from harness.brokers import free_port
 
 TIMEOUT = 30.0
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -43,7 +43,6 @@ from aiokafka import (  # type: ignore[import-untyped]
     TopicPartition,
 )
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-untyped]
-from brokers import Mosquitto, NatsServer, RabbitMQ, Tansu, free_port
 from nats.js.api import StorageType, StreamConfig
 from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 
@@ -51,6 +50,7 @@ from adapters.amqp import AmqpProducer
 from adapters.base import EndpointSettings
 from gateway.protocols import AMQP
 from gateway.record import NativeMessage
+from harness.brokers import Mosquitto, NatsServer, RabbitMQ, Tansu, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 FAULT_CONFIG = Path(__file__).resolve().parent / "fault_config"

@@ -32,7 +32,6 @@ import pytest
 from aiohttp import web
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # type: ignore[import-untyped]
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-untyped]
-from brokers import free_port
 from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
@@ -43,6 +42,7 @@ from adapters.registry import REGISTRY
 from gateway.config import load_config
 from gateway.daemon import Gateway
 from gateway.envelope.ids import ID_NAMESPACE
+from harness.brokers import free_port
 
 INPUTS = ("mqtt", "amqp", "kafka", "nats", "http")
 OUTPUTS = ("mqtt", "amqp", "kafka", "nats", "http")

@@ -1,6 +1,6 @@
 """TLS and authentication of every adapter against real brokers configured for them.
 
-The harness makes a throw-away PKI (`tls.py`: a CA, a server certificate for 127.0.0.1 and
+The harness makes a throw-away PKI (`harness/tls.py`: a CA, a server certificate for 127.0.0.1 and
 localhost, a client certificate, and an unrelated "wrong" CA with its own client
 certificate) and starts the brokers with TLS, client-certificate checks and users. Each
 protocol proves that good credentials connect (a message goes through) and that bad ones
@@ -31,9 +31,7 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
-from brokers import Mosquitto, NatsServer, RabbitMQ, Tansu, TlsFiles, free_port
 from support import asyncio_test
-from tls import Pki, make_pki
 
 from adapters.amqp import AmqpConsumer, AmqpProducer
 from adapters.base import EndpointSettings, NotConnected, TlsSettings
@@ -44,6 +42,8 @@ from adapters.nats import NatsConsumer, NatsProducer
 from gateway.definitions import load_catalog
 from gateway.definitions.sources import load_url
 from gateway.record import NativeMessage
+from harness.brokers import Mosquitto, NatsServer, RabbitMQ, Tansu, TlsFiles, free_port
+from harness.tls import Pki, make_pki
 
 TIMEOUT = 10.0
 PASSWORD = "pw-" + uuid.uuid4().hex  # unique: any occurrence in logs is a leak

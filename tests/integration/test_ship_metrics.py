@@ -24,13 +24,13 @@ import helm_python as helm
 import nats
 import paho.mqtt.client as paho
 import yaml
-from brokers import free_port
 from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 from prometheus_client.parser import text_string_to_metric_families
 
 from adapters.registry import REGISTRY
 from gateway.config import load_config
 from gateway.daemon import Gateway
+from harness.brokers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "xrgw"

@@ -2,8 +2,8 @@
 outside it.
 
 A user has only the clone. Any file the suite needs must live in the repository; this test
-reads every file under `tests/`, `scripts/`, `bench/`, `.ci/`, the Makefile, the Dockerfile
-and pyproject.toml and fails on a reference that climbs out of the repository root:
+reads every file under `tests/`, `harness/`, `scripts/`, `bench/`, `.ci/`, the Makefile, the
+Dockerfile and pyproject.toml and fails on a reference that climbs out of the repository root:
 
 - `Path(__file__).parents[N]` with N past the root, or `.parent` taken of a name that
   already holds the root (`ROOT.parent / "shared"`);
@@ -22,7 +22,7 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SCANNED_DIRS = ("tests", "scripts", "bench", ".ci")
+SCANNED_DIRS = ("tests", "harness", "scripts", "bench", ".ci")
 SCANNED_FILES = ("Makefile", "Dockerfile", "pyproject.toml")
 SKIPPED_DIRS = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
 SKIPPED_TREES = (Path("tests") / "data",)
@@ -134,6 +134,7 @@ def test_the_scan_covers_the_suite_and_the_build():
     assert "Makefile" in scanned and ".ci/run" in scanned
     assert "tests/unit/cloudevents/ce_testdata.py" in scanned
     assert "scripts/demo.py" in scanned and "bench/bench_routes.py" in scanned
+    assert "harness/brokers/broker.py" in scanned
     assert __file__.endswith("test_self_contained.py")
     assert "tests/ship/test_self_contained.py" in scanned
 

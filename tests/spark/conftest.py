@@ -1,7 +1,7 @@
 """One SparkSession for every Spark test (start-up costs seconds; keep it shared).
 
-local[2], two shuffle partitions, no UI. Kafka tests start Tansu through the integration
-harness (`tests/integration/brokers.py`).
+local[2], two shuffle partitions, no UI. Kafka tests start Tansu through the broker
+harness (`harness/brokers/`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import os
 import sys
 import warnings
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -18,7 +17,6 @@ pytest.importorskip("pyspark")
 
 from pyspark.sql import SparkSession
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 # Python workers must run this interpreter (the venv with the core and pyarrow).
 os.environ["PYSPARK_PYTHON"] = sys.executable
 # pyspark warns about pandas >= 3; the job does not use pandas.

@@ -66,7 +66,7 @@ def test_file_stream_restart_exactly_once(tmp_path: Path, spark: SparkSession) -
 
 @pytest.mark.integration
 def test_kafka_stream_exactly_once_across_restart(tmp_path: Path, spark: SparkSession) -> None:
-    from brokers import Tansu
+    from harness.brokers import Tansu
 
     aiokafka = pytest.importorskip("aiokafka")
 
