@@ -1,40 +1,29 @@
-#!/usr/bin/env python3
 """Run the fault scenarios (tests/integration/test_faults.py, marker `fault`) and print
 one table: scenario, messages sent, delivered, duplicates, dead-lettered, lost.
 
-    scripts/fault_report.py                 # 100,000 messages per SIGKILL stream
-    scripts/fault_report.py -n 10000        # smaller
-    scripts/fault_report.py -- -k sigkill   # extra pytest arguments after --
+Run from the repository root (`make fault` does):
 
-Each scenario appends its row to a JSON Lines file ($XRGW_FAULT_REPORT); the exit code
-is pytest's (non-zero when a scenario failed), and a failed scenario has no row.
+    python -m scripts.fault_report                 # 100,000 messages per SIGKILL stream
+    python -m scripts.fault_report -n 10000        # smaller
+    python -m scripts.fault_report -- -k sigkill   # extra pytest arguments after --
+
+Each scenario appends its row to a JSON Lines file ($XRGW_FAULT_REPORT,
+`harness.faults.report`); the exit code is pytest's (non-zero when a scenario failed),
+and a failed scenario has no row.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from harness.faults.report import FAULT_N_ENV, REPORT_ENV, read_rows, table
+
 ROOT = Path(__file__).resolve().parents[1]
-COLUMNS = ("scenario", "sent", "delivered", "duplicates", "dead-lettered", "lost")
-
-
-def table(rows: list[dict[str, str]]) -> str:
-    cells = [list(COLUMNS)] + [[str(r.get(c, "")) for c in COLUMNS] for r in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(COLUMNS))]
-    lines = []
-    for n, row in enumerate(cells):
-        lines.append("| " + " | ".join(
-            c.ljust(w) if i == 0 else c.rjust(w)
-            for i, (c, w) in enumerate(zip(row, widths, strict=True))) + " |")
-        if n == 0:
-            lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    return "\n".join(lines)
 
 
 def main() -> int:
@@ -45,16 +34,15 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="xrgw-fault-") as tmp:
         rows_file = Path(tmp) / "rows.jsonl"
-        env = dict(os.environ, XRGW_FAULT_N=str(args.n), XRGW_FAULT_REPORT=str(rows_file))
+        env = dict(os.environ, **{FAULT_N_ENV: str(args.n), REPORT_ENV: str(rows_file)})
         # Big runs take long: a generous per-test timeout instead of the default 300 s.
         timeout = str(max(300, args.n // 50 + 300))
         command = [sys.executable, "-m", "pytest", "-m", "fault", "-q", "-rA",
                    "-p", "no:cacheprovider", "--timeout", timeout,
                    "tests/integration/test_faults.py", *args.pytest_args]
-        print("$", " ".join(command), f"(XRGW_FAULT_N={args.n})", flush=True)
+        print("$", " ".join(command), f"({FAULT_N_ENV}={args.n})", flush=True)
         code = subprocess.call(command, cwd=ROOT, env=env)
-        rows = ([json.loads(line) for line in rows_file.read_text().splitlines() if line]
-                if rows_file.exists() else [])
+        rows = read_rows(rows_file)
     print()
     print(f"Fault scenarios (SIGKILL streams: {args.n:,} messages each)")
     print(table(rows))

@@ -87,6 +87,12 @@ class RabbitMQ(Broker):
         return self.data_dir / "home"
 
     @property
+    def login_url(self) -> str:
+        """``amqp://guest:guest@127.0.0.1:<port>``: :attr:`url` with the default
+        credentials, which clients that do not offer SASL ANONYMOUS need."""
+        return f"{self.scheme}://{self.user}:{self.password}@{self.host}:{self.port}"
+
+    @property
     def tls_url(self) -> str:
         """``amqps://127.0.0.1:<tls_port>`` (only with ``tls``)."""
         if self.tls_port is None:

@@ -23,14 +23,14 @@ from gateway.convert import Conversion
 from gateway.definitions import load_catalog
 from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, MQTT311, NATS
 from gateway.record import NativeMessage
+from harness.faults.route_config import FAULT_DEFINITIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "config" / "examples"
-FAULTS = ROOT / "tests" / "integration" / "fault_config" / "faults.xreg.json"
 
 #: Every example document (all five protocols, CloudEvents envelopes, extensions, typed
 #: attributes) plus the fault-test definitions.
-CATALOG = load_catalog([*sorted(EXAMPLES.glob("*.xreg.json")), FAULTS])
+CATALOG = load_catalog([*sorted(EXAMPLES.glob("*.xreg.json")), FAULT_DEFINITIONS])
 assert not CATALOG.errors, CATALOG.errors
 
 BASE_EXAMPLES = int(os.environ.get("XRGW_FUZZ_EXAMPLES") or 100)

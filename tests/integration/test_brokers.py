@@ -333,7 +333,7 @@ def _amqp_round_trip(url: str, address: str, body: str, props: dict[str, Any]) -
 
 @asyncio_test
 async def test_amqp10_proton_send_receive_application_properties(rabbitmq: RabbitMQ) -> None:
-    url = f"amqp://{rabbitmq.user}:{rabbitmq.password}@{rabbitmq.host}:{rabbitmq.port}"
+    url = rabbitmq.login_url
     # RabbitMQ 3.x AMQP 1.0 plugin ("v1" addresses): /queue/<name> declares the queue
     # (durable) if missing, and works as both target and source.
     address = f"/queue/xrgw-smoke-{_uid()}"

@@ -63,10 +63,6 @@ def _uid() -> str:
     return uuid.uuid4().hex[:8]
 
 
-def _amqp_url(rabbitmq: Any) -> str:
-    return f"amqp://{rabbitmq.user}:{rabbitmq.password}@{rabbitmq.host}:{rabbitmq.port}"
-
-
 def _device(proto: str, mode: str) -> str:
     return f"dev-{proto}-{mode}"
 
@@ -139,7 +135,7 @@ def _matrix_config(tmp: Path, sfx: str, *, mosquitto: Any, tansu: Any, nats_serv
                    rabbitmq: Any, http_port: int) -> Path:
     (tmp / "matrix.xreg.json").write_text(json.dumps(_matrix_document(sfx), indent=1))
     uri = {"mqtt": mosquitto.url, "kafka": tansu.url, "nats": nats_server.url,
-           "amqp": _amqp_url(rabbitmq), "http": ""}
+           "amqp": rabbitmq.login_url, "http": ""}
     overrides: dict[str, Any] = {}
     routes = []
     for mode in MODES:
@@ -376,7 +372,7 @@ async def _send_inputs(gateway: Gateway, sfx: str, mosquitto: Any, tansu: Any,
                         inputs.ids[proto, mode] = None  # core NATS: no identity, random id
                     elif proto == "amqp":
                         message_id = f"amqp-{mode}-{sfx}"
-                        await asyncio.to_thread(_amqp_send, _amqp_url(rabbitmq), addr["amqp"], [
+                        await asyncio.to_thread(_amqp_send, rabbitmq.login_url, addr["amqp"], [
                             Message(body=raw, content_type="application/json", subject=dev,
                                     id=message_id, durable=True)])
                         inputs.ids[proto, mode] = _uuid5(f"amqp:{message_id}")
@@ -408,7 +404,7 @@ async def _collect_outputs(sfx: str, receiver: HttpReceiver, mqtt_got: queue.Que
 
     async def amqp() -> None:
         for mode in MODES:
-            got = await asyncio.to_thread(_amqp_receive, _amqp_url(rabbitmq),
+            got = await asyncio.to_thread(_amqp_receive, rabbitmq.login_url,
                                           f"/queue/out-{mode}-{sfx}", per_mode)
             for m in got:
                 props: dict[str, Any] = m.properties or {}  # type: ignore[assignment]

@@ -1,0 +1,66 @@
+"""A fault scenario's result row (sent, delivered, duplicates, dead-lettered, lost), and
+the environment through which `scripts/fault_report.py` sizes the scenarios and collects
+their rows."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from harness.faults.tally import Tally
+
+#: Messages per SIGKILL stream (unset: each scenario's own size).
+FAULT_N_ENV = "XRGW_FAULT_N"
+#: A JSON Lines file each scenario appends its row to.
+REPORT_ENV = "XRGW_FAULT_REPORT"
+#: The row's columns; a row may also have a `note`.
+COLUMNS = ("scenario", "sent", "delivered", "duplicates", "dead-lettered", "lost")
+
+
+def fault_n(default: int) -> int:
+    """Messages per stream: `default` for `make test`, `$XRGW_FAULT_N` when set (`make
+    fault` runs 100,000 per at-least-once route)."""
+    return int(os.environ.get(FAULT_N_ENV) or default)
+
+
+def table(rows: Sequence[Mapping[str, object]]) -> str:
+    """`rows` as a Markdown table of COLUMNS, numbers right-aligned."""
+    cells = [list(COLUMNS)] + [[str(r.get(c, "")) for c in COLUMNS] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(COLUMNS))]
+    lines = []
+    for n, row in enumerate(cells):
+        lines.append("| " + " | ".join(
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))) + " |")
+        if n == 0:
+            lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(lines)
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    """The rows the scenarios appended to `path` (none if it does not exist)."""
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line]
+
+
+def report(scenario: str, sent: range | Sequence[int], delivered: Tally, dead: Tally,
+           extra: str = "") -> int:
+    """Print the scenario's table; return how many were lost (neither out nor dead).
+    With `$XRGW_FAULT_REPORT` set, also append the row (JSON Lines) to that file, which
+    `scripts/fault_report.py` turns into one table for all scenarios."""
+    lost = len([s for s in sent if s not in delivered.counts and s not in dead.counts])
+    values = (scenario, len(sent), delivered.unique, delivered.duplicates,
+              sum(dead.counts.values()), lost)
+    row = {column: str(value) for column, value in zip(COLUMNS, values, strict=True)}
+    print()
+    print(table([row]))
+    if extra:
+        print(extra)
+    target = os.environ.get(REPORT_ENV)
+    if target:
+        with open(target, "a", encoding="utf-8") as out:
+            out.write(json.dumps({**row, "note": extra}) + "\n")
+    return lost
