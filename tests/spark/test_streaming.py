@@ -20,8 +20,13 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "config" / "examples"
 
 
 def _events(directory: Path) -> list[dict[str, Any]]:
+    """The events of the committed part files. A task writes into `_temporary/` and Spark
+    moves the file out when the task commits: reading it there raced the move
+    (FileNotFoundError), and it is not output yet anyway."""
     out = []
     for part in sorted(directory.rglob("part-*")):
+        if "_temporary" in part.relative_to(directory).parts:
+            continue
         out += [json.loads(line) for line in part.read_text().splitlines() if line.strip()]
     return out
 
