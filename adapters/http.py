@@ -1,26 +1,7 @@
 """HTTP webhook ingress (consumer) and egress (producer), with aiohttp.
 
-Options (`EndpointSettings.options`):
-
-| name               | default     | meaning                                                |
-|--------------------|-------------|--------------------------------------------------------|
-| `paths`            | all         | consumer: accepted path prefixes; a template such as   |
-|                    |             | `/store/{id}/sales` accepts its literal prefix         |
-|                    |             | `/store/`. Without it, the URI's path if any, else all |
-| `methods`          | POST, PUT   | consumer: accepted methods (others get 405)            |
-| `max_body_bytes`   | 1048576     | consumer: larger bodies get 413                        |
-| `max_in_flight`    | 64          | consumer: requests held at once; more get 503          |
-| `settle_timeout`   | 30          | consumer: seconds to wait for settlement, then 504     |
-| `retry_after`      | 1           | consumer: Retry-After seconds on 503                   |
-| `timeout`          | 10          | producer: seconds per request (connect to response)    |
-| `retries`          | 3           | producer: extra attempts for a retryable failure       |
-| `backoff`          | 0.2         | producer: first retry delay in seconds (doubles)       |
-| `backoff_max`      | 5           | producer: longest retry delay                          |
-| `max_headers`      | 64          | consumer: more request headers get 400                 |
-| `max_header_bytes` | 8190        | consumer: longer request line / header field gets 400  |
-| `read_timeout`     | 30          | consumer: seconds to receive the whole body, then 408  |
-| `keepalive_timeout`| 75          | consumer: idle seconds before a kept-alive connection  |
-|                    |             | is closed                                              |
+Options: `adapters/_http_options.py` (one spec: names, xRegistry spellings, types,
+defaults; rendered in docs/configuration.md).
 
 Security (consumer). `https://` (or a `tls` block) serves TLS with `tls.cert_file` and
 `tls.key_file`; with `tls.ca_file` every client must present a certificate signed by
@@ -72,15 +53,23 @@ import random
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http import HTTPStatus
+from typing import cast
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import aiohttp
 from aiohttp import web
 from yarl import URL
 
-from adapters._http_record import RequestArgs, split_target, to_record, to_request
+from adapters._http_options import OPTIONS
+from adapters._http_record import (
+    RequestArgs,
+    RequestDefaults,
+    split_target,
+    to_record,
+    to_request,
+)
 from adapters._tls import client_context, describe, server_context, wants_tls
 from adapters.base import (
     Delivery,
@@ -114,38 +103,43 @@ class HttpOptions:
     max_header_bytes: int = 8190
     read_timeout: float = 30.0
     keepalive_timeout: float = 75.0
+    # producer: the endpoint's method, headers and query for every request
+    request: RequestDefaults = field(default_factory=RequestDefaults)
 
     @classmethod
     def parse(cls, settings: EndpointSettings) -> HttpOptions:
-        """Read the options; raises ValueError naming the bad one."""
+        """Read the options (`adapters/_http_options.py`); raises ValueError naming the
+        bad one."""
         url = urlsplit(settings.uri)
         if url.scheme not in ("http", "https"):
             raise ValueError(f"uri: unsupported scheme {url.scheme!r}")
         scheme = "https" if wants_tls(url.scheme, ("https",), settings.tls) else "http"
-        opts = settings.options
-        paths = _strings(opts, "paths", [url.path] if url.path not in ("", "/") else [])
-        methods = _strings(opts, "methods", ["POST", "PUT"])
-        max_in_flight = int(_number(opts, "max_in_flight", 64))
-        if max_in_flight < 1:
-            raise ValueError("max_in_flight: expected at least 1")
+        opts = OPTIONS.read(settings.options)
+        paths = opts["paths"] or ([url.path] if url.path not in ("", "/") else [])
         return cls(
             scheme=scheme,
             host=url.hostname or "127.0.0.1",
             port=url.port if url.port is not None else (443 if url.scheme == "https" else 80),
-            prefixes=tuple(_prefix(p) for p in paths),
-            methods=frozenset(m.upper() for m in methods),
-            max_body_bytes=int(_number(opts, "max_body_bytes", 1024 * 1024)),
-            max_in_flight=max_in_flight,
-            settle_timeout=float(_number(opts, "settle_timeout", 30)),
-            retry_after=int(_number(opts, "retry_after", 1)),
-            timeout=float(_number(opts, "timeout", 10)),
-            retries=int(_number(opts, "retries", 3)),
-            backoff=float(_number(opts, "backoff", 0.2)),
-            backoff_max=float(_number(opts, "backoff_max", 5)),
-            max_headers=max(1, int(_number(opts, "max_headers", 64))),
-            max_header_bytes=max(256, int(_number(opts, "max_header_bytes", 8190))),
-            read_timeout=float(_number(opts, "read_timeout", 30)),
-            keepalive_timeout=float(_number(opts, "keepalive_timeout", 75)),
+            prefixes=tuple(_prefix(p) for p in ([paths] if isinstance(paths, str) else
+                                                cast(list[str], paths))),
+            methods=frozenset(m.upper() for m in cast(list[str], opts["methods"])),
+            max_body_bytes=cast(int, opts["max_body_bytes"]),
+            max_in_flight=cast(int, opts["max_in_flight"]),
+            settle_timeout=cast(float, opts["settle_timeout"]),
+            retry_after=cast(int, opts["retry_after"]),
+            timeout=cast(float, opts["timeout"]),
+            retries=cast(int, opts["retries"]),
+            backoff=cast(float, opts["backoff"]),
+            backoff_max=cast(float, opts["backoff_max"]),
+            max_headers=max(1, cast(int, opts["max_headers"])),
+            max_header_bytes=max(256, cast(int, opts["max_header_bytes"])),
+            read_timeout=cast(float, opts["read_timeout"]),
+            keepalive_timeout=cast(float, opts["keepalive_timeout"]),
+            request=RequestDefaults(
+                method=cast(str, opts["method"]).upper(),
+                headers=_pairs(opts["headers"]),
+                query=_pairs(opts["query"]),
+            ),
         )
 
     def accepts_path(self, path: str) -> bool:
@@ -160,20 +154,13 @@ class HttpOptions:
         return False
 
 
-def _number(opts: Mapping[str, object], name: str, default: float) -> float:
-    value = opts.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise ValueError(f"{name}: expected a non-negative number, got {value!r}")
-    return value
-
-
-def _strings(opts: Mapping[str, object], name: str, default: list[str]) -> list[str]:
-    value = opts.get(name, default)
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-        raise ValueError(f"{name}: expected a list of strings")
-    return [str(v) for v in value]
+def _pairs(value: object) -> tuple[tuple[str, str], ...]:
+    """A map of name -> value, or the xRegistry list of {name, value}, as pairs."""
+    if isinstance(value, dict):
+        return tuple((str(k), str(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return tuple((str(p["name"]), str(p["value"])) for p in value if isinstance(p, dict))
+    return ()
 
 
 def _prefix(path: str) -> tuple[str, bool]:
@@ -468,7 +455,7 @@ class HttpProducer:
         endpoint_down: Outcome | None = None
         for record in messages:
             try:
-                args = to_request(record, self._base)
+                args = to_request(record, self._base, self._opts.request)
             except ValueError as exc:
                 outcomes.append(Outcome.failed(str(exc), retryable=False))
                 continue

@@ -155,7 +155,8 @@ _OVERRIDE = Field(
               OPTIONAL, "/run/secrets/mqtt"),
         Field("client_id", "str", "Client id (MQTT) or client name.", OPTIONAL, "xrgw-1"),
         _TLS,
-        Field("options", "map", "Merged over the endpoint's protocoloptions (override wins).",
+        Field("options", "map", "Merged over the endpoint's protocoloptions (override wins); "
+              "checked against the adapter's options, see Endpoint options per protocol.",
               OPTIONAL, {"qos": 1}, item=Field("option", "any", "Protocol option value.")),
     ),
     check=_one_password,
