@@ -6,6 +6,7 @@ config loader validates endpoints with it; docs/configuration.md shows it.
 from __future__ import annotations
 
 from gateway.config import Field
+from gateway.config._spec import Check
 from gateway.options import Option, OptionSpec, Side, Unsupported
 
 
@@ -26,6 +27,19 @@ def _positive(value: object) -> tuple[str, str] | None:
     if isinstance(value, int) and value < 1:
         return f"must be at least 1, not {value}", "write a number such as 64"
     return None
+
+
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def _one_of(choices: tuple[str, ...]) -> Check:
+    """Kafka's own settings are case-insensitive: `scram-sha-512` is SCRAM-SHA-512."""
+    def check(value: object) -> tuple[str, str] | None:
+        if isinstance(value, str) and value.upper() not in choices:
+            return f"'{value}' is not one of {', '.join(choices)}", f"write one of {choices}"
+        return None
+    return check
 
 
 def _seconds(name: str, default: float, description: str, side: Side = "both") -> Option:
@@ -84,11 +98,13 @@ OPTIONS = OptionSpec(
                  "producer"),
         _seconds("reconnect_max", 10, "producer: longest backoff between reconnects",
                  "producer"),
-        Option(Field("sasl_mechanism", "enum", "with a username: the SASL mechanism",
-                     default="PLAIN", choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"))),
-        Option(Field("security_protocol", "enum",
-                     "derived from the tls block and username; if given, must agree",
-                     choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"))),
+        Option(Field("sasl_mechanism", "str", "with a username: the SASL mechanism, "
+                     "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (any case)", default="PLAIN",
+                     check=_one_of(MECHANISMS))),
+        Option(Field("security_protocol", "str",
+                     "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (any case); derived from the "
+                     "tls block and username; if given, must agree",
+                     check=_one_of(SECURITY_PROTOCOLS))),
     ),
     unsupported=(
         Unsupported("keyserializer", "xrgw sends a record's key bytes as they are; how the "

@@ -72,7 +72,7 @@ from aiokafka.errors import (  # type: ignore[import-untyped]
     UnsupportedSaslMechanismError,
 )
 
-from adapters._kafka_options import OPTIONS
+from adapters._kafka_options import MECHANISMS, OPTIONS, SECURITY_PROTOCOLS
 from adapters._kafka_record import KafkaRecordLike, SendArgs, to_record, to_send
 from adapters._tls import client_context, describe, probe
 from adapters.base import (
@@ -163,8 +163,6 @@ class KafkaOptions:
         return str(self.security.get("security_protocol", "")).startswith("SASL")
 
 
-_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 def _security(settings: EndpointSettings, opts: Mapping[str, object]) -> dict[str, Any]:
@@ -173,8 +171,8 @@ def _security(settings: EndpointSettings, opts: Mapping[str, object]) -> dict[st
     sasl = bool(settings.username)
     derived = ("SASL_" if sasl else "") + ("SSL" if tls else "PLAINTEXT")
     protocol = str(opts.get("security_protocol") or derived).upper()
-    if protocol not in _PROTOCOLS:
-        raise ValueError(f"security_protocol: expected one of {', '.join(_PROTOCOLS)}, "
+    if protocol not in SECURITY_PROTOCOLS:
+        raise ValueError(f"security_protocol: expected one of {', '.join(SECURITY_PROTOCOLS)}, "
                          f"got {protocol!r}")
     if protocol.startswith("SASL") and not sasl:
         raise ValueError(f"security_protocol: {protocol} needs a username and password")
@@ -188,8 +186,8 @@ def _security(settings: EndpointSettings, opts: Mapping[str, object]) -> dict[st
         out["ssl_context"] = client_context(settings.tls)
     if sasl:
         mechanism = str(opts.get("sasl_mechanism") or "PLAIN").upper()
-        if mechanism not in _MECHANISMS:
-            raise ValueError(f"sasl_mechanism: expected one of {', '.join(_MECHANISMS)}, "
+        if mechanism not in MECHANISMS:
+            raise ValueError(f"sasl_mechanism: expected one of {', '.join(MECHANISMS)}, "
                              f"got {mechanism!r}")
         if mechanism == "PLAIN" and protocol == "SASL_PLAINTEXT":
             raise ValueError("sasl_mechanism: PLAIN without TLS sends the password in clear "

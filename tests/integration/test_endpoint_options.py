@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaProducer  # type: ignore[import-untyped]
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-untyped]
 from brokers import Mosquitto, Tansu
 from support import asyncio_test
 from test_adapter_http import Receiver
@@ -84,6 +85,18 @@ async def _nothing_arrives(consumer: KafkaConsumer | MqttConsumer, seconds: floa
 # ====================================================================== Kafka
 
 
+async def _kafka_topic(tansu: Tansu) -> str:
+    """A new one-partition topic (so that arrival order is send order)."""
+    name = f"xrgw-opt-{_uid()}"
+    admin = AIOKafkaAdminClient(bootstrap_servers=tansu.bootstrap_servers)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(name, num_partitions=1, replication_factor=1)])
+    finally:
+        await admin.close()
+    return name
+
+
 async def _kafka_backlog(tansu: Tansu, topic: str, values: list[bytes]) -> None:
     producer = AIOKafkaProducer(bootstrap_servers=tansu.bootstrap_servers)
     await producer.start()
@@ -97,7 +110,7 @@ async def _kafka_backlog(tansu: Tansu, topic: str, values: list[bytes]) -> None:
 @asyncio_test
 async def test_kafka_autooffsetreset_latest_skips_the_backlog(tansu: Tansu,
                                                               tmp_path: Path) -> None:
-    topic = f"xrgw-opt-{_uid()}"
+    topic = await _kafka_topic(tansu)
     await _kafka_backlog(tansu, topic, [b"old-1", b"old-2"])
     tuning = {"session_timeout_ms": 3000, "heartbeat_interval_ms": 500}
     runs = {}
@@ -124,7 +137,7 @@ async def test_kafka_autooffsetreset_latest_skips_the_backlog(tansu: Tansu,
 @asyncio_test
 async def test_kafka_headers_added_to_every_record_own_header_wins(tansu: Tansu,
                                                                    tmp_path: Path) -> None:
-    topic = f"xrgw-opt-{_uid()}"
+    topic = await _kafka_topic(tansu)
     endpoint = _endpoint(tmp_path, "KAFKA", tansu.url,
                          {"topic": topic, "headers": {"x-site": "eu", "x-team": "ops"}},
                          usage="producer")
