@@ -52,14 +52,14 @@ from proton.reactor import AtLeastOnce
 from adapters._amqp_options import OPTIONS
 from adapters._amqp_record import to_message, to_record
 from adapters._proton_loop import LoopHandler, ProtonThread
+from adapters._reconnect import ReconnectGate
 from adapters._tls import client_context, wants_tls
-from adapters.base import (
+from gateway.ports import (
     Delivery,
     EndOfInput,
     EndpointSettings,
     NotConnected,
     Outcome,
-    ReconnectGate,
     Settle,
     TlsSettings,
 )

@@ -71,14 +71,7 @@ from adapters._http_record import (
     to_request,
 )
 from adapters._tls import client_context, describe, server_context, wants_tls
-from adapters.base import (
-    Delivery,
-    EndOfInput,
-    EndpointSettings,
-    NotConnected,
-    Outcome,
-    Settle,
-)
+from gateway.ports import Delivery, EndOfInput, EndpointSettings, NotConnected, Outcome, Settle
 from gateway.record import NativeMessage
 
 __all__ = ["HttpConsumer", "HttpOptions", "HttpProducer"]

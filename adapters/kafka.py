@@ -74,16 +74,9 @@ from aiokafka.errors import (  # type: ignore[import-untyped]
 
 from adapters._kafka_options import MECHANISMS, OPTIONS, SECURITY_PROTOCOLS
 from adapters._kafka_record import KafkaRecordLike, SendArgs, to_record, to_send
+from adapters._reconnect import ReconnectGate
 from adapters._tls import client_context, describe, probe
-from adapters.base import (
-    Delivery,
-    EndOfInput,
-    EndpointSettings,
-    NotConnected,
-    Outcome,
-    ReconnectGate,
-    Settle,
-)
+from gateway.ports import Delivery, EndOfInput, EndpointSettings, NotConnected, Outcome, Settle
 from gateway.record import NativeMessage
 
 __all__ = ["KafkaConsumer", "KafkaOptions", "KafkaProducer"]

@@ -55,16 +55,9 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 from adapters._mqtt_options import OPTIONS
 from adapters._mqtt_record import to_publish, to_record
 from adapters._paho_loop import PahoLink, new_properties
+from adapters._reconnect import ReconnectGate
 from adapters._tls import client_context, wants_tls
-from adapters.base import (
-    Delivery,
-    EndOfInput,
-    EndpointSettings,
-    NotConnected,
-    Outcome,
-    ReconnectGate,
-    Settle,
-)
+from gateway.ports import Delivery, EndOfInput, EndpointSettings, NotConnected, Outcome, Settle
 from gateway.protocols import MQTT5, MQTT311
 from gateway.record import NativeMessage
 

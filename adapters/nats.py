@@ -65,16 +65,9 @@ from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo, PubAck
 
 from adapters._nats_options import OPTIONS
 from adapters._nats_record import parse_header_block, to_publish, to_record
+from adapters._reconnect import ReconnectGate
 from adapters._tls import client_context, describe, wants_tls
-from adapters.base import (
-    Delivery,
-    EndOfInput,
-    EndpointSettings,
-    NotConnected,
-    Outcome,
-    ReconnectGate,
-    Settle,
-)
+from gateway.ports import Delivery, EndOfInput, EndpointSettings, NotConnected, Outcome, Settle
 from gateway.record import NativeMessage
 
 __all__ = ["NatsConsumer", "NatsOptions", "NatsProducer"]

@@ -15,7 +15,6 @@ from urllib.parse import urlsplit
 
 from adapters import _amqp_options, _http_options, _kafka_options, _mqtt_options, _nats_options
 from adapters.amqp import AmqpConsumer, AmqpProducer
-from adapters.base import Consumer, EndpointSettings, Producer, TlsSettings
 from adapters.http import HttpConsumer, HttpProducer
 from adapters.kafka import KafkaConsumer, KafkaProducer
 from adapters.mqtt import MqttConsumer, MqttProducer
@@ -24,6 +23,7 @@ from gateway.config import EndpointConfig
 from gateway.definitions.model import MessageDefinition
 from gateway.jsontypes import JSON
 from gateway.options import OptionSpec
+from gateway.ports import Consumer, EndpointSettings, Producer, TlsSettings
 from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, MQTT311, NATS
 from gateway.templates import Template, TemplateError, to_wildcard_filter
 

@@ -30,7 +30,7 @@ from gateway.definitions.sources import RegistryAccess
 from gateway.jsontypes import JSON
 from gateway.observability.admin import AdminServer
 from gateway.observability.metrics import Metrics
-from gateway.runtime.ports import ConsumerLike, ProducerLike
+from gateway.ports import Consumer, Producer
 from gateway.runtime.route import Output, RetryPolicy, Route
 
 log = logging.getLogger("xrgw.daemon")
@@ -40,9 +40,9 @@ class AdapterFactory(Protocol):
     """Makes adapters for configured endpoints (implemented in `adapters.registry`)."""
 
     def consumer(self, endpoint: EndpointConfig,
-                 messages: Sequence[MessageDefinition]) -> ConsumerLike: ...
+                 messages: Sequence[MessageDefinition]) -> Consumer: ...
 
-    def producer(self, endpoint: EndpointConfig) -> ProducerLike: ...
+    def producer(self, endpoint: EndpointConfig) -> Producer: ...
 
     def output_defaults(self, endpoint: EndpointConfig) -> dict[str, JSON]: ...
 

@@ -35,16 +35,10 @@ from gateway.envelope.render import RenderError
 from gateway.jsontypes import JSON
 from gateway.matching.matcher import Explanation
 from gateway.observability.metrics import Metrics
+from gateway.ports import Consumer, Delivery, EndOfInput, NotConnected, Producer
 from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, MQTT311, NATS
 from gateway.record import NativeMessage
 from gateway.runtime.deadletter import deadletter_record
-from gateway.runtime.ports import (
-    ConsumerLike,
-    DeliveryLike,
-    ProducerLike,
-    is_end_of_input,
-    is_not_connected,
-)
 from gateway.templates import Template, TemplateError
 
 log = logging.getLogger("xrgw.route")
@@ -69,7 +63,7 @@ class RetryPolicy:
 class Output:
     endpoint_id: str
     protocol: str
-    producer: ProducerLike
+    producer: Producer
     # Fields every outgoing record gets unless it has them (topic, subject, path ...);
     # string values may hold placeholders filled from the match context.
     defaults: Mapping[str, JSON] = field(default_factory=dict)
@@ -103,7 +97,7 @@ class Route:
         self,
         name: str,
         source_endpoint: str,
-        consumer: ConsumerLike,
+        consumer: Consumer,
         converter: Converter,
         outputs: Sequence[Output],
         *,
@@ -125,7 +119,7 @@ class Route:
         self.retry = retry or RetryPolicy()
         self.inflight_limit = inflight
         self._window = asyncio.Semaphore(inflight)
-        self._lanes: list[asyncio.Queue[tuple[DeliveryLike, float]]] = [
+        self._lanes: list[asyncio.Queue[tuple[Delivery, float]]] = [
             asyncio.Queue() for _ in range(lanes)
         ]
         self._lane_tasks: list[asyncio.Task[None]] = []
@@ -201,16 +195,14 @@ class Route:
     def _all_outputs(self) -> list[Output]:
         return self.outputs + ([self.deadletter] if self.deadletter is not None else [])
 
-    async def _connect(self, endpoint: str, port: ConsumerLike | ProducerLike) -> None:
+    async def _connect(self, endpoint: str, port: Consumer | Producer) -> None:
         attempt = 0
         while not self._stopping:
             try:
                 await port.connect()
                 self.metrics.connected.labels(endpoint).set(1)
                 return
-            except Exception as exc:
-                if not is_not_connected(exc):
-                    raise
+            except NotConnected as exc:
                 self.metrics.connected.labels(endpoint).set(0)
                 delay = self.retry.delay(min(attempt, 6))
                 log.warning("endpoint %s not connected (%s); retrying in %.1fs",
@@ -228,14 +220,16 @@ class Route:
             except asyncio.CancelledError:
                 self._window.release()
                 raise
-            except Exception as exc:
+            except EndOfInput:
                 self._window.release()
-                if is_end_of_input(exc):
-                    return
-                if is_not_connected(exc):
-                    self.metrics.connected.labels(self.source_endpoint).set(0)
-                    await self._connect(self.source_endpoint, self.consumer)
-                    continue
+                return
+            except NotConnected:
+                self._window.release()
+                self.metrics.connected.labels(self.source_endpoint).set(0)
+                await self._connect(self.source_endpoint, self.consumer)
+                continue
+            except Exception:
+                self._window.release()
                 log.exception("route %s: consumer failed; reconnecting", self.name)
                 await asyncio.sleep(self.retry.delay(0))
                 continue
@@ -253,7 +247,7 @@ class Route:
                 lane = self._inflight % len(self._lanes)
             self._lanes[lane].put_nowait((delivery, time.monotonic()))
 
-    async def _lane(self, queue: asyncio.Queue[tuple[DeliveryLike, float]]) -> None:
+    async def _lane(self, queue: asyncio.Queue[tuple[Delivery, float]]) -> None:
         while True:
             delivery, started = await queue.get()
             try:
@@ -271,7 +265,7 @@ class Route:
                     self._idle.set()
 
     # -- one message ------------------------------------------------------------------------
-    async def _process(self, delivery: DeliveryLike) -> None:
+    async def _process(self, delivery: Delivery) -> None:
         record = delivery.message
         counter = self._received.get(record.protocol)
         if counter is None:
@@ -386,7 +380,7 @@ class Route:
             self._up[output.endpoint_id] = up
             self.metrics.connected.labels(output.endpoint_id).set(1 if up else 0)
 
-    async def _dead_letter(self, delivery: DeliveryLike, reason: str, detail: str,
+    async def _dead_letter(self, delivery: Delivery, reason: str, detail: str,
                            explain: Sequence[Explanation] = ()) -> None:
         if await self._dead_letter_record(delivery.message, reason, detail, explain):
             await delivery.ack()
@@ -441,7 +435,7 @@ def _member_record(source: NativeMessage, conversion: Conversion) -> NativeMessa
                          received_at=source.received_at)
 
 
-async def _settle_quietly(delivery: DeliveryLike, reason: str, retry: bool) -> None:
+async def _settle_quietly(delivery: Delivery, reason: str, retry: bool) -> None:
     try:
         await delivery.nack(reason, retry=retry)
     except Exception:

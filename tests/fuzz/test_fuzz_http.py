@@ -19,11 +19,11 @@ from fuzz_support import BODIES, CATALOG, RAW_HEADER_NAMES, fuzz
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapters.base import EndpointSettings
 from adapters.http import HttpConsumer
 from adapters.memory import MemoryProducer
 from gateway.convert import Converter
 from gateway.observability.metrics import Metrics
+from gateway.ports import EndpointSettings
 from gateway.runtime.deadletter import deadletter_metadata
 from gateway.runtime.route import Output, RetryPolicy, Route
 

@@ -12,7 +12,7 @@ from brokers import RabbitMQ, free_port
 from support import asyncio_test
 
 from adapters.amqp import AmqpConsumer, AmqpProducer
-from adapters.base import AlreadySettled, Delivery, EndpointSettings, NotConnected
+from gateway.ports import AlreadySettled, Delivery, EndpointSettings, NotConnected
 from gateway.record import NativeMessage
 
 TIMEOUT = 5.0

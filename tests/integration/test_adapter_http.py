@@ -18,8 +18,8 @@ from brokers import free_port
 from support import asyncio_test
 from yarl import URL
 
-from adapters.base import AlreadySettled, Delivery, EndpointSettings, NotConnected
 from adapters.http import HttpConsumer, HttpProducer
+from gateway.ports import AlreadySettled, Delivery, EndpointSettings, NotConnected
 from gateway.record import NativeMessage
 
 TIMEOUT = 5.0

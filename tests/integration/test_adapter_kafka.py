@@ -15,14 +15,8 @@ from brokers import Tansu, free_port
 from support import asyncio_test
 
 from adapters import kafka as kafka_adapter
-from adapters.base import (
-    AlreadySettled,
-    Delivery,
-    EndOfInput,
-    EndpointSettings,
-    NotConnected,
-)
 from adapters.kafka import KafkaConsumer, KafkaOptions, KafkaProducer
+from gateway.ports import AlreadySettled, Delivery, EndOfInput, EndpointSettings, NotConnected
 from gateway.record import NativeMessage
 
 TIMEOUT = 10.0  # generous: the first JoinGroup answer alone takes session_timeout/2

@@ -10,8 +10,8 @@ import pytest
 from brokers import Mosquitto
 from support import asyncio_test
 
-from adapters.base import AlreadySettled, Delivery, EndpointSettings, NotConnected
 from adapters.mqtt import MqttConsumer, MqttProducer
+from gateway.ports import AlreadySettled, Delivery, EndpointSettings, NotConnected
 from gateway.record import NativeMessage
 
 TIMEOUT = 5.0

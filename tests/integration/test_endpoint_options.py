@@ -26,12 +26,12 @@ from brokers import Mosquitto, Tansu
 from support import asyncio_test
 from test_adapter_http import Receiver
 
-from adapters.base import Delivery, EndpointSettings
 from adapters.http import HttpProducer
 from adapters.kafka import KafkaConsumer, KafkaProducer
 from adapters.mqtt import MqttConsumer, MqttProducer
 from adapters.registry import REGISTRY
 from gateway.config import EndpointConfig, load_config_text
+from gateway.ports import Delivery, EndpointSettings
 from gateway.record import NativeMessage
 
 TIMEOUT = 10.0

@@ -48,7 +48,7 @@ from nats.js.api import StorageType, StreamConfig
 from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 
 from adapters.amqp import AmqpProducer
-from adapters.base import EndpointSettings
+from gateway.ports import EndpointSettings
 from gateway.protocols import AMQP
 from gateway.record import NativeMessage
 

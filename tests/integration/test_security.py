@@ -36,13 +36,13 @@ from support import asyncio_test
 from tls import Pki, make_pki
 
 from adapters.amqp import AmqpConsumer, AmqpProducer
-from adapters.base import EndpointSettings, NotConnected, TlsSettings
 from adapters.http import HttpConsumer, HttpProducer
 from adapters.kafka import KafkaConsumer, KafkaOptions, KafkaProducer
 from adapters.mqtt import MqttConsumer, MqttProducer
 from adapters.nats import NatsConsumer, NatsProducer
 from gateway.definitions import load_catalog
 from gateway.definitions.sources import load_url
+from gateway.ports import EndpointSettings, NotConnected, TlsSettings
 from gateway.record import NativeMessage
 
 TIMEOUT = 10.0

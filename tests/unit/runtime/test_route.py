@@ -4,11 +4,11 @@ ordering, metrics."""
 import asyncio
 from pathlib import Path
 
-from adapters.base import Outcome
 from adapters.memory import MemoryConsumer, MemoryProducer
 from gateway.convert import Converter
 from gateway.definitions import load_catalog
 from gateway.observability.metrics import Metrics
+from gateway.ports import Outcome
 from gateway.record import NativeMessage
 from gateway.runtime.deadletter import deadletter_metadata, original_record
 from gateway.runtime.route import Output, RetryPolicy, Route
