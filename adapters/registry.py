@@ -23,7 +23,7 @@ from gateway.config import EndpointConfig
 from gateway.definitions.model import MessageDefinition
 from gateway.jsontypes import JSON
 from gateway.options import OptionSpec
-from gateway.ports import Consumer, EndpointSettings, Producer, TlsSettings
+from gateway.ports import Consumer, EndpointSettings, Producer
 from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, MQTT311, NATS
 from gateway.templates import Template, TemplateError, to_wildcard_filter
 
@@ -67,15 +67,13 @@ def _uri(endpoint: EndpointConfig) -> str:
 
 
 def settings_for(endpoint: EndpointConfig, options: dict[str, object]) -> EndpointSettings:
-    tls = endpoint.tls
     return EndpointSettings(
         uri=_uri(endpoint),
         username=endpoint.username,
         password=endpoint.password.reveal() if endpoint.password is not None else None,
         client_id=endpoint.client_id,
         options=options,
-        tls=TlsSettings(tls.ca_file, tls.cert_file, tls.key_file, tls.insecure)
-        if tls is not None else None,
+        tls=endpoint.tls,
     )
 
 

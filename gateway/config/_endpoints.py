@@ -13,12 +13,13 @@ from typing import cast
 
 from gateway.config._adapter_options import has_adapters, option_spec
 from gateway.config._addresses import check_uri, definition_addresses, kafka_servers
-from gateway.config._model import EndpointConfig, TlsConfig
+from gateway.config._model import EndpointConfig
 from gateway.config._secret import Secret
 from gateway.definitions.checks import suggest, where
 from gateway.definitions.model import Catalog, Endpoint
 from gateway.jsontypes import JSON, JSONObject
 from gateway.options import COMMON_OPTIONS, OptionSpec
+from gateway.ports import TlsSettings
 from gateway.problems import Problem, Problems, json_path
 from gateway.protocols import KAFKA
 
@@ -124,7 +125,7 @@ class EndpointResolver:
             return None
         return text
 
-    def _tls(self, eid: str, raw: object) -> TlsConfig | None:
+    def _tls(self, eid: str, raw: object) -> TlsSettings | None:
         if not isinstance(raw, Mapping):
             return None
         files: dict[str, str | None] = {}
@@ -136,8 +137,8 @@ class EndpointResolver:
                                     f"file '{self._path(name)}' does not exist",
                                     "correct the path (relative paths start at the config "
                                     "file's directory)")
-        return TlsConfig(files["ca_file"], files["cert_file"], files["key_file"],
-                         raw.get("insecure") is True)
+        return TlsSettings(files["ca_file"], files["cert_file"], files["key_file"],
+                           raw.get("insecure") is True)
 
     def _files(self, eid: str, options: dict[str, JSON]) -> dict[str, JSON]:
         for key in FILE_OPTIONS:

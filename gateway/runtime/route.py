@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,24 +38,13 @@ from gateway.ports import Consumer, Delivery, EndOfInput, NotConnected, Producer
 from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, MQTT311, NATS
 from gateway.record import NativeMessage
 from gateway.runtime.deadletter import deadletter_record
+from gateway.runtime.retry import RetryPolicy
 from gateway.templates import Template, TemplateError
 
 log = logging.getLogger("xrgw.route")
 
 Mode = Literal["binary", "structured"]
 Deliver = Literal["cloudevent", "native"]
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    attempts: int = 5
-    initial_backoff: float = 0.2
-    max_backoff: float = 10.0
-
-    def delay(self, attempt: int) -> float:
-        """Full-jitter exponential backoff: uniform in [base/2, base]."""
-        base = min(self.max_backoff, self.initial_backoff * (2**attempt))
-        return float(base * (0.5 + random.random() / 2))
 
 
 @dataclass
@@ -504,4 +492,4 @@ def _with_defaults(record: NativeMessage, defaults: Mapping[str, JSON],
     return record.replace_fields(fields)
 
 
-__all__ = ["HTTP", "Output", "RetryPolicy", "Route", "SendFailed", "ordering_key"]
+__all__ = ["HTTP", "Output", "Route", "SendFailed", "ordering_key"]

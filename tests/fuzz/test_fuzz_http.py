@@ -25,7 +25,8 @@ from gateway.convert import Converter
 from gateway.observability.metrics import Metrics
 from gateway.ports import EndpointSettings
 from gateway.runtime.deadletter import deadletter_metadata
-from gateway.runtime.route import Output, RetryPolicy, Route
+from gateway.runtime.retry import RetryPolicy
+from gateway.runtime.route import Output, Route
 
 MAX_BODY = 256 * 1024
 

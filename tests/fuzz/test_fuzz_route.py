@@ -29,7 +29,8 @@ from gateway.ports import Outcome
 from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, MQTT311, NATS
 from gateway.record import NativeMessage
 from gateway.runtime.deadletter import deadletter_metadata
-from gateway.runtime.route import Output, RetryPolicy, Route
+from gateway.runtime.retry import RetryPolicy
+from gateway.runtime.route import Output, Route
 
 CONVERTER = Converter(CATALOG.messages())
 FAST = RetryPolicy(attempts=2, initial_backoff=0.0005, max_backoff=0.001)

@@ -11,7 +11,8 @@ from gateway.observability.metrics import Metrics
 from gateway.ports import Outcome
 from gateway.record import NativeMessage
 from gateway.runtime.deadletter import deadletter_metadata, original_record
-from gateway.runtime.route import Output, RetryPolicy, Route
+from gateway.runtime.retry import RetryPolicy
+from gateway.runtime.route import Output, Route
 
 ROOT = Path(__file__).resolve().parents[3]
 CATALOG = load_catalog([ROOT / "config/examples/store.xreg.json"])
