@@ -20,7 +20,7 @@ demo: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check gateway adapters tests bench scripts
-	$(VENV)/bin/mypy --strict gateway
+	$(VENV)/bin/mypy --strict gateway adapters
 
 test: $(STAMP) lint
 	$(VENV)/bin/pytest -q
