@@ -90,11 +90,6 @@ OPTIONS = OptionSpec(
         _consumer_int("retry_after", 1, "consumer: Retry-After seconds on 503"),
         _seconds("timeout", 10, "producer: seconds per request (connect to response)",
                  "producer"),
-        Option(Field("retries", "int", "producer: extra attempts for a retryable failure",
-                     default=3), side="producer"),
-        _seconds("backoff", 0.2, "producer: first retry delay in seconds (doubles)",
-                 "producer"),
-        _seconds("backoff_max", 5, "producer: longest retry delay", "producer"),
         _consumer_int("max_headers", 64, "consumer: more request headers get 400"),
         _consumer_int("max_header_bytes", 8190, "consumer: a longer request line or header "
                       "field gets 400"),

@@ -34,12 +34,13 @@ limit. Either way the connection is closed after the answer.
 
 Producer. Each record is sent with its method (default POST) to the endpoint URI with the
 record's `path` appended; the connection is made per request, so `connect()` only opens
-the client session. 2xx -> delivered; 408, 429, 5xx, timeouts and connection errors ->
-retried inside `write()` with exponential backoff and jitter (honouring a shorter
-Retry-After), then reported as retryable; other statuses -> failed, not retryable
-(redirects are not followed). Records of a batch go one after another, in order; once a
-record has failed on a connection error after all retries, the rest of the batch fails
-at once with the same reason instead of waiting through the same backoff.
+the client session. One request per record and `write()`: the route owns retries
+(`routes[].retry`). 2xx -> delivered; 408, 429, 5xx, timeouts and connection errors ->
+failed, retryable, with the answer's `Retry-After` (seconds) as `Outcome.retry_after`
+for the route to honour; other statuses -> failed, not retryable (redirects are not
+followed). Records of a batch go one after another, in order; once a record has failed
+because the endpoint could not be reached, the rest of the batch fails at once with the
+same reason instead of each waiting for its own connection error.
 """
 
 from __future__ import annotations
@@ -49,7 +50,6 @@ import base64
 import binascii
 import hmac
 import json
-import random
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -89,9 +89,6 @@ class HttpOptions:
     settle_timeout: float
     retry_after: int
     timeout: float
-    retries: int
-    backoff: float
-    backoff_max: float
     max_headers: int = 64
     max_header_bytes: int = 8190
     read_timeout: float = 30.0
@@ -121,9 +118,6 @@ class HttpOptions:
             settle_timeout=cast(float, opts["settle_timeout"]),
             retry_after=cast(int, opts["retry_after"]),
             timeout=cast(float, opts["timeout"]),
-            retries=cast(int, opts["retries"]),
-            backoff=cast(float, opts["backoff"]),
-            backoff_max=cast(float, opts["backoff_max"]),
             max_headers=max(1, cast(int, opts["max_headers"])),
             max_header_bytes=max(256, cast(int, opts["max_header_bytes"])),
             read_timeout=cast(float, opts["read_timeout"]),
@@ -468,25 +462,10 @@ class HttpProducer:
 
     # -- internals ---------------------------------------------------------------------
     async def _send(self, args: RequestArgs) -> tuple[Outcome, bool]:
-        """The outcome after retries, and whether the endpoint could not be reached."""
-        opts = self._opts
-        attempt = 0
-        while True:
-            outcome, unreachable, hint = await self._attempt(args)
-            if outcome.delivered or not outcome.retryable or attempt >= opts.retries:
-                return outcome, unreachable
-            delay = min(opts.backoff_max, opts.backoff * 2**attempt)
-            delay *= random.uniform(0.5, 1.0)  # jitter: senders that failed together spread
-            if hint is not None:
-                delay = max(delay, min(hint, opts.backoff_max))
-            await asyncio.sleep(delay)
-            attempt += 1
-
-    async def _attempt(self, args: RequestArgs) -> tuple[Outcome, bool, float | None]:
-        """(outcome, unreachable, Retry-After seconds) of one request."""
+        """The outcome of one request, and whether the endpoint could not be reached."""
         session = self._session
         if session is None:
-            return Outcome.failed("producer closed"), False, None
+            return Outcome.failed("producer closed"), False
         try:
             async with session.request(
                 args.method,
@@ -499,23 +478,23 @@ class HttpProducer:
                 excerpt = (await response.content.read(200)).decode("utf-8", "replace")
                 retry_after = _seconds(response.headers.get("Retry-After"))
         except TimeoutError:
-            return Outcome.failed(f"no answer within {self._opts.timeout} s"), False, None
+            return Outcome.failed(f"no answer within {self._opts.timeout} s"), False
         except aiohttp.ClientConnectorCertificateError as exc:
-            # Like an unreachable endpoint: retried, then the batch fails fast.
-            return Outcome.failed(describe(exc.certificate_error)), True, None
+            # Like an unreachable endpoint: retryable, and the rest of the batch fails fast.
+            return Outcome.failed(describe(exc.certificate_error)), True
         except aiohttp.ClientConnectorSSLError as exc:
-            return Outcome.failed(describe(exc.os_error)), True, None
+            return Outcome.failed(describe(exc.os_error)), True
         except aiohttp.ClientConnectionError as exc:
             reason = f"{type(exc).__name__}: {exc}"
             unreachable = isinstance(exc, aiohttp.ClientConnectorError)
-            return Outcome.failed(reason), unreachable, None
+            return Outcome.failed(reason), unreachable
         except aiohttp.ClientError as exc:
-            return Outcome.failed(f"{type(exc).__name__}: {exc}"), False, None
+            return Outcome.failed(f"{type(exc).__name__}: {exc}"), False
         if 200 <= status < 300:
-            return Outcome.ok(), False, None
+            return Outcome.ok(), False
         reason = f"HTTP {status}" + (f": {excerpt.strip()}" if excerpt.strip() else "")
         retryable = status in (408, 429) or status >= 500
-        return Outcome.failed(reason, retryable=retryable), False, retry_after
+        return Outcome.failed(reason, retryable=retryable, retry_after=retry_after), False
 
 
 def _seconds(value: str | None) -> float | None:

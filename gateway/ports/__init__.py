@@ -11,7 +11,8 @@ Exceptions (the vocabulary the engine acts on)::
     └── AlreadySettled   a Delivery was acked/nacked a second time: a bug in the caller
 
 Per-message failures of a producer are values (`Outcome`), never exceptions, so one bad
-message in a batch does not hide the result of the others.
+message in a batch does not hide the result of the others. A producer makes one attempt
+per message and write; retrying is the route's job (`gateway.runtime.retry`).
 
 Adapters are built from `EndpointSettings` (address, credentials, `TlsSettings`,
 protocol options), which the adapter factory fills from the configuration.

@@ -31,7 +31,9 @@ class Consumer(Protocol):
 @runtime_checkable
 class Producer(Protocol):
     """Sends native messages; `write` returns one Outcome per message, in order, and
-    reports a delivery only once the broker has confirmed it."""
+    reports a delivery only once the broker has confirmed it. One attempt per message:
+    a failure is reported (with `retryable` and, when the receiver said so,
+    `retry_after`), not retried."""
 
     @property
     def connected(self) -> bool: ...

@@ -10,9 +10,11 @@
   AMQP: all) are processed one after the other, so per-key order is kept; different keys
   run concurrently.
 - A source message is acked only when every output confirmed it, or when the dead letter
-  took it. Output failures are retried with exponential backoff and jitter; past the
-  budget the message is dead-lettered as `undeliverable`. When the dead letter itself
-  fails, the message is nacked for redelivery: intake slows down rather than dropping.
+  took it. Output failures are retried here, and only here (producers make one attempt
+  per write), with exponential backoff and jitter, waiting at least as long as a
+  receiver's Retry-After asks (up to the policy's longest backoff); past the budget the
+  message is dead-lettered as `undeliverable`. When the dead letter itself fails, the
+  message is nacked for redelivery: intake slows down rather than dropping.
 """
 
 from __future__ import annotations
@@ -331,11 +333,16 @@ class Route:
         return _with_trace(_with_defaults(record, output.defaults, conversion, event), event)
 
     async def _send(self, output: Output, record: NativeMessage) -> str | None:
-        """Write with retries; None when confirmed, else why it was given up."""
+        """Write with retries; None when confirmed, else why it was given up. The route is
+        the one owner of retries: a producer makes one attempt per write and may say how
+        long the receiver wants it to wait (`Outcome.retry_after`), which the next attempt
+        honours within the policy's longest backoff."""
         reason = "not attempted"
+        retry_after: float | None = None
         for attempt in range(self.retry.attempts):
             if attempt:
-                await asyncio.sleep(self.retry.delay(attempt - 1))
+                await asyncio.sleep(self.retry.delay(attempt - 1, at_least=retry_after))
+                retry_after = None
             try:
                 # No explicit connect() here: producers reconnect inside write() behind a
                 # backoff gate and fail fast meanwhile, so a dead sink costs one quick
@@ -354,6 +361,7 @@ class Route:
                 return None
             self._track_connection(output)
             reason = outcome.reason or "failed"
+            retry_after = outcome.retry_after
             self.metrics.publish_errors.labels(
                 output.endpoint_id, "retryable" if outcome.retryable else "rejected").inc()
             if not outcome.retryable:

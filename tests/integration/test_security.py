@@ -496,7 +496,7 @@ async def _https_ingress(pki: Pki, **options: Any) -> HttpConsumer:
 
 def _egress(url: str, tls: TlsSettings | None, password: str | None = TOKEN) -> HttpProducer:
     return HttpProducer(EndpointSettings(url, password=password, tls=tls,
-                                         options={"retries": 0, "timeout": 5}))
+                                         options={"timeout": 5}))
 
 
 async def _send_one(producer: HttpProducer, consumer: HttpConsumer | None) -> Any:
