@@ -9,6 +9,8 @@
 - Messages with the same ordering key (Kafka topic+partition, MQTT topic, NATS subject,
   AMQP: all) are processed one after the other, so per-key order is kept; different keys
   run concurrently.
+- Each event is rendered for each output by `gateway.envelope.outgoing` (binding or native
+  message, defaults, trace headers); the route reads, converts, renders, sends, settles.
 - A source message is acked only when every output confirmed it, or when the dead letter
   took it. Output failures are retried here, and only here (producers make one attempt
   per write), with exponential backoff and jitter, waiting at least as long as a
@@ -24,15 +26,19 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from gateway import reasons
-from gateway.cloudevents import encode
-from gateway.cloudevents.event import CloudEvent
 from gateway.convert import Conversion, Converter
 from gateway.definitions.model import MessageDefinition
-from gateway.envelope.native import render_native
-from gateway.envelope.render import RenderError
+from gateway.envelope.outgoing import (
+    Deliver,
+    Mode,
+    OutputFormat,
+    RenderFailed,
+    member_record,
+    with_defaults,
+)
 from gateway.jsontypes import JSON
 from gateway.matching.matcher import Explanation
 from gateway.observability.metrics import Metrics
@@ -41,12 +47,8 @@ from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, MQTT311, NATS
 from gateway.record import NativeMessage
 from gateway.runtime.deadletter import deadletter_record
 from gateway.runtime.retry import RetryPolicy
-from gateway.templates import Template, TemplateError
 
 log = logging.getLogger("xrgw.route")
-
-Mode = Literal["binary", "structured"]
-Deliver = Literal["cloudevent", "native"]
 
 
 @dataclass
@@ -59,13 +61,6 @@ class Output:
     defaults: Mapping[str, JSON] = field(default_factory=dict)
     deliver: Deliver = "cloudevent"
     definitions: Sequence[MessageDefinition] = ()  # for deliver: native
-
-
-class SendFailed(Exception):
-    def __init__(self, endpoint: str, reason: str) -> None:
-        self.endpoint = endpoint
-        self.reason = reason
-        super().__init__(f"{endpoint}: {reason}")
 
 
 def ordering_key(record: NativeMessage) -> object:
@@ -103,6 +98,8 @@ class Route:
         self.consumer = consumer
         self.converter = converter
         self.outputs = list(outputs)
+        self._formats = [OutputFormat(o.protocol, mode, o.deliver, o.defaults, o.definitions)
+                         for o in self.outputs]
         self.deadletter = deadletter
         self.metrics = metrics
         self.mode: Mode = mode
@@ -290,7 +287,7 @@ class Route:
             if conversion.reason == reasons.UNMATCHED:
                 self.metrics.unmatched.labels(self.source_endpoint).inc()
             return await self._dead_letter_record(
-                _member_record(source, conversion), conversion.reason or reasons.UNMATCHED,
+                _member(source, conversion), conversion.reason or reasons.UNMATCHED,
                 conversion.detail, conversion.explain)
         assert conversion.match.definition is not None
         xid = conversion.match.definition.xid
@@ -298,11 +295,14 @@ class Route:
         if matched is None:
             matched = self._matched[xid] = self.metrics.matched.labels(self.source_endpoint, xid)
         matched.inc()
-        try:
-            outgoing = [(o, self._outgoing(o, conversion)) for o in self.outputs]
-        except SendFailed as exc:
-            return await self._dead_letter_record(
-                _member_record(source, conversion), reasons.UNDELIVERABLE, str(exc))
+        outgoing: list[tuple[Output, NativeMessage]] = []
+        for output, output_format in zip(self.outputs, self._formats, strict=True):
+            try:
+                outgoing.append((output, output_format.render(event, conversion.match.context)))
+            except RenderFailed as exc:
+                return await self._dead_letter_record(
+                    _member(source, conversion), reasons.UNDELIVERABLE,
+                    f"{output.endpoint_id}: {exc}")
         if len(outgoing) == 1:  # no gather (and its task) for the common single output
             failures = [await self._send(*outgoing[0])]
         else:
@@ -311,26 +311,7 @@ class Route:
         if not failed:
             return True
         return await self._dead_letter_record(
-            _member_record(source, conversion), reasons.UNDELIVERABLE, "; ".join(failed))
-
-    def _outgoing(self, output: Output, conversion: Conversion) -> NativeMessage:
-        event = conversion.event
-        assert event is not None
-        if output.deliver == "native":
-            target = _target_definition(output.definitions, event)
-            if target is None:
-                raise SendFailed(output.endpoint_id, "no message definition of the producer "
-                                 f"endpoint fits CloudEvent type {event.get_type()!r}")
-            rendered = render_native(target, event, conversion.match.context)
-            if isinstance(rendered, RenderError):
-                raise SendFailed(output.endpoint_id, rendered.message)
-            record = rendered
-        else:
-            try:
-                record = encode(event, output.protocol, self.mode)
-            except ValueError as exc:
-                raise SendFailed(output.endpoint_id, str(exc)) from exc
-        return _with_trace(_with_defaults(record, output.defaults, conversion, event), event)
+            _member(source, conversion), reasons.UNDELIVERABLE, "; ".join(failed))
 
     async def _send(self, output: Output, record: NativeMessage) -> str | None:
         """Write with retries; None when confirmed, else why it was given up. The route is
@@ -394,7 +375,7 @@ class Route:
         record = deadletter_record(
             original, protocol=self.deadletter.protocol, reason=reason, detail=detail,
             explain=explain, source_endpoint=self.source_endpoint)
-        record = _with_defaults(record, self.deadletter.defaults, None, None)
+        record = with_defaults(record, self.deadletter.defaults)
         # The dead letter is the last resort: while it is down, hold the message (and its
         # window slot) and keep trying. Held slots fill the window, so intake stops --
         # back-pressure instead of dropping, and instead of nacking into a redelivery
@@ -417,18 +398,9 @@ class Route:
             await asyncio.sleep(self.retry.max_backoff)
 
 
-def _member_record(source: NativeMessage, conversion: Conversion) -> NativeMessage:
-    """What to dead-letter for one conversion: the source itself, or, for a member of an
-    HTTP batch, that member alone as a structured CloudEvent (nothing of the batch lost,
-    nothing delivered twice)."""
-    event = conversion.source_event or conversion.event
-    if event is None or source.protocol != HTTP:
-        return source
-    member = encode(event, HTTP, "structured")
-    fields = dict(source.fields)
-    fields["headers"] = [*member.fields.get("headers", [])]  # type: ignore[misc]
-    return NativeMessage(HTTP, fields, data=member.data, payload=member.payload,
-                         received_at=source.received_at)
+def _member(source: NativeMessage, conversion: Conversion) -> NativeMessage:
+    """What to dead-letter for one conversion of `source` (see `member_record`)."""
+    return member_record(source, conversion.source_event or conversion.event)
 
 
 async def _settle_quietly(delivery: Delivery, reason: str, retry: bool) -> None:
@@ -438,66 +410,4 @@ async def _settle_quietly(delivery: Delivery, reason: str, retry: bool) -> None:
         log.debug("delivery already settled", exc_info=True)
 
 
-def _target_definition(definitions: Sequence[MessageDefinition],
-                       event: CloudEvent) -> MessageDefinition | None:
-    typed = [d for d in definitions
-             if (p := d.envelope_metadata.get("type")) is not None and p.value == event.get_type()]
-    if len(typed) >= 1:
-        return typed[0]
-    native = [d for d in definitions if d.protocol is not None]
-    return native[0] if len(native) == 1 else None
-
-
-def _with_trace(record: NativeMessage, event: CloudEvent) -> NativeMessage:
-    """Also carry the CloudEvent's W3C trace context as the protocol's own `traceparent`
-    header, so tracers that know nothing of CloudEvents continue the trace."""
-    attrs = event.get_attributes()
-    trace = {k: attrs[k] for k in ("traceparent", "tracestate") if isinstance(attrs.get(k), str)}
-    if not trace:
-        return record
-    fields = dict(record.fields)
-    protocol = record.protocol
-    if protocol in (KAFKA, NATS, HTTP, MQTT5):
-        key = "user_properties" if protocol == MQTT5 else "headers"
-        pairs = list(fields.get(key) or [])  # type: ignore[arg-type]
-        names = {p.get("name") for p in pairs if isinstance(p, dict)}
-        pairs += [{"name": k, "value": v} for k, v in trace.items() if k not in names]
-        fields[key] = pairs
-    elif protocol == AMQP:
-        section = dict(fields.get("application-properties") or {})  # type: ignore[arg-type]
-        for k, v in trace.items():
-            section.setdefault(k, v)
-        fields["application-properties"] = section
-    else:
-        return record
-    return record.replace_fields(fields)
-
-
-def _with_defaults(record: NativeMessage, defaults: Mapping[str, JSON],
-                   conversion: Conversion | None, event: CloudEvent | None) -> NativeMessage:
-    if not defaults:
-        return record
-    fields_in = record.fields
-    missing = {k: v for k, v in defaults.items() if k not in fields_in}
-    if not missing:
-        return record
-    context: dict[str, str] | None = None
-    fields = dict(fields_in)
-    for name, value in missing.items():
-        if isinstance(value, str) and "{" in value:
-            if context is None:  # built only when a default is a template
-                context = {}
-                if event is not None:
-                    context.update({k: str(v) for k, v in event.get_attributes().items()})
-                if conversion is not None:
-                    context.update(conversion.match.context)
-            try:
-                value = Template.parse(value).expand(context)
-            except (TemplateError, KeyError) as exc:
-                raise SendFailed("output", f"{name} template {value!r}: no value for {exc}") \
-                    from exc
-        fields[name] = value
-    return record.replace_fields(fields)
-
-
-__all__ = ["HTTP", "Output", "Route", "SendFailed", "ordering_key"]
+__all__ = ["HTTP", "Output", "Route", "ordering_key"]
