@@ -8,6 +8,7 @@ import json
 import time
 from collections import deque
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -312,6 +313,20 @@ def _record(**fields: Any) -> NativeMessage:
     return NativeMessage("HTTP", fields, data)
 
 
+@asynccontextmanager
+async def _egress(*statuses: int, retry_after: str | None = None,
+                  path: str = "") -> AsyncIterator[tuple[Receiver, HttpProducer]]:
+    """A receiver answering `statuses` (then 200) and a producer sending to it + `path`."""
+    receiver = Receiver(deque(statuses), retry_after)
+    await receiver.start()
+    producer = _producer(receiver.url + path)
+    try:
+        yield receiver, producer
+    finally:
+        await producer.aclose()
+        await receiver.stop()
+
+
 async def _write(producer: HttpProducer, *records: NativeMessage) -> list[Any]:
     async with asyncio.timeout(TIMEOUT):
         return await producer.write(records)
@@ -319,10 +334,7 @@ async def _write(producer: HttpProducer, *records: NativeMessage) -> list[Any]:
 
 @asyncio_test
 async def test_egress_delivered_with_path_query_headers_and_body() -> None:
-    receiver = Receiver()
-    await receiver.start()
-    producer = _producer(f"{receiver.url}/base")
-    try:
+    async with _egress(path="/base") as (receiver, producer):
         record = _record(
             method="PUT",
             path="/in/a%2Fb",
@@ -341,17 +353,11 @@ async def test_egress_delivered_with_path_query_headers_and_body() -> None:
         assert ("X-Trace-Id", "t-1") in headers
         assert dict(headers)["Content-Type"] == "application/json"
         assert json.loads(body) == {"amount": 12.5}
-    finally:
-        await producer.aclose()
-        await receiver.stop()
 
 
 @asyncio_test
 async def test_egress_makes_one_request_per_write_the_route_retries() -> None:
-    receiver = Receiver(deque([503, 503]))
-    await receiver.start()
-    producer = _producer(receiver.url)
-    try:
+    async with _egress(503, 503) as (receiver, producer):
         for expected in (1, 2):
             [outcome] = await _write(producer, _record())
             assert not outcome.delivered and outcome.retryable
@@ -360,34 +366,22 @@ async def test_egress_makes_one_request_per_write_the_route_retries() -> None:
         assert outcome.delivered
         assert len(receiver.seen) == 3
         assert receiver.seen[0][0] == "POST"
-    finally:
-        await producer.aclose()
-        await receiver.stop()
 
 
 @asyncio_test
 async def test_egress_408_429_5xx_are_retryable_after_one_request_each() -> None:
-    receiver = Receiver(deque([408, 429, 500, 503]))
-    await receiver.start()
-    producer = _producer(receiver.url)
-    try:
+    async with _egress(408, 429, 500, 503) as (receiver, producer):
         for status in (408, 429, 500, 503):
             [outcome] = await _write(producer, _record())
             assert not outcome.delivered and outcome.retryable
             assert outcome.reason is not None and str(status) in outcome.reason
             assert outcome.retry_after is None  # the receiver named no wait
         assert len(receiver.seen) == 4
-    finally:
-        await producer.aclose()
-        await receiver.stop()
 
 
 @asyncio_test
 async def test_egress_reports_retry_after_in_seconds_without_waiting() -> None:
-    receiver = Receiver(deque([429, 503]), retry_after="30")
-    await receiver.start()
-    producer = _producer(receiver.url)
-    try:
+    async with _egress(429, 503, retry_after="30") as (receiver, producer):
         started = time.monotonic()
         first, second = await _write(producer, _record(), _record())
         assert time.monotonic() - started < 5.0  # reported, not waited out
@@ -398,25 +392,16 @@ async def test_egress_reports_retry_after_in_seconds_without_waiting() -> None:
         receiver.retry_after = "Fri, 31 Dec 1999 23:59:59 GMT"  # the date form is ignored
         [dated] = await _write(producer, _record())
         assert dated.retryable and dated.retry_after is None
-    finally:
-        await producer.aclose()
-        await receiver.stop()
 
 
 @asyncio_test
 async def test_egress_400_not_retried() -> None:
-    receiver = Receiver(deque([400]))
-    await receiver.start()
-    producer = _producer(receiver.url)
-    try:
+    async with _egress(400) as (receiver, producer):
         bad, good = await _write(producer, _record(), _record())
         assert not bad.delivered and not bad.retryable
         assert bad.reason == "HTTP 400: nope"
         assert good.delivered
         assert len(receiver.seen) == 2
-    finally:
-        await producer.aclose()
-        await receiver.stop()
 
 
 @asyncio_test
@@ -479,25 +464,16 @@ async def _route_to(producer: HttpProducer, retry: RetryPolicy) -> tuple[
 
 @asyncio_test
 async def test_route_retries_http_egress_waiting_out_retry_after() -> None:
-    receiver = Receiver(deque([503]), retry_after="1")
-    await receiver.start()
-    producer = _producer(receiver.url)
-    try:
+    async with _egress(503, retry_after="1") as (receiver, producer):
         consumer, dlq = await _route_to(producer, RetryPolicy(3, 0.01, 5.0))
         assert len(receiver.seen) == 2  # the producer's one request, the route's retry
         assert receiver.arrived[1] - receiver.arrived[0] >= 1.0  # not the 10 ms backoff
         assert len(consumer.acked) == 1 and not dlq.written
-    finally:
-        await producer.aclose()
-        await receiver.stop()
 
 
 @asyncio_test
 async def test_route_caps_retry_after_at_its_longest_backoff_then_dead_letters() -> None:
-    receiver = Receiver(deque([503, 503, 503]), retry_after="120")
-    await receiver.start()
-    producer = _producer(receiver.url)
-    try:
+    async with _egress(503, 503, 503, retry_after="120") as (receiver, producer):
         started = time.monotonic()
         consumer, dlq = await _route_to(producer, RetryPolicy(3, 0.01, 0.2))
         assert time.monotonic() - started < TIMEOUT  # two waits of at most 0.2 s
@@ -505,6 +481,3 @@ async def test_route_caps_retry_after_at_its_longest_backoff_then_dead_letters()
         gaps = [b - a for a, b in zip(receiver.arrived, receiver.arrived[1:], strict=False)]
         assert all(gap >= 0.2 for gap in gaps)  # Retry-After raised the waits to the cap
         assert len(consumer.acked) == 1 and len(dlq.written) == 1
-    finally:
-        await producer.aclose()
-        await receiver.stop()
