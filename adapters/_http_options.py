@@ -56,6 +56,8 @@ _PAIR = Field("header", "object", "a header", fields=(
     Field("value", "str", "header value", default=REQUIRED)))
 _AUTH_HINT = ("an authorization hint; xrgw authenticates with the endpoint's username and "
               "password (HTTP Basic) or password alone (Bearer) from the gateway config")
+_ROUTE_RETRIES = ("the route retries a failed request (routes[].retry), honouring the "
+                  "server's Retry-After; the producer sends each request once")
 OPTIONS = OptionSpec(
     protocol="HTTP",
     options=(
@@ -104,5 +106,7 @@ OPTIONS = OptionSpec(
         Unsupported("plainscheme", _AUTH_HINT),
         Unsupported("plainusernamefield", _AUTH_HINT),
         Unsupported("plainpasswordfield", _AUTH_HINT),
+        *(Unsupported(name, _ROUTE_RETRIES, side="producer", xregistry=False)
+          for name in ("retries", "backoff", "backoff_max")),
     ),
 )

@@ -66,11 +66,14 @@ class Option:
 
 @dataclass(frozen=True)
 class Unsupported:
-    """An xRegistry endpoint option the adapter does not implement, and why."""
+    """An xRegistry endpoint option the adapter does not implement, and why; or, with
+    `xregistry=False`, an option of xrgw's own that was removed (the reason says what
+    replaces it), so that an old config gets that answer instead of "unknown option"."""
 
     name: str
     reason: str
     side: Side = "both"
+    xregistry: bool = True
 
 
 Resolved = Option | Unsupported
@@ -147,8 +150,10 @@ class OptionSpec:
                 continue
             if isinstance(entry, Unsupported):
                 report = ctx.error if source == "config" else ctx.warning
-                report(at, f"'{name}' is an xRegistry {self.protocol} endpoint option that "
-                       f"xrgw does not support: {entry.reason}; it is ignored",
+                what = (f"an xRegistry {self.protocol} endpoint option that xrgw does not "
+                        "support" if entry.xregistry else
+                        f"no longer a {self.protocol} endpoint option")
+                report(at, f"'{name}' is {what}: {entry.reason}; it is ignored",
                        f"remove '{name}'" + ("" if source == "config" else
                                              " or accept that it has no effect"))
                 continue
@@ -219,9 +224,14 @@ def reference_markdown(specs: Mapping[str, OptionSpec]) -> str:
             lines.append(f"| {names}{origin} | {_cell(option.field.type_name())} | "
                          f"{_default(option.field)} | {option.side} | "
                          f"{_cell(option.field.description)} |")
-        if spec.unsupported:
+        gaps = [gap for gap in spec.unsupported if gap.xregistry]
+        if gaps:
             lines += ["", f"Not supported ({protocol}):", ""]
-            lines += [f"- `{gap.name}`: {gap.reason}" for gap in spec.unsupported]
+            lines += [f"- `{gap.name}`: {gap.reason}" for gap in gaps]
+        removed = [gap for gap in spec.unsupported if not gap.xregistry]
+        if removed:
+            lines += ["", f"Removed ({protocol}):", ""]
+            lines += [f"- `{gap.name}`: {gap.reason}" for gap in removed]
     return "\n".join(lines) + "\n"
 
 

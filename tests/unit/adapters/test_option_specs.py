@@ -173,6 +173,13 @@ def test_reference_documents_every_option_and_every_gap():
             assert f"- `{gap.name}`: {gap.reason}" in page
 
 
+def test_a_removed_option_says_what_replaces_it(tmp_path):
+    loaded, problems = _load(tmp_path, HTTP, {}, override={"retries": 3})
+    assert loaded is None
+    assert any("options.retries: error: 'retries' is no longer a HTTP endpoint option: the "
+               "route retries" in p for p in problems), problems
+
+
 def test_a_spec_refuses_two_options_with_the_same_name():
     from gateway.config import Field
 
