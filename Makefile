@@ -22,7 +22,7 @@ demo: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check gateway adapters harness tests bench scripts
-	$(VENV)/bin/mypy --strict gateway harness
+	$(VENV)/bin/mypy --strict gateway adapters harness
 
 test: $(STAMP) lint
 	$(VENV)/bin/pytest -q

@@ -21,6 +21,7 @@ Content-Length, Transfer-Encoding, Connection, ...), which the client sets itsel
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from urllib.parse import quote
 
 from gateway.jsontypes import JSON
@@ -136,7 +137,18 @@ class RequestArgs:
         self.body = body
 
 
-def to_request(record: NativeMessage, base_url: str) -> RequestArgs:
+@dataclass(frozen=True)
+class RequestDefaults:
+    """What the endpoint adds to every request (its `method`, `headers`, `query` options);
+    a record's own method, header or query parameter of the same name wins."""
+
+    method: str = "POST"
+    headers: tuple[tuple[str, str], ...] = ()
+    query: tuple[tuple[str, str], ...] = ()
+
+
+def to_request(record: NativeMessage, base_url: str,
+               defaults: RequestDefaults = RequestDefaults()) -> RequestArgs:
     """Request arguments for a record; raises ValueError when it cannot be sent.
 
     The record's `path` is appended to the endpoint URL's path (one "/" between them), so
@@ -144,7 +156,7 @@ def to_request(record: NativeMessage, base_url: str) -> RequestArgs:
     """
     method = record.get("method")
     if method is None:
-        method = "POST"
+        method = defaults.method
     if not isinstance(method, str) or not method.isalpha():
         raise ValueError(f"invalid method {method!r}")
     base, _, base_query = base_url.partition("?")
@@ -156,12 +168,16 @@ def to_request(record: NativeMessage, base_url: str) -> RequestArgs:
         raise ValueError("record path must be a string")
     params = [base_query] if base_query else []
     query = record.get("query")
-    if isinstance(query, dict):
-        for name, value in query.items():
-            params.append(f"{quote(name, safe=_QUERY_SAFE)}={quote(str(value), safe=_VALUE_SAFE)}")
+    own = query if isinstance(query, dict) else {}
+    pairs = [*own.items(), *((n, v) for n, v in defaults.query if n not in own)]
+    for name, value in pairs:
+        params.append(f"{quote(name, safe=_QUERY_SAFE)}={quote(str(value), safe=_VALUE_SAFE)}")
     if params:
         url += "?" + "&".join(params)
     headers = [(n, v) for n, v in record.pairs("headers") if n.lower() not in _HOP_HEADERS]
+    if defaults.headers:
+        names = {n.lower() for n, _ in headers}
+        headers += [(n, v) for n, v in defaults.headers if n.lower() not in names]
     if record.has_json_data and not any(n.lower() == "content-type" for n, _ in headers):
         # Say so, so that the receiver (ours included) reads the body back as JSON.
         headers.append(("Content-Type", "application/json"))

@@ -117,8 +117,11 @@ def _int(value: JSON) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def to_send(record: NativeMessage, default_topic: str | None = None) -> SendArgs:
-    """Send arguments for a record; raises ValueError when it cannot be sent."""
+def to_send(record: NativeMessage, default_topic: str | None = None,
+            default_headers: tuple[tuple[str, bytes], ...] = ()) -> SendArgs:
+    """Send arguments for a record; raises ValueError when it cannot be sent.
+    `default_headers` (the endpoint's `headers`) are added unless the record has a header
+    of the same name (compared case-insensitively)."""
     topic = record.get("topic")
     if topic is None:
         topic = default_topic
@@ -140,5 +143,8 @@ def to_send(record: NativeMessage, default_topic: str | None = None) -> SendArgs
     headers = [(name, value.encode()) for name, value in pairs]
     if record.has_json_data and not any(n.lower() == CONTENT_TYPE for n, _ in pairs):
         headers.append((CONTENT_TYPE, b"application/json"))
+    if default_headers:
+        own = {name.lower() for name, _ in headers}
+        headers += [(n, v) for n, v in default_headers if n.lower() not in own]
     value = record.body_bytes() if record.has_body else None
     return SendArgs(topic, value, key, partition, _int(record.get("timestamp")), headers)

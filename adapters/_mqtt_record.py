@@ -96,7 +96,8 @@ def _int(value: JSON, default: int) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
-def to_publish(record: NativeMessage, v5: bool, default_qos: int) -> PublishArgs:
+def to_publish(record: NativeMessage, v5: bool, default_qos: int,
+               default_retain: bool = False) -> PublishArgs:
     """PUBLISH arguments for a record; raises ValueError when it cannot be sent.
 
     On a 3.1.1 connection the MQTT 5 properties are dropped: the protocol has no place
@@ -108,7 +109,8 @@ def to_publish(record: NativeMessage, v5: bool, default_qos: int) -> PublishArgs
     qos = _int(record.get("qos"), default_qos)
     if qos not in (0, 1, 2):
         raise ValueError(f"invalid qos {qos}")
-    retain = record.get("retain") is True
+    own_retain = record.get("retain")
+    retain = own_retain if isinstance(own_retain, bool) else default_retain
     if not v5:
         return PublishArgs(topic, record.body_bytes(), qos, retain, None)
     values: dict[str, object] = {}

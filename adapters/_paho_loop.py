@@ -29,7 +29,7 @@ from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 
 from adapters._tls import describe, describe_text
-from adapters.base import NotConnected
+from gateway.ports import NotConnected
 
 __all__ = ["PahoLink", "PublishResult", "new_properties"]
 

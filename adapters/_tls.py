@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import ssl
 
-from adapters.base import TlsSettings
+from gateway.ports import TlsSettings
 
 __all__ = ["client_context", "describe", "describe_text", "probe", "server_context",
            "wants_tls"]

@@ -1,20 +1,7 @@
 """AMQP 1.0 consumer and producer (python-qpid-proton on its own thread, bridged to asyncio).
 
-Options (`EndpointSettings.options`):
-
-| name              | default    | meaning                                                  |
-|-------------------|------------|----------------------------------------------------------|
-| `node`            | -          | consumer: source address (required); producer: target of |
-|                   |            | records without `properties.to`. RabbitMQ 3.x: `/queue/q`|
-|                   |            | `/exchange/x/key`, `/topic/key`; RabbitMQ 4.x: `/queues/q`|
-| `max_in_flight`   | 64         | consumer: link credit = unsettled deliveries at most     |
-| `nack_outcome`    | "released" | consumer, nack(retry=True): "released", or "modified"    |
-|                   |            | (delivery-failed: counts the attempt; not RabbitMQ 3.x)  |
-| `durable`         | true       | producer: `header.durable` of records without one        |
-| `heartbeat`       | 30         | seconds of idle time before the peer is presumed dead    |
-| `connect_timeout` | 10         | seconds for TCP + SASL + open + attach                   |
-| `publish_timeout` | 10         | producer: seconds to wait for the broker's disposition   |
-| `reconnect_max`   | 10         | producer: longest backoff between reconnect attempts     |
+Options: `adapters/_amqp_options.py` (one spec: names, xRegistry spellings, types,
+defaults; rendered in docs/configuration.md).
 
 The URI is `amqp://[user:password@]host[:port]` or, with TLS, `amqps://...[:5671]` (a
 `tls` block also means TLS);
@@ -53,25 +40,26 @@ import itertools
 import time
 import uuid
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 from urllib.parse import unquote, urlsplit
 
 from proton import Condition, Connection, Event, Link, Receiver, Sender, SSLDomain
 from proton import Delivery as ProtonDelivery
 from proton.reactor import AtLeastOnce
 
+from adapters._amqp_options import OPTIONS
 from adapters._amqp_record import to_message, to_record
 from adapters._proton_loop import LoopHandler, ProtonThread
+from adapters._reconnect import ReconnectGate
 from adapters._tls import client_context, wants_tls
-from adapters.base import (
+from gateway.ports import (
     Delivery,
     EndOfInput,
     EndpointSettings,
     NotConnected,
     Outcome,
-    ReconnectGate,
     Settle,
     TlsSettings,
 )
@@ -102,26 +90,18 @@ class AmqpOptions:
 
     @classmethod
     def parse(cls, settings: EndpointSettings) -> AmqpOptions:
-        """Read the options; raises ValueError naming the bad one."""
+        """Read the options (`adapters/_amqp_options.py`); raises ValueError naming the
+        bad one."""
         url = urlsplit(settings.uri)
         if url.scheme not in ("amqp", "", "amqps"):
             raise ValueError(f"uri: unsupported scheme {url.scheme!r}")
         secure = wants_tls(url.scheme, ("amqps",), settings.tls)
         if secure:
             client_context(settings.tls)  # check the files here, not on the proton thread
-        opts = settings.options
-        node = opts.get("node", opts.get("address"))
-        if node is not None and (not isinstance(node, str) or not node):
-            raise ValueError(f"node: expected an address string, got {node!r}")
-        nack = opts.get("nack_outcome", "released")
-        if nack not in ("modified", "released"):
-            raise ValueError(f"nack_outcome: expected modified or released, got {nack!r}")
-        durable = opts.get("durable", True)
-        if not isinstance(durable, bool):
-            raise ValueError(f"durable: expected a boolean, got {durable!r}")
-        max_in_flight = _number(opts, "max_in_flight", 64)
-        if not 1 <= max_in_flight <= 1_000_000:
-            raise ValueError("max_in_flight: expected 1..1000000")
+        opts = OPTIONS.read(settings.options)
+        node = cast(str | None, opts["node"])
+        if node is not None and not node:
+            raise ValueError("node: expected an address string, got ''")
         user = settings.username or (unquote(url.username) if url.username else None)
         password = settings.password or (unquote(url.password) if url.password else None)
         scheme, port = ("amqps", 5671) if secure else ("amqp", 5672)
@@ -130,13 +110,13 @@ class AmqpOptions:
             user=user,
             password=password,
             node=node,
-            max_in_flight=int(max_in_flight),
-            nack_outcome="modified" if nack == "modified" else "released",
-            durable=durable,
-            heartbeat=float(_number(opts, "heartbeat", 30)),
-            connect_timeout=float(_number(opts, "connect_timeout", 10)),
-            publish_timeout=float(_number(opts, "publish_timeout", 10)),
-            reconnect_max=float(_number(opts, "reconnect_max", 10)),
+            max_in_flight=cast(int, opts["max_in_flight"]),
+            nack_outcome="modified" if opts["nack_outcome"] == "modified" else "released",
+            durable=cast(bool, opts["durable"]),
+            heartbeat=cast(float, opts["heartbeat"]),
+            connect_timeout=cast(float, opts["connect_timeout"]),
+            publish_timeout=cast(float, opts["publish_timeout"]),
+            reconnect_max=cast(float, opts["reconnect_max"]),
             tls=(settings.tls or TlsSettings()) if secure else None,
         )
 
@@ -179,13 +159,6 @@ def _hint(why: str) -> str:
         return (f"TLS: {why} (check tls.ca_file for the server certificate, "
                 "tls.cert_file/key_file for a client certificate)")
     return why
-
-
-def _number(opts: Mapping[str, object], name: str, default: float) -> float:
-    value = opts.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{name}: expected a number, got {value!r}")
-    return value
 
 
 def _now() -> str:

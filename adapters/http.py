@@ -1,26 +1,7 @@
 """HTTP webhook ingress (consumer) and egress (producer), with aiohttp.
 
-Options (`EndpointSettings.options`):
-
-| name               | default     | meaning                                                |
-|--------------------|-------------|--------------------------------------------------------|
-| `paths`            | all         | consumer: accepted path prefixes; a template such as   |
-|                    |             | `/store/{id}/sales` accepts its literal prefix         |
-|                    |             | `/store/`. Without it, the URI's path if any, else all |
-| `methods`          | POST, PUT   | consumer: accepted methods (others get 405)            |
-| `max_body_bytes`   | 1048576     | consumer: larger bodies get 413                        |
-| `max_in_flight`    | 64          | consumer: requests held at once; more get 503          |
-| `settle_timeout`   | 30          | consumer: seconds to wait for settlement, then 504     |
-| `retry_after`      | 1           | consumer: Retry-After seconds on 503                   |
-| `timeout`          | 10          | producer: seconds per request (connect to response)    |
-| `retries`          | 3           | producer: extra attempts for a retryable failure       |
-| `backoff`          | 0.2         | producer: first retry delay in seconds (doubles)       |
-| `backoff_max`      | 5           | producer: longest retry delay                          |
-| `max_headers`      | 64          | consumer: more request headers get 400                 |
-| `max_header_bytes` | 8190        | consumer: longer request line / header field gets 400  |
-| `read_timeout`     | 30          | consumer: seconds to receive the whole body, then 408  |
-| `keepalive_timeout`| 75          | consumer: idle seconds before a kept-alive connection  |
-|                    |             | is closed                                              |
+Options: `adapters/_http_options.py` (one spec: names, xRegistry spellings, types,
+defaults; rendered in docs/configuration.md).
 
 Security (consumer). `https://` (or a `tls` block) serves TLS with `tls.cert_file` and
 `tls.key_file`; with `tls.ca_file` every client must present a certificate signed by
@@ -53,12 +34,13 @@ limit. Either way the connection is closed after the answer.
 
 Producer. Each record is sent with its method (default POST) to the endpoint URI with the
 record's `path` appended; the connection is made per request, so `connect()` only opens
-the client session. 2xx -> delivered; 408, 429, 5xx, timeouts and connection errors ->
-retried inside `write()` with exponential backoff and jitter (honouring a shorter
-Retry-After), then reported as retryable; other statuses -> failed, not retryable
-(redirects are not followed). Records of a batch go one after another, in order; once a
-record has failed on a connection error after all retries, the rest of the batch fails
-at once with the same reason instead of waiting through the same backoff.
+the client session. One request per record and `write()`: the route owns retries
+(`routes[].retry`). 2xx -> delivered; 408, 429, 5xx, timeouts and connection errors ->
+failed, retryable, with the answer's `Retry-After` (seconds) as `Outcome.retry_after`
+for the route to honour; other statuses -> failed, not retryable (redirects are not
+followed). Records of a batch go one after another, in order; once a record has failed
+because the endpoint could not be reached, the rest of the batch fails at once with the
+same reason instead of each waiting for its own connection error.
 """
 
 from __future__ import annotations
@@ -68,28 +50,28 @@ import base64
 import binascii
 import hmac
 import json
-import random
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http import HTTPStatus
+from typing import cast
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import aiohttp
 from aiohttp import web
 from yarl import URL
 
-from adapters._http_record import RequestArgs, split_target, to_record, to_request
-from adapters._tls import client_context, describe, server_context, wants_tls
-from adapters.base import (
-    Delivery,
-    EndOfInput,
-    EndpointSettings,
-    NotConnected,
-    Outcome,
-    Settle,
+from adapters._http_options import OPTIONS
+from adapters._http_record import (
+    RequestArgs,
+    RequestDefaults,
+    split_target,
+    to_record,
+    to_request,
 )
+from adapters._tls import client_context, describe, server_context, wants_tls
+from gateway.ports import Delivery, EndOfInput, EndpointSettings, NotConnected, Outcome, Settle
 from gateway.record import NativeMessage
 
 __all__ = ["HttpConsumer", "HttpOptions", "HttpProducer"]
@@ -107,45 +89,44 @@ class HttpOptions:
     settle_timeout: float
     retry_after: int
     timeout: float
-    retries: int
-    backoff: float
-    backoff_max: float
     max_headers: int = 64
     max_header_bytes: int = 8190
     read_timeout: float = 30.0
     keepalive_timeout: float = 75.0
+    # producer: the endpoint's method, headers and query for every request
+    request: RequestDefaults = field(default_factory=RequestDefaults)
 
     @classmethod
     def parse(cls, settings: EndpointSettings) -> HttpOptions:
-        """Read the options; raises ValueError naming the bad one."""
+        """Read the options (`adapters/_http_options.py`); raises ValueError naming the
+        bad one."""
         url = urlsplit(settings.uri)
         if url.scheme not in ("http", "https"):
             raise ValueError(f"uri: unsupported scheme {url.scheme!r}")
         scheme = "https" if wants_tls(url.scheme, ("https",), settings.tls) else "http"
-        opts = settings.options
-        paths = _strings(opts, "paths", [url.path] if url.path not in ("", "/") else [])
-        methods = _strings(opts, "methods", ["POST", "PUT"])
-        max_in_flight = int(_number(opts, "max_in_flight", 64))
-        if max_in_flight < 1:
-            raise ValueError("max_in_flight: expected at least 1")
+        opts = OPTIONS.read(settings.options)
+        paths = opts["paths"] or ([url.path] if url.path not in ("", "/") else [])
         return cls(
             scheme=scheme,
             host=url.hostname or "127.0.0.1",
             port=url.port if url.port is not None else (443 if url.scheme == "https" else 80),
-            prefixes=tuple(_prefix(p) for p in paths),
-            methods=frozenset(m.upper() for m in methods),
-            max_body_bytes=int(_number(opts, "max_body_bytes", 1024 * 1024)),
-            max_in_flight=max_in_flight,
-            settle_timeout=float(_number(opts, "settle_timeout", 30)),
-            retry_after=int(_number(opts, "retry_after", 1)),
-            timeout=float(_number(opts, "timeout", 10)),
-            retries=int(_number(opts, "retries", 3)),
-            backoff=float(_number(opts, "backoff", 0.2)),
-            backoff_max=float(_number(opts, "backoff_max", 5)),
-            max_headers=max(1, int(_number(opts, "max_headers", 64))),
-            max_header_bytes=max(256, int(_number(opts, "max_header_bytes", 8190))),
-            read_timeout=float(_number(opts, "read_timeout", 30)),
-            keepalive_timeout=float(_number(opts, "keepalive_timeout", 75)),
+            prefixes=tuple(_prefix(p) for p in ([paths] if isinstance(paths, str) else
+                                                cast(list[str], paths))),
+            methods=frozenset(m.upper() for m in cast(list[str], opts["methods"])),
+            max_body_bytes=cast(int, opts["max_body_bytes"]),
+            max_in_flight=cast(int, opts["max_in_flight"]),
+            settle_timeout=cast(float, opts["settle_timeout"]),
+            retry_after=cast(int, opts["retry_after"]),
+            timeout=cast(float, opts["timeout"]),
+            max_headers=max(1, cast(int, opts["max_headers"])),
+            max_header_bytes=max(256, cast(int, opts["max_header_bytes"])),
+            read_timeout=cast(float, opts["read_timeout"]),
+            keepalive_timeout=cast(float, opts["keepalive_timeout"]),
+            request=RequestDefaults(
+                method=cast(str, opts["method"]).upper(),
+                headers=_pairs(opts["headers"]),
+                query=_pairs(opts["query"]),
+            ),
         )
 
     def accepts_path(self, path: str) -> bool:
@@ -160,20 +141,13 @@ class HttpOptions:
         return False
 
 
-def _number(opts: Mapping[str, object], name: str, default: float) -> float:
-    value = opts.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise ValueError(f"{name}: expected a non-negative number, got {value!r}")
-    return value
-
-
-def _strings(opts: Mapping[str, object], name: str, default: list[str]) -> list[str]:
-    value = opts.get(name, default)
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-        raise ValueError(f"{name}: expected a list of strings")
-    return [str(v) for v in value]
+def _pairs(value: object) -> tuple[tuple[str, str], ...]:
+    """A map of name -> value, or the xRegistry list of {name, value}, as pairs."""
+    if isinstance(value, dict):
+        return tuple((str(k), str(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return tuple((str(p["name"]), str(p["value"])) for p in value if isinstance(p, dict))
+    return ()
 
 
 def _prefix(path: str) -> tuple[str, bool]:
@@ -468,7 +442,7 @@ class HttpProducer:
         endpoint_down: Outcome | None = None
         for record in messages:
             try:
-                args = to_request(record, self._base)
+                args = to_request(record, self._base, self._opts.request)
             except ValueError as exc:
                 outcomes.append(Outcome.failed(str(exc), retryable=False))
                 continue
@@ -488,25 +462,10 @@ class HttpProducer:
 
     # -- internals ---------------------------------------------------------------------
     async def _send(self, args: RequestArgs) -> tuple[Outcome, bool]:
-        """The outcome after retries, and whether the endpoint could not be reached."""
-        opts = self._opts
-        attempt = 0
-        while True:
-            outcome, unreachable, hint = await self._attempt(args)
-            if outcome.delivered or not outcome.retryable or attempt >= opts.retries:
-                return outcome, unreachable
-            delay = min(opts.backoff_max, opts.backoff * 2**attempt)
-            delay *= random.uniform(0.5, 1.0)  # jitter: senders that failed together spread
-            if hint is not None:
-                delay = max(delay, min(hint, opts.backoff_max))
-            await asyncio.sleep(delay)
-            attempt += 1
-
-    async def _attempt(self, args: RequestArgs) -> tuple[Outcome, bool, float | None]:
-        """(outcome, unreachable, Retry-After seconds) of one request."""
+        """The outcome of one request, and whether the endpoint could not be reached."""
         session = self._session
         if session is None:
-            return Outcome.failed("producer closed"), False, None
+            return Outcome.failed("producer closed"), False
         try:
             async with session.request(
                 args.method,
@@ -519,23 +478,23 @@ class HttpProducer:
                 excerpt = (await response.content.read(200)).decode("utf-8", "replace")
                 retry_after = _seconds(response.headers.get("Retry-After"))
         except TimeoutError:
-            return Outcome.failed(f"no answer within {self._opts.timeout} s"), False, None
+            return Outcome.failed(f"no answer within {self._opts.timeout} s"), False
         except aiohttp.ClientConnectorCertificateError as exc:
-            # Like an unreachable endpoint: retried, then the batch fails fast.
-            return Outcome.failed(describe(exc.certificate_error)), True, None
+            # Like an unreachable endpoint: retryable, and the rest of the batch fails fast.
+            return Outcome.failed(describe(exc.certificate_error)), True
         except aiohttp.ClientConnectorSSLError as exc:
-            return Outcome.failed(describe(exc.os_error)), True, None
+            return Outcome.failed(describe(exc.os_error)), True
         except aiohttp.ClientConnectionError as exc:
             reason = f"{type(exc).__name__}: {exc}"
             unreachable = isinstance(exc, aiohttp.ClientConnectorError)
-            return Outcome.failed(reason), unreachable, None
+            return Outcome.failed(reason), unreachable
         except aiohttp.ClientError as exc:
-            return Outcome.failed(f"{type(exc).__name__}: {exc}"), False, None
+            return Outcome.failed(f"{type(exc).__name__}: {exc}"), False
         if 200 <= status < 300:
-            return Outcome.ok(), False, None
+            return Outcome.ok(), False
         reason = f"HTTP {status}" + (f": {excerpt.strip()}" if excerpt.strip() else "")
         retryable = status in (408, 429) or status >= 500
-        return Outcome.failed(reason, retryable=retryable), False, retry_after
+        return Outcome.failed(reason, retryable=retryable, retry_after=retry_after), False
 
 
 def _seconds(value: str | None) -> float | None:

@@ -10,27 +10,8 @@ may say so explicitly and must then agree. SASL PLAIN without TLS would send the
 password in clear text and is refused; SCRAM never sends it. A refused login fails
 `connect()` with `SASL authentication failed ...`, a failed handshake with `TLS: ...`.
 
-Options (`EndpointSettings.options`):
-
-| name                    | default    | meaning                                            |
-|-------------------------|------------|----------------------------------------------------|
-| `consumergroup`         | -          | consumer: group id (required for a consumer)       |
-| `topics`                | -          | consumer: topics to subscribe to (required)        |
-| `auto_offset_reset`     | "earliest" | consumer: where a group without a committed offset |
-|                         |            | starts, "earliest" or "latest"                     |
-| `max_in_flight`         | 64         | consumer: unsettled deliveries                     |
-| `session_timeout_ms`    | 10000      | consumer: group session timeout                    |
-| `heartbeat_interval_ms` | 3000       | consumer: group heartbeat interval                 |
-| `topic`                 | -          | producer: topic of records without a `topic` field |
-| `enable_idempotence`    | false      | producer: idempotent producer (Tansu 0.6 answers   |
-|                         |            | InitProducerId with UnknownError, hence off)       |
-| `connect_timeout`       | 10         | seconds for bootstrap on connect; a consumer also  |
-|                         |            | waits up to 3 x the session timeout for its group  |
-|                         |            | assignment                                         |
-| `publish_timeout`       | 10         | producer: seconds to wait for the broker's ack     |
-| `reconnect_max`         | 10         | producer: longest backoff between reconnects       |
-| `sasl_mechanism`        | "PLAIN"    | with a username: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512|
-| `security_protocol`     | derived    | PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL         |
+Options: `adapters/_kafka_options.py` (one spec: names, xRegistry spellings, types,
+defaults; rendered in docs/configuration.md).
 
 Settlement. Offsets are committed by the adapter (auto commit off), only for acked
 deliveries and per partition in order: the committed offset is one past the highest
@@ -66,7 +47,7 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from aiokafka import (  # type: ignore[import-untyped]  # no py.typed
     AIOKafkaConsumer,
@@ -91,17 +72,11 @@ from aiokafka.errors import (  # type: ignore[import-untyped]
     UnsupportedSaslMechanismError,
 )
 
+from adapters._kafka_options import MECHANISMS, OPTIONS, SECURITY_PROTOCOLS
 from adapters._kafka_record import KafkaRecordLike, SendArgs, to_record, to_send
+from adapters._reconnect import ReconnectGate
 from adapters._tls import client_context, describe, probe
-from adapters.base import (
-    Delivery,
-    EndOfInput,
-    EndpointSettings,
-    NotConnected,
-    Outcome,
-    ReconnectGate,
-    Settle,
-)
+from gateway.ports import Delivery, EndOfInput, EndpointSettings, NotConnected, Outcome, Settle
 from gateway.record import NativeMessage
 
 __all__ = ["KafkaConsumer", "KafkaOptions", "KafkaProducer"]
@@ -143,48 +118,37 @@ class KafkaOptions:
     connect_timeout: float
     publish_timeout: float
     reconnect_max: float
+    acks: int | str = "all"
+    # Headers every record gets unless it has one of the same name.
+    headers: tuple[tuple[str, bytes], ...] = ()
     # aiokafka's security arguments (security_protocol, ssl_context, sasl_*); the password
     # is in there, so it stays out of the repr.
     security: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
     def parse(cls, settings: EndpointSettings) -> KafkaOptions:
-        """Read the options; raises ValueError naming the bad one."""
-        opts = settings.options
-        topics = opts.get("topics", ())
-        if isinstance(topics, str):
-            topics = (topics,)
-        if not isinstance(topics, (list, tuple)) or not all(isinstance(t, str) for t in topics):
-            raise ValueError("topics: expected a list of topic names")
-        group = opts.get("consumergroup")
-        if group is not None and (not isinstance(group, str) or not group):
-            raise ValueError("consumergroup: expected a non-empty string")
-        reset = opts.get("auto_offset_reset", "earliest")
-        if reset not in ("earliest", "latest"):
-            raise ValueError(f"auto_offset_reset: expected earliest or latest, got {reset!r}")
-        max_in_flight = int(_number(opts, "max_in_flight", 64))
-        if max_in_flight < 1:
-            raise ValueError("max_in_flight: expected at least 1")
-        topic = opts.get("topic")
-        if topic is not None and not isinstance(topic, str):
-            raise ValueError("topic: expected a string")
-        idempotence = opts.get("enable_idempotence", False)
-        if not isinstance(idempotence, bool):
-            raise ValueError("enable_idempotence: expected true or false")
+        """Read the options (`adapters/_kafka_options.py`); raises ValueError naming the
+        bad one."""
+        opts = OPTIONS.read(settings.options)
+        topics = opts["topics"] or ()
+        acks = cast(int | str, opts["acks"])
         return cls(
             bootstrap=_bootstrap(settings.uri),
-            topics=tuple(topics),
-            group=group,
-            auto_offset_reset=str(reset),
-            max_in_flight=max_in_flight,
-            session_timeout_ms=int(_number(opts, "session_timeout_ms", 10000)),
-            heartbeat_interval_ms=int(_number(opts, "heartbeat_interval_ms", 3000)),
-            topic=topic,
-            enable_idempotence=idempotence,
-            connect_timeout=float(_number(opts, "connect_timeout", 10)),
-            publish_timeout=float(_number(opts, "publish_timeout", 10)),
-            reconnect_max=float(_number(opts, "reconnect_max", 10)),
-            security=_security(settings),
+            topics=(topics,) if isinstance(topics, str) else tuple(cast(list[str], topics)),
+            group=cast(str | None, opts["consumergroup"]),
+            auto_offset_reset=cast(str, opts["autooffsetreset"]),
+            max_in_flight=cast(int, opts["max_in_flight"]),
+            session_timeout_ms=cast(int, opts["session_timeout_ms"]),
+            heartbeat_interval_ms=cast(int, opts["heartbeat_interval_ms"]),
+            topic=cast(str | None, opts["topic"]),
+            enable_idempotence=cast(bool, opts["enable_idempotence"]),
+            connect_timeout=cast(float, opts["connect_timeout"]),
+            publish_timeout=cast(float, opts["publish_timeout"]),
+            reconnect_max=cast(float, opts["reconnect_max"]),
+            acks="all" if acks in (-1, "all") else acks,
+            headers=tuple((name, value.encode()) for name, value in
+                          cast(dict[str, str], opts["headers"] or {}).items()),
+            security=_security(settings, opts),
         )
 
     @property
@@ -192,19 +156,16 @@ class KafkaOptions:
         return str(self.security.get("security_protocol", "")).startswith("SASL")
 
 
-_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
-def _security(settings: EndpointSettings) -> dict[str, Any]:
+def _security(settings: EndpointSettings, opts: Mapping[str, object]) -> dict[str, Any]:
     """aiokafka keyword arguments for TLS and SASL (empty: plaintext, anonymous)."""
-    opts = settings.options
     tls = settings.tls is not None
     sasl = bool(settings.username)
     derived = ("SASL_" if sasl else "") + ("SSL" if tls else "PLAINTEXT")
-    protocol = str(opts.get("security_protocol", derived)).upper()
-    if protocol not in _PROTOCOLS:
-        raise ValueError(f"security_protocol: expected one of {', '.join(_PROTOCOLS)}, "
+    protocol = str(opts.get("security_protocol") or derived).upper()
+    if protocol not in SECURITY_PROTOCOLS:
+        raise ValueError(f"security_protocol: expected one of {', '.join(SECURITY_PROTOCOLS)}, "
                          f"got {protocol!r}")
     if protocol.startswith("SASL") and not sasl:
         raise ValueError(f"security_protocol: {protocol} needs a username and password")
@@ -217,9 +178,9 @@ def _security(settings: EndpointSettings) -> dict[str, Any]:
     if protocol.endswith("SSL"):
         out["ssl_context"] = client_context(settings.tls)
     if sasl:
-        mechanism = str(opts.get("sasl_mechanism", "PLAIN")).upper()
-        if mechanism not in _MECHANISMS:
-            raise ValueError(f"sasl_mechanism: expected one of {', '.join(_MECHANISMS)}, "
+        mechanism = str(opts.get("sasl_mechanism") or "PLAIN").upper()
+        if mechanism not in MECHANISMS:
+            raise ValueError(f"sasl_mechanism: expected one of {', '.join(MECHANISMS)}, "
                              f"got {mechanism!r}")
         if mechanism == "PLAIN" and protocol == "SASL_PLAINTEXT":
             raise ValueError("sasl_mechanism: PLAIN without TLS sends the password in clear "
@@ -275,13 +236,6 @@ def _bootstrap(uri: str) -> tuple[str, ...]:
     if not servers:
         raise ValueError("uri: expected kafka://HOST:PORT[,HOST:PORT...]")
     return tuple(s if ":" in s.rsplit("]", 1)[-1] else f"{s}:9092" for s in servers)
-
-
-def _number(opts: Mapping[str, object], name: str, default: float) -> float:
-    value = opts.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{name}: expected a number, got {value!r}")
-    return value
 
 
 def _now() -> str:
@@ -570,7 +524,7 @@ class KafkaProducer:
         client = AIOKafkaProducer(
             bootstrap_servers=list(opts.bootstrap),
             client_id=self.client_id,
-            acks="all",
+            acks=opts.acks,
             enable_idempotence=opts.enable_idempotence,
             # Bounds metadata waits and unanswered produce requests: no hang when the
             # broker is gone.
@@ -600,7 +554,7 @@ class KafkaProducer:
                 pending.append(Outcome.failed(f"not attempted: {link_failure}"))
                 continue
             try:
-                args = to_send(record, self._opts.topic)
+                args = to_send(record, self._opts.topic, self._opts.headers)
             except ValueError as exc:
                 pending.append(Outcome.failed(str(exc), retryable=False))
                 continue

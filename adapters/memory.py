@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from adapters.base import Delivery, EndOfInput, NotConnected, Outcome, Settle
+from gateway.ports import Delivery, EndOfInput, NotConnected, Outcome, Settle
 from gateway.record import NativeMessage
 
 __all__ = ["MemoryConsumer", "MemoryProducer", "Nacked"]

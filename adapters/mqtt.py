@@ -1,20 +1,7 @@
 """MQTT 3.1.1 / 5.0 consumer and producer (paho-mqtt 2 driven by asyncio).
 
-Options (`EndpointSettings.options`):
-
-| name              | default | meaning                                                    |
-|-------------------|---------|------------------------------------------------------------|
-| `filters`         | -       | consumer: topic filters, e.g. `/store/+/cashierdesk/+` or  |
-|                   |         | `$share/<group>/<filter>` (required for a consumer)        |
-| `qos`             | 1       | consumer: subscription QoS; producer: QoS of records       |
-|                   |         | without a `qos` field                                      |
-| `protocol`        | "5.0"   | "5.0" or "3.1.1"                                           |
-| `session_expiry`  | 86400   | consumer, 5.0: seconds the broker keeps the session        |
-| `keepalive`       | 30      | seconds                                                    |
-| `max_in_flight`   | 64      | consumer: unsettled deliveries (5.0: also Receive Maximum) |
-| `connect_timeout` | 10      | seconds for TCP connect + CONNACK                          |
-| `publish_timeout` | 10      | producer: seconds to wait for PUBACK/PUBCOMP               |
-| `reconnect_max`   | 10      | producer: longest backoff between reconnect attempts       |
+Options: `adapters/_mqtt_options.py` (one spec: names, xRegistry spellings, types,
+defaults; rendered in docs/configuration.md).
 
 Security. `mqtts://host[:8883]` (or a `tls` block) connects with TLS (see
 `adapters/_tls.py`): the server is verified against `tls.ca_file` (default: the system
@@ -25,16 +12,16 @@ into CONNECT. A refused login fails `connect()` with `CONNACK refused: Not autho
 rejected: ...` or `TLS: the server refused the client certificate ...`. The password is
 never logged.
 
-Settlement. The consumer connects with manual acks, clean start off and a stable client
-id (default derived from URI and filters), so the broker keeps unacknowledged QoS>=1
-messages across restarts. `ack()` sends PUBACK (QoS 1) / PUBCOMP (QoS 2). MQTT has no
-negative ack, and a broker resends unacked messages only on reconnect, so
-`nack(retry=True)` closes the connection: `read()` raises NotConnected, the engine calls
-`connect()` again, and the broker redelivers every unacked message (DUP set). Deliveries
-of an older connection are stale: settling them sends nothing (their packet ids belong
-to the old connection) and they are redelivered, which keeps at-least-once.
-`nack(retry=False)` acks: the caller has given up on the message (dead-lettered it).
-QoS 0 has nothing to settle.
+Settlement. The consumer connects with manual acks, clean start off (unless
+`cleanstart`) and a stable client id (default derived from URI and filters), so the
+broker keeps unacknowledged QoS>=1 messages across restarts. `ack()` sends PUBACK (QoS
+1) / PUBCOMP (QoS 2). MQTT has no negative ack, and a broker resends unacked messages
+only on reconnect, so `nack(retry=True)` closes the connection: `read()` raises
+NotConnected, the engine calls `connect()` again, and the broker redelivers every
+unacked message (DUP set). Deliveries of an older connection are stale: settling them
+sends nothing (their packet ids belong to the old connection) and they are redelivered,
+which keeps at-least-once. `nack(retry=False)` acks: the caller has given up on the
+message (dead-lettered it). QoS 0 has nothing to settle.
 
 QoS 2 caveat: paho answers PUBREC on receipt, which hands the message over for good; an
 unacked QoS 2 message is not redelivered after a reconnect. Use QoS 1 when the gateway
@@ -56,26 +43,21 @@ import ssl
 import time
 import uuid
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 from urllib.parse import unquote, urlsplit
 
 import paho.mqtt.client as paho
 from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.subscribeoptions import SubscribeOptions
 
+from adapters._mqtt_options import OPTIONS
 from adapters._mqtt_record import to_publish, to_record
 from adapters._paho_loop import PahoLink, new_properties
+from adapters._reconnect import ReconnectGate
 from adapters._tls import client_context, wants_tls
-from adapters.base import (
-    Delivery,
-    EndOfInput,
-    EndpointSettings,
-    NotConnected,
-    Outcome,
-    ReconnectGate,
-    Settle,
-)
+from gateway.ports import Delivery, EndOfInput, EndpointSettings, NotConnected, Outcome, Settle
 from gateway.protocols import MQTT5, MQTT311
 from gateway.record import NativeMessage
 
@@ -96,50 +78,48 @@ class MqttOptions:
     connect_timeout: float
     publish_timeout: float
     reconnect_max: float
+    retain: bool = False
+    clean_start: bool = False
+    retain_as_published: bool = False
+    retain_handling: int = 0
 
     @classmethod
     def parse(cls, settings: EndpointSettings) -> MqttOptions:
-        """Read the options; raises ValueError naming the bad one."""
+        """Read the options (`adapters/_mqtt_options.py`); raises ValueError naming the bad
+        one."""
         url = urlsplit(settings.uri)
         if url.scheme not in ("mqtt", "tcp", "", "mqtts", "ssl"):
             raise ValueError(f"uri: unsupported scheme {url.scheme!r}")
         secure = wants_tls(url.scheme, ("mqtts", "ssl"), settings.tls)
-        opts = settings.options
-        protocol = str(opts.get("protocol", "5.0"))
-        if protocol not in ("5.0", "5", "3.1.1"):
-            raise ValueError(f"protocol: expected 5.0 or 3.1.1, got {protocol!r}")
-        raw_filters = opts.get("filters", ())
-        if isinstance(raw_filters, str):
-            raw_filters = (raw_filters,)
-        if not isinstance(raw_filters, (list, tuple)):
-            raise ValueError("filters: expected a list of topic filters")
-        qos = _number(opts, "qos", 1)
-        if qos not in (0, 1, 2):
-            raise ValueError(f"qos: expected 0, 1 or 2, got {qos}")
-        max_in_flight = _number(opts, "max_in_flight", 64)
-        if not 1 <= max_in_flight <= 65535:
-            raise ValueError("max_in_flight: expected 1..65535")
+        opts = OPTIONS.read(settings.options)
+        raw_filters = opts["topicfilter"] or ()
         return cls(
             host=url.hostname or "127.0.0.1",
             port=url.port or (8883 if secure else 1883),
             tls=client_context(settings.tls) if secure else None,
-            v5=protocol != "3.1.1",
-            filters=tuple(str(f) for f in raw_filters),
-            qos=int(qos),
-            session_expiry=int(_number(opts, "session_expiry", 86400)),
-            keepalive=int(_number(opts, "keepalive", 30)),
-            max_in_flight=int(max_in_flight),
-            connect_timeout=float(_number(opts, "connect_timeout", 10)),
-            publish_timeout=float(_number(opts, "publish_timeout", 10)),
-            reconnect_max=float(_number(opts, "reconnect_max", 10)),
+            v5=opts["protocol"] != "3.1.1",
+            filters=(raw_filters,) if isinstance(raw_filters, str) else tuple(
+                str(f) for f in cast(list[str], raw_filters)),
+            qos=cast(int, opts["qos"]),
+            session_expiry=cast(int, opts["sessionexpiryinterval"]),
+            keepalive=int(cast(float, opts["keepalive"])),
+            max_in_flight=cast(int, opts["max_in_flight"]),
+            connect_timeout=cast(float, opts["connect_timeout"]),
+            publish_timeout=cast(float, opts["publish_timeout"]),
+            reconnect_max=cast(float, opts["reconnect_max"]),
+            retain=cast(bool, opts["retain"]),
+            clean_start=cast(bool, opts["cleanstart"]),
+            retain_as_published=cast(bool, opts["retainaspublished"]),
+            retain_handling=cast(int, opts["retainhandling"]),
         )
 
-
-def _number(opts: Mapping[str, object], name: str, default: float) -> float:
-    value = opts.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{name}: expected a number, got {value!r}")
-    return value
+    def subscriptions(self) -> list[tuple[str, Any]]:
+        """SUBSCRIBE entries: MQTT 5 carries the subscription options, 3.1.1 the QoS only."""
+        if not self.v5:
+            return [(f, self.qos) for f in self.filters]
+        return [(f, SubscribeOptions(qos=self.qos, retainAsPublished=self.retain_as_published,
+                                     retainHandling=self.retain_handling))
+                for f in self.filters]
 
 
 def _link_security(settings: EndpointSettings, opts: MqttOptions) -> dict[str, Any]:
@@ -164,7 +144,7 @@ class MqttConsumer:
         self._settings = settings
         self._opts = MqttOptions.parse(settings)
         if not self._opts.filters:
-            raise ValueError("filters: a consumer needs at least one topic filter")
+            raise ValueError("topicfilter: a consumer needs at least one topic filter")
         # A stable id is what makes the session (and redelivery) survive a restart.
         self.client_id = (
             settings.client_id
@@ -198,7 +178,7 @@ class MqttConsumer:
         link = PahoLink(
             client_id=self.client_id,
             v5=opts.v5,
-            clean_start=False,
+            clean_start=opts.clean_start,
             manual_ack=True,
             on_message=self._on_message,
             on_lost=self._on_lost,
@@ -232,9 +212,8 @@ class MqttConsumer:
             # Subscribe even when the session is present: it is idempotent and picks up
             # a changed filter list.
             try:
-                granted = await link.subscribe(
-                    [(f, opts.qos) for f in opts.filters], timeout=opts.connect_timeout
-                )
+                granted = await link.subscribe(opts.subscriptions(),
+                                               timeout=opts.connect_timeout)
             except TimeoutError:
                 await self._drop_link()
                 raise NotConnected("no SUBACK") from None
@@ -379,7 +358,7 @@ class MqttProducer:
         pending: list[asyncio.Future[str | None] | Outcome] = []
         for record in messages:
             try:
-                args = to_publish(record, link.v5, self._opts.qos)
+                args = to_publish(record, link.v5, self._opts.qos, self._opts.retain)
             except ValueError as exc:
                 pending.append(Outcome.failed(str(exc), retryable=False))
                 continue

@@ -1,37 +1,7 @@
 """NATS core and JetStream consumer and producer (nats-py).
 
-Options (`EndpointSettings.options`):
-
-| name                  | default  | meaning                                                |
-|-----------------------|----------|--------------------------------------------------------|
-| `subjects`            | -        | consumer: subjects, wildcards allowed (`a.*.c`, `a.>`);|
-|                       |          | required in core mode; in JetStream mode the filter of |
-|                       |          | a newly created consumer (several need server 2.10+)   |
-| `queuegroup`          | -        | consumer: core queue group / JetStream deliver group,  |
-|                       |          | so that several gateways share the messages            |
-| `stream`              | -        | consumer: consume this JetStream stream (JetStream     |
-|                       |          | mode); absent = core subscriptions                     |
-| `durable`             | derived  | consumer, JetStream: durable consumer name, created as |
-|                       |          | a push consumer if missing (default from stream and    |
-|                       |          | subjects)                                              |
-| `jetstream`           | false    | producer: publish through JetStream (wait for PubAck)  |
-| `max_in_flight`       | 64       | consumer: unsettled deliveries (JetStream: also the    |
-|                       |          | `max_ack_pending` of a created consumer)               |
-| `ack_wait`            | 30       | consumer, JetStream: seconds until an unacked delivery |
-|                       |          | is redelivered (for a created consumer)                |
-| `nak_delay`           | 0        | consumer, JetStream: seconds before a nacked message   |
-|                       |          | comes again (0 = at once)                              |
-| `pending_msgs_limit`  | 65536    | consumer: messages nats-py buffers before dropping     |
-| `pending_bytes_limit` | 67108864 | consumer: bytes nats-py buffers before dropping        |
-| `connect_timeout`     | 10       | seconds for the first connection                       |
-| `reconnect_wait`      | 1        | seconds between nats-py's reconnect attempts           |
-| `publish_timeout`     | 10       | producer: seconds to wait for the flush / PubAck       |
-| `reconnect_max`       | 10       | producer: longest backoff between attempts to connect  |
-|                       |          | when there is no client at all (first connect failed)  |
-| `creds_file`          | -        | a `.creds` file (user JWT + NKey seed, decentralized   |
-|                       |          | auth); needs the `nkeys` package                       |
-| `nkey_seed_file`      | -        | a file holding a user NKey seed (`SU...`); needs the   |
-|                       |          | `nkeys` package                                        |
+Options: `adapters/_nats_options.py` (one spec: names, xRegistry spellings, types,
+defaults; rendered in docs/configuration.md).
 
 Security. `tls://host:4222` (or a `tls` block) connects with TLS, and only with TLS: a
 server whose INFO does not require TLS is refused before any credential is sent (see
@@ -83,7 +53,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import nats.errors
@@ -93,17 +63,11 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo, PubAck
 
+from adapters._nats_options import OPTIONS
 from adapters._nats_record import parse_header_block, to_publish, to_record
+from adapters._reconnect import ReconnectGate
 from adapters._tls import client_context, describe, wants_tls
-from adapters.base import (
-    Delivery,
-    EndOfInput,
-    EndpointSettings,
-    NotConnected,
-    Outcome,
-    ReconnectGate,
-    Settle,
-)
+from gateway.ports import Delivery, EndOfInput, EndpointSettings, NotConnected, Outcome, Settle
 from gateway.record import NativeMessage
 
 __all__ = ["NatsConsumer", "NatsOptions", "NatsProducer"]
@@ -134,7 +98,8 @@ class NatsOptions:
 
     @classmethod
     def parse(cls, settings: EndpointSettings) -> NatsOptions:
-        """Read the options; raises ValueError naming the bad one."""
+        """Read the options (`adapters/_nats_options.py`); raises ValueError naming the
+        bad one."""
         servers = tuple(s.strip() for s in settings.uri.split(",") if s.strip())
         schemes = {urlsplit(server).scheme for server in servers}
         for scheme in schemes:
@@ -143,7 +108,7 @@ class NatsOptions:
         if "tls" in schemes and schemes != {"tls"}:
             raise ValueError("uri: mixes tls:// and nats:// servers; use tls:// for all")
         secure = wants_tls("tls" if "tls" in schemes else "nats", ("tls",), settings.tls)
-        opts = settings.options
+        opts = OPTIONS.read(settings.options)
         creds_file = _text(opts, "creds_file")
         nkey_seed_file = _text(opts, "nkey_seed_file")
         if (creds_file or nkey_seed_file) and importlib.util.find_spec("nkeys") is None:
@@ -152,45 +117,29 @@ class NatsOptions:
         for name, path in (("creds_file", creds_file), ("nkey_seed_file", nkey_seed_file)):
             if path is not None and not os.path.isfile(path):
                 raise ValueError(f"{name}: '{path}' is not a file")
-        raw_subjects = opts.get("subjects", ())
-        if isinstance(raw_subjects, str):
-            raw_subjects = (raw_subjects,)
-        if not isinstance(raw_subjects, (list, tuple)):
-            raise ValueError("subjects: expected a list of subjects")
+        raw_subjects = opts["subjectfilter"] or ()
         stream = _text(opts, "stream")
-        max_in_flight = int(_number(opts, "max_in_flight", 64))
-        if max_in_flight < 1:
-            raise ValueError("max_in_flight: expected at least 1")
-        jetstream = opts.get("jetstream", False)
-        if not isinstance(jetstream, bool):
-            raise ValueError(f"jetstream: expected true or false, got {jetstream!r}")
         return cls(
             servers=servers or ("nats://127.0.0.1:4222",),
-            subjects=tuple(str(s) for s in raw_subjects),
+            subjects=(raw_subjects,) if isinstance(raw_subjects, str) else tuple(
+                cast(list[str], raw_subjects)),
             queuegroup=_text(opts, "queuegroup") or "",
             stream=stream,
             durable=_text(opts, "durable"),
-            jetstream=jetstream or stream is not None,
-            max_in_flight=max_in_flight,
-            ack_wait=float(_number(opts, "ack_wait", 30)),
-            nak_delay=float(_number(opts, "nak_delay", 0)),
-            pending_msgs_limit=int(_number(opts, "pending_msgs_limit", 65536)),
-            pending_bytes_limit=int(_number(opts, "pending_bytes_limit", 64 * 1024 * 1024)),
-            connect_timeout=float(_number(opts, "connect_timeout", 10)),
-            reconnect_wait=float(_number(opts, "reconnect_wait", 1)),
-            publish_timeout=float(_number(opts, "publish_timeout", 10)),
-            reconnect_max=float(_number(opts, "reconnect_max", 10)),
+            jetstream=cast(bool, opts["jetstream"]) or stream is not None,
+            max_in_flight=cast(int, opts["max_in_flight"]),
+            ack_wait=cast(float, opts["ack_wait"]),
+            nak_delay=cast(float, opts["nak_delay"]),
+            pending_msgs_limit=cast(int, opts["pending_msgs_limit"]),
+            pending_bytes_limit=cast(int, opts["pending_bytes_limit"]),
+            connect_timeout=cast(float, opts["connect_timeout"]),
+            reconnect_wait=cast(float, opts["reconnect_wait"]),
+            publish_timeout=cast(float, opts["publish_timeout"]),
+            reconnect_max=cast(float, opts["reconnect_max"]),
             tls=client_context(settings.tls) if secure else None,
             creds_file=creds_file,
             nkey_seed_file=nkey_seed_file,
         )
-
-
-def _number(opts: Mapping[str, object], name: str, default: float) -> float:
-    value = opts.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{name}: expected a number, got {value!r}")
-    return value
 
 
 def _text(opts: Mapping[str, object], name: str) -> str | None:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from urllib.parse import urlsplit
 
+from adapters import _amqp_options, _http_options, _kafka_options, _mqtt_options, _nats_options
 from adapters.amqp import AmqpConsumer, AmqpProducer
-from adapters.base import Consumer, EndpointSettings, Producer, TlsSettings
 from adapters.http import HttpConsumer, HttpProducer
 from adapters.kafka import KafkaConsumer, KafkaProducer
 from adapters.mqtt import MqttConsumer, MqttProducer
@@ -22,6 +22,8 @@ from adapters.nats import NatsConsumer, NatsProducer
 from gateway.config import EndpointConfig
 from gateway.definitions.model import MessageDefinition
 from gateway.jsontypes import JSON
+from gateway.options import OptionSpec
+from gateway.ports import Consumer, EndpointSettings, Producer
 from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, MQTT311, NATS
 from gateway.templates import Template, TemplateError, to_wildcard_filter
 
@@ -65,22 +67,39 @@ def _uri(endpoint: EndpointConfig) -> str:
 
 
 def settings_for(endpoint: EndpointConfig, options: dict[str, object]) -> EndpointSettings:
-    tls = endpoint.tls
     return EndpointSettings(
         uri=_uri(endpoint),
         username=endpoint.username,
         password=endpoint.password.reveal() if endpoint.password is not None else None,
         client_id=endpoint.client_id,
         options=options,
-        tls=TlsSettings(tls.ca_file, tls.cert_file, tls.key_file, tls.insecure)
-        if tls is not None else None,
+        tls=endpoint.tls,
     )
 
 
+#: One option spec per adapter; MQTT 3.1.1 and 5.0 share one adapter.
+OPTION_SPECS: dict[str, OptionSpec] = {
+    MQTT5: _mqtt_options.OPTIONS,
+    MQTT311: _mqtt_options.OPTIONS,
+    AMQP: _amqp_options.OPTIONS,
+    KAFKA: _kafka_options.OPTIONS,
+    NATS: _nats_options.OPTIONS,
+    HTTP: _http_options.OPTIONS,
+}
+
+
 class AdapterRegistry:
+    def option_spec(self, protocol: str | None) -> OptionSpec | None:
+        """The option spec of the adapter serving `protocol` (None: no adapter does)."""
+        return OPTION_SPECS.get(protocol or "")
+
+    def _options(self, endpoint: EndpointConfig) -> dict[str, object]:
+        spec = self.option_spec(endpoint.protocol)
+        return dict(endpoint.options) if spec is None else spec.canonical(endpoint.options)
+
     def consumer(self, endpoint: EndpointConfig,
                  messages: Sequence[MessageDefinition]) -> Consumer:
-        opts: dict[str, object] = dict(endpoint.options)
+        opts = self._options(endpoint)
         protocol = endpoint.protocol
         if protocol in (MQTT5, MQTT311):
             filters = _strings(opts.get("topicfilter")) or _filters(
@@ -89,10 +108,8 @@ class AdapterRegistry:
             group = opts.get("sharedsubscriptiongroup")
             if group:
                 filters = [f"$share/{group}/{f}" for f in filters]
-            opts["filters"] = filters
+            opts["topicfilter"] = filters
             opts["protocol"] = "3.1.1" if protocol == MQTT311 else "5.0"
-            if "sessionexpiryinterval" in opts:
-                opts["session_expiry"] = opts["sessionexpiryinterval"]
             return MqttConsumer(settings_for(endpoint, opts))
         if protocol == KAFKA:
             topics = _strings(opts.get("topics")) or _strings(opts.get("topic")) or [
@@ -101,7 +118,7 @@ class AdapterRegistry:
             opts.setdefault("consumergroup", f"xrgw-{endpoint.endpoint_id}")
             return KafkaConsumer(settings_for(endpoint, opts))
         if protocol == NATS:
-            opts["subjects"] = _strings(opts.get("subjectfilter")) or _strings(
+            opts["subjectfilter"] = _strings(opts.get("subjectfilter")) or _strings(
                 opts.get("subject")) or _filters(_address_values(messages, "subject"), "*", ".")
             return NatsConsumer(settings_for(endpoint, opts))
         if protocol == AMQP:
@@ -117,7 +134,7 @@ class AdapterRegistry:
         raise ValueError(f"endpoint {endpoint.endpoint_id}: no adapter for {protocol!r}")
 
     def producer(self, endpoint: EndpointConfig) -> Producer:
-        opts: dict[str, object] = dict(endpoint.options)
+        opts = self._options(endpoint)
         protocol = endpoint.protocol
         if protocol in (MQTT5, MQTT311):
             opts["protocol"] = "3.1.1" if protocol == MQTT311 else "5.0"
@@ -135,18 +152,22 @@ class AdapterRegistry:
         raise ValueError(f"endpoint {endpoint.endpoint_id}: no adapter for {protocol!r}")
 
     def output_defaults(self, endpoint: EndpointConfig) -> dict[str, JSON]:
-        opts = endpoint.options
+        """Record fields every outgoing record of this endpoint gets unless it has its own:
+        the endpoint's fixed address (topic, subject) and Kafka key and partition."""
+        opts = self._options(endpoint)
         protocol = endpoint.protocol
-        out: dict[str, JSON] = {}
-        if protocol in (MQTT5, MQTT311) and isinstance(opts.get("topic"), str):
-            out["topic_name"] = opts["topic"]
+        fields: tuple[tuple[str, str], ...] = ()
+        if protocol in (MQTT5, MQTT311):
+            fields = (("topic", "topic_name"),)
         elif protocol == KAFKA:
-            if isinstance(opts.get("topic"), str):
-                out["topic"] = opts["topic"]
-            if isinstance(opts.get("key"), str):
-                out["key"] = opts["key"]
-        elif protocol == NATS and isinstance(opts.get("subject"), str):
-            out["subject"] = opts["subject"]
+            fields = (("topic", "topic"), ("key", "key"), ("partition", "partition"))
+        elif protocol == NATS:
+            fields = (("subject", "subject"),)
+        out: dict[str, JSON] = {}
+        for option, record_field in fields:
+            value = opts.get(option)
+            if isinstance(value, (str, int)) and not isinstance(value, bool):
+                out[record_field] = value
         return out
 
 

@@ -485,7 +485,7 @@ async def preload(plan: Plan, config: Any, count: int) -> None:
         await nc.close()
     elif plan.src == "amqp":
         from adapters.amqp import AmqpProducer
-        from adapters.base import EndpointSettings
+        from gateway.ports import EndpointSettings
         from gateway.record import NativeMessage
 
         producer = AmqpProducer(EndpointSettings(plan.urls["amqp"],

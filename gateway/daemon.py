@@ -30,8 +30,8 @@ from gateway.definitions.sources import RegistryAccess
 from gateway.jsontypes import JSON
 from gateway.observability.admin import AdminServer
 from gateway.observability.metrics import Metrics
-from gateway.runtime.ports import ConsumerLike, ProducerLike
-from gateway.runtime.route import Output, RetryPolicy, Route
+from gateway.ports import Consumer, Producer
+from gateway.runtime.route import Output, Route
 
 log = logging.getLogger("xrgw.daemon")
 
@@ -40,9 +40,9 @@ class AdapterFactory(Protocol):
     """Makes adapters for configured endpoints (implemented in `adapters.registry`)."""
 
     def consumer(self, endpoint: EndpointConfig,
-                 messages: Sequence[MessageDefinition]) -> ConsumerLike: ...
+                 messages: Sequence[MessageDefinition]) -> Consumer: ...
 
-    def producer(self, endpoint: EndpointConfig) -> ProducerLike: ...
+    def producer(self, endpoint: EndpointConfig) -> Producer: ...
 
     def output_defaults(self, endpoint: EndpointConfig) -> dict[str, JSON]: ...
 
@@ -78,13 +78,11 @@ class Gateway:
             converter = Converter(route_cfg.messages, ambiguity=route_cfg.ambiguity)
             outputs = [self._output(config.endpoints[t], route_cfg.deliver)
                        for t in route_cfg.targets]
-            retry = RetryPolicy(route_cfg.retry.attempts, route_cfg.retry.initial_backoff,
-                                route_cfg.retry.max_backoff)
             routes.append(Route(
                 f"{route_cfg.source}->{','.join(route_cfg.targets)}", route_cfg.source,
                 self.factory.consumer(source, route_cfg.messages), converter, outputs,
                 deadletter=deadletter, metrics=self.metrics, mode=route_cfg.mode,
-                inflight=route_cfg.inflight, retry=retry))
+                inflight=route_cfg.inflight, retry=route_cfg.retry))
         self.metrics.definitions.set(sum(len(r.messages) for r in config.routes))
         return routes
 

@@ -19,10 +19,8 @@ from gateway.config._model import (
     EndpointConfig,
     GatewayConfig,
     LogConfig,
-    RetryConfig,
     RouteConfig,
     ShutdownConfig,
-    TlsConfig,
 )
 from gateway.config._schema import CONFIG_SPEC, DEADLETTER_LOG
 from gateway.config._secret import Secret, redact_uri
@@ -37,11 +35,9 @@ __all__ = [
     "Field",
     "GatewayConfig",
     "LogConfig",
-    "RetryConfig",
     "RouteConfig",
     "Secret",
     "ShutdownConfig",
-    "TlsConfig",
     "load_config",
     "load_config_text",
     "redact_uri",

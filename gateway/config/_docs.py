@@ -8,9 +8,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
+from gateway.config._adapter_options import option_spec
 from gateway.config._durations import format_duration
 from gateway.config._schema import CONFIG_SPEC
 from gateway.config._spec import OPTIONAL, REQUIRED, Field
+from gateway.options import OptionSpec
+from gateway.options import reference_markdown as options_markdown
+from gateway.protocols import PROTOCOLS
 
 
 def reference_markdown(spec: Field = CONFIG_SPEC) -> str:
@@ -24,7 +28,17 @@ def reference_markdown(spec: Field = CONFIG_SPEC) -> str:
         "|---|---|---|---|---|",
     ]
     lines.extend(_rows(spec, ""))
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n\n" + options_markdown(_adapter_specs())
+
+
+def _adapter_specs() -> dict[str, OptionSpec]:
+    """One spec per installed adapter, titled by the protocols it serves."""
+    served: dict[int, tuple[list[str], OptionSpec]] = {}
+    for protocol in PROTOCOLS:
+        spec = option_spec(protocol)
+        if spec is not None:
+            served.setdefault(id(spec), ([], spec))[0].append(protocol)
+    return {" and ".join(sorted(names)): spec for names, spec in served.values()}
 
 
 def iter_fields(spec: Field, prefix: str = "") -> Iterator[tuple[str, Field]]:

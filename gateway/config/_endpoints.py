@@ -11,37 +11,20 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import cast
 
+from gateway.config._adapter_options import has_adapters, option_spec
 from gateway.config._addresses import check_uri, definition_addresses, kafka_servers
-from gateway.config._model import EndpointConfig, TlsConfig
+from gateway.config._model import EndpointConfig
 from gateway.config._secret import Secret
-from gateway.definitions.checks import suggest
-from gateway.definitions.endpoints import known_options
+from gateway.definitions.checks import suggest, where
 from gateway.definitions.model import Catalog, Endpoint
 from gateway.jsontypes import JSON, JSONObject
-from gateway.problems import Problems, json_path
+from gateway.options import COMMON_OPTIONS, OptionSpec
+from gateway.ports import TlsSettings
+from gateway.problems import Problem, Problems, json_path
 from gateway.protocols import KAFKA
 
 Override = Mapping[str, object]
 
-
-# Deployment tuning the adapters read besides the xRegistry endpoint options (see each
-# adapter's options table); accepted in `endpoints.<id>.options` without a warning.
-ADAPTER_OPTIONS: dict[str, tuple[str, ...]] = {
-    "MQTT": ("filters", "protocol", "session_expiry", "keepalive", "max_in_flight",
-             "connect_timeout", "publish_timeout", "reconnect_max"),
-    "KAFKA": ("topics", "auto_offset_reset", "max_in_flight", "session_timeout_ms",
-              "heartbeat_interval_ms", "enable_idempotence", "connect_timeout",
-              "publish_timeout", "reconnect_max", "sasl_mechanism", "security_protocol"),
-    "NATS": ("subjects", "stream", "durable", "jetstream", "max_in_flight", "ack_wait",
-             "nak_delay", "pending_msgs_limit", "pending_bytes_limit", "connect_timeout",
-             "reconnect_wait", "publish_timeout", "reconnect_max", "creds_file",
-             "nkey_seed_file"),
-    "AMQP/1.0": ("address", "max_in_flight", "nack_outcome", "heartbeat", "connect_timeout",
-                 "publish_timeout", "reconnect_max"),
-    "HTTP": ("paths", "methods", "max_body_bytes", "max_in_flight", "settle_timeout",
-             "retry_after", "timeout", "retries", "backoff", "backoff_max", "max_headers",
-             "max_header_bytes", "read_timeout", "keepalive_timeout"),
-}
 
 # Options naming files (credentials read by the client library): resolved against the
 # config file's directory and checked to exist, like the tls files.
@@ -142,7 +125,7 @@ class EndpointResolver:
             return None
         return text
 
-    def _tls(self, eid: str, raw: object) -> TlsConfig | None:
+    def _tls(self, eid: str, raw: object) -> TlsSettings | None:
         if not isinstance(raw, Mapping):
             return None
         files: dict[str, str | None] = {}
@@ -154,8 +137,8 @@ class EndpointResolver:
                                     f"file '{self._path(name)}' does not exist",
                                     "correct the path (relative paths start at the config "
                                     "file's directory)")
-        return TlsConfig(files["ca_file"], files["cert_file"], files["key_file"],
-                         raw.get("insecure") is True)
+        return TlsSettings(files["ca_file"], files["cert_file"], files["key_file"],
+                           raw.get("insecure") is True)
 
     def _files(self, eid: str, options: dict[str, JSON]) -> dict[str, JSON]:
         for key in FILE_OPTIONS:
@@ -172,26 +155,44 @@ class EndpointResolver:
         return options
 
     def _options(self, endpoint: Endpoint, raw: object) -> dict[str, JSON]:
-        merged: JSONObject = {k: v for k, v in endpoint.protocol_options.items()
-                              if k != "endpoints"}
-        if not isinstance(raw, Mapping):
+        """The adapter's options: the document's protocoloptions overlaid by the config's
+        `endpoints.<id>.options`, each checked against the adapter's option spec and keyed
+        by its canonical name."""
+        eid = endpoint.endpoint_id
+        document = {k: v for k, v in endpoint.protocol_options.items()
+                    if k not in COMMON_OPTIONS}
+        override = raw if isinstance(raw, Mapping) else {}
+        spec = option_spec(endpoint.protocol)
+        if spec is None:
+            if override and has_adapters():
+                self.problems.error(
+                    self.file, json_path("endpoints", eid, "options"),
+                    f"no adapter serves protocol '{endpoint.protocol}', so its options "
+                    "cannot be checked", "fix the endpoint's protocol in the definitions")
+            merged: JSONObject = dict(document)
+            for key, value in override.items():
+                merged[str(key)] = _merge(merged.get(str(key)), value)
             return merged
-        known = known_options(endpoint.protocol) + ADAPTER_OPTIONS.get(
-            "MQTT" if (endpoint.protocol or "").startswith("MQTT") else endpoint.protocol or "",
-            ())
-        squashed = {_squash(k): k for k in known}
-        for key, value in raw.items():
-            name = squashed.get(_squash(str(key)))
-            if name is None:
-                close = suggest(str(key), known)
-                fix = f"did you mean '{close}'?" if close else f"known: {', '.join(known)}"
-                self.problems.warning(
-                    self.file, json_path("endpoints", endpoint.endpoint_id, "options", key),
-                    f"'{key}' is not a {endpoint.protocol} endpoint option; passed on as is",
-                    fix)
-                name = str(key)
-            merged[name] = _merge(merged.get(name), value)
-        return merged
+        values = self._document_options(endpoint, spec, document)
+        configured = spec.validate(override, "config", self.file, ("endpoints", eid, "options"),
+                                   self.problems)
+        for name, value in configured.items():
+            values[name] = _merge(values.get(name), value)
+        return values
+
+    def _document_options(self, endpoint: Endpoint, spec: OptionSpec,
+                          document: Mapping[str, JSON]) -> dict[str, JSON]:
+        """The document's options, problems reported where the document wrote them. Unknown
+        names are left out quietly: the definitions check has warned about them already."""
+        found = Problems()
+        known = {k: v for k, v in document.items() if spec.lookup(k) is not None}
+        values = spec.validate(known, "definitions", "", (), found)
+        for problem in found:
+            name = problem.path.removeprefix("$.").split(".")[0].split("[")[0].strip('"')
+            at = where(endpoint.field_provenance, endpoint.provenance, "protocoloptions", name)
+            self.problems.extend([Problem(problem.severity, at.file, at.path,
+                                          problem.message, problem.fix)])
+        return cast(dict[str, JSON], values)
 
     def _path(self, name: str) -> Path:
         path = Path(name).expanduser()
@@ -206,11 +207,6 @@ def _merge(base: JSON | None, over: object) -> JSON:
             out[str(key)] = _merge(out.get(str(key)), value)
         return out
     return cast(JSON, over)  # parsed YAML is JSON-like
-
-
-def _squash(name: str) -> str:
-    # The same comparison the definitions reader uses for option names.
-    return name.lower().replace("-", "").replace("_", "")
 
 
 def _str(value: object) -> str | None:

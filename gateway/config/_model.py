@@ -3,7 +3,9 @@
 Everything is resolved: endpoint addresses and credentials are final (overrides applied,
 `${VAR}` substituted, secret files read), protocol options are merged, and each endpoint
 carries its message definitions, so the daemon does not go back to the raw YAML or the
-catalog to assemble a route. Durations are float seconds.
+catalog to assemble a route. Durations are float seconds. Where the engine or the adapters
+take a value as it is configured, the config holds their type (`RetryPolicy`,
+`TlsSettings`) instead of a look-alike to be copied field by field.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from gateway.config._secret import Secret, redact_uri
 from gateway.definitions.model import Catalog, Endpoint, MessageDefinition, Usage
 from gateway.definitions.sources import RegistryAccess
 from gateway.jsontypes import JSON
+from gateway.ports import TlsSettings
+from gateway.runtime.retry import RetryPolicy
 
 Mode = Literal["binary", "structured"]
 Deliver = Literal["cloudevent", "native"]
@@ -43,13 +47,6 @@ class DefinitionSource:
 
 
 @dataclass(frozen=True)
-class RetryConfig:
-    attempts: int = 5
-    initial_backoff: float = 0.2
-    max_backoff: float = 10.0
-
-
-@dataclass(frozen=True)
 class RouteConfig:
     index: int  # position in `routes`, for problems and metrics labels
     source: str  # `from`: consumer endpoint id
@@ -59,18 +56,10 @@ class RouteConfig:
     deliver: Deliver = "cloudevent"
     ambiguity: Ambiguity = "first"
     inflight: int = 256
-    retry: RetryConfig = field(default_factory=RetryConfig)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
     # The definitions the route matches: its groups' messages, plus the consumer's inline
     # messages when `messagegroups` was not given.
     messages: tuple[MessageDefinition, ...] = field(default=(), repr=False)
-
-
-@dataclass(frozen=True)
-class TlsConfig:
-    ca_file: str | None = None
-    cert_file: str | None = None
-    key_file: str | None = None
-    insecure: bool = False
 
 
 @dataclass(frozen=True)
@@ -85,7 +74,7 @@ class EndpointConfig:
     username: str | None = None
     password: Secret | None = None
     client_id: str | None = None
-    tls: TlsConfig | None = None
+    tls: TlsSettings | None = None
     # The endpoint's protocoloptions (without `endpoints`) overlaid by the override options.
     options: Mapping[str, JSON] = field(default_factory=dict)
     envelope_options: Mapping[str, JSON] = field(default_factory=dict)

@@ -68,6 +68,11 @@ def _parse_kind(spec: Field, value: object, parts: Parts, ctx: Context) -> objec
             ctx.error(parts, f"'{value}' is not a duration", DURATION_FIX)
             return INVALID
         return seconds
+    if kind == "seconds":
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+            return float(value)
+        if isinstance(value, str) and (seconds := parse_duration(value)) is not None:
+            return seconds
     if kind == "enum" and isinstance(value, str):
         if value in spec.choices:
             return value
@@ -134,8 +139,14 @@ def _parse_object(spec: Field, value: dict[object, object], parts: Parts, ctx: C
 def _fits(spec: Field, value: object) -> bool:
     if spec.kind == "object":
         return isinstance(value, dict)
-    if spec.kind == "str":
+    if spec.kind in ("str", "enum"):
         return isinstance(value, str)
+    if spec.kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if spec.kind == "list":
+        return isinstance(value, list)
+    if spec.kind == "map":
+        return isinstance(value, dict)
     return False
 
 

@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import cast
 
-from gateway.config._model import Ambiguity, Deliver, Mode, RetryConfig, RouteConfig
+from gateway.config._model import Ambiguity, Deliver, Mode, RouteConfig
 from gateway.definitions.checks import suggest
 from gateway.definitions.model import Catalog, Endpoint, MessageDefinition
 from gateway.definitions.refs import group_id_of, to_xid
 from gateway.problems import Problems, json_path
 from gateway.protocols import MQTT311
+from gateway.runtime.retry import RetryPolicy
 
 _READS = ("consumer", "subscriber")
 
@@ -53,7 +54,7 @@ class RouteChecker:
             index=index, source=source_id, targets=targets, mode=mode, messagegroups=groups,
             deliver=deliver, ambiguity=cast(Ambiguity, raw["ambiguity"]),
             inflight=cast(int, raw["inflight"]),
-            retry=RetryConfig(cast(int, retry["attempts"]), cast(float, retry["initial_backoff"]),
+            retry=RetryPolicy(cast(int, retry["attempts"]), cast(float, retry["initial_backoff"]),
                               cast(float, retry["max_backoff"])),
             messages=messages,
         )

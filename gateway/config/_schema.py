@@ -96,7 +96,8 @@ _RETRY = Field(
         Field("attempts", "int", "Sends in total, the first included.", 5, 5, check=_positive),
         Field("initial_backoff", "duration", "Wait before the first retry; doubles per retry.",
               0.2, "200ms"),
-        Field("max_backoff", "duration", "Longest wait between retries.", 10.0, "10s"),
+        Field("max_backoff", "duration", "Longest wait between retries; a receiver's "
+              "Retry-After (HTTP) lengthens a wait up to this.", 10.0, "10s"),
     ),
     check=_backoffs, advanced=True,
 )
@@ -155,7 +156,8 @@ _OVERRIDE = Field(
               OPTIONAL, "/run/secrets/mqtt"),
         Field("client_id", "str", "Client id (MQTT) or client name.", OPTIONAL, "xrgw-1"),
         _TLS,
-        Field("options", "map", "Merged over the endpoint's protocoloptions (override wins).",
+        Field("options", "map", "Merged over the endpoint's protocoloptions (override wins); "
+              "checked against the adapter's options, see Endpoint options per protocol.",
               OPTIONAL, {"qos": 1}, item=Field("option", "any", "Protocol option value.")),
     ),
     check=_one_password,

@@ -16,6 +16,7 @@ Kind = Literal[
     "int",       # an integer (not a bool)
     "bool",      # true / false
     "duration",  # `30s`, `500ms`, `2m` -> float seconds
+    "seconds",   # a number of seconds (`10`, `0.5`) or a duration (`10s`) -> float seconds
     "enum",      # one of `choices`
     "list",      # a list of `item`
     "map",       # a mapping of string keys to `item` (free keys: ids, header names)
@@ -83,4 +84,5 @@ class Field:
             return " or ".join(v.type_name() for v in self.variants)
         if self.kind == "object":
             return "mapping"
-        return {"str": "string", "int": "integer", "bool": "true/false"}.get(self.kind, self.kind)
+        return {"str": "string", "int": "integer", "bool": "true/false",
+                "seconds": "seconds or duration"}.get(self.kind, self.kind)

@@ -17,6 +17,7 @@ Otherwise a random UUID (v4).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import uuid
@@ -75,5 +76,18 @@ def random_uuid() -> str:
 def event_id(record: NativeMessage) -> str:
     identity = native_identity(record)
     if identity is not None:
-        return str(uuid.uuid5(ID_NAMESPACE, identity))
+        return str(_name_uuid(identity))
     return random_uuid()
+
+
+def _name_uuid(identity: str) -> uuid.UUID:
+    """`uuid5(ID_NAMESPACE, identity)`. A lone surrogate (a hostile record's field, e.g. a
+    JSON `\\ud800` escape) cannot be UTF-8 encoded, which made `uuid5` raise and the route
+    nack the message forever; it is hashed as its own code unit instead (found by
+    tests/fuzz). Valid text takes the first branch and gets the same id as before."""
+    try:
+        return uuid.uuid5(ID_NAMESPACE, identity)
+    except UnicodeEncodeError:
+        name = identity.encode("utf-8", "surrogatepass")
+        digest = hashlib.sha1(ID_NAMESPACE.bytes + name, usedforsecurity=False).digest()
+        return uuid.UUID(bytes=digest[:16], version=5)

@@ -9,79 +9,58 @@
 - Messages with the same ordering key (Kafka topic+partition, MQTT topic, NATS subject,
   AMQP: all) are processed one after the other, so per-key order is kept; different keys
   run concurrently.
+- Each event is rendered for each output by `gateway.envelope.outgoing` (binding or native
+  message, defaults, trace headers); the route reads, converts, renders, sends, settles.
 - A source message is acked only when every output confirmed it, or when the dead letter
-  took it. Output failures are retried with exponential backoff and jitter; past the
-  budget the message is dead-lettered as `undeliverable`. When the dead letter itself
-  fails, the message is nacked for redelivery: intake slows down rather than dropping.
+  took it. Output failures are retried here, and only here (producers make one attempt
+  per write), with exponential backoff and jitter, waiting at least as long as a
+  receiver's Retry-After asks (up to the policy's longest backoff); past the budget the
+  message is dead-lettered as `undeliverable`. When the dead letter itself fails, the
+  message is nacked for redelivery: intake slows down rather than dropping.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from gateway import reasons
-from gateway.cloudevents import encode
-from gateway.cloudevents.event import CloudEvent
 from gateway.convert import Conversion, Converter
 from gateway.deadletter_format import deadletter_record
 from gateway.definitions.model import MessageDefinition
-from gateway.envelope.native import render_native
-from gateway.envelope.render import RenderError
+from gateway.envelope.outgoing import (
+    Deliver,
+    Mode,
+    OutputFormat,
+    RenderFailed,
+    member_record,
+    with_defaults,
+)
 from gateway.jsontypes import JSON
 from gateway.matching.matcher import Explanation
 from gateway.observability.metrics import Metrics
+from gateway.ports import Consumer, Delivery, EndOfInput, NotConnected, Producer
 from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, MQTT311, NATS
 from gateway.record import NativeMessage
-from gateway.runtime.ports import (
-    ConsumerLike,
-    DeliveryLike,
-    ProducerLike,
-    is_end_of_input,
-    is_not_connected,
-)
-from gateway.templates import Template, TemplateError
+from gateway.runtime.retry import RetryPolicy
 
 log = logging.getLogger("xrgw.route")
-
-Mode = Literal["binary", "structured"]
-Deliver = Literal["cloudevent", "native"]
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    attempts: int = 5
-    initial_backoff: float = 0.2
-    max_backoff: float = 10.0
-
-    def delay(self, attempt: int) -> float:
-        """Full-jitter exponential backoff: uniform in [base/2, base]."""
-        base = min(self.max_backoff, self.initial_backoff * (2**attempt))
-        return float(base * (0.5 + random.random() / 2))
 
 
 @dataclass
 class Output:
     endpoint_id: str
     protocol: str
-    producer: ProducerLike
+    producer: Producer
     # Fields every outgoing record gets unless it has them (topic, subject, path ...);
     # string values may hold placeholders filled from the match context.
     defaults: Mapping[str, JSON] = field(default_factory=dict)
     deliver: Deliver = "cloudevent"
     definitions: Sequence[MessageDefinition] = ()  # for deliver: native
-
-
-class SendFailed(Exception):
-    def __init__(self, endpoint: str, reason: str) -> None:
-        self.endpoint = endpoint
-        self.reason = reason
-        super().__init__(f"{endpoint}: {reason}")
 
 
 def ordering_key(record: NativeMessage) -> object:
@@ -103,7 +82,7 @@ class Route:
         self,
         name: str,
         source_endpoint: str,
-        consumer: ConsumerLike,
+        consumer: Consumer,
         converter: Converter,
         outputs: Sequence[Output],
         *,
@@ -119,13 +98,15 @@ class Route:
         self.consumer = consumer
         self.converter = converter
         self.outputs = list(outputs)
+        self._formats = [OutputFormat(o.protocol, mode, o.deliver, o.defaults, o.definitions)
+                         for o in self.outputs]
         self.deadletter = deadletter
         self.metrics = metrics
         self.mode: Mode = mode
         self.retry = retry or RetryPolicy()
         self.inflight_limit = inflight
         self._window = asyncio.Semaphore(inflight)
-        self._lanes: list[asyncio.Queue[tuple[DeliveryLike, float]]] = [
+        self._lanes: list[asyncio.Queue[tuple[Delivery, float]]] = [
             asyncio.Queue() for _ in range(lanes)
         ]
         self._lane_tasks: list[asyncio.Task[None]] = []
@@ -201,16 +182,14 @@ class Route:
     def _all_outputs(self) -> list[Output]:
         return self.outputs + ([self.deadletter] if self.deadletter is not None else [])
 
-    async def _connect(self, endpoint: str, port: ConsumerLike | ProducerLike) -> None:
+    async def _connect(self, endpoint: str, port: Consumer | Producer) -> None:
         attempt = 0
         while not self._stopping:
             try:
                 await port.connect()
                 self.metrics.connected.labels(endpoint).set(1)
                 return
-            except Exception as exc:
-                if not is_not_connected(exc):
-                    raise
+            except NotConnected as exc:
                 self.metrics.connected.labels(endpoint).set(0)
                 delay = self.retry.delay(min(attempt, 6))
                 log.warning("endpoint %s not connected (%s); retrying in %.1fs",
@@ -228,14 +207,16 @@ class Route:
             except asyncio.CancelledError:
                 self._window.release()
                 raise
-            except Exception as exc:
+            except EndOfInput:
                 self._window.release()
-                if is_end_of_input(exc):
-                    return
-                if is_not_connected(exc):
-                    self.metrics.connected.labels(self.source_endpoint).set(0)
-                    await self._connect(self.source_endpoint, self.consumer)
-                    continue
+                return
+            except NotConnected:
+                self._window.release()
+                self.metrics.connected.labels(self.source_endpoint).set(0)
+                await self._connect(self.source_endpoint, self.consumer)
+                continue
+            except Exception:
+                self._window.release()
                 log.exception("route %s: consumer failed; reconnecting", self.name)
                 await asyncio.sleep(self.retry.delay(0))
                 continue
@@ -253,7 +234,7 @@ class Route:
                 lane = self._inflight % len(self._lanes)
             self._lanes[lane].put_nowait((delivery, time.monotonic()))
 
-    async def _lane(self, queue: asyncio.Queue[tuple[DeliveryLike, float]]) -> None:
+    async def _lane(self, queue: asyncio.Queue[tuple[Delivery, float]]) -> None:
         while True:
             delivery, started = await queue.get()
             try:
@@ -271,7 +252,7 @@ class Route:
                     self._idle.set()
 
     # -- one message ------------------------------------------------------------------------
-    async def _process(self, delivery: DeliveryLike) -> None:
+    async def _process(self, delivery: Delivery) -> None:
         record = delivery.message
         counter = self._received.get(record.protocol)
         if counter is None:
@@ -306,7 +287,7 @@ class Route:
             if conversion.reason == reasons.UNMATCHED:
                 self.metrics.unmatched.labels(self.source_endpoint).inc()
             return await self._dead_letter_record(
-                _member_record(source, conversion), conversion.reason or reasons.UNMATCHED,
+                _member(source, conversion), conversion.reason or reasons.UNMATCHED,
                 conversion.detail, conversion.explain)
         assert conversion.match.definition is not None
         xid = conversion.match.definition.xid
@@ -314,11 +295,14 @@ class Route:
         if matched is None:
             matched = self._matched[xid] = self.metrics.matched.labels(self.source_endpoint, xid)
         matched.inc()
-        try:
-            outgoing = [(o, self._outgoing(o, conversion)) for o in self.outputs]
-        except SendFailed as exc:
-            return await self._dead_letter_record(
-                _member_record(source, conversion), reasons.UNDELIVERABLE, str(exc))
+        outgoing: list[tuple[Output, NativeMessage]] = []
+        for output, output_format in zip(self.outputs, self._formats, strict=True):
+            try:
+                outgoing.append((output, output_format.render(event, conversion.match.context)))
+            except RenderFailed as exc:
+                return await self._dead_letter_record(
+                    _member(source, conversion), reasons.UNDELIVERABLE,
+                    f"{output.endpoint_id}: {exc}")
         if len(outgoing) == 1:  # no gather (and its task) for the common single output
             failures = [await self._send(*outgoing[0])]
         else:
@@ -327,33 +311,19 @@ class Route:
         if not failed:
             return True
         return await self._dead_letter_record(
-            _member_record(source, conversion), reasons.UNDELIVERABLE, "; ".join(failed))
-
-    def _outgoing(self, output: Output, conversion: Conversion) -> NativeMessage:
-        event = conversion.event
-        assert event is not None
-        if output.deliver == "native":
-            target = _target_definition(output.definitions, event)
-            if target is None:
-                raise SendFailed(output.endpoint_id, "no message definition of the producer "
-                                 f"endpoint fits CloudEvent type {event.get_type()!r}")
-            rendered = render_native(target, event, conversion.match.context)
-            if isinstance(rendered, RenderError):
-                raise SendFailed(output.endpoint_id, rendered.message)
-            record = rendered
-        else:
-            try:
-                record = encode(event, output.protocol, self.mode)
-            except ValueError as exc:
-                raise SendFailed(output.endpoint_id, str(exc)) from exc
-        return _with_trace(_with_defaults(record, output.defaults, conversion, event), event)
+            _member(source, conversion), reasons.UNDELIVERABLE, "; ".join(failed))
 
     async def _send(self, output: Output, record: NativeMessage) -> str | None:
-        """Write with retries; None when confirmed, else why it was given up."""
+        """Write with retries; None when confirmed, else why it was given up. The route is
+        the one owner of retries: a producer makes one attempt per write and may say how
+        long the receiver wants it to wait (`Outcome.retry_after`), which the next attempt
+        honours within the policy's longest backoff."""
         reason = "not attempted"
+        retry_after: float | None = None
         for attempt in range(self.retry.attempts):
             if attempt:
-                await asyncio.sleep(self.retry.delay(attempt - 1))
+                await asyncio.sleep(self.retry.delay(attempt - 1, at_least=retry_after))
+                retry_after = None
             try:
                 # No explicit connect() here: producers reconnect inside write() behind a
                 # backoff gate and fail fast meanwhile, so a dead sink costs one quick
@@ -372,6 +342,7 @@ class Route:
                 return None
             self._track_connection(output)
             reason = outcome.reason or "failed"
+            retry_after = outcome.retry_after
             self.metrics.publish_errors.labels(
                 output.endpoint_id, "retryable" if outcome.retryable else "rejected").inc()
             if not outcome.retryable:
@@ -386,7 +357,7 @@ class Route:
             self._up[output.endpoint_id] = up
             self.metrics.connected.labels(output.endpoint_id).set(1 if up else 0)
 
-    async def _dead_letter(self, delivery: DeliveryLike, reason: str, detail: str,
+    async def _dead_letter(self, delivery: Delivery, reason: str, detail: str,
                            explain: Sequence[Explanation] = ()) -> None:
         if await self._dead_letter_record(delivery.message, reason, detail, explain):
             await delivery.ack()
@@ -404,7 +375,7 @@ class Route:
         record = deadletter_record(
             original, protocol=self.deadletter.protocol, reason=reason, detail=detail,
             explain=explain, source_endpoint=self.source_endpoint)
-        record = _with_defaults(record, self.deadletter.defaults, None, None)
+        record = with_defaults(record, self.deadletter.defaults)
         # The dead letter is the last resort: while it is down, hold the message (and its
         # window slot) and keep trying. Held slots fill the window, so intake stops --
         # back-pressure instead of dropping, and instead of nacking into a redelivery
@@ -427,87 +398,16 @@ class Route:
             await asyncio.sleep(self.retry.max_backoff)
 
 
-def _member_record(source: NativeMessage, conversion: Conversion) -> NativeMessage:
-    """What to dead-letter for one conversion: the source itself, or, for a member of an
-    HTTP batch, that member alone as a structured CloudEvent (nothing of the batch lost,
-    nothing delivered twice)."""
-    event = conversion.source_event or conversion.event
-    if event is None or source.protocol != HTTP:
-        return source
-    member = encode(event, HTTP, "structured")
-    fields = dict(source.fields)
-    fields["headers"] = [*member.fields.get("headers", [])]  # type: ignore[misc]
-    return NativeMessage(HTTP, fields, data=member.data, payload=member.payload,
-                         received_at=source.received_at)
+def _member(source: NativeMessage, conversion: Conversion) -> NativeMessage:
+    """What to dead-letter for one conversion of `source` (see `member_record`)."""
+    return member_record(source, conversion.source_event or conversion.event)
 
 
-async def _settle_quietly(delivery: DeliveryLike, reason: str, retry: bool) -> None:
+async def _settle_quietly(delivery: Delivery, reason: str, retry: bool) -> None:
     try:
         await delivery.nack(reason, retry=retry)
     except Exception:
         log.debug("delivery already settled", exc_info=True)
 
 
-def _target_definition(definitions: Sequence[MessageDefinition],
-                       event: CloudEvent) -> MessageDefinition | None:
-    typed = [d for d in definitions
-             if (p := d.envelope_metadata.get("type")) is not None and p.value == event.get_type()]
-    if len(typed) >= 1:
-        return typed[0]
-    native = [d for d in definitions if d.protocol is not None]
-    return native[0] if len(native) == 1 else None
-
-
-def _with_trace(record: NativeMessage, event: CloudEvent) -> NativeMessage:
-    """Also carry the CloudEvent's W3C trace context as the protocol's own `traceparent`
-    header, so tracers that know nothing of CloudEvents continue the trace."""
-    attrs = event.get_attributes()
-    trace = {k: attrs[k] for k in ("traceparent", "tracestate") if isinstance(attrs.get(k), str)}
-    if not trace:
-        return record
-    fields = dict(record.fields)
-    protocol = record.protocol
-    if protocol in (KAFKA, NATS, HTTP, MQTT5):
-        key = "user_properties" if protocol == MQTT5 else "headers"
-        pairs = list(fields.get(key) or [])  # type: ignore[arg-type]
-        names = {p.get("name") for p in pairs if isinstance(p, dict)}
-        pairs += [{"name": k, "value": v} for k, v in trace.items() if k not in names]
-        fields[key] = pairs
-    elif protocol == AMQP:
-        section = dict(fields.get("application-properties") or {})  # type: ignore[arg-type]
-        for k, v in trace.items():
-            section.setdefault(k, v)
-        fields["application-properties"] = section
-    else:
-        return record
-    return record.replace_fields(fields)
-
-
-def _with_defaults(record: NativeMessage, defaults: Mapping[str, JSON],
-                   conversion: Conversion | None, event: CloudEvent | None) -> NativeMessage:
-    if not defaults:
-        return record
-    fields_in = record.fields
-    missing = {k: v for k, v in defaults.items() if k not in fields_in}
-    if not missing:
-        return record
-    context: dict[str, str] | None = None
-    fields = dict(fields_in)
-    for name, value in missing.items():
-        if isinstance(value, str) and "{" in value:
-            if context is None:  # built only when a default is a template
-                context = {}
-                if event is not None:
-                    context.update({k: str(v) for k, v in event.get_attributes().items()})
-                if conversion is not None:
-                    context.update(conversion.match.context)
-            try:
-                value = Template.parse(value).expand(context)
-            except (TemplateError, KeyError) as exc:
-                raise SendFailed("output", f"{name} template {value!r}: no value for {exc}") \
-                    from exc
-        fields[name] = value
-    return record.replace_fields(fields)
-
-
-__all__ = ["HTTP", "Output", "RetryPolicy", "Route", "SendFailed", "ordering_key"]
+__all__ = ["HTTP", "Output", "Route", "ordering_key"]

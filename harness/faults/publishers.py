@@ -19,7 +19,7 @@ from nats.js.api import PubAck
 from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 
 from adapters.amqp import AmqpProducer
-from adapters.base import EndpointSettings
+from gateway.ports import EndpointSettings
 from gateway.protocols import AMQP
 from gateway.record import NativeMessage
 from harness.brokers import Mosquitto, Tansu

@@ -19,13 +19,14 @@ from fuzz_support import BODIES, CATALOG, RAW_HEADER_NAMES, fuzz
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapters.base import EndpointSettings
 from adapters.http import HttpConsumer
 from adapters.memory import MemoryProducer
 from gateway.convert import Converter
 from gateway.deadletter_format import deadletter_metadata
 from gateway.observability.metrics import Metrics
-from gateway.runtime.route import Output, RetryPolicy, Route
+from gateway.ports import EndpointSettings
+from gateway.runtime.retry import RetryPolicy
+from gateway.runtime.route import Output, Route
 
 MAX_BODY = 256 * 1024
 

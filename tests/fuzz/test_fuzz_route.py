@@ -21,15 +21,16 @@ from adapters._http_record import to_request
 from adapters._kafka_record import to_send
 from adapters._mqtt_record import to_publish as mqtt_publish
 from adapters._nats_record import to_publish as nats_publish
-from adapters.base import Outcome
 from adapters.memory import MemoryConsumer, MemoryProducer
 from gateway import reasons
 from gateway.convert import Converter
 from gateway.deadletter_format import deadletter_metadata
 from gateway.observability.metrics import Metrics
+from gateway.ports import Outcome
 from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, MQTT311, NATS
 from gateway.record import NativeMessage
-from gateway.runtime.route import Output, RetryPolicy, Route
+from gateway.runtime.retry import RetryPolicy
+from gateway.runtime.route import Output, Route
 
 CONVERTER = Converter(CATALOG.messages())
 FAST = RetryPolicy(attempts=2, initial_backoff=0.0005, max_backoff=0.001)

@@ -11,7 +11,7 @@ import pytest
 from support import asyncio_test
 
 from adapters.amqp import AmqpConsumer, AmqpProducer
-from adapters.base import AlreadySettled, Delivery, EndpointSettings, NotConnected
+from gateway.ports import AlreadySettled, Delivery, EndpointSettings, NotConnected
 from gateway.record import NativeMessage
 from harness.brokers import RabbitMQ, free_port
 

@@ -8,7 +8,9 @@ import json
 import time
 from collections import deque
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -17,9 +19,15 @@ from aiohttp import web
 from support import asyncio_test
 from yarl import URL
 
-from adapters.base import AlreadySettled, Delivery, EndpointSettings, NotConnected
 from adapters.http import HttpConsumer, HttpProducer
+from adapters.memory import MemoryConsumer, MemoryProducer
+from gateway.convert import Converter
+from gateway.definitions import load_catalog
+from gateway.observability.metrics import Metrics
+from gateway.ports import AlreadySettled, Delivery, EndpointSettings, NotConnected
 from gateway.record import NativeMessage
+from gateway.runtime.retry import RetryPolicy
+from gateway.runtime.route import Output, Route
 from harness.brokers import free_port
 
 TIMEOUT = 5.0
@@ -261,10 +269,14 @@ async def test_ingress_port_in_use_is_not_connected() -> None:
 
 @dataclass
 class Receiver:
-    """A webhook receiver answering from a script of statuses (then 200)."""
+    """A webhook receiver answering from a script of statuses (then 200); failures carry
+    `Retry-After: <retry_after>` when it is set. `arrived` holds each request's arrival
+    (time.monotonic())."""
 
     statuses: deque[int] = field(default_factory=deque)
+    retry_after: str | None = None
     seen: list[tuple[str, str, list[tuple[str, str]], bytes]] = field(default_factory=list)
+    arrived: list[float] = field(default_factory=list)
     runner: web.AppRunner | None = None
     url: str = ""
 
@@ -282,20 +294,37 @@ class Receiver:
             await self.runner.cleanup()
 
     async def _handle(self, request: web.Request) -> web.Response:
+        self.arrived.append(time.monotonic())
         headers = [(k, v) for k, v in request.headers.items()]
         self.seen.append((request.method, request.raw_path, headers, await request.read()))
         status = self.statuses.popleft() if self.statuses else 200
-        return web.Response(status=status, text="nope" if status >= 400 else "")
+        if status < 400:
+            return web.Response(status=status)
+        extra = {"Retry-After": self.retry_after} if self.retry_after is not None else None
+        return web.Response(status=status, text="nope", headers=extra)
 
 
 def _producer(url: str, **options: Any) -> HttpProducer:
-    options.setdefault("backoff", 0.01)
     return HttpProducer(EndpointSettings(url, options=options))
 
 
 def _record(**fields: Any) -> NativeMessage:
     data = fields.pop("data", {"n": 1})
     return NativeMessage("HTTP", fields, data)
+
+
+@asynccontextmanager
+async def _egress(*statuses: int, retry_after: str | None = None,
+                  path: str = "") -> AsyncIterator[tuple[Receiver, HttpProducer]]:
+    """A receiver answering `statuses` (then 200) and a producer sending to it + `path`."""
+    receiver = Receiver(deque(statuses), retry_after)
+    await receiver.start()
+    producer = _producer(receiver.url + path)
+    try:
+        yield receiver, producer
+    finally:
+        await producer.aclose()
+        await receiver.stop()
 
 
 async def _write(producer: HttpProducer, *records: NativeMessage) -> list[Any]:
@@ -305,10 +334,7 @@ async def _write(producer: HttpProducer, *records: NativeMessage) -> list[Any]:
 
 @asyncio_test
 async def test_egress_delivered_with_path_query_headers_and_body() -> None:
-    receiver = Receiver()
-    await receiver.start()
-    producer = _producer(f"{receiver.url}/base")
-    try:
+    async with _egress(path="/base") as (receiver, producer):
         record = _record(
             method="PUT",
             path="/in/a%2Fb",
@@ -327,60 +353,60 @@ async def test_egress_delivered_with_path_query_headers_and_body() -> None:
         assert ("X-Trace-Id", "t-1") in headers
         assert dict(headers)["Content-Type"] == "application/json"
         assert json.loads(body) == {"amount": 12.5}
-    finally:
-        await producer.aclose()
-        await receiver.stop()
 
 
 @asyncio_test
-async def test_egress_retries_503_then_succeeds() -> None:
-    receiver = Receiver(deque([503, 503]))
-    await receiver.start()
-    producer = _producer(receiver.url)
-    try:
+async def test_egress_makes_one_request_per_write_the_route_retries() -> None:
+    async with _egress(503, 503) as (receiver, producer):
+        for expected in (1, 2):
+            [outcome] = await _write(producer, _record())
+            assert not outcome.delivered and outcome.retryable
+            assert len(receiver.seen) == expected  # no retry of its own
         [outcome] = await _write(producer, _record())
         assert outcome.delivered
         assert len(receiver.seen) == 3
         assert receiver.seen[0][0] == "POST"
-    finally:
-        await producer.aclose()
-        await receiver.stop()
 
 
 @asyncio_test
-async def test_egress_gives_up_after_retries_as_retryable() -> None:
-    receiver = Receiver(deque([429, 500, 503]))
-    await receiver.start()
-    producer = _producer(receiver.url, retries=2)
-    try:
-        [outcome] = await _write(producer, _record())
-        assert not outcome.delivered and outcome.retryable
-        assert outcome.reason is not None and "503" in outcome.reason
-        assert len(receiver.seen) == 3
-    finally:
-        await producer.aclose()
-        await receiver.stop()
+async def test_egress_408_429_5xx_are_retryable_after_one_request_each() -> None:
+    async with _egress(408, 429, 500, 503) as (receiver, producer):
+        for status in (408, 429, 500, 503):
+            [outcome] = await _write(producer, _record())
+            assert not outcome.delivered and outcome.retryable
+            assert outcome.reason is not None and str(status) in outcome.reason
+            assert outcome.retry_after is None  # the receiver named no wait
+        assert len(receiver.seen) == 4
+
+
+@asyncio_test
+async def test_egress_reports_retry_after_in_seconds_without_waiting() -> None:
+    async with _egress(429, 503, retry_after="30") as (receiver, producer):
+        started = time.monotonic()
+        first, second = await _write(producer, _record(), _record())
+        assert time.monotonic() - started < 5.0  # reported, not waited out
+        assert first.retry_after == 30.0 and first.retryable and "429" in (first.reason or "")
+        assert second.retry_after == 30.0 and "503" in (second.reason or "")
+        assert len(receiver.seen) == 2
+        receiver.statuses.append(503)
+        receiver.retry_after = "Fri, 31 Dec 1999 23:59:59 GMT"  # the date form is ignored
+        [dated] = await _write(producer, _record())
+        assert dated.retryable and dated.retry_after is None
 
 
 @asyncio_test
 async def test_egress_400_not_retried() -> None:
-    receiver = Receiver(deque([400]))
-    await receiver.start()
-    producer = _producer(receiver.url)
-    try:
+    async with _egress(400) as (receiver, producer):
         bad, good = await _write(producer, _record(), _record())
         assert not bad.delivered and not bad.retryable
         assert bad.reason == "HTTP 400: nope"
         assert good.delivered
         assert len(receiver.seen) == 2
-    finally:
-        await producer.aclose()
-        await receiver.stop()
 
 
 @asyncio_test
 async def test_egress_connection_refused_fails_retryable_quickly() -> None:
-    producer = _producer(f"http://127.0.0.1:{free_port()}", retries=3)
+    producer = _producer(f"http://127.0.0.1:{free_port()}")
     try:
         started = time.monotonic()
         outcomes = await _write(producer, _record(), _record(), _record())
@@ -407,3 +433,51 @@ async def test_egress_into_ingress_round_trip() -> None:
     finally:
         await producer.aclose()
         await consumer.aclose()
+
+
+# ====================================================================== egress in a route
+
+STORE = Path(__file__).resolve().parents[2] / "config/examples/store.xreg.json"
+
+
+def _sale() -> NativeMessage:
+    return NativeMessage("MQTT/5.0", {
+        "topic_name": "/store/12/cashierdesk/1", "qos": 1,
+        "user_properties": [{"name": "eventType", "value": "com.example.sale"}]},
+        data={"desk": 1})
+
+
+async def _route_to(producer: HttpProducer, retry: RetryPolicy) -> tuple[
+        MemoryConsumer, MemoryProducer]:
+    """One sale through a route whose only output is `producer`; back when it is settled."""
+    consumer = MemoryConsumer([_sale()], close_when_empty=True)
+    dlq = MemoryProducer()
+    route = Route("to-http", "in", consumer, Converter(load_catalog([STORE]).messages()),
+                  [Output("hook", "HTTP", producer)],
+                  deadletter=Output("dlq", "KAFKA", dlq, defaults={"topic": "dead"}),
+                  metrics=Metrics(), retry=retry)
+    await route.start()
+    await asyncio.wait_for(route.wait_finished(), 3 * TIMEOUT)
+    await route.stop(grace=TIMEOUT)
+    return consumer, dlq
+
+
+@asyncio_test
+async def test_route_retries_http_egress_waiting_out_retry_after() -> None:
+    async with _egress(503, retry_after="1") as (receiver, producer):
+        consumer, dlq = await _route_to(producer, RetryPolicy(3, 0.01, 5.0))
+        assert len(receiver.seen) == 2  # the producer's one request, the route's retry
+        assert receiver.arrived[1] - receiver.arrived[0] >= 1.0  # not the 10 ms backoff
+        assert len(consumer.acked) == 1 and not dlq.written
+
+
+@asyncio_test
+async def test_route_caps_retry_after_at_its_longest_backoff_then_dead_letters() -> None:
+    async with _egress(503, 503, 503, retry_after="120") as (receiver, producer):
+        started = time.monotonic()
+        consumer, dlq = await _route_to(producer, RetryPolicy(3, 0.01, 0.2))
+        assert time.monotonic() - started < TIMEOUT  # two waits of at most 0.2 s
+        assert len(receiver.seen) == 3  # the route's budget, nothing more
+        gaps = [b - a for a, b in zip(receiver.arrived, receiver.arrived[1:], strict=False)]
+        assert all(gap >= 0.2 for gap in gaps)  # Retry-After raised the waits to the cap
+        assert len(consumer.acked) == 1 and len(dlq.written) == 1

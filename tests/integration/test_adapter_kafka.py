@@ -14,14 +14,8 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-
 from support import asyncio_test
 
 from adapters import kafka as kafka_adapter
-from adapters.base import (
-    AlreadySettled,
-    Delivery,
-    EndOfInput,
-    EndpointSettings,
-    NotConnected,
-)
 from adapters.kafka import KafkaConsumer, KafkaOptions, KafkaProducer
+from gateway.ports import AlreadySettled, Delivery, EndOfInput, EndpointSettings, NotConnected
 from gateway.record import NativeMessage
 from harness.brokers import Tansu, free_port
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from support import asyncio_test
 
-from adapters.base import AlreadySettled, Delivery, EndpointSettings, NotConnected
 from adapters.mqtt import MqttConsumer, MqttProducer
+from gateway.ports import AlreadySettled, Delivery, EndpointSettings, NotConnected
 from gateway.record import NativeMessage
 from harness.brokers import Mosquitto
 

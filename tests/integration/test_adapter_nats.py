@@ -13,8 +13,8 @@ import pytest
 from nats.js.api import StreamConfig
 from support import asyncio_test
 
-from adapters.base import AlreadySettled, Delivery, EndpointSettings, NotConnected
 from adapters.nats import NatsConsumer, NatsProducer
+from gateway.ports import AlreadySettled, Delivery, EndpointSettings, NotConnected
 from gateway.record import NativeMessage
 from harness.brokers import NatsServer, free_port
 

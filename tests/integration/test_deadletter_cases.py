@@ -111,7 +111,7 @@ def _config(tmp: Path, sfx: str, *, tansu: Any, nats_server: Any) -> Path:
             "dl-sink": {"uri": nats_server.url},
             # nothing listens there; one HTTP attempt per send, the route retries
             "dl-down": {"uri": f"http://127.0.0.1:{free_port()}/down",
-                        "options": {"retries": 0, "timeout": 2}},
+                        "options": {"timeout": 2}},
             "dlq": {"uri": tansu.url},
         },
     }

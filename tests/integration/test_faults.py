@@ -497,7 +497,7 @@ def test_sink_down_past_retry_budget_dead_letters(tmp_path, mosquitto, tansu, ru
         tmp_path, name="budget", mqtt=mosquitto, client_id=f"xrgw-faults-budget-{run_id}",
         run=run_id, outputs={"faults-http-out": {
             "uri": f"http://127.0.0.1:{sink.port}/sink",
-            "options": {"retries": 0, "timeout": 2}}},
+            "options": {"timeout": 2}}},
         tansu=tansu, deadletter_topic=dead_topic, admin_port=port, retry=SHORT_RETRY)
     reasons: Counter[str] = Counter()  # dead letters by `xrgw-reason`
 

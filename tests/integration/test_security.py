@@ -34,13 +34,13 @@ from aiohttp import web
 from support import asyncio_test
 
 from adapters.amqp import AmqpConsumer, AmqpProducer
-from adapters.base import EndpointSettings, NotConnected, TlsSettings
 from adapters.http import HttpConsumer, HttpProducer
 from adapters.kafka import KafkaConsumer, KafkaOptions, KafkaProducer
 from adapters.mqtt import MqttConsumer, MqttProducer
 from adapters.nats import NatsConsumer, NatsProducer
 from gateway.definitions import load_catalog
 from gateway.definitions.sources import load_url
+from gateway.ports import EndpointSettings, NotConnected, TlsSettings
 from gateway.record import NativeMessage
 from harness.brokers import Mosquitto, NatsServer, RabbitMQ, Tansu, TlsFiles, free_port
 from harness.tls import Pki, make_pki
@@ -496,7 +496,7 @@ async def _https_ingress(pki: Pki, **options: Any) -> HttpConsumer:
 
 def _egress(url: str, tls: TlsSettings | None, password: str | None = TOKEN) -> HttpProducer:
     return HttpProducer(EndpointSettings(url, password=password, tls=tls,
-                                         options={"retries": 0, "timeout": 5}))
+                                         options={"timeout": 5}))
 
 
 async def _send_one(producer: HttpProducer, consumer: HttpConsumer | None) -> Any:

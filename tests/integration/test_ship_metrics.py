@@ -111,7 +111,7 @@ def _configs(tmp: Path, sfx: str, mosquitto: Any, nats_server: Any) -> tuple[Pat
             "out-nats": {"uri": nats_server.url},
             "dead-nats": {"uri": nats_server.url},
             "out-broken": {"uri": f"http://127.0.0.1:{refused}/nowhere",
-                           "options": {"retries": 0, "timeout": 1}},
+                           "options": {"timeout": 1}},
         },
     }
     drop = {

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from adapters.base import AlreadySettled, Consumer, EndOfInput, NotConnected, Outcome, Producer
 from adapters.memory import MemoryConsumer, MemoryProducer
+from gateway.ports import AlreadySettled, Consumer, EndOfInput, NotConnected, Outcome, Producer
 from gateway.record import NativeMessage
 
 

@@ -7,12 +7,13 @@ from pathlib import Path
 from gateway.config import (
     CONFIG_SPEC,
     GatewayConfig,
-    RetryConfig,
     Secret,
     load_config,
     load_config_text,
     redact_uri,
 )
+from gateway.ports import TlsSettings
+from gateway.runtime.retry import RetryPolicy
 
 ROOT = Path(__file__).resolve().parents[3]
 STORE = ROOT / "config/examples/store.xreg.json"
@@ -69,7 +70,7 @@ def test_defaults(tmp_path: Path) -> None:
     route = config.routes[0]
     assert (route.mode, route.deliver, route.ambiguity, route.inflight) == (
         "binary", "cloudevent", "first", 256)
-    assert route.retry == RetryConfig(5, 0.2, 10.0)
+    assert route.retry == RetryPolicy(5, 0.2, 10.0)
     assert (config.log.level, config.log.format, config.shutdown.grace) == ("info", "json", 30.0)
     assert (config.admin.host, config.admin.port) == ("127.0.0.1", 9464)
     assert config.definitions[0].location == str(STORE)
@@ -100,7 +101,7 @@ endpoints:
     config = _load(tmp_path, text)
     route = config.routes[0]
     assert route.messagegroups == ("store",)
-    assert route.retry == RetryConfig(2, 0.5, 90.0)
+    assert route.retry == RetryPolicy(2, 0.5, 90.0)
     assert (route.inflight, route.ambiguity, route.mode) == (8, "deadletter", "structured")
     assert config.deadletter is None
     assert (config.admin.host, config.admin.port, config.admin.listen) == ("::1", 9000,
@@ -108,7 +109,7 @@ endpoints:
     assert config.shutdown.grace == 120.0
     mqtt = config.endpoints["store-mqtt"]
     assert mqtt.tls is not None and mqtt.tls.insecure
-    assert mqtt.tls.ca_file == str(tmp_path / "ca.pem")
+    assert mqtt.tls == TlsSettings(ca_file=str(tmp_path / "ca.pem"), insecure=True)
     # option spellings are compared like the definitions reader does
     assert mqtt.options == {"topicfilter": "/x/#", "qos": 0}
     assert config.definitions[0].location == str(tmp_path / "defs")

@@ -1,3 +1,4 @@
+import uuid
 from datetime import UTC, datetime
 
 from gateway.envelope.ids import event_id
@@ -79,6 +80,14 @@ def test_ids_are_deterministic_from_native_identity():
     assert event_id(amqp) == event_id(amqp)
     plain = NativeMessage("MQTT/3.1.1", {"topic_name": "x"})
     assert event_id(plain) != event_id(plain)  # random without identity
+
+
+def test_event_id_of_an_identity_with_a_lone_surrogate_is_stable():
+    # Text that UTF-8 cannot encode (a JSON "\ud800" escape) must not fail the message.
+    k1 = NativeMessage("KAFKA", {"topic": "t\ud800", "partition": 0, "offset": 5})
+    k2 = NativeMessage("KAFKA", {"topic": "t\udfff", "partition": 0, "offset": 5})
+    assert event_id(k1) == event_id(k1) != event_id(k2)
+    assert uuid.UUID(event_id(k1)).version == 5
 
 
 def test_reverse_renders_native_message_from_cloudevent():

@@ -1,5 +1,4 @@
-"""Every real catalog in tests/data (copied third-party catalogs) loads without errors, with
-real content."""
+"""Every real catalog in tests/data (copied third-party files) loads without errors."""
 
 from __future__ import annotations
 

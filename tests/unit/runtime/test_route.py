@@ -2,20 +2,24 @@
 ordering, metrics."""
 
 import asyncio
+import time
 from pathlib import Path
 
-from adapters.base import Outcome
 from adapters.memory import MemoryConsumer, MemoryProducer
 from gateway.convert import Converter
 from gateway.deadletter_format import deadletter_metadata, original_record
 from gateway.definitions import load_catalog
 from gateway.observability.metrics import Metrics
+from gateway.ports import Outcome
 from gateway.record import NativeMessage
-from gateway.runtime.route import Output, RetryPolicy, Route
+from gateway.runtime.retry import RetryPolicy
+from gateway.runtime.route import Output, Route
 
 ROOT = Path(__file__).resolve().parents[3]
 CATALOG = load_catalog([ROOT / "config/examples/store.xreg.json"])
 FAST = RetryPolicy(attempts=3, initial_backoff=0.001, max_backoff=0.002)
+PATIENT = RetryPolicy(attempts=3, initial_backoff=0.001, max_backoff=5.0)  # room for Retry-After
+FAST_CAPPED = RetryPolicy(attempts=3, initial_backoff=0.001, max_backoff=0.05)
 
 
 def sale(desk: int, store: int = 12) -> NativeMessage:
@@ -29,7 +33,7 @@ def unmatched() -> NativeMessage:
     return NativeMessage("MQTT/5.0", {"topic_name": "/nowhere", "qos": 1}, payload=b"\x00raw")
 
 
-def build(messages, *, out=None, dlq=None, inflight=8, mode="binary"):
+def build(messages, *, out=None, dlq=None, inflight=8, mode="binary", retry=FAST):
     consumer = MemoryConsumer(messages, close_when_empty=True, max_in_flight=inflight)
     out = out or MemoryProducer()
     dlq = dlq or MemoryProducer()
@@ -38,7 +42,7 @@ def build(messages, *, out=None, dlq=None, inflight=8, mode="binary"):
         "store", "store-mqtt", consumer, Converter(CATALOG.messages()),
         [Output("events-kafka", "KAFKA", out, defaults={"topic": "store-{storeid}"})],
         deadletter=Output("dlq", "KAFKA", dlq, defaults={"topic": "dead"}),
-        metrics=metrics, inflight=inflight, retry=FAST, mode=mode)
+        metrics=metrics, inflight=inflight, retry=retry, mode=mode)
     return route, consumer, out, dlq, metrics
 
 
@@ -116,6 +120,51 @@ def test_transient_failure_then_success_is_delivered_once():
     route, consumer, _, dlq, _ = build([sale(1)], out=out)
     asyncio.run(run_to_end(route, consumer))
     assert len(out.written) == 1 and not dlq.written and len(consumer.acked) == 1
+
+
+class TimedProducer(MemoryProducer):
+    """Notes when each write started (time.monotonic())."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.writes: list[float] = []
+
+    async def write(self, messages):
+        self.writes.append(time.monotonic())
+        return await super().write(messages)
+
+
+def test_retry_waits_at_least_the_receivers_retry_after():
+    out = TimedProducer()
+    out.fail_next(Outcome.failed("busy", retryable=True, retry_after=0.3))
+    route, consumer, _, dlq, _ = build([sale(1)], out=out, retry=PATIENT)
+    asyncio.run(run_to_end(route, consumer))
+    assert len(out.writes) == 2 and len(out.written) == 1 and not dlq.written
+    assert out.writes[1] - out.writes[0] >= 0.3  # not the policy's 1 ms
+
+
+def test_retry_after_is_capped_by_the_policys_longest_backoff():
+    out = TimedProducer(rule=lambda m: Outcome.failed("busy", retryable=True, retry_after=60))
+    route, consumer, _, dlq, metrics = build([sale(1)], out=out, retry=FAST_CAPPED)
+    started = time.monotonic()
+    asyncio.run(run_to_end(route, consumer))
+    assert time.monotonic() - started < 2.0  # two waits of 50 ms, not two minutes
+    gaps = [b - a for a, b in zip(out.writes, out.writes[1:], strict=False)]
+    assert len(gaps) == 2 and all(gap >= 0.05 for gap in gaps)
+    assert deadletter_metadata(dlq.written[0])["xrgw-reason"] == "undeliverable"
+    assert sample(metrics, "xrgw_publish_errors_total", endpoint="events-kafka",
+                  reason="retryable") == 3
+
+
+def test_retry_after_of_one_failure_does_not_stretch_the_next_wait():
+    out = TimedProducer()
+    out.fail_next(Outcome.failed("busy", retryable=True, retry_after=0.3),
+                  Outcome.failed("timeout", retryable=True))
+    route, consumer, _, dlq, _ = build([sale(1)], out=out, retry=PATIENT)
+    asyncio.run(run_to_end(route, consumer))
+    first, second = (b - a for a, b in zip(out.writes, out.writes[1:], strict=False))
+    assert first >= 0.3 and second < 0.2
+    assert len(out.written) == 1 and not dlq.written
 
 
 def test_dead_letter_down_holds_the_message_then_nacks_on_stop_never_drops():

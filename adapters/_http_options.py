@@ -1,0 +1,112 @@
+"""The HTTP adapter's option spec: names, types, defaults, and the xRegistry endpoint
+options it does not implement. `adapters/http.py` reads its options through it; the
+config loader validates endpoints with it; docs/configuration.md shows it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from gateway.config import Field
+from gateway.config._spec import REQUIRED
+from gateway.options import Option, OptionSpec, Side, Unsupported
+
+# RFC 9110 token: what a method and a header name may consist of.
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+
+def _method(value: object) -> tuple[str, str] | None:
+    if isinstance(value, str) and not _TOKEN.match(value):
+        return f"{value!r} is not an HTTP method", "write a method such as POST or PUT"
+    return None
+
+
+def _header_names(value: object) -> tuple[str, str] | None:
+    if isinstance(value, dict):
+        names = [str(name) for name in value]
+    elif isinstance(value, list):
+        names = [str(pair.get("name")) for pair in value if isinstance(pair, dict)]
+    else:
+        names = []
+    for name in names:
+        if not _TOKEN.match(name):
+            return (f"{name!r} is not a valid header name",
+                    "use letters, digits and - (e.g. X-Source)")
+    return None
+
+
+def _positive(value: object) -> tuple[str, str] | None:
+    if isinstance(value, int) and value < 1:
+        return f"must be at least 1, not {value}", "write a number such as 64"
+    return None
+
+
+def _seconds(name: str, default: float, description: str, side: Side = "both") -> Option:
+    return Option(Field(name, "seconds", description, default=float(default)), side=side)
+
+
+def _consumer_int(name: str, default: int, description: str) -> Option:
+    return Option(Field(name, "int", description, default=default, check=_positive),
+                  side="consumer")
+
+
+_TEXT = Field("value", "str", "text")
+_PAIR = Field("header", "object", "a header", fields=(
+    Field("name", "str", "header name", default=REQUIRED),
+    Field("value", "str", "header value", default=REQUIRED)))
+_AUTH_HINT = ("an authorization hint; xrgw authenticates with the endpoint's username and "
+              "password (HTTP Basic) or password alone (Bearer) from the gateway config")
+_ROUTE_RETRIES = ("the route retries a failed request (routes[].retry), honouring the "
+                  "server's Retry-After; the producer sends each request once")
+OPTIONS = OptionSpec(
+    protocol="HTTP",
+    options=(
+        Option(Field("method", "str", "producer: method of records without a method",
+                     default="POST", check=_method), side="producer", xregistry=True),
+        Option(Field("headers", "union",
+                     "producer: headers added to every request (a record's own header of the "
+                     "same name wins): a map of name to value, or the xRegistry list of "
+                     "{name, value}",
+                     variants=(Field("headers", "map", "name -> value", item=_TEXT,
+                                     check=_header_names),
+                               Field("headers", "list", "{name, value} pairs", item=_PAIR,
+                                     check=_header_names))),
+               side="producer", xregistry=True),
+        Option(Field("query", "map",
+                     "producer: query parameters added to every request (a record's own "
+                     "parameter of the same name wins)", item=_TEXT),
+               side="producer", xregistry=True),
+        Option(Field("paths", "union",
+                     "consumer: accepted path prefixes; a template such as /store/{id}/sales "
+                     "accepts its literal prefix /store/. Default: the URI's path if any, "
+                     "else all",
+                     variants=(Field("paths", "str", "one path"),
+                               Field("paths", "list", "paths", item=_TEXT))),
+               side="consumer"),
+        Option(Field("methods", "list", "consumer: accepted methods (others get 405)",
+                     default=["POST", "PUT"], item=_TEXT), side="consumer"),
+        _consumer_int("max_body_bytes", 1024 * 1024, "consumer: larger bodies get 413"),
+        _consumer_int("max_in_flight", 64, "consumer: requests held at once; more get 503"),
+        _seconds("settle_timeout", 30, "consumer: seconds to wait for settlement, then 504",
+                 "consumer"),
+        _consumer_int("retry_after", 1, "consumer: Retry-After seconds on 503"),
+        _seconds("timeout", 10, "producer: seconds per request (connect to response)",
+                 "producer"),
+        _consumer_int("max_headers", 64, "consumer: more request headers get 400"),
+        _consumer_int("max_header_bytes", 8190, "consumer: a longer request line or header "
+                      "field gets 400"),
+        _seconds("read_timeout", 30, "consumer: seconds to receive the whole body, then 408",
+                 "consumer"),
+        _seconds("keepalive_timeout", 75, "consumer: idle seconds before a kept-alive "
+                 "connection is closed", "consumer"),
+    ),
+    unsupported=(
+        Unsupported("apikeyname", _AUTH_HINT),
+        Unsupported("apikeyin", _AUTH_HINT),
+        Unsupported("plainscheme", _AUTH_HINT),
+        Unsupported("plainusernamefield", _AUTH_HINT),
+        Unsupported("plainpasswordfield", _AUTH_HINT),
+        *(Unsupported(name, _ROUTE_RETRIES, side="producer", xregistry=False)
+          for name in ("retries", "backoff", "backoff_max")),
+    ),
+)

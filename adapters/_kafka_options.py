@@ -1,0 +1,118 @@
+"""The Kafka adapter's option spec: names, types, defaults, and the xRegistry endpoint
+options it does not implement. `adapters/kafka.py` reads its options through it; the
+config loader validates endpoints with it; docs/configuration.md shows it.
+"""
+
+from __future__ import annotations
+
+from gateway.config import Field
+from gateway.config._spec import Check
+from gateway.options import Option, OptionSpec, Side, Unsupported
+
+
+def _acks(value: object) -> tuple[str, str] | None:
+    if isinstance(value, int) and value not in (-1, 0, 1):
+        return (f"acks must be -1 (all in-sync replicas), 0 or 1, not {value}",
+                "write acks: -1, 0 or 1")
+    return None
+
+
+def _non_negative(value: object) -> tuple[str, str] | None:
+    if isinstance(value, int) and value < 0:
+        return f"must be 0 or more, not {value}", "write a partition number such as 0"
+    return None
+
+
+def _positive(value: object) -> tuple[str, str] | None:
+    if isinstance(value, int) and value < 1:
+        return f"must be at least 1, not {value}", "write a number such as 64"
+    return None
+
+
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def _one_of(choices: tuple[str, ...]) -> Check:
+    """Kafka's own settings are case-insensitive: `scram-sha-512` is SCRAM-SHA-512."""
+    def check(value: object) -> tuple[str, str] | None:
+        if isinstance(value, str) and value.upper() not in choices:
+            return f"'{value}' is not one of {', '.join(choices)}", f"write one of {choices}"
+        return None
+    return check
+
+
+def _seconds(name: str, default: float, description: str, side: Side = "both") -> Option:
+    return Option(Field(name, "seconds", description, default=float(default)), side=side)
+
+
+def _millis(name: str, default: int, description: str) -> Option:
+    return Option(Field(name, "int", description, default=default, check=_positive),
+                  side="consumer")
+
+
+_TOPIC = Field("topic", "str", "a topic name")
+OPTIONS = OptionSpec(
+    protocol="KAFKA",
+    options=(
+        Option(Field("topic", "str",
+                     "producer: topic of records without a topic; consumer: subscribed when "
+                     "`topics` is absent", example="orders"), xregistry=True),
+        Option(Field("topics", "union", "consumer: topics to subscribe to (default: `topic`, "
+                     "else the definitions' constant topics)",
+                     variants=(Field("topics", "str", "one topic"),
+                               Field("topics", "list", "topics", item=_TOPIC))),
+               side="consumer"),
+        Option(Field("consumergroup", "str",
+                     "consumer: group id (default xrgw-<endpoint id>)"),
+               side="consumer", xregistry=True),
+        Option(Field("autooffsetreset", "enum",
+                     "consumer: where a group without a committed offset starts",
+                     default="earliest", choices=("earliest", "latest")),
+               side="consumer", xregistry=True),
+        Option(Field("acks", "union",
+                     "producer: acknowledgements the broker gives before a record counts as "
+                     "delivered: -1 or all: all in-sync replicas, 1 the leader, 0 none "
+                     "(delivered on send; a lost record is not noticed)", default="all",
+                     variants=(Field("acks", "int", "-1, 0 or 1", check=_acks),
+                               Field("acks", "enum", "all", choices=("all",)))),
+               side="producer", xregistry=True),
+        Option(Field("key", "str", "producer: key of records without a key"),
+               side="producer", xregistry=True),
+        Option(Field("partition", "int", "producer: partition of records without a partition",
+                     check=_non_negative), side="producer", xregistry=True),
+        Option(Field("headers", "map",
+                     "producer: headers added to every record (a record's own header of the "
+                     "same name wins)", item=Field("value", "str", "header value")),
+               side="producer", xregistry=True),
+        Option(Field("max_in_flight", "int", "consumer: unsettled deliveries", default=64,
+                     check=_positive), side="consumer"),
+        _millis("session_timeout_ms", 10000, "consumer: group session timeout"),
+        _millis("heartbeat_interval_ms", 3000, "consumer: group heartbeat interval"),
+        Option(Field("enable_idempotence", "bool",
+                     "producer: idempotent producer (Tansu 0.6 answers InitProducerId with "
+                     "UnknownError, hence off)", default=False), side="producer"),
+        _seconds("connect_timeout", 10, "seconds for bootstrap on connect; a consumer also "
+                 "waits up to 3 x the session timeout for its group assignment"),
+        _seconds("publish_timeout", 10, "producer: seconds to wait for the broker's ack",
+                 "producer"),
+        _seconds("reconnect_max", 10, "producer: longest backoff between reconnects",
+                 "producer"),
+        Option(Field("sasl_mechanism", "str", "with a username: the SASL mechanism, "
+                     "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (any case)", default="PLAIN",
+                     check=_one_of(MECHANISMS))),
+        Option(Field("security_protocol", "str",
+                     "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (any case); derived from the "
+                     "tls block and username; if given, must agree",
+                     check=_one_of(SECURITY_PROTOCOLS))),
+    ),
+    unsupported=(
+        Unsupported("keyserializer", "xrgw sends a record's key bytes as they are; how the "
+                    "key is written is the message definition's business"),
+        Unsupported("valueserializer", "xrgw sends the rendered payload bytes as they are; "
+                    "the definition's datacontenttype and schema describe them"),
+        Unsupported("enableautocommit", "xrgw commits an offset only after the message was "
+                    "delivered or dead-lettered (at-least-once); auto commit would lose "
+                    "messages on a crash", side="consumer"),
+    ),
+)

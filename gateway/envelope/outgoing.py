@@ -1,0 +1,164 @@
+"""Outgoing records: a converted CloudEvent rendered for one output of a route.
+
+    event ──► CloudEvent binding (binary | structured)  ─┐
+          └─► native message of a target definition  ────┴─► + defaults ─► + trace ─► record
+
+- `OutputFormat.render` is what one output writes for an event: the event in the output
+  protocol's CloudEvents binding, or (`deliver: native`) a native message rendered from
+  the producer endpoint's definition for the event's type; then the output's defaults
+  (address fields such as topic or subject, which may hold placeholders filled from the
+  event's attributes and the match context) for fields the record lacks; then the event's
+  W3C trace context as the protocol's own `traceparent`/`tracestate` header.
+- `with_defaults` is also how the dead letter gets its address fields.
+- `member_record` is what to dead-letter for one event of a source message: for HTTP,
+  where one request may carry a batch, that event alone.
+
+Pure functions of their arguments (no I/O, no asyncio): the route calls them between
+convert and send. A record that cannot be rendered is a `RenderFailed`; the route
+dead-letters the message as undeliverable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from gateway.cloudevents import encode
+from gateway.cloudevents.event import CloudEvent
+from gateway.definitions.model import MessageDefinition
+from gateway.envelope.native import render_native
+from gateway.envelope.render import RenderError
+from gateway.jsontypes import JSON
+from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, NATS
+from gateway.record import NativeMessage
+from gateway.templates import Template, TemplateError
+
+__all__ = ["Deliver", "Mode", "OutputFormat", "RenderFailed", "member_record", "with_defaults",
+           "with_trace"]
+
+Mode = Literal["binary", "structured"]
+Deliver = Literal["cloudevent", "native"]
+
+
+class RenderFailed(Exception):
+    """The event cannot become this output's record: no definition of the producer fits,
+    a value does not render, the binding does not exist, or a default's template has no
+    value. Sending again would not help."""
+
+
+@dataclass(frozen=True)
+class OutputFormat:
+    """How one output writes events: its protocol and CloudEvents mode, whether it
+    delivers the CloudEvent or a native message rendered from its endpoint's
+    `definitions`, and the fields every record gets unless it has them (`defaults`)."""
+
+    protocol: str
+    mode: Mode = "binary"
+    deliver: Deliver = "cloudevent"
+    defaults: Mapping[str, JSON] = field(default_factory=dict)
+    definitions: Sequence[MessageDefinition] = ()
+
+    def render(self, event: CloudEvent, context: Mapping[str, str]) -> NativeMessage:
+        """The record for `event`; `context` holds the placeholders the match captured.
+        Raises RenderFailed."""
+        record = self._native(event, context) if self.deliver == "native" else self._binding(
+            event)
+        return with_trace(with_defaults(record, self.defaults, event, context), event)
+
+    def _binding(self, event: CloudEvent) -> NativeMessage:
+        try:
+            return encode(event, self.protocol, self.mode)
+        except ValueError as exc:
+            raise RenderFailed(str(exc)) from exc
+
+    def _native(self, event: CloudEvent, context: Mapping[str, str]) -> NativeMessage:
+        target = _target_definition(self.definitions, event)
+        if target is None:
+            raise RenderFailed("no message definition of the producer endpoint fits "
+                               f"CloudEvent type {event.get_type()!r}")
+        rendered = render_native(target, event, context)
+        if isinstance(rendered, RenderError):
+            raise RenderFailed(rendered.message)
+        return rendered
+
+
+def _target_definition(definitions: Sequence[MessageDefinition],
+                       event: CloudEvent) -> MessageDefinition | None:
+    """The definition declaring the event's type, else the only one with a protocol."""
+    typed = [d for d in definitions
+             if (p := d.envelope_metadata.get("type")) is not None and p.value == event.get_type()]
+    if len(typed) >= 1:
+        return typed[0]
+    native = [d for d in definitions if d.protocol is not None]
+    return native[0] if len(native) == 1 else None
+
+
+def with_defaults(record: NativeMessage, defaults: Mapping[str, JSON],
+                  event: CloudEvent | None = None,
+                  context: Mapping[str, str] | None = None) -> NativeMessage:
+    """`record` with every default it lacks; a string default may hold placeholders,
+    filled from the event's attributes and then the match `context` (which wins).
+    Raises RenderFailed naming a placeholder without a value."""
+    if not defaults:
+        return record
+    fields_in = record.fields
+    missing = {k: v for k, v in defaults.items() if k not in fields_in}
+    if not missing:
+        return record
+    values: dict[str, str] | None = None
+    fields = dict(fields_in)
+    for name, value in missing.items():
+        if isinstance(value, str) and "{" in value:
+            if values is None:  # built only when a default is a template
+                values = {}
+                if event is not None:
+                    values.update({k: str(v) for k, v in event.get_attributes().items()})
+                if context is not None:
+                    values.update(context)
+            try:
+                value = Template.parse(value).expand(values)
+            except (TemplateError, KeyError) as exc:
+                raise RenderFailed(f"{name} template {value!r}: no value for {exc}") from exc
+        fields[name] = value
+    return record.replace_fields(fields)
+
+
+def with_trace(record: NativeMessage, event: CloudEvent) -> NativeMessage:
+    """Also carry the CloudEvent's W3C trace context as the protocol's own `traceparent`
+    header, so tracers that know nothing of CloudEvents continue the trace. A header the
+    record already has is kept."""
+    attrs = event.get_attributes()
+    trace = {k: attrs[k] for k in ("traceparent", "tracestate") if isinstance(attrs.get(k), str)}
+    if not trace:
+        return record
+    fields = dict(record.fields)
+    protocol = record.protocol
+    if protocol in (KAFKA, NATS, HTTP, MQTT5):
+        key = "user_properties" if protocol == MQTT5 else "headers"
+        pairs = list(fields.get(key) or [])  # type: ignore[arg-type]
+        names = {p.get("name") for p in pairs if isinstance(p, dict)}
+        pairs += [{"name": k, "value": v} for k, v in trace.items() if k not in names]
+        fields[key] = pairs
+    elif protocol == AMQP:
+        section = dict(fields.get("application-properties") or {})  # type: ignore[arg-type]
+        for k, v in trace.items():
+            section.setdefault(k, v)
+        fields["application-properties"] = section
+    else:
+        return record  # MQTT 3.1.1 has no headers
+    return record.replace_fields(fields)
+
+
+def member_record(source: NativeMessage, event: CloudEvent | None) -> NativeMessage:
+    """What to dead-letter for one event of `source` (the one it carried, else the one
+    it was converted to): the source itself, or, for HTTP, where one request may carry a
+    batch, that event alone as a structured CloudEvent under the request's metadata
+    (nothing of the batch lost, nothing delivered twice)."""
+    if event is None or source.protocol != HTTP:
+        return source
+    member = encode(event, HTTP, "structured")
+    fields = dict(source.fields)
+    fields["headers"] = [*member.fields.get("headers", [])]  # type: ignore[misc]
+    return NativeMessage(HTTP, fields, data=member.data, payload=member.payload,
+                         received_at=source.received_at)

@@ -1,0 +1,247 @@
+"""Endpoint option specs: what each adapter declares about the options it reads.
+
+One `OptionSpec` per adapter, built on the config spec vocabulary (`Field`), drives:
+- parsing and validation of `endpoints.<id>.options` and of the xRegistry endpoint's
+  `protocoloptions` at load time (`xrgw validate` refuses what the adapter would refuse),
+  with did-you-mean for unknown names;
+- the mapping of xRegistry spellings and older aliases to one canonical name (names
+  compare ignoring case, `-` and `_`, as the definitions reader does);
+- the report of xRegistry options an adapter does not implement (`Unsupported`): named,
+  with the reason, never silently dropped;
+- the adapter's own reading of its options (`OptionSpec.read`), with the same defaults;
+- the generated per-protocol reference in docs/configuration.md.
+
+The core owns the vocabulary; each adapter module owns its spec, and the core reaches the
+specs through the adapter factory (entry point), never by importing an adapter.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from gateway.config._parse import INVALID, Context, parse
+from gateway.config._spec import OPTIONAL, REQUIRED, Field
+from gateway.definitions.checks import suggest
+from gateway.problems import Problems
+
+Side = Literal["consumer", "producer", "both"]
+Source = Literal["definitions", "config"]
+
+#: Options every endpoint has, read by the core itself (addresses, hints, template flag).
+COMMON_OPTIONS = ("endpoints", "authorization", "deployed")
+
+
+def squash(name: str) -> str:
+    """The comparison form of an option name: case, `-` and `_` do not count."""
+    return name.lower().replace("-", "").replace("_", "")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option an adapter implements.
+
+    `field.name` is the canonical name (the xRegistry spelling when the spec has the
+    option, else the adapter's own); `aliases` are other accepted names; `xregistry` says
+    the option comes from the xRegistry endpoint spec (so a document may carry it).
+    `derived` options are set by the adapter factory (e.g. the MQTT version from the
+    endpoint's protocol) and refused when an operator writes them.
+    """
+
+    field: Field
+    side: Side = "both"
+    xregistry: bool = False
+    aliases: tuple[str, ...] = ()
+    derived: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.field.name
+
+    def names(self) -> tuple[str, ...]:
+        return (self.name, *self.aliases)
+
+
+@dataclass(frozen=True)
+class Unsupported:
+    """An xRegistry endpoint option the adapter does not implement, and why; or, with
+    `xregistry=False`, an option of xrgw's own that was removed (the reason says what
+    replaces it), so that an old config gets that answer instead of "unknown option"."""
+
+    name: str
+    reason: str
+    side: Side = "both"
+    xregistry: bool = True
+
+
+Resolved = Option | Unsupported
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """The options of one adapter (one protocol family)."""
+
+    protocol: str  # how messages name the family: "MQTT", "KAFKA", ...
+    options: tuple[Option, ...]
+    unsupported: tuple[Unsupported, ...] = ()
+
+    def __post_init__(self) -> None:
+        seen: dict[str, str] = {}
+        for entry in self._entries():
+            for name in entry[0]:
+                key = squash(name)
+                if key in seen:
+                    raise ValueError(f"{self.protocol}: option name {name!r} is declared twice "
+                                     f"({seen[key]!r})")
+                seen[key] = name
+
+    def _entries(self) -> Iterator[tuple[tuple[str, ...], Resolved]]:
+        for option in self.options:
+            yield option.names(), option
+        for gap in self.unsupported:
+            yield (gap.name,), gap
+
+    def lookup(self, name: str) -> Resolved | None:
+        key = squash(name)
+        for names, entry in self._entries():
+            if any(squash(n) == key for n in names):
+                return entry
+        return None
+
+    def option(self, name: str) -> Option:
+        entry = self.lookup(name)
+        if not isinstance(entry, Option):
+            raise KeyError(name)
+        return entry
+
+    def canonical(self, raw: Mapping[str, object]) -> dict[str, object]:
+        """`raw` with every known alias renamed to its canonical name (values unchecked;
+        unknown names kept as they are, for `read` or `validate` to report)."""
+        out: dict[str, object] = {}
+        for key, value in raw.items():
+            entry = self.lookup(str(key))
+            out.setdefault(entry.name if isinstance(entry, Option) else str(key), value)
+        return out
+
+    def public_names(self) -> list[str]:
+        return [o.name for o in self.options if not o.derived]
+
+    def validate(self, raw: Mapping[str, object], source: Source, file: str,
+                 where: tuple[str | int, ...], problems: Problems,
+                 allow_derived: bool = False) -> dict[str, object]:
+        """Canonical names -> checked values for the options in `raw` (no defaults).
+
+        An unknown name or an unsupported xRegistry option is a warning when it comes from
+        the definitions (documents are shared with other tools) and an error when the
+        operator wrote it in the gateway config. Bad values are errors either way.
+        """
+        ctx = Context(file, problems)
+        out: dict[str, object] = {}
+        for key, value in raw.items():
+            name = str(key)
+            at = (*where, name)
+            entry = self.lookup(name)
+            if entry is None:
+                if squash(name) in {squash(n) for n in COMMON_OPTIONS}:
+                    continue
+                self._unknown(name, source, ctx, at)
+                continue
+            if isinstance(entry, Unsupported):
+                report = ctx.error if source == "config" else ctx.warning
+                what = (f"an xRegistry {self.protocol} endpoint option that xrgw does not "
+                        "support" if entry.xregistry else
+                        f"no longer a {self.protocol} endpoint option")
+                report(at, f"'{name}' is {what}: {entry.reason}; it is ignored",
+                       f"remove '{name}'" + ("" if source == "config" else
+                                             " or accept that it has no effect"))
+                continue
+            if entry.derived and not allow_derived:
+                ctx.error(at, f"'{name}' is set by xrgw itself: {entry.field.description}",
+                          f"remove '{name}'")
+                continue
+            if entry.name in out:
+                ctx.warning(at, f"'{name}' repeats option '{entry.name}'; the first is used",
+                            f"keep one of '{entry.name}' and '{name}'")
+                continue
+            parsed = parse(entry.field, value, at, ctx)
+            if parsed is not INVALID:
+                out[entry.name] = parsed
+        return out
+
+    def _unknown(self, name: str, source: Source, ctx: Context,
+                 at: tuple[str | int, ...]) -> None:
+        known = self.public_names()
+        close = suggest(name, known)
+        fix = f"did you mean '{close}'?" if close else f"known: {', '.join(known)}"
+        if source == "config":
+            ctx.error(at, f"'{name}' is not a {self.protocol} endpoint option", fix)
+        else:
+            ctx.warning(at, f"'{name}' is not a {self.protocol} endpoint option xrgw knows; "
+                        "it is ignored", fix)
+
+    def read(self, raw: Mapping[str, object]) -> dict[str, object]:
+        """The adapter's view: every option by canonical name, defaults filled in.
+
+        Raises ValueError naming the first bad option (adapters built directly, e.g. by
+        tests, get the same checks as a loaded config)."""
+        problems = Problems()
+        values = self.validate(raw, "config", "<options>", (), problems, allow_derived=True)
+        if problems.errors:
+            first = problems.errors[0]
+            name = first.path.removeprefix("$.").strip('[]"')
+            raise ValueError(f"{name}: {first.message}")
+        for option in self.options:
+            if option.name not in values:
+                default = option.field.default
+                if default is REQUIRED:
+                    continue
+                values[option.name] = None if default is OPTIONAL else default
+        return values
+
+
+def reference_markdown(specs: Mapping[str, OptionSpec]) -> str:
+    """The per-protocol sections of the configuration reference."""
+    lines = [
+        "## Endpoint options per protocol",
+        "",
+        "Generated from each adapter's option spec. They are accepted in the xRegistry "
+        "endpoint's `protocoloptions` and in `endpoints.<id>.options` (override wins); names "
+        "compare ignoring case, `-` and `_`. An unknown name in the gateway config is an "
+        "error, in a definitions document a warning. xRegistry options that xrgw does not "
+        "implement are listed last with the reason; they are reported, never silently "
+        "ignored.",
+    ]
+    for protocol, spec in specs.items():
+        lines += ["", f"### {protocol}", "",
+                  "| Option | Type | Default | Side | Description |", "|---|---|---|---|---|"]
+        for option in spec.options:
+            if option.derived:
+                continue
+            names = f"`{option.name}`" + "".join(f", `{a}`" for a in option.aliases)
+            origin = " (xRegistry)" if option.xregistry else ""
+            lines.append(f"| {names}{origin} | {_cell(option.field.type_name())} | "
+                         f"{_default(option.field)} | {option.side} | "
+                         f"{_cell(option.field.description)} |")
+        gaps = [gap for gap in spec.unsupported if gap.xregistry]
+        if gaps:
+            lines += ["", f"Not supported ({protocol}):", ""]
+            lines += [f"- `{gap.name}`: {gap.reason}" for gap in gaps]
+        removed = [gap for gap in spec.unsupported if not gap.xregistry]
+        if removed:
+            lines += ["", f"Removed ({protocol}):", ""]
+            lines += [f"- `{gap.name}`: {gap.reason}" for gap in removed]
+    return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _default(field: Field) -> str:
+    if field.default is REQUIRED:
+        return "**required**"
+    if field.default is OPTIONAL:
+        return ""
+    return _cell(f"`{json.dumps(field.default)}`")

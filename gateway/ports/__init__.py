@@ -1,0 +1,45 @@
+"""The adapter contract: what every protocol adapter offers the core, and nothing else.
+
+    Consumer  connect() -> read() -> Delivery ... -> aclose()
+    Producer  connect() -> write([NativeMessage, ...]) -> [Outcome, ...] -> aclose()
+
+Exceptions (the vocabulary the engine acts on)::
+
+    AdapterError
+    ├── NotConnected     connect() failed or the connection dropped: reconnect with backoff
+    ├── EndOfInput       the consumer has nothing more to give (closed): stop cleanly
+    └── AlreadySettled   a Delivery was acked/nacked a second time: a bug in the caller
+
+Per-message failures of a producer are values (`Outcome`), never exceptions, so one bad
+message in a batch does not hide the result of the others. A producer makes one attempt
+per message and write; retrying is the route's job (`gateway.runtime.retry`).
+
+Adapters are built from `EndpointSettings` (address, credentials, `TlsSettings`,
+protocol options), which the adapter factory fills from the configuration.
+
+The core owns this contract and the adapters import it; the core still never imports an
+adapter (it finds them through the `xrgw.adapters` entry point). Modules are private
+(`_name.py`); this door is the public surface.
+"""
+
+from __future__ import annotations
+
+from gateway.ports._adapter import Consumer, Producer
+from gateway.ports._delivery import Delivery, Settle
+from gateway.ports._errors import AdapterError, AlreadySettled, EndOfInput, NotConnected
+from gateway.ports._outcome import Outcome
+from gateway.ports._settings import EndpointSettings, TlsSettings
+
+__all__ = [
+    "AdapterError",
+    "AlreadySettled",
+    "Consumer",
+    "Delivery",
+    "EndOfInput",
+    "EndpointSettings",
+    "NotConnected",
+    "Outcome",
+    "Producer",
+    "Settle",
+    "TlsSettings",
+]

@@ -1,0 +1,34 @@
+"""The result of one write attempt of one message: what a producer hands the engine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The result of writing one message: delivered, or failed with a reason.
+
+    `retryable` tells the engine whether sending the same message again may succeed
+    (broker down, timeout) or not (rejected as malformed or unauthorized). `retry_after`
+    is how long the receiver asked the sender to wait before trying again (HTTP
+    `Retry-After`), in seconds; the engine waits at least that long, within its own
+    retry policy. Producers never wait or retry themselves: the route owns retries.
+    """
+
+    delivered: bool
+    retryable: bool = False
+    reason: str | None = None
+    retry_after: float | None = None
+
+    @classmethod
+    def ok(cls) -> Outcome:
+        return _DELIVERED
+
+    @classmethod
+    def failed(cls, reason: str, retryable: bool = True,
+               retry_after: float | None = None) -> Outcome:
+        return cls(False, retryable, reason, retry_after)
+
+
+_DELIVERED = Outcome(True)
