@@ -1,0 +1,79 @@
+"""AMQP 1.0: metadata in sections; the message address is `properties.subject`."""
+
+from __future__ import annotations
+
+from gateway.protocols.profile import (
+    DefinitionRules,
+    EndpointRules,
+    FieldRef,
+    FieldSpec,
+    Identity,
+    IdentityPart,
+    Metadata,
+    Ordering,
+    ProtocolProfile,
+    Spelling,
+    UriSchemes,
+)
+
+AMQP = "AMQP/1.0"
+
+_U32 = 2**32 - 1
+
+_PROPERTIES = (
+    ("message-id", "any"),
+    ("user-id", "binary"),
+    ("to", "uritemplate"),
+    ("subject", "string"),
+    ("reply-to", "uritemplate"),
+    ("correlation-id", "string"),
+    ("content-type", "symbol"),
+    ("content-encoding", "symbol"),
+    ("absolute-expiry-time", "timestamp"),
+    ("creation-time", "timestamp"),
+    ("group-id", "string"),
+    ("group-sequence", "integer"),
+    ("reply-to-group-id", "uritemplate"),
+)
+_HEADER = (
+    ("durable", "boolean"),
+    ("priority", "integer"),
+    ("ttl", "integer"),
+    ("first-acquirer", "boolean"),
+    ("delivery-count", "integer"),
+)
+_SECTIONS = ("properties", "application-properties", "message-annotations",
+             "delivery-annotations", "header", "footer")
+
+AMQP_PROFILE = ProtocolProfile(
+    name=AMQP,
+    family=AMQP,
+    version="1.0",
+    spelling=Spelling(("AMQP",), ("", "1.0", "1")),
+    definitions=DefinitionRules(
+        (
+            FieldSpec("properties", "section", members=_PROPERTIES),
+            FieldSpec("application-properties", "section"),
+            FieldSpec("message-annotations", "section"),
+            FieldSpec("delivery-annotations", "section"),
+            FieldSpec("header", "section", members=_HEADER),
+            FieldSpec("footer", "section"),
+        ),
+        ranges={("header", "priority"): (0, 255), ("header", "ttl"): (0, _U32),
+                ("header", "delivery-count"): (0, _U32),
+                ("properties", "group-sequence"): (0, _U32)},
+    ),
+    record_fields=dict.fromkeys(_SECTIONS, "object"),
+    endpoint=EndpointRules(
+        ("node", "durable", "link-properties", "connection-properties", "distribution-mode",
+         "capabilities", "source-filters", "dynamic", "terminus-durability", "expiry-policy",
+         "timeout", "sender-settle-mode", "receiver-settle-mode"),
+        UriSchemes(("amqp", "amqps"), "amqp://host:5672", tls=("amqps",)),
+        aliases={"address": "node"},
+    ),
+    address=FieldRef("properties", "subject"),
+    ordering=Ordering("link"),  # one link, one order
+    identity=Identity("amqp", (IdentityPart(FieldRef("properties", "message-id")),)),
+    metadata=Metadata("application-properties", "section"),
+    content_type=FieldRef("properties", "content-type"),
+)

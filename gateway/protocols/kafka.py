@@ -1,0 +1,71 @@
+"""Kafka: the record's coordinates identify it; headers are a list of pairs."""
+
+from __future__ import annotations
+
+from gateway.protocols.profile import (
+    DefinitionRules,
+    EndpointRules,
+    Exclusion,
+    FieldRef,
+    FieldSpec,
+    Identity,
+    IdentityPart,
+    Metadata,
+    Ordering,
+    ProtocolProfile,
+    Spelling,
+    UriSchemes,
+)
+
+KAFKA = "KAFKA"
+
+_LISTENER = ("a Kafka listener name, not an address scheme: write kafka://HOST:PORT and "
+             "choose TLS with a tls block, SASL with username and password")
+# One URI carries every bootstrap server; the security protocol comes from the tls block
+# and the credentials (or the security_protocol option), never from a scheme.
+_URIS = UriSchemes(("kafka",), "kafka://host1:9092,host2:9092", server_list=True,
+                   unsupported=dict.fromkeys(
+                       ("plaintext", "ssl", "sasl_plaintext", "sasl_ssl"), _LISTENER))
+_HEADERS = FieldRef("headers")
+
+KAFKA_PROFILE = ProtocolProfile(
+    name=KAFKA,
+    family=KAFKA,
+    version="",
+    spelling=Spelling((KAFKA,)),
+    definitions=DefinitionRules(
+        (
+            FieldSpec("topic", "scalar", "string"),
+            FieldSpec("partition", "scalar", "integer"),
+            FieldSpec("key", "scalar", "string"),
+            FieldSpec("key_base64", "scalar", "binary"),
+            FieldSpec("headers", "map", "string"),
+        ),
+        ranges={("partition", None): (0, 2**31 - 1)},
+        exclusive=(Exclusion("key", "key_base64",
+                             "keep only one: key (UTF-8 text) or key_base64 (binary)"),),
+    ),
+    record_fields={
+        "topic": "string",
+        "partition": "integer",
+        "offset": "integer",
+        "key": "string",
+        "key_base64": "string",
+        "headers": "pairs",
+        "timestamp": "integer",
+    },
+    endpoint=EndpointRules(
+        ("topic", "acks", "key", "partition", "consumergroup", "headers", "keyserializer",
+         "valueserializer", "autooffsetreset", "enableautocommit"),
+        _URIS,
+        output_fields=(("topic", "topic"), ("key", "key"), ("partition", "partition")),
+        subscriber_consumer=False,
+    ),
+    address=FieldRef("topic"),
+    ordering=Ordering("key", ("topic", "partition")),
+    identity=Identity("kafka", (IdentityPart(FieldRef("topic")),
+                                IdentityPart(FieldRef("partition")),
+                                IdentityPart(FieldRef("offset")))),
+    metadata=Metadata("headers", "pairs", ignore_case=True, text_values=True),
+    content_type=FieldRef("headers", "content-type"),
+)
