@@ -20,7 +20,7 @@ from gateway.definitions.model import MessageDefinition
 from gateway.envelope.render import EnvelopeRenderer, RenderError
 from gateway.jsontypes import JSON, JSONObject
 from gateway.matching.matcher import AmbiguityPolicy, Explanation, Matcher, MatchResult
-from gateway.protocols import HTTP
+from gateway.protocols import find_profile
 from gateway.record import NativeMessage
 
 
@@ -88,7 +88,8 @@ class Converter:
     ) -> list[Conversion]:
         """Like `convert`, for every event of an HTTP CloudEvents batch (one conversion per
         member, none for an empty batch); any other record gives one conversion."""
-        if record.protocol != HTTP or detect_mode(record) != "batch":
+        prof = find_profile(record.protocol)
+        if prof is None or not prof.batches or detect_mode(record) != "batch":
             return [self.convert(record, explain=explain, now=now)]
         try:
             events = decode_batch(record)

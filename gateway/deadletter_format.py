@@ -4,8 +4,8 @@ Spark job (`gateway/spark/kafka.py` writes them), so it is neither's: one format
 by `original_record` whoever wrote it.
 
 The body is the original body, byte for byte. The reason travels as protocol metadata of
-the dead-letter endpoint's protocol (Kafka/NATS/HTTP headers, MQTT 5 user properties,
-AMQP application properties), all prefixed `xrgw-`:
+the dead-letter endpoint's protocol (where its profile keeps metadata: Kafka/NATS/HTTP
+headers, MQTT 5 user properties, AMQP application properties), all prefixed `xrgw-`:
 
 | name | value |
 |---|---|
@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 
 from gateway.jsontypes import JSON
 from gateway.matching.matcher import Explanation
-from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, MQTT311, NATS
+from gateway.protocols import add_metadata, find_profile, set_content_type
 from gateway.record import NativeMessage
 
 PREFIX = "xrgw-"
@@ -57,25 +57,16 @@ def deadletter_record(
     if explain:
         entries.append((PREFIX + "explain", _json([e.to_json() for e in explain])))
     fields: dict[str, JSON] = {}
-    pairs: list[JSON] = [{"name": k, "value": v} for k, v in entries]
-    if protocol in (KAFKA, NATS, HTTP):
-        fields["headers"] = pairs
-    elif protocol == MQTT5:
-        fields["user_properties"] = pairs
-    elif protocol == AMQP:
-        fields["application-properties"] = dict(entries)
-    elif protocol == MQTT311:
-        # No metadata in MQTT 3.1.1: the dead letter becomes a JSON document instead.
-        body: JSON = {"deadletter": dict(entries), "record": original.to_json()}
-        return NativeMessage(MQTT311, {}, data=body)
-    ctype = original.content_type
-    ctype = _utf8(ctype) if ctype else ctype
-    if ctype and protocol in (KAFKA, NATS, HTTP):
-        pairs.append({"name": "content-type", "value": ctype})
-    elif ctype and protocol == MQTT5:
-        fields["content_type"] = ctype
-    elif ctype and protocol == AMQP:
-        fields["properties"] = {"content-type": ctype}
+    prof = find_profile(protocol)
+    if prof is not None:
+        if prof.metadata is None:
+            # No metadata (MQTT 3.1.1): the dead letter becomes a JSON document instead.
+            body: JSON = {"deadletter": dict(entries), "record": original.to_json()}
+            return NativeMessage(protocol, {}, data=body)
+        add_metadata(fields, prof.metadata, dict(entries))
+        ctype = original.content_type
+        if ctype:
+            set_content_type(fields, prof, _utf8(ctype))
     # The original body, byte for byte (raw bytes travel with parsed JSON data).
     return NativeMessage(protocol, {}).replace_fields(fields) if not original.has_body else (
         original.replace_fields(fields, protocol))
@@ -106,17 +97,21 @@ def _json(value: object, separators: tuple[str, str] | None = None) -> str:
 
 def deadletter_metadata(record: NativeMessage) -> dict[str, str]:
     """The `xrgw-*` entries of a dead-letter record."""
-    if record.protocol == AMQP:
-        section = record.fields.get("application-properties")
+    prof = find_profile(record.protocol)
+    place = None if prof is None else prof.metadata
+    if place is None:
+        return {}
+    if place.shape == "section":
+        section = record.fields.get(place.field)
         items = section.items() if isinstance(section, dict) else []
         return {k: str(v) for k, v in items if k.startswith(PREFIX)}
-    field = "user_properties" if record.protocol == MQTT5 else "headers"
-    return {k: v for k, v in record.pairs(field) if k.startswith(PREFIX)}
+    return {k: v for k, v in record.pairs(place.field) if k.startswith(PREFIX)}
 
 
 def original_record(record: NativeMessage) -> NativeMessage | None:
     """Rebuild the original record of a dead letter (None if it is not one)."""
-    if record.protocol == MQTT311 and isinstance(record.data, dict):
+    prof = find_profile(record.protocol)
+    if prof is not None and prof.metadata is None and isinstance(record.data, dict):
         inner = record.data.get("record")
         return NativeMessage.from_json(inner) if isinstance(inner, dict) else None
     meta = deadletter_metadata(record).get(PREFIX + "record")

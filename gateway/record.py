@@ -24,13 +24,10 @@ from typing import Any, cast
 
 from gateway.jsontypes import JSON, JSONObject
 from gateway.protocols import (
-    AMQP,
-    HTTP,
-    KAFKA,
     MQTT5,
     MQTT311,
     NATS,
-    RECORD_FIELDS,
+    find_profile,
     normalize_protocol,
 )
 
@@ -108,31 +105,47 @@ class NativeMessage:
         return out
 
     def header(self, name: str, case_insensitive: bool = False) -> str | None:
-        entries = self.fields.get("headers")
-        if not isinstance(entries, list):
+        entry = _first_entry(self.fields.get("headers"), name, case_insensitive)
+        return None if entry is None else as_text(entry.get("value"))
+
+    def metadata(self, name: str) -> str | None:
+        """The first application-metadata entry `name`, wherever the protocol's profile
+        keeps them (headers, MQTT 5 user properties, AMQP application properties); None
+        when absent, or when the protocol has no metadata (MQTT 3.1.1)."""
+        prof = find_profile(self.protocol)
+        place = None if prof is None else prof.metadata
+        if place is None:
             return None
-        wanted = name.lower() if case_insensitive else name
-        for entry in entries:  # no intermediate list: this runs for every message
-            if not isinstance(entry, dict):
-                continue
-            key = entry.get("name")
-            if isinstance(key, str) and (key.lower() if case_insensitive else key) == wanted:
-                return as_text(entry.get("value"))
-        return None
+        raw = self.fields.get(place.field)
+        found: JSON
+        if place.shape == "section":
+            if not isinstance(raw, dict) or name not in raw:
+                return None
+            found = raw[name]
+        else:
+            entry = _first_entry(raw, name, place.ignore_case)
+            if entry is None:
+                return None
+            found = entry.get("value")
+        if place.text_values:
+            return as_text(found)
+        return found if isinstance(found, str) else None
 
     @property
     def content_type(self) -> str | None:
         """The protocol's content type of the body, where the protocol has one."""
-        proto = self.protocol
-        value: JSON = None
-        if proto == MQTT5:
-            value = self.fields.get("content_type")
-        elif proto == AMQP:
-            props = self.fields.get("properties")
-            if isinstance(props, dict):
-                value = props.get("content-type")
-        elif proto == KAFKA or proto in (HTTP, NATS):
-            value = self.header("content-type", case_insensitive=True)
+        prof = find_profile(self.protocol)
+        ref = None if prof is None else prof.content_type
+        if ref is None:
+            return None
+        value: JSON
+        if ref.name is None:
+            value = self.fields.get(ref.field)
+        elif prof is not None and prof.metadata is not None and ref.field == prof.metadata.field:
+            value = self.metadata(ref.name)
+        else:
+            section = self.fields.get(ref.field)
+            value = section.get(ref.name) if isinstance(section, dict) else None
         return value if isinstance(value, str) else None
 
     # -- from the wire ------------------------------------------------------------------------
@@ -205,9 +218,10 @@ class NativeMessage:
                 "$.protocol",
             )
         protocol = normalize_protocol(raw_protocol)
-        if protocol is None or protocol not in RECORD_FIELDS:
+        prof = find_profile(protocol)
+        if protocol is None or prof is None:
             raise RecordError(f"unknown protocol {raw_protocol!r}", "$.protocol")
-        known = RECORD_FIELDS[protocol]
+        known = prof.record_fields
         fields: dict[str, JSON] = {}
         for key, value in obj.items():
             if key in _COMMON_FIELDS:
@@ -221,8 +235,10 @@ class NativeMessage:
                 )
             _check_field(kind, value, f"$.{key}")
             fields[key] = value
-        if protocol == KAFKA and "key" in fields and "key_base64" in fields:
-            raise RecordError("key and key_base64 are mutually exclusive", "$.key_base64")
+        for rule in prof.definitions.exclusive:
+            if rule.first in fields and rule.second in fields:
+                raise RecordError(f"{rule.first} and {rule.second} are mutually exclusive",
+                                  f"$.{rule.second}")
         if "data" in obj and "data_base64" in obj:
             raise RecordError("data and data_base64 are mutually exclusive", "$.data_base64")
         data: JSON = obj.get("data", _NO_DATA)
@@ -278,6 +294,20 @@ def as_text(value: object) -> str:
     if isinstance(value, (dict, list)):
         return json.dumps(value, separators=(",", ":"), sort_keys=True)
     return str(value)
+
+
+def _first_entry(entries: JSON, name: str, case_insensitive: bool) -> dict[str, JSON] | None:
+    """The first {name, value} entry of a pairs field with this name."""
+    if not isinstance(entries, list):
+        return None
+    wanted = name.lower() if case_insensitive else name
+    for entry in entries:  # no intermediate list: this runs for every message
+        if not isinstance(entry, dict):
+            continue
+        key = entry.get("name")
+        if isinstance(key, str) and (key.lower() if case_insensitive else key) == wanted:
+            return entry
+    return None
 
 
 def _check_field(kind: str, value: object, path: str) -> None:

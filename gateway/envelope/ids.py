@@ -12,7 +12,7 @@ the same id and downstream de-duplication works:
 | MQTT/5.0 | `mqtt:` topic_name `/` correlation_data                      |
 | HTTP     | `http:` the `Idempotency-Key` header                         |
 
-Otherwise a random UUID (v4).
+Otherwise a random UUID (v4). The table is each protocol's `ProtocolProfile.identity`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ import os
 import random
 import uuid
 
-from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, NATS
+from gateway.jsontypes import JSON
+from gateway.protocols import IdentityPart, find_profile
 from gateway.record import NativeMessage
 
 # Namespace of xrgw's name-based ids: uuid5(NAMESPACE_URL, "urn:xrgw:cloudevents:id").
@@ -30,31 +31,30 @@ ID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "urn:xrgw:cloudevents:id")
 
 
 def native_identity(record: NativeMessage) -> str | None:
-    fields = record.fields
-    protocol = record.protocol
-    if protocol == KAFKA:
-        topic, partition, offset = fields.get("topic"), fields.get("partition"), fields.get(
-            "offset"
-        )
-        if topic is not None and partition is not None and offset is not None:
-            return f"kafka:{topic}/{partition}/{offset}"
-    elif protocol == AMQP:
-        props = fields.get("properties")
-        if isinstance(props, dict) and props.get("message-id") is not None:
-            return f"amqp:{props['message-id']}"
-    elif protocol == NATS:
-        stream, sequence = fields.get("stream"), fields.get("sequence")
-        if stream is not None and sequence is not None:
-            return f"nats:{stream}/{sequence}"
-    elif protocol == MQTT5:
-        correlation = fields.get("correlation_data")
-        if correlation:
-            return f"mqtt:{fields.get('topic_name', '')}/{correlation}"
-    elif protocol == HTTP:
-        key = record.header("idempotency-key", case_insensitive=True)
-        if key:
-            return f"http:{key}"
-    return None
+    """`prefix:part/part/...` of the protocol's identity (`ProtocolProfile.identity`), or
+    None when the protocol has none or the record lacks a part it needs."""
+    prof = find_profile(record.protocol)
+    if prof is None or prof.identity is None:
+        return None
+    values: list[JSON] = []
+    for part in prof.identity.parts:
+        value = _part_value(record, part)
+        if (part.need == "present" and value is None) or (
+                part.need == "non-empty" and not value):
+            return None
+        values.append(value)
+    return f"{prof.identity.prefix}:{'/'.join(str(v) for v in values)}"
+
+
+def _part_value(record: NativeMessage, part: IdentityPart) -> JSON:
+    ref = part.ref
+    if ref.name is None:
+        return record.fields.get(ref.field, "" if part.need == "optional" else None)
+    prof = find_profile(record.protocol)
+    if prof is not None and prof.metadata is not None and ref.field == prof.metadata.field:
+        return record.metadata(ref.name)
+    section = record.fields.get(ref.field)
+    return section.get(ref.name) if isinstance(section, dict) else None
 
 
 # Random ids only need to be unique, not secret: a generator seeded from the OS entropy

@@ -20,7 +20,7 @@ from gateway.cloudevents.timestamps import format_rfc3339
 from gateway.definitions.model import MessageDefinition
 from gateway.envelope.render import RenderError
 from gateway.jsontypes import JSON
-from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, NATS, definition_field
+from gateway.protocols import definition_field, field_access, find_profile, set_content_type
 from gateway.record import NativeMessage, as_text
 from gateway.templates import Template, TemplateError
 
@@ -117,6 +117,7 @@ def render_native(
         else:
             value = raw
         _place(protocol, fields, constraint.field, constraint.name, value)
+    prof = find_profile(protocol)
     data: JSON = None
     payload: bytes | None = None
     has_data = False
@@ -131,10 +132,10 @@ def render_native(
         ctype = event.get_attributes().get("datacontenttype")
         if ctype is None and has_data:
             ctype = "application/json"
-        if isinstance(ctype, str):
-            _set_content_type(protocol, fields, ctype)
-    if protocol == HTTP:
-        fields.setdefault("method", "POST")
+        if isinstance(ctype, str) and prof is not None:
+            set_content_type(fields, prof, ctype)
+    for name, default in prof.rendered_defaults.items() if prof is not None else ():
+        fields.setdefault(name, default)  # HTTP: POST, the spec's default method
     if has_data:
         return NativeMessage(protocol, fields, data=data)
     return NativeMessage(protocol, fields, payload=payload)
@@ -150,34 +151,17 @@ def _is_json(event: CloudEvent) -> bool:
 
 def _place(protocol: str, fields: dict[str, JSON], field: str, name: str | None,
            value: JSON) -> None:
-    spec = definition_field(protocol, field)
-    if name is None:
+    access = field_access(protocol, field, name)
+    if access.kind == "scalar" or access.name is None:
         fields[field] = value
-        return
-    kind = spec.kind if spec is not None else "section"
-    if kind == "section" or (protocol == HTTP and field == "query"):
+    elif access.kind == "section":
         section = fields.setdefault(field, {})
         assert isinstance(section, dict)
-        section[name] = value if kind == "section" else as_text(value)
-        return
-    # list fields and Kafka's header map become {name, value} pairs in the record
-    pairs = fields.setdefault(field, [])
-    assert isinstance(pairs, list)
-    pairs.append({"name": name, "value": as_text(value)})
-
-
-def _set_content_type(protocol: str, fields: dict[str, JSON], ctype: str) -> None:
-    if protocol == MQTT5:
-        fields.setdefault("content_type", ctype)
-    elif protocol == AMQP:
-        props = fields.setdefault("properties", {})
-        assert isinstance(props, dict)
-        props.setdefault("content-type", ctype)
-    elif protocol in (KAFKA, NATS, HTTP):
-        pairs = fields.setdefault("headers", [])
+        spec = definition_field(protocol, field)
+        # AMQP section members keep their type; HTTP query values are text.
+        typed = spec is None or spec.kind == "section"
+        section[access.name] = value if typed else as_text(value)
+    else:  # list fields and Kafka's header map become {name, value} pairs in the record
+        pairs = fields.setdefault(field, [])
         assert isinstance(pairs, list)
-        if not any(
-            isinstance(p, dict) and str(p.get("name", "")).lower() == "content-type"
-            for p in pairs
-        ):
-            pairs.append({"name": "content-type", "value": ctype})
+        pairs.append({"name": access.name, "value": as_text(value)})

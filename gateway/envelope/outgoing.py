@@ -30,7 +30,7 @@ from gateway.definitions.model import MessageDefinition
 from gateway.envelope.native import render_native
 from gateway.envelope.render import RenderError
 from gateway.jsontypes import JSON
-from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, NATS
+from gateway.protocols import add_metadata, find_profile
 from gateway.record import NativeMessage
 from gateway.templates import Template, TemplateError
 
@@ -132,21 +132,11 @@ def with_trace(record: NativeMessage, event: CloudEvent) -> NativeMessage:
     trace = {k: attrs[k] for k in ("traceparent", "tracestate") if isinstance(attrs.get(k), str)}
     if not trace:
         return record
-    fields = dict(record.fields)
-    protocol = record.protocol
-    if protocol in (KAFKA, NATS, HTTP, MQTT5):
-        key = "user_properties" if protocol == MQTT5 else "headers"
-        pairs = list(fields.get(key) or [])  # type: ignore[arg-type]
-        names = {p.get("name") for p in pairs if isinstance(p, dict)}
-        pairs += [{"name": k, "value": v} for k, v in trace.items() if k not in names]
-        fields[key] = pairs
-    elif protocol == AMQP:
-        section = dict(fields.get("application-properties") or {})  # type: ignore[arg-type]
-        for k, v in trace.items():
-            section.setdefault(k, v)
-        fields["application-properties"] = section
-    else:
+    prof = find_profile(record.protocol)
+    if prof is None or prof.metadata is None:
         return record  # MQTT 3.1.1 has no headers
+    fields = dict(record.fields)
+    add_metadata(fields, prof.metadata, trace)
     return record.replace_fields(fields)
 
 
@@ -155,10 +145,11 @@ def member_record(source: NativeMessage, event: CloudEvent | None) -> NativeMess
     it was converted to): the source itself, or, for HTTP, where one request may carry a
     batch, that event alone as a structured CloudEvent under the request's metadata
     (nothing of the batch lost, nothing delivered twice)."""
-    if event is None or source.protocol != HTTP:
+    prof = find_profile(source.protocol)
+    if event is None or prof is None or not prof.batches:
         return source
-    member = encode(event, HTTP, "structured")
+    member = encode(event, prof.name, "structured")
     fields = dict(source.fields)
     fields["headers"] = [*member.fields.get("headers", [])]  # type: ignore[misc]
-    return NativeMessage(HTTP, fields, data=member.data, payload=member.payload,
+    return NativeMessage(prof.name, fields, data=member.data, payload=member.payload,
                          received_at=source.received_at)

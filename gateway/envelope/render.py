@@ -302,22 +302,7 @@ def _carry_trace_context(record: NativeMessage, attributes: dict[str, Any]) -> N
 
 def trace_header(record: NativeMessage, name: str) -> str | None:
     """A trace-context header wherever the protocol keeps application metadata."""
-    protocol = record.protocol
-    if protocol in ("HTTP", "KAFKA", "NATS"):
-        return record.header(name, case_insensitive=True)
-    if protocol == "MQTT/5.0":
-        entries = record.fields.get("user_properties")
-        if isinstance(entries, list):
-            for entry in entries:
-                if isinstance(entry, dict) and entry.get("name") == name:
-                    found = entry.get("value")
-                    return found if isinstance(found, str) else None
-        return None
-    if protocol == "AMQP/1.0":
-        section = record.fields.get("application-properties")
-        found = section.get(name) if isinstance(section, dict) else None
-        return found if isinstance(found, str) else None
-    return None
+    return record.metadata(name)
 
 
 # Adapters stamp receive times at a coarse resolution, so bursts share one string: the

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from gateway.definitions.model import MessageDefinition
 from gateway.jsontypes import JSON, JSONObject
 from gateway.matching.compiled import Check, CompiledDefinition, Failure, compile_definition
-from gateway.protocols import HTTP, MQTT5, definition_field
+from gateway.protocols import HTTP, definition_field, field_access, widest_protocol
 from gateway.record import NativeMessage
 from gateway.templates import Template
 
@@ -91,8 +91,7 @@ def _example_record(
             value = text == "true"
         if name is None:
             fields[field] = value
-        elif (spec is not None and spec.kind == "section") or (protocol == HTTP and
-                                                               field == "query"):
+        elif field_access(protocol, field, name).kind == "section":
             section = fields.setdefault(field, {})
             assert isinstance(section, dict)
             section[name] = value if spec is not None and spec.kind == "section" else text
@@ -122,7 +121,7 @@ def _protocol_for(a: CompiledDefinition, b: CompiledDefinition) -> str | None:
     if not protocols:
         return None
     # MQTT 5.0 records carry every 3.1.1 field, so a mixed MQTT pair is tested as 5.0.
-    return MQTT5 if MQTT5 in protocols else protocols[0]
+    return widest_protocol(protocols)
 
 
 def find_overlaps(definitions: Sequence[MessageDefinition]) -> list[Overlap]:

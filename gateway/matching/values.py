@@ -10,7 +10,8 @@ from collections.abc import Callable
 from urllib.parse import unquote
 
 from gateway.jsontypes import JSON
-from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, MQTT311, NATS, FieldSpec, definition_field
+from gateway.protocols import address_fields, field_access, find_profile
+from gateway.protocols import family as family  # re-exported: the matcher reads it here
 from gateway.record import NativeMessage, as_text
 
 # A reader returns every value the record carries for one constrained field: zero values
@@ -23,17 +24,6 @@ _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
 _RFC3339 = re.compile(
     r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})\Z"
 )
-
-
-def family(protocol: str | None) -> str | None:
-    """Protocol family for matching: MQTT 3.1.1 and 5.0 records and definitions mix.
-
-    A 5.0 PUBLISH carries every 3.1.1 field, so a 3.1.1 definition applies to 5.0 records;
-    a 5.0 definition constraining 5.0-only fields simply fails on a 3.1.1 record.
-    """
-    if protocol in (MQTT5, MQTT311):
-        return "MQTT"
-    return protocol
 
 
 def same_value(actual: JSON, expected: JSON) -> bool:
@@ -112,43 +102,29 @@ def _scalar_reader(field: str, decode: bool = False) -> Reader:
 
 def reader_for(protocol: str, field: str, name: str | None) -> Reader:
     """The reader for one definition constraint on a record of `protocol`."""
-    spec: FieldSpec | None = definition_field(protocol, field)
-    if protocol == HTTP:
-        if field == "path":
-            return _scalar_reader("path", decode=True)
-        if field == "query" and name is not None:
-            return _section_reader("query", name, decode=True)
-    if spec is not None and name is not None:
-        if spec.kind == "section":
-            return _section_reader(field, name)
-        if protocol == KAFKA and field == "headers":
-            # Kafka definitions spell headers as a map; the record holds a list of pairs.
-            return _pairs_reader("headers", name, False)
-        return _pairs_reader(field, name, spec.case_insensitive_names)
-    if protocol in (NATS, AMQP) and name is not None:
-        return _section_reader(field, name)
-    return _scalar_reader(field)
+    access = field_access(protocol, field, name)
+    if access.kind == "pairs" and access.name is not None:
+        return _pairs_reader(field, access.name, access.case_insensitive)
+    if access.kind == "section" and access.name is not None:
+        return _section_reader(field, access.name, decode=access.percent_encoded)
+    return _scalar_reader(field, decode=access.percent_encoded)
 
 
-# The field whose value addresses a message (topic, subject, path ...). The index keys on it.
+# The field whose value addresses a message (topic, subject, path ...), per protocol
+# family (`ProtocolProfile.address`). The index keys on it.
 ADDRESS_FIELD: dict[str, tuple[str, str | None]] = {
-    "MQTT": ("topic_name", None),
-    KAFKA: ("topic", None),
-    NATS: ("subject", None),
-    HTTP: ("path", None),
-    AMQP: ("properties", "subject"),
-}
+    fam: (ref.field, ref.name) for fam, ref in address_fields().items()}
 
 
 def address_of(record: NativeMessage) -> str | None:
-    fam = family(record.protocol)
-    if fam is None or fam not in ADDRESS_FIELD:
+    prof = find_profile(record.protocol)
+    if prof is None or prof.address is None:
         return None
-    field, name = ADDRESS_FIELD[fam]
+    field, name = prof.address.field, prof.address.name
     value: JSON
     if name is None:
         value = record.fields.get(field)
-        if fam == HTTP and isinstance(value, str):
+        if field in prof.percent_encoded and isinstance(value, str):
             value = unquote(value)
     else:
         section = record.fields.get(field)

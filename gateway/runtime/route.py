@@ -44,7 +44,7 @@ from gateway.jsontypes import JSON
 from gateway.matching.matcher import Explanation
 from gateway.observability.metrics import Metrics
 from gateway.ports import Consumer, Delivery, EndOfInput, NotConnected, Producer
-from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, MQTT311, NATS
+from gateway.protocols import HTTP, find_profile
 from gateway.record import NativeMessage
 from gateway.runtime.retry import RetryPolicy
 
@@ -64,17 +64,14 @@ class Output:
 
 
 def ordering_key(record: NativeMessage) -> object:
-    fields = record.fields
-    protocol = record.protocol
-    if protocol == KAFKA:
-        return (fields.get("topic"), fields.get("partition"))
-    if protocol in (MQTT5, MQTT311):
-        return fields.get("topic_name")
-    if protocol == NATS:
-        return fields.get("subject")
-    if protocol == AMQP:
-        return "amqp"  # one link, one order
-    return None  # HTTP: independent requests, no order to keep
+    """The lane of a message (`ProtocolProfile.ordering`): None runs it on its own."""
+    prof = find_profile(record.protocol)
+    if prof is None or prof.ordering.scope == "none":
+        return None  # HTTP: independent requests, no order to keep
+    if prof.ordering.scope == "link":
+        return prof.name  # AMQP: one link, one order
+    values = tuple(record.fields.get(name) for name in prof.ordering.fields)
+    return values[0] if len(values) == 1 else values
 
 
 class Route:

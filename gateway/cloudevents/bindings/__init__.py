@@ -11,7 +11,7 @@ from gateway.cloudevents.bindings import amqp, http, kafka, mqtt, nats
 from gateway.cloudevents.bindings.common import Binding, EncodeMode, Mode
 from gateway.cloudevents.event import CloudEvent
 from gateway.cloudevents.typesystem import ExtensionTypes
-from gateway.protocols import HTTP, normalize_protocol
+from gateway.protocols import HTTP, find_profile, normalize_protocol, profile
 from gateway.record import NativeMessage
 
 __all__ = [
@@ -69,7 +69,7 @@ def decode_batch(
 ) -> list[CloudEvent]:
     """Every event of `record`: an HTTP batch's members, [event] for one event, [] for none."""
     binding = _binding(record.protocol)
-    if binding.protocol == HTTP and binding.detect(record) == "batch":
+    if profile(binding.protocol).batches and binding.detect(record) == "batch":
         return http.decode_batch(record, extension_types)
     event = binding.decode(record, extension_types)
     return [] if event is None else [event]
@@ -87,6 +87,7 @@ def encode(event: CloudEvent, protocol: str, mode: EncodeMode = "binary") -> Nat
 
 def encode_batch(events: list[CloudEvent], protocol: str = HTTP) -> NativeMessage:
     """An `application/cloudevents-batch+json` message; only HTTP defines batches."""
-    if normalize_protocol(protocol) != HTTP:
+    prof = find_profile(normalize_protocol(protocol))
+    if prof is None or not prof.batches:
         raise ValueError(f"only HTTP has a CloudEvents batch mode, not {protocol!r}")
     return http.encode_batch(events)
