@@ -17,7 +17,7 @@ from gateway.definitions.checks import suggest
 from gateway.definitions.model import Catalog, Endpoint, MessageDefinition
 from gateway.definitions.refs import group_id_of, to_xid
 from gateway.problems import Problems, json_path
-from gateway.protocols import MQTT311
+from gateway.protocols import family_members, find_profile
 from gateway.runtime.retry import RetryPolicy
 
 _READS = ("consumer", "subscriber")
@@ -100,12 +100,16 @@ class RouteChecker:
                     f"deliver: native needs message definitions on '{eid}', which has none",
                     f"add messagegroups or messages to '{eid}', or use deliver: cloudevent")
             return
-        if mode == "binary" and target.protocol == MQTT311:
+        prof = find_profile(target.protocol)
+        if mode == "binary" and prof is not None and not prof.binary_mode:
+            # A sibling of the same family may carry them (MQTT 5.0 for 3.1.1).
+            sibling = next((p.name for p in family_members(prof.family) if p.binary_mode), None)
             self.problems.error(
                 self.file, json_path(*base, "mode"),
-                f"mode binary is impossible towards '{eid}': MQTT/3.1.1 has no message "
+                f"mode binary is impossible towards '{eid}': {prof.name} has no message "
                 "properties to carry CloudEvents attributes",
-                f"use mode: structured, or make '{eid}' an MQTT/5.0 endpoint")
+                "use mode: structured" + (
+                    f", or make '{eid}' an {sibling} endpoint" if sibling else ""))
         declared = target.envelope_options.get("mode")
         if isinstance(declared, str) and declared.lower() in ("binary", "structured") \
                 and declared.lower() != mode:

@@ -7,7 +7,7 @@ from gateway.definitions.endpoints import ENDPOINT_OPTIONS, known_options
 from gateway.definitions.model import Catalog, Endpoint, Provenance
 from gateway.definitions.refs import group_id_of, is_absolute
 from gateway.problems import Problems
-from gateway.protocols import HTTP, KAFKA, MQTT5, MQTT311, PROTOCOLS
+from gateway.protocols import PROTOCOLS, find_profile
 
 _DUAL = frozenset({"subscriber", "consumer"})  # the one combination the spec allows
 
@@ -27,12 +27,13 @@ def _check_usage(endpoint: Endpoint, problems: Problems) -> None:
     if len(usage) <= 1:
         return
     at = _at(endpoint, "usage")
+    prof = find_profile(endpoint.protocol)
     if usage != _DUAL:
         problems.warning(at.file, at.path,
                          f"usage {sorted(usage)} combines roles the spec keeps apart",
                          'use one of consumer, producer, subscriber, or ["subscriber", '
                          '"consumer"]')
-    elif endpoint.protocol in (HTTP, KAFKA):
+    elif prof is not None and not prof.endpoint.subscriber_consumer:
         problems.warning(at.file, at.path,
                          f"usage [subscriber, consumer] is not allowed for {endpoint.protocol}",
                          "declare two endpoints, one per role")
@@ -51,13 +52,23 @@ def _check_options(endpoint: Endpoint, problems: Problems) -> None:
         if protocol in ENDPOINT_OPTIONS and name not in known:
             unknown_name_problem(problems, at, f"{protocol} endpoint option", name, known)
         check_string_templates(problems, value, f"endpoint option '{name}'", at)
-    qos = endpoint.protocol_options.get("qos")
-    if protocol in (MQTT5, MQTT311) and qos is not None and (
-        isinstance(qos, bool) or not isinstance(qos, int) or not 0 <= qos <= 2
-    ):
-        at = _at(endpoint, "protocoloptions", "qos")
-        problems.error(at.file, at.path, f"endpoint option 'qos': {qos!r} is not 0, 1 or 2",
-                       "give an integer between 0 and 2")
+    prof = find_profile(protocol)
+    for name, (low, high) in (prof.endpoint.option_ranges.items() if prof else ()):
+        value = endpoint.protocol_options.get(name)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high
+        ):
+            at = _at(endpoint, "protocoloptions", name)
+            problems.error(at.file, at.path,
+                           f"endpoint option '{name}': {value!r} is not {_spelled(low, high)}",
+                           f"give an integer between {low} and {high}")
+
+
+def _spelled(low: int, high: int) -> str:
+    """`0, 1 or 2` for a short range, else `between 0 and 65535`."""
+    if high - low > 4:
+        return f"between {low} and {high}"
+    return ", ".join(str(n) for n in range(low, high)) + f" or {high}"
 
 
 def _check_groups(endpoint: Endpoint, catalog: Catalog, problems: Problems) -> None:

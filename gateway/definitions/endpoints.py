@@ -22,25 +22,11 @@ from gateway.definitions.refs import to_xid
 from gateway.definitions.spelling import SpellingLog
 from gateway.jsontypes import JSON, JSONObject
 from gateway.problems import Problems, json_path
-from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, MQTT311, NATS, normalize_protocol
+from gateway.protocols import PROFILES, find_profile, normalize_protocol
 
 COMMON_OPTIONS = ("endpoints", "authorization", "deployed")
-ENDPOINT_OPTIONS: dict[str, tuple[str, ...]] = {
-    HTTP: ("method", "headers", "query", "apikeyname", "apikeyin", "plainscheme",
-           "plainusernamefield", "plainpasswordfield"),
-    AMQP: ("node", "durable", "link-properties", "connection-properties", "distribution-mode",
-           "capabilities", "source-filters", "dynamic", "terminus-durability", "expiry-policy",
-           "timeout", "sender-settle-mode", "receiver-settle-mode"),
-    MQTT5: ("topic", "topicfilter", "qos", "retain", "willtopic", "willmessage", "cleanstart",
-            "cleansession", "sessionexpiryinterval", "sharedsubscriptiongroup", "nolocal",
-            "retainaspublished", "retainhandling"),
-    MQTT311: ("topic", "topicfilter", "qos", "retain", "willtopic", "willmessage",
-              "cleansession"),
-    KAFKA: ("topic", "acks", "key", "partition", "consumergroup", "headers", "keyserializer",
-            "valueserializer", "autooffsetreset", "enableautocommit"),
-    NATS: ("subject", "subjectfilter", "queuegroup"),
-}
-_ALIASES: dict[str, dict[str, str]] = {AMQP: {"address": "node"}}
+# The spec's endpoint option names per protocol (`ProtocolProfile.endpoint.options`).
+ENDPOINT_OPTIONS: dict[str, tuple[str, ...]] = {p.name: p.endpoint.options for p in PROFILES}
 USAGES: tuple[Usage, ...] = ("consumer", "producer", "subscriber")
 
 
@@ -180,7 +166,8 @@ def _options(r: _Reader, config: JSONObject, protocol: str | None) -> JSONObject
 
 
 def _option_name(r: _Reader, name: str, protocol: str | None, where: Origin) -> str:
-    alias = _ALIASES.get(protocol or "", {}).get(name)
+    prof = find_profile(protocol)
+    alias = None if prof is None else prof.endpoint.aliases.get(name)
     if alias is None:
         squashed = _squash(name)
         alias = next((k for k in known_options(protocol) if _squash(k) == squashed), name)

@@ -25,20 +25,7 @@ from gateway.definitions.reader import declaration
 from gateway.definitions.spelling import SpellingLog
 from gateway.jsontypes import JSON, JSONObject
 from gateway.problems import Problems
-from gateway.protocols import MQTT5, MQTT311, NATS, FieldSpec, definition_field
-
-_RENAMES: dict[str, dict[str, str]] = {
-    MQTT5: {
-        "topic": "topic_name",
-        "topic-name": "topic_name",
-        "payload_format_indicator": "payload_format",
-        "payload-format-indicator": "payload_format",
-    },
-    NATS: {"reply": "reply-to", "reply_to": "reply-to"},
-}
-_RENAMES[MQTT311] = _RENAMES[MQTT5]
-# Renames the spec itself uses (model vs prose) are not reported as old spellings.
-_QUIET = {(NATS, "reply")}
+from gateway.protocols import FieldSpec, definition_field, find_profile
 
 
 class _Context:
@@ -86,8 +73,9 @@ def normalize_protocol_options(
 def _flatten(raw: JSONObject, where: Origin, ctx: _Context) -> list[tuple[str, JSON, Origin]]:
     """Top-level entries first, then those nested under `options` / MQTT `properties`."""
     nested_keys = {"options"}
-    if ctx.protocol in (MQTT5, MQTT311):
-        nested_keys.add("properties")  # MQTT has no `properties` field; xrcg nests here
+    prof = find_profile(ctx.protocol)
+    if prof is not None:
+        nested_keys.update(prof.definitions.nested)  # MQTT `properties` (xrcg nests there)
     out = [(k, v, where.child(k)) for k, v in raw.items()
            if not (k in nested_keys and isinstance(v, dict))]
     for key in sorted(nested_keys):
@@ -102,7 +90,8 @@ def _field_name(name: str, at: Origin, ctx: _Context) -> str:
     protocol = ctx.protocol
     if protocol is None:
         return name
-    renamed = _RENAMES.get(protocol, {}).get(name)
+    prof = find_profile(protocol)
+    renamed = None if prof is None else prof.definitions.renames.get(name)
     if renamed is None:
         for old, new in (("-", "_"), ("_", "-")):
             candidate = name.replace(old, new)
@@ -111,7 +100,7 @@ def _field_name(name: str, at: Origin, ctx: _Context) -> str:
                 break
     if renamed is None or definition_field(protocol, renamed) is None:
         return name
-    if (protocol, name) not in _QUIET:
+    if prof is None or name not in prof.definitions.quiet_renames:
         ctx.log.note(at, name, renamed)
     return renamed
 

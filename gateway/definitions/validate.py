@@ -22,35 +22,15 @@ from gateway.definitions.model import Catalog, MessageDefinition, OptionConstrai
 from gateway.definitions.typecheck import compatible, has_placeholder
 from gateway.problems import Problem, Problems
 from gateway.protocols import (
-    AMQP,
     DEFINITION_FIELDS,
-    HTTP,
-    KAFKA,
-    MQTT5,
-    MQTT311,
     PROTOCOLS,
+    ValueFormat,
     definition_field,
+    family_members,
+    find_profile,
     is_known_protocol,
+    profile,
 )
-
-_U32 = 2**32 - 1
-# (protocol, field, member) -> inclusive integer range
-_RANGES: dict[tuple[str, str, str | None], tuple[int, int]] = {
-    **{(p, "qos", None): (0, 2) for p in (MQTT5, MQTT311)},
-    (MQTT5, "payload_format", None): (0, 1),
-    (MQTT5, "message_expiry_interval", None): (0, _U32),
-    (KAFKA, "partition", None): (0, 2**31 - 1),
-    (AMQP, "header", "priority"): (0, 255),
-    (AMQP, "header", "ttl"): (0, _U32),
-    (AMQP, "header", "delivery-count"): (0, _U32),
-    (AMQP, "properties", "group-sequence"): (0, _U32),
-}
-_EXCLUSIVE: dict[str, tuple[str, str, str]] = {
-    KAFKA: ("key", "key_base64", "keep only one: key (UTF-8 text) or key_base64 (binary)"),
-    HTTP: ("method", "status", "keep method for requests or status for responses"),
-}
-_HTTP_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
-_HTTP_STATUS = re.compile(r"[1-5][0-9][0-9]\Z")
 
 
 def validate_catalog(catalog: Catalog) -> list[Problem]:
@@ -105,10 +85,11 @@ def _check_option_names(m: MessageDefinition, protocol: str, problems: Problems)
         spec = definition_field(protocol, name)
         at = _at(m, "protocoloptions", name)
         if spec is None:
-            if protocol == MQTT311 and definition_field(MQTT5, name) is not None:
+            sibling = _sibling_with(protocol, name)
+            if sibling is not None:
                 problems.warning(at.file, at.path,
-                                 f"option '{name}' exists only in MQTT/5.0 (ignored)",
-                                 'remove it, or use "protocol": "MQTT/5.0"')
+                                 f"option '{name}' exists only in {sibling} (ignored)",
+                                 f'remove it, or use "protocol": "{sibling}"')
             else:
                 unknown_name_problem(problems, at, f"{protocol} option", name, names)
             continue
@@ -141,14 +122,22 @@ def _check_constraint(
     if not check_property(problems, prop, label, at, expected=fixed):
         return  # the value has the wrong type; range and format checks would only repeat it
     _check_range(protocol, c, label, at, problems)
-    if protocol == HTTP and c.field in ("method", "status"):
-        _check_http(c, label, at, problems)
+    if spec.value_format is not None:
+        _check_format(spec.value_format, c, label, at, problems)
+
+
+def _sibling_with(protocol: str, name: str) -> str | None:
+    """Another protocol of the family that defines option `name` (MQTT/5.0 for a 3.1.1
+    definition using a 5.0-only option)."""
+    return next((p.name for p in family_members(profile(protocol).family)
+                 if p.name != protocol and p.definition_field(name) is not None), None)
 
 
 def _check_range(
     protocol: str, c: OptionConstraint, label: str, at: Provenance, problems: Problems
 ) -> None:
-    limits = _RANGES.get((protocol, c.field, c.name))
+    prof = find_profile(protocol)
+    limits = None if prof is None else prof.definitions.ranges.get((c.field, c.name))
     value = c.prop.value
     if limits is None or not c.prop.has_value or not isinstance(value, int):
         return
@@ -158,27 +147,24 @@ def _check_range(
                        f"give an integer between {low} and {high}")
 
 
-def _check_http(c: OptionConstraint, label: str, at: Provenance, problems: Problems) -> None:
+def _check_format(form: ValueFormat, c: OptionConstraint, label: str, at: Provenance,
+                  problems: Problems) -> None:
     value = c.prop.value
     if not c.prop.has_value or not isinstance(value, str) or has_placeholder(value):
         return
-    if c.field == "method" and not _HTTP_TOKEN.match(value):
-        problems.error(at.file, at.path, f"{label}: {value!r} is not an HTTP method",
-                       "write a method token such as GET, POST or PUT")
-    if c.field == "status" and not _HTTP_STATUS.match(value):
-        problems.error(at.file, at.path, f"{label}: {value!r} is not an HTTP status code",
-                       'write a three-digit code between 100 and 599, e.g. "200"')
+    if not re.match(form.pattern, value):
+        problems.error(at.file, at.path, f"{label}: {value!r} is not {form.noun}", form.fix)
 
 
 def _check_exclusions(m: MessageDefinition, problems: Problems) -> None:
-    rule = _EXCLUSIVE.get(m.protocol or "")
-    if rule is not None:
-        first, second, fix = rule
+    prof = find_profile(m.protocol)
+    for rule in () if prof is None else prof.definitions.exclusive:
+        first, second = rule.first, rule.second
         if first in m.raw_protocol_options and second in m.raw_protocol_options:
             at = _at(m, "protocoloptions", second)
             problems.error(at.file, at.path,
                            f"{m.protocol} options '{first}' and '{second}' are mutually "
-                           "exclusive", fix)
+                           "exclusive", rule.fix)
     if "$.dataschema" in m.field_provenance and m.dataschemauri is not None:
         at = _at(m, "dataschema")
         problems.error(at.file, at.path,
