@@ -25,7 +25,7 @@ from gateway.envelope.render import EnvelopeTemplate
 from gateway.matching.compiled import Check, CompiledDefinition, compile_definition
 from gateway.matching.index import WILD
 from gateway.matching.values import ADDRESS_FIELD
-from gateway.protocols import AMQP, HTTP, KAFKA, NATS, definition_field
+from gateway.protocols import field_access
 from gateway.record import as_text
 from gateway.templates import Template
 
@@ -55,21 +55,10 @@ class ReaderSpec:
 
 
 def reader_spec(protocol: str, field_name: str, name: str | None) -> ReaderSpec:
-    spec = definition_field(protocol, field_name)
-    if protocol == HTTP:
-        if field_name == "path":
-            return ReaderSpec("scalar", "path")
-        if field_name == "query" and name is not None:
-            return ReaderSpec("section", "query", name)
-    if spec is not None and name is not None:
-        if spec.kind == "section":
-            return ReaderSpec("section", field_name, name)
-        if protocol == KAFKA and field_name == "headers":
-            return ReaderSpec("pairs", "headers", name)
-        return ReaderSpec("pairs", field_name, name, spec.case_insensitive_names)
-    if protocol in (NATS, AMQP) and name is not None:
-        return ReaderSpec("section", field_name, name)
-    return ReaderSpec("scalar", field_name)
+    # Percent-encoded values never reach SQL (the screen sends them to the core), so
+    # `access.percent_encoded` needs no counterpart here.
+    access = field_access(protocol, field_name, name)
+    return ReaderSpec(access.kind, field_name, access.name, access.case_insensitive)
 
 
 @dataclass(frozen=True)

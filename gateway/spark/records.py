@@ -18,8 +18,15 @@ from collections.abc import Iterable
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, MQTT311, NATS, RECORD_FIELDS
-from gateway.spark.sqlfuncs import all_of, any_of, sql_lambda, sql_string
+from gateway.protocols import (
+    PROFILES,
+    RECORD_FIELDS,
+    FieldRef,
+    Metadata,
+    ProtocolProfile,
+    address_fields,
+)
+from gateway.spark.sqlfuncs import all_of, any_of, case_when, sql_lambda, sql_string
 
 RECORD = "r"  # the parsed record's column in every stage (the SQL lambdas name it)
 
@@ -70,19 +77,15 @@ def col(r: Column, name: str) -> Column:
 
 
 def family(protocol: Column) -> Column:
-    """`gateway.matching.values.family`: MQTT 3.1.1 and 5.0 records share definitions."""
-    return F.when(protocol.isin(MQTT5, MQTT311), F.lit("MQTT")).otherwise(protocol)
+    """`gateway.protocols.family`: MQTT 3.1.1 and 5.0 records share definitions."""
+    renamed = [(protocol.isin(*(p.name for p in PROFILES if p.family == name)), F.lit(name))
+               for name in dict.fromkeys(p.family for p in PROFILES if p.family != p.name)]
+    return case_when(renamed).otherwise(protocol) if renamed else protocol
 
 
 def address(r: Column, fam: Column) -> Column:
     """`values.address_of` (HTTP paths with `%` never reach SQL, so no decoding here)."""
-    return (
-        F.when(fam == "MQTT", col(r, "topic_name"))
-        .when(fam == KAFKA, col(r, "topic"))
-        .when(fam == NATS, col(r, "subject"))
-        .when(fam == HTTP, col(r, "path"))
-        .when(fam == AMQP, F.try_element_at(col(r, "properties"), F.lit("subject")))
-    )
+    return case_when([(fam == name, read_ref(r, ref)) for name, ref in address_fields().items()])
 
 
 def _present_fields(r: Column, protocol: Column) -> Column:
@@ -188,10 +191,22 @@ def sql_ok(line: Column, r: Column, keys: Column) -> Column:
             col(r, "received_at").rlike(CANONICAL_TIME)
             & col(r, "received_at").try_cast("timestamp").isNotNull()),
         # Percent-decoding (Python `unquote`) and query maps stay with the core.
-        ~((protocol == HTTP) & (F.coalesce(col(r, "path").contains("%"), F.lit(False))
-                                | col(r, "query").isNotNull())),
+        ~_percent_encoded(r, protocol),
     ]
     return F.coalesce(all_of(conditions), F.lit(False))
+
+
+def _percent_encoded(r: Column, protocol: Column) -> Column:
+    """A record with a field the core percent-decodes before matching (an HTTP path with
+    a `%`, any HTTP query map)."""
+    def needs_decoding(prof: ProtocolProfile, name: str) -> Column:
+        if prof.record_fields[name] == "string":
+            return F.coalesce(col(r, name).contains("%"), F.lit(False))
+        return col(r, name).isNotNull()
+
+    return any_of([(protocol == prof.name)
+                   & any_of([needs_decoding(prof, name) for name in prof.percent_encoded])
+                   for prof in PROFILES if prof.percent_encoded])
 
 
 # -- field readers: the value the record carries for one constrained field, as text ----
@@ -229,6 +244,11 @@ def first_value(entries: Column) -> Column:
     return F.try_element_at(F.try_element_at(entries, F.lit(1)), F.lit("value"))
 
 
-def first_header(name: str) -> Column:
-    """`NativeMessage.header(name, case_insensitive=True)`: the first entry's value."""
-    return read_pairs("headers", name, True)
+def read_ref(r: Column, ref: FieldRef, metadata: Metadata | None = None) -> Column:
+    """The value at `ref` (`NativeMessage.metadata` when `ref` is in the protocol's
+    `metadata` place: the first entry with that name)."""
+    if ref.name is None:
+        return col(r, ref.field)
+    if metadata is not None and ref.field == metadata.field and metadata.shape == "pairs":
+        return read_pairs(ref.field, ref.name, metadata.ignore_case)
+    return F.try_element_at(col(r, ref.field), F.lit(ref.name))

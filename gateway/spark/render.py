@@ -13,10 +13,17 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, NATS
+from gateway.protocols import PROFILES, FieldRef, Metadata, ProtocolProfile
 from gateway.spark.compiler import CompiledCatalog
-from gateway.spark.records import RECORD, col, first_header, read_pairs
-from gateway.spark.sqlfuncs import any_of, case_when, random_digest, uuid5_digest, uuid_text
+from gateway.spark.records import RECORD, col, read_ref
+from gateway.spark.sqlfuncs import (
+    all_of,
+    any_of,
+    case_when,
+    random_digest,
+    uuid5_digest,
+    uuid_text,
+)
 
 _CONTROL = "[\\x00-\\x1f\\x7f-\\x9f]"
 _ABSOLUTE_URI = r"(?U)^[A-Za-z][A-Za-z0-9+.\-]*:[^\s]*\z"
@@ -27,50 +34,48 @@ _INT32 = (-(2**31), 2**31 - 1)
 
 
 def native_identity(r: Column) -> Column:
-    """`gateway.envelope.ids.native_identity`."""
+    """`gateway.envelope.ids.native_identity`, from each profile's `identity`."""
     protocol = col(r, "protocol")
-    props = col(r, "properties")
-    correlation = col(r, "correlation_data")
-    key = first_header("idempotency-key")
-    return (
-        F.when((protocol == KAFKA) & col(r, "topic").isNotNull()
-               & col(r, "partition").isNotNull() & col(r, "offset").isNotNull(),
-               F.concat_ws("", F.lit("kafka:"), col(r, "topic"), F.lit("/"),
-                           col(r, "partition").cast("string"), F.lit("/"),
-                           col(r, "offset").cast("string")))
-        .when((protocol == AMQP) & F.try_element_at(props, F.lit("message-id")).isNotNull(),
-              F.concat(F.lit("amqp:"), F.try_element_at(props, F.lit("message-id"))))
-        .when((protocol == NATS) & col(r, "stream").isNotNull()
-              & col(r, "sequence").isNotNull(),
-              F.concat(F.lit("nats:"), col(r, "stream"), F.lit("/"),
-                       col(r, "sequence").cast("string")))
-        .when((protocol == MQTT5) & (F.length(correlation) > 0),
-              F.concat(F.lit("mqtt:"), F.coalesce(col(r, "topic_name"), F.lit("")),
-                       F.lit("/"), correlation))
-        .when((protocol == HTTP) & (F.length(key) > 0), F.concat(F.lit("http:"), key))
-    )
+    branches: list[tuple[Column, Column]] = []
+    for prof in PROFILES:
+        if prof.identity is None:
+            continue
+        conditions = [protocol == prof.name]
+        pieces = [F.lit(prof.identity.prefix + ":")]
+        for index, part in enumerate(prof.identity.parts):
+            value = read_ref(r, part.ref, prof.metadata).cast("string")
+            if part.need == "present":
+                conditions.append(value.isNotNull())
+            elif part.need == "non-empty":
+                conditions.append(F.length(value) > 0)
+            else:
+                value = F.coalesce(value, F.lit(""))
+            pieces += [F.lit("/"), value] if index else [value]
+        branches.append((all_of(conditions), F.concat(*pieces)))
+    return case_when(branches)
 
 
 def native_content_type(r: Column) -> Column:
     """`NativeMessage.content_type`."""
-    protocol = col(r, "protocol")
-    return (
-        F.when(protocol == MQTT5, col(r, "content_type"))
-        .when(protocol == AMQP, F.try_element_at(col(r, "properties"), F.lit("content-type")))
-        .when(protocol.isin(KAFKA, HTTP, NATS), first_header("content-type"))
-    )
+    return _by_place(r, [(prof, prof.content_type) for prof in PROFILES])
 
 
 def trace_header(r: Column, name: str) -> Column:
-    """`gateway.envelope.render.trace_header`."""
+    """`gateway.envelope.render.trace_header` (`NativeMessage.metadata`)."""
+    return _by_place(r, [(prof, FieldRef(prof.metadata.field, name)) for prof in PROFILES
+                         if prof.metadata is not None])
+
+
+def _by_place(r: Column, places: list[tuple[ProtocolProfile, FieldRef | None]]) -> Column:
+    """CASE over the protocol: the value at each protocol's place (null where it has
+    none); protocols reading the same place share one branch."""
+    groups: dict[tuple[FieldRef, Metadata | None], list[str]] = {}
+    for prof, ref in places:
+        if ref is not None:
+            groups.setdefault((ref, prof.metadata), []).append(prof.name)
     protocol = col(r, "protocol")
-    return (
-        F.when(protocol.isin(HTTP, KAFKA, NATS), first_header(name))
-        .when(protocol == MQTT5,
-              read_pairs("user_properties", name, False))
-        .when(protocol == AMQP,
-              F.try_element_at(col(r, "application-properties"), F.lit(name)))
-    )
+    return case_when([(protocol.isin(*names), read_ref(r, ref, metadata))
+                      for (ref, metadata), names in groups.items()])
 
 
 def _coerce_fails(name: str, typ: str, value: Column) -> Column:
