@@ -10,7 +10,8 @@ paths. Producer endpoints give the address fields every outgoing record gets
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from adapters import _amqp_options, _http_options, _kafka_options, _mqtt_options, _nats_options
@@ -24,7 +25,16 @@ from gateway.definitions.model import MessageDefinition
 from gateway.jsontypes import JSON
 from gateway.options import OptionSpec
 from gateway.ports import Consumer, EndpointSettings, Producer
-from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, MQTT311, NATS
+from gateway.protocols import (
+    AMQP,
+    HTTP,
+    KAFKA,
+    MQTT_FAMILY,
+    NATS,
+    PROFILES,
+    ProtocolProfile,
+    find_profile,
+)
 from gateway.templates import Template, TemplateError, to_wildcard_filter
 
 
@@ -77,15 +87,91 @@ def settings_for(endpoint: EndpointConfig, options: dict[str, object]) -> Endpoi
     )
 
 
-#: One option spec per adapter; MQTT 3.1.1 and 5.0 share one adapter.
-OPTION_SPECS: dict[str, OptionSpec] = {
-    MQTT5: _mqtt_options.OPTIONS,
-    MQTT311: _mqtt_options.OPTIONS,
-    AMQP: _amqp_options.OPTIONS,
-    KAFKA: _kafka_options.OPTIONS,
-    NATS: _nats_options.OPTIONS,
-    HTTP: _http_options.OPTIONS,
+# What the definitions imply for an endpoint's settings, per adapter: a consumer's
+# subscription (filters, topics, paths) from the messages' address templates, the MQTT
+# version, the AMQP node.
+Prepare = Callable[[ProtocolProfile, EndpointConfig, dict[str, object],
+                    Sequence[MessageDefinition]], None]
+
+
+def _nothing(prof: ProtocolProfile, endpoint: EndpointConfig, opts: dict[str, object],
+             messages: Sequence[MessageDefinition]) -> None:
+    return None
+
+
+def _addresses(prof: ProtocolProfile, messages: Sequence[MessageDefinition]) -> list[str]:
+    return [] if prof.address is None else _address_values(messages, prof.address.field)
+
+
+def _mqtt_version(prof: ProtocolProfile, endpoint: EndpointConfig, opts: dict[str, object],
+                  messages: Sequence[MessageDefinition]) -> None:
+    opts["protocol"] = prof.version  # one adapter speaks 3.1.1 and 5.0
+
+
+def _mqtt_subscription(prof: ProtocolProfile, endpoint: EndpointConfig,
+                       opts: dict[str, object], messages: Sequence[MessageDefinition]) -> None:
+    filters = _strings(opts.get("topicfilter")) or _filters(
+        _addresses(prof, messages), "+", "/") or _strings(opts.get("topic"))
+    group = opts.get("sharedsubscriptiongroup")
+    if group:
+        filters = [f"$share/{group}/{f}" for f in filters]
+    opts["topicfilter"] = filters
+    _mqtt_version(prof, endpoint, opts, messages)
+
+
+def _kafka_subscription(prof: ProtocolProfile, endpoint: EndpointConfig,
+                        opts: dict[str, object], messages: Sequence[MessageDefinition]) -> None:
+    topics = _strings(opts.get("topics")) or _strings(opts.get("topic")) or [
+        t for t in _addresses(prof, messages) if "{" not in t]
+    opts["topics"] = list(dict.fromkeys(topics))
+    opts.setdefault("consumergroup", f"xrgw-{endpoint.endpoint_id}")
+
+
+def _nats_subscription(prof: ProtocolProfile, endpoint: EndpointConfig,
+                       opts: dict[str, object], messages: Sequence[MessageDefinition]) -> None:
+    opts["subjectfilter"] = _strings(opts.get("subjectfilter")) or _strings(
+        opts.get("subject")) or _filters(_addresses(prof, messages), "*", ".")
+
+
+def _amqp_node(prof: ProtocolProfile, endpoint: EndpointConfig, opts: dict[str, object],
+               messages: Sequence[MessageDefinition]) -> None:
+    if "node" not in opts:
+        opts["node"] = urlsplit(_uri(endpoint)).path or endpoint.endpoint_id
+
+
+def _http_paths(prof: ProtocolProfile, endpoint: EndpointConfig, opts: dict[str, object],
+                messages: Sequence[MessageDefinition]) -> None:
+    if "paths" not in opts:
+        paths = _addresses(prof, messages)
+        if paths:
+            opts["paths"] = paths
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """One adapter: its option spec, its consumer and producer, and what it derives."""
+
+    options: OptionSpec
+    consumer: Callable[[EndpointSettings], Consumer]
+    producer: Callable[[EndpointSettings], Producer]
+    prepare_consumer: Prepare = _nothing
+    prepare_producer: Prepare = _nothing
+
+
+#: The adapter of each protocol family (`ProtocolProfile.family`); MQTT 3.1.1 and 5.0
+#: share one adapter.
+ADAPTERS: dict[str, Adapter] = {
+    MQTT_FAMILY: Adapter(_mqtt_options.OPTIONS, MqttConsumer, MqttProducer,
+                         _mqtt_subscription, _mqtt_version),
+    AMQP: Adapter(_amqp_options.OPTIONS, AmqpConsumer, AmqpProducer, _amqp_node, _amqp_node),
+    KAFKA: Adapter(_kafka_options.OPTIONS, KafkaConsumer, KafkaProducer, _kafka_subscription),
+    NATS: Adapter(_nats_options.OPTIONS, NatsConsumer, NatsProducer, _nats_subscription),
+    HTTP: Adapter(_http_options.OPTIONS, HttpConsumer, HttpProducer, _http_paths),
 }
+
+#: One option spec per protocol.
+OPTION_SPECS: dict[str, OptionSpec] = {
+    p.name: ADAPTERS[p.family].options for p in PROFILES if p.family in ADAPTERS}
 
 
 class AdapterRegistry:
@@ -97,74 +183,35 @@ class AdapterRegistry:
         spec = self.option_spec(endpoint.protocol)
         return dict(endpoint.options) if spec is None else spec.canonical(endpoint.options)
 
+    def _adapter(self, endpoint: EndpointConfig) -> tuple[ProtocolProfile, Adapter]:
+        prof = find_profile(endpoint.protocol)
+        adapter = None if prof is None else ADAPTERS.get(prof.family)
+        if prof is None or adapter is None:
+            raise ValueError(
+                f"endpoint {endpoint.endpoint_id}: no adapter for {endpoint.protocol!r}")
+        return prof, adapter
+
     def consumer(self, endpoint: EndpointConfig,
                  messages: Sequence[MessageDefinition]) -> Consumer:
+        prof, adapter = self._adapter(endpoint)
         opts = self._options(endpoint)
-        protocol = endpoint.protocol
-        if protocol in (MQTT5, MQTT311):
-            filters = _strings(opts.get("topicfilter")) or _filters(
-                _address_values(messages, "topic_name"), "+", "/") or _strings(
-                opts.get("topic"))
-            group = opts.get("sharedsubscriptiongroup")
-            if group:
-                filters = [f"$share/{group}/{f}" for f in filters]
-            opts["topicfilter"] = filters
-            opts["protocol"] = "3.1.1" if protocol == MQTT311 else "5.0"
-            return MqttConsumer(settings_for(endpoint, opts))
-        if protocol == KAFKA:
-            topics = _strings(opts.get("topics")) or _strings(opts.get("topic")) or [
-                t for t in _address_values(messages, "topic") if "{" not in t]
-            opts["topics"] = list(dict.fromkeys(topics))
-            opts.setdefault("consumergroup", f"xrgw-{endpoint.endpoint_id}")
-            return KafkaConsumer(settings_for(endpoint, opts))
-        if protocol == NATS:
-            opts["subjectfilter"] = _strings(opts.get("subjectfilter")) or _strings(
-                opts.get("subject")) or _filters(_address_values(messages, "subject"), "*", ".")
-            return NatsConsumer(settings_for(endpoint, opts))
-        if protocol == AMQP:
-            if "node" not in opts:
-                opts["node"] = urlsplit(_uri(endpoint)).path or endpoint.endpoint_id
-            return AmqpConsumer(settings_for(endpoint, opts))
-        if protocol == HTTP:
-            if "paths" not in opts:
-                paths = _address_values(messages, "path")
-                if paths:
-                    opts["paths"] = paths
-            return HttpConsumer(settings_for(endpoint, opts))
-        raise ValueError(f"endpoint {endpoint.endpoint_id}: no adapter for {protocol!r}")
+        adapter.prepare_consumer(prof, endpoint, opts, messages)
+        return adapter.consumer(settings_for(endpoint, opts))
 
     def producer(self, endpoint: EndpointConfig) -> Producer:
+        prof, adapter = self._adapter(endpoint)
         opts = self._options(endpoint)
-        protocol = endpoint.protocol
-        if protocol in (MQTT5, MQTT311):
-            opts["protocol"] = "3.1.1" if protocol == MQTT311 else "5.0"
-            return MqttProducer(settings_for(endpoint, opts))
-        if protocol == KAFKA:
-            return KafkaProducer(settings_for(endpoint, opts))
-        if protocol == NATS:
-            return NatsProducer(settings_for(endpoint, opts))
-        if protocol == AMQP:
-            if "node" not in opts:
-                opts["node"] = urlsplit(_uri(endpoint)).path or endpoint.endpoint_id
-            return AmqpProducer(settings_for(endpoint, opts))
-        if protocol == HTTP:
-            return HttpProducer(settings_for(endpoint, opts))
-        raise ValueError(f"endpoint {endpoint.endpoint_id}: no adapter for {protocol!r}")
+        adapter.prepare_producer(prof, endpoint, opts, ())
+        return adapter.producer(settings_for(endpoint, opts))
 
     def output_defaults(self, endpoint: EndpointConfig) -> dict[str, JSON]:
         """Record fields every outgoing record of this endpoint gets unless it has its own:
-        the endpoint's fixed address (topic, subject) and Kafka key and partition."""
+        the endpoint's fixed address (topic, subject) and Kafka key and partition
+        (`ProtocolProfile.endpoint.output_fields`)."""
         opts = self._options(endpoint)
-        protocol = endpoint.protocol
-        fields: tuple[tuple[str, str], ...] = ()
-        if protocol in (MQTT5, MQTT311):
-            fields = (("topic", "topic_name"),)
-        elif protocol == KAFKA:
-            fields = (("topic", "topic"), ("key", "key"), ("partition", "partition"))
-        elif protocol == NATS:
-            fields = (("subject", "subject"),)
+        prof = find_profile(endpoint.protocol)
         out: dict[str, JSON] = {}
-        for option, record_field in fields:
+        for option, record_field in () if prof is None else prof.endpoint.output_fields:
             value = opts.get(option)
             if isinstance(value, (str, int)) and not isinstance(value, bool):
                 out[record_field] = value
