@@ -1,7 +1,8 @@
 """TLS contexts and TLS error wording shared by the adapters.
 
 One rule for every protocol: the connection is encrypted when the URI scheme says so
-(`mqtts://`, `amqps://`, `tls://` for NATS, `https://`) *or* a `tls` block is configured
+(`mqtts://` or `ssl://`, `amqps://`, `tls://` for NATS, `https://`: each profile's
+`UriSchemes.tls`) *or* a `tls` block is configured
 (Kafka has no scheme of its own; for the others a `tls` block next to `mqtt://` still
 means TLS, on the port given). Whoever asked for TLS gets TLS or no connection, never
 clear text. The `tls` block (`TlsSettings`) says *how*: the CA bundle that verifies the
@@ -20,14 +21,16 @@ import contextlib
 import ssl
 
 from gateway.ports import TlsSettings
+from gateway.protocols import UriSchemes
 
 __all__ = ["client_context", "describe", "describe_text", "probe", "server_context",
            "wants_tls"]
 
 
-def wants_tls(scheme: str, secure_schemes: tuple[str, ...], tls: TlsSettings | None) -> bool:
-    """Whether to encrypt: a secure scheme, or any `tls` settings."""
-    return scheme.lower() in secure_schemes or tls is not None
+def wants_tls(scheme: str, uris: UriSchemes, tls: TlsSettings | None) -> bool:
+    """Whether to encrypt: a TLS scheme of the protocol (`UriSchemes.tls`), or any `tls`
+    settings."""
+    return uris.is_tls(scheme) or tls is not None
 
 
 def _load_chain(context: ssl.SSLContext, cert_file: str | None, key_file: str | None) -> None:

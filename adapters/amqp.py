@@ -53,6 +53,7 @@ from adapters._amqp_options import OPTIONS
 from adapters._amqp_record import to_message, to_record
 from adapters._proton_loop import LoopHandler, ProtonThread
 from adapters._reconnect import ReconnectGate
+from adapters._schemes import check_scheme
 from adapters._tls import client_context, wants_tls
 from gateway.ports import (
     Delivery,
@@ -63,9 +64,12 @@ from gateway.ports import (
     Settle,
     TlsSettings,
 )
+from gateway.protocols import AMQP, profile
 from gateway.record import NativeMessage
 
 __all__ = ["AmqpConsumer", "AmqpOptions", "AmqpProducer"]
+
+_URIS = profile(AMQP).endpoint.uris
 
 # Link refusals that say "this address will not work": retrying the message is useless.
 _ADDRESS_ERRORS = frozenset(
@@ -93,9 +97,8 @@ class AmqpOptions:
         """Read the options (`adapters/_amqp_options.py`); raises ValueError naming the
         bad one."""
         url = urlsplit(settings.uri)
-        if url.scheme not in ("amqp", "", "amqps"):
-            raise ValueError(f"uri: unsupported scheme {url.scheme!r}")
-        secure = wants_tls(url.scheme, ("amqps",), settings.tls)
+        check_scheme(url.scheme, _URIS)
+        secure = wants_tls(url.scheme, _URIS, settings.tls)
         if secure:
             client_context(settings.tls)  # check the files here, not on the proton thread
         opts = OPTIONS.read(settings.options)

@@ -70,11 +70,15 @@ from adapters._http_record import (
     to_record,
     to_request,
 )
+from adapters._schemes import check_scheme
 from adapters._tls import client_context, describe, server_context, wants_tls
 from gateway.ports import Delivery, EndOfInput, EndpointSettings, NotConnected, Outcome, Settle
+from gateway.protocols import HTTP, profile
 from gateway.record import NativeMessage
 
 __all__ = ["HttpConsumer", "HttpOptions", "HttpProducer"]
+
+_URIS = profile(HTTP).endpoint.uris
 
 
 @dataclass(frozen=True)
@@ -101,9 +105,8 @@ class HttpOptions:
         """Read the options (`adapters/_http_options.py`); raises ValueError naming the
         bad one."""
         url = urlsplit(settings.uri)
-        if url.scheme not in ("http", "https"):
-            raise ValueError(f"uri: unsupported scheme {url.scheme!r}")
-        scheme = "https" if wants_tls(url.scheme, ("https",), settings.tls) else "http"
+        check_scheme(url.scheme, _URIS)
+        scheme = "https" if wants_tls(url.scheme, _URIS, settings.tls) else "http"
         opts = OPTIONS.read(settings.options)
         paths = opts["paths"] or ([url.path] if url.path not in ("", "/") else [])
         return cls(

@@ -1,7 +1,8 @@
 """Kafka consumer (consumer group) and producer (aiokafka).
 
-URI: `kafka://HOST:PORT[,HOST:PORT...]` (bootstrap servers; `tcp://` or no scheme work
-too). Kafka has no TLS scheme: a `tls` block (`EndpointSettings.tls`) turns TLS on (see
+URI: `kafka://HOST:PORT[,HOST:PORT...]` (bootstrap servers; the one scheme of the KAFKA
+profile, which the config check reads too: listener names such as `SSL://` are refused
+saying so). Kafka has no TLS scheme: a `tls` block (`EndpointSettings.tls`) turns TLS on (see
 `adapters/_tls.py`: the brokers are verified against `tls.ca_file`, default the system
 CAs, and their host names; `tls.cert_file`/`key_file` add a client certificate), and a
 `username` turns SASL on (`sasl_mechanism`, the password from `password`). So the
@@ -75,11 +76,15 @@ from aiokafka.errors import (  # type: ignore[import-untyped]
 from adapters._kafka_options import MECHANISMS, OPTIONS, SECURITY_PROTOCOLS
 from adapters._kafka_record import KafkaRecordLike, SendArgs, to_record, to_send
 from adapters._reconnect import ReconnectGate
+from adapters._schemes import check_scheme
 from adapters._tls import client_context, describe, probe
 from gateway.ports import Delivery, EndOfInput, EndpointSettings, NotConnected, Outcome, Settle
+from gateway.protocols import KAFKA, profile
 from gateway.record import NativeMessage
 
 __all__ = ["KafkaConsumer", "KafkaOptions", "KafkaProducer"]
+
+_URIS = profile(KAFKA).endpoint.uris
 
 log = logging.getLogger(__name__)
 
@@ -226,8 +231,7 @@ def _bootstrap(uri: str) -> tuple[str, ...]:
     scheme, sep, rest = uri.partition("://")
     if not sep:
         scheme, rest = "", uri
-    if scheme.lower() not in ("kafka", "tcp", ""):
-        raise ValueError(f"uri: unsupported scheme {scheme!r}")
+    check_scheme(scheme, _URIS)
     netloc = rest.split("/", 1)[0]
     if "@" in netloc:
         raise ValueError("uri: put credentials into username/password (or *_file), "

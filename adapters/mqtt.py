@@ -3,7 +3,7 @@
 Options: `adapters/_mqtt_options.py` (one spec: names, xRegistry spellings, types,
 defaults; rendered in docs/configuration.md).
 
-Security. `mqtts://host[:8883]` (or a `tls` block) connects with TLS (see
+Security. `mqtts://host[:8883]` or `ssl://` (or a `tls` block) connects with TLS (see
 `adapters/_tls.py`): the server is verified against `tls.ca_file` (default: the system
 CAs) including its host name, and `tls.cert_file`/`tls.key_file` add a client
 certificate (mutual TLS). `username` and `password` (or the URI's `user:password@`) go
@@ -56,12 +56,15 @@ from adapters._mqtt_options import OPTIONS
 from adapters._mqtt_record import to_publish, to_record
 from adapters._paho_loop import PahoLink, new_properties
 from adapters._reconnect import ReconnectGate
+from adapters._schemes import check_scheme
 from adapters._tls import client_context, wants_tls
 from gateway.ports import Delivery, EndOfInput, EndpointSettings, NotConnected, Outcome, Settle
-from gateway.protocols import MQTT5, MQTT311
+from gateway.protocols import MQTT5, MQTT311, profile
 from gateway.record import NativeMessage
 
 __all__ = ["MqttConsumer", "MqttOptions", "MqttProducer"]
+
+_URIS = profile(MQTT5).endpoint.uris  # 3.1.1 has the same
 
 
 @dataclass(frozen=True)
@@ -88,9 +91,8 @@ class MqttOptions:
         """Read the options (`adapters/_mqtt_options.py`); raises ValueError naming the bad
         one."""
         url = urlsplit(settings.uri)
-        if url.scheme not in ("mqtt", "tcp", "", "mqtts", "ssl"):
-            raise ValueError(f"uri: unsupported scheme {url.scheme!r}")
-        secure = wants_tls(url.scheme, ("mqtts", "ssl"), settings.tls)
+        check_scheme(url.scheme, _URIS)
+        secure = wants_tls(url.scheme, _URIS, settings.tls)
         opts = OPTIONS.read(settings.options)
         raw_filters = opts["topicfilter"] or ()
         return cls(

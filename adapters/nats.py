@@ -66,11 +66,15 @@ from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo, PubAck
 from adapters._nats_options import OPTIONS
 from adapters._nats_record import parse_header_block, to_publish, to_record
 from adapters._reconnect import ReconnectGate
-from adapters._tls import client_context, describe, wants_tls
+from adapters._schemes import check_scheme
+from adapters._tls import client_context, describe
 from gateway.ports import Delivery, EndOfInput, EndpointSettings, NotConnected, Outcome, Settle
+from gateway.protocols import NATS, profile
 from gateway.record import NativeMessage
 
 __all__ = ["NatsConsumer", "NatsOptions", "NatsProducer"]
+
+_URIS = profile(NATS).endpoint.uris
 
 log = logging.getLogger(__name__)
 
@@ -102,12 +106,12 @@ class NatsOptions:
         bad one."""
         servers = tuple(s.strip() for s in settings.uri.split(",") if s.strip())
         schemes = {urlsplit(server).scheme for server in servers}
-        for scheme in schemes:
-            if scheme not in ("nats", "", "tls"):
-                raise ValueError(f"uri: unsupported scheme {scheme!r}")
-        if "tls" in schemes and schemes != {"tls"}:
+        for scheme in sorted(schemes):
+            check_scheme(scheme, _URIS)
+        secure_schemes = {s for s in schemes if _URIS.is_tls(s)}
+        if secure_schemes and secure_schemes != schemes:
             raise ValueError("uri: mixes tls:// and nats:// servers; use tls:// for all")
-        secure = wants_tls("tls" if "tls" in schemes else "nats", ("tls",), settings.tls)
+        secure = bool(secure_schemes) or settings.tls is not None
         opts = OPTIONS.read(settings.options)
         creds_file = _text(opts, "creds_file")
         nkey_seed_file = _text(opts, "nkey_seed_file")

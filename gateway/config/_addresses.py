@@ -1,9 +1,11 @@
 """Endpoint addresses: which URI schemes fit which protocol, and reading the addresses of
 an override `uri` or of a definition's `protocoloptions.endpoints`.
 
-The scheme table is strict on purpose (no `tcp://` for MQTT, no bare `host:port` for
-Kafka): the scheme is how the gateway picks TLS or plain, and a guess there either fails
-late at connect time or, worse, sends credentials in clear text.
+The schemes are the protocol profile's (`ProtocolProfile.endpoint.uris`), the same table
+the adapters read, so an address this check accepts is one the adapter connects with.
+The table is strict on purpose (no bare `host:port`, no Kafka listener names as schemes):
+the scheme is how the gateway picks TLS or plain, and a guess there either fails late at
+connect time or, worse, sends credentials in clear text.
 """
 
 from __future__ import annotations
@@ -12,21 +14,8 @@ import urllib.parse
 
 from gateway.config._secret import redact_uri
 from gateway.definitions.model import Endpoint
-from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, MQTT311, NATS
+from gateway.protocols import PROFILES, find_profile
 
-SCHEMES: dict[str, tuple[str, ...]] = {
-    MQTT5: ("mqtt", "mqtts"),
-    MQTT311: ("mqtt", "mqtts"),
-    AMQP: ("amqp", "amqps"),
-    NATS: ("nats", "tls"),
-    KAFKA: ("kafka",),
-    HTTP: ("http", "https"),
-}
-_EXAMPLES = {
-    MQTT5: "mqtt://host:1883", MQTT311: "mqtt://host:1883", AMQP: "amqp://host:5672",
-    NATS: "nats://host:4222", KAFKA: "kafka://host1:9092,host2:9092",
-    HTTP: "https://host/path",
-}
 Issue = tuple[str, str]
 
 
@@ -34,32 +23,48 @@ def check_uri(uri: str, protocol: str | None) -> Issue | None:
     """(what is wrong, fix) when `uri` cannot address an endpoint of `protocol`."""
     shown = redact_uri(uri)
     scheme = uri.partition("://")[0].lower() if "://" in uri else ""
-    allowed = SCHEMES.get(protocol or "")
-    if allowed is None:
+    prof = find_profile(protocol)
+    if prof is None:
         return None  # an unknown protocol is reported by the definitions validator
-    example = _EXAMPLES[protocol or ""]
-    if scheme not in allowed:
-        return (f"'{shown}' does not fit protocol {protocol}: the scheme must be "
-                f"{' or '.join(s + '://' for s in allowed)}", f"write e.g. uri: {example}")
-    if protocol == KAFKA:
-        return None if kafka_servers(uri) else (
-            f"'{shown}' is not kafka://HOST:PORT[,HOST:PORT]", f"write e.g. uri: {example}")
+    uris = prof.endpoint.uris
+    fix = f"write e.g. uri: {uris.example}"
+    problem = uris.problem(scheme)
+    if problem is not None:
+        return f"'{shown}' does not fit protocol {protocol}: {problem}", fix
+    if uris.server_list:
+        return None if server_list(uri, prof.name) else (
+            f"'{shown}' is not {scheme}://HOST:PORT[,HOST:PORT]", fix)
     try:
         parts = urllib.parse.urlsplit(uri)
         # Port 0 asks for an ephemeral port: meaningful for a listener (HTTP ingress).
-        port_ok = parts.port is None or parts.port > 0 or (protocol == HTTP and parts.port == 0)
+        port_ok = parts.port is None or parts.port > 0 or (uris.listens and parts.port == 0)
     except ValueError:
         port_ok = False
         parts = urllib.parse.SplitResult("", "", "", "", "")
     if not parts.hostname or not port_ok:
-        return (f"'{shown}' has no valid host and port", f"write e.g. uri: {example}")
+        return (f"'{shown}' has no valid host and port", fix)
     return None
 
 
-def kafka_servers(uri: str) -> tuple[str, ...]:
-    """`kafka://h1:9092,h2:9092` -> ("h1:9092", "h2:9092"); () when malformed."""
+def accepted_forms() -> str:
+    """Every accepted scheme once, for the docs: `mqtt://, mqtts://, ..., kafka://HOST:PORT
+    [,HOST:PORT], ...` (MQTT 3.1.1 and 5.0 share theirs)."""
+    forms: dict[str, None] = {}
+    for prof in PROFILES:
+        uris = prof.endpoint.uris
+        tail = "HOST:PORT[,HOST:PORT]" if uris.server_list else ""
+        forms.update((f"{scheme}://{tail}", None) for scheme in uris.schemes)
+    return ", ".join(forms)
+
+
+def server_list(uri: str, protocol: str | None) -> tuple[str, ...]:
+    """The servers of a protocol whose URI lists them (`kafka://h1:9092,h2:9092` ->
+    ("h1:9092", "h2:9092")); () for other protocols and when malformed."""
+    prof = find_profile(protocol)
+    if prof is None or not prof.endpoint.uris.server_list:
+        return ()
     scheme, sep, rest = uri.partition("://")
-    if not sep or scheme.lower() != "kafka" or not rest:
+    if not sep or prof.endpoint.uris.problem(scheme) is not None or not rest:
         return ()
     servers = tuple(s.strip() for s in rest.rstrip("/").split(","))
     for server in servers:
@@ -85,6 +90,6 @@ def definition_addresses(endpoint: Endpoint) -> tuple[tuple[str, ...], tuple[str
         elif isinstance(item.get("uri"), str):
             uri = str(item["uri"])
             uris.append(uri)
-            if endpoint.protocol == KAFKA and not bootstrap:
-                bootstrap = kafka_servers(uri)
+            bootstrap = bootstrap or server_list(uri, endpoint.protocol)
     return tuple(uris), bootstrap
+

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import cast
 
 from gateway.config._adapter_options import has_adapters, option_spec
-from gateway.config._addresses import check_uri, definition_addresses, kafka_servers
+from gateway.config._addresses import check_uri, definition_addresses, server_list
 from gateway.config._model import EndpointConfig
 from gateway.config._secret import Secret
 from gateway.definitions.checks import suggest, where
@@ -21,7 +21,6 @@ from gateway.jsontypes import JSON, JSONObject
 from gateway.options import COMMON_OPTIONS, OptionSpec
 from gateway.ports import TlsSettings
 from gateway.problems import Problem, Problems, json_path
-from gateway.protocols import KAFKA
 
 Override = Mapping[str, object]
 
@@ -79,7 +78,7 @@ class EndpointResolver:
             issue = check_uri(uri, endpoint.protocol)
             if issue is not None:
                 self.problems.error(self.file, json_path("endpoints", eid, "uri"), *issue)
-            servers = kafka_servers(uri) if endpoint.protocol == KAFKA else ()
+            servers = server_list(uri, endpoint.protocol)
             return (uri,), servers
         fix = f"add the address to the config: endpoints: {{{eid}: {{uri: ...}}}}"
         if not endpoint.deployed:

@@ -9,6 +9,7 @@ without anyone having decided that. `deadletter: log` states that decision expli
 
 from __future__ import annotations
 
+from gateway.config._addresses import accepted_forms
 from gateway.config._spec import OPTIONAL, REQUIRED, Field
 
 DEADLETTER_LOG = "log"
@@ -144,9 +145,8 @@ _OVERRIDE = Field(
     "endpoint", "object", "Deployment settings for one endpoint of the definitions.",
     fields=(
         Field("uri", "str",
-              "Address, replacing the definition's protocoloptions.endpoints: mqtt://, mqtts://, "
-              "amqp://, amqps://, nats://, tls://, kafka://HOST:PORT[,HOST:PORT], http://, "
-              "https://.", OPTIONAL, "mqtt://127.0.0.1:1883"),
+              "Address, replacing the definition's protocoloptions.endpoints: "
+              f"{accepted_forms()}.", OPTIONAL, "mqtt://127.0.0.1:1883"),
         Field("username", "str", "User name.", OPTIONAL, "${MQTT_USER}"),
         Field("password", "str", "Password; prefer password_file.", OPTIONAL, "${MQTT_PASSWORD}",
               secret=True),
