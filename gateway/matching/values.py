@@ -78,24 +78,37 @@ def _pairs_reader(field: str, name: str, case_insensitive: bool) -> Reader:
     return read
 
 
-def _section_reader(field: str, name: str, decode: bool = False) -> Reader:
+def _section_reader(field: str, name: str) -> Reader:
     def read(record: NativeMessage) -> list[JSON]:
         raw = record.fields.get(field)
         if isinstance(raw, dict) and name in raw:
-            value = raw[name]
-            return [unquote(value) if decode and isinstance(value, str) else value]
+            return [raw[name]]
         return []
 
     return read
 
 
-def _scalar_reader(field: str, decode: bool = False) -> Reader:
+def _scalar_reader(field: str) -> Reader:
     def read(record: NativeMessage) -> list[JSON]:
         fields = record.fields
         if field in fields:
-            value = fields[field]
-            return [unquote(value) if decode and isinstance(value, str) else value]
+            return [fields[field]]
         return []
+
+    return read
+
+
+def _query_reader(field: str, name: str) -> Reader:
+    """An HTTP query parameter by its percent-decoded name; the value stays raw (the check
+    decodes it: a template must see `%2F` inside a value, not a separator)."""
+
+    def read(record: NativeMessage) -> list[JSON]:
+        raw = record.fields.get(field)
+        if not isinstance(raw, dict):
+            return []
+        if name in raw:
+            return [raw[name]]
+        return [value for key, value in raw.items() if unquote(key) == name][:1]
 
     return read
 
@@ -106,8 +119,10 @@ def reader_for(protocol: str, field: str, name: str | None) -> Reader:
     if access.kind == "pairs" and access.name is not None:
         return _pairs_reader(field, access.name, access.case_insensitive)
     if access.kind == "section" and access.name is not None:
-        return _section_reader(field, access.name, decode=access.percent_encoded)
-    return _scalar_reader(field, decode=access.percent_encoded)
+        if access.percent_encoded:
+            return _query_reader(field, access.name)  # HTTP query: names compared decoded
+        return _section_reader(field, access.name)
+    return _scalar_reader(field)
 
 
 # The field whose value addresses a message (topic, subject, path ...), per protocol
@@ -123,9 +138,7 @@ def address_of(record: NativeMessage) -> str | None:
     field, name = prof.address.field, prof.address.name
     value: JSON
     if name is None:
-        value = record.fields.get(field)
-        if field in prof.percent_encoded and isinstance(value, str):
-            value = unquote(value)
+        value = record.fields.get(field)  # HTTP: raw, split before decoding
     else:
         section = record.fields.get(field)
         value = section.get(name) if isinstance(section, dict) else None

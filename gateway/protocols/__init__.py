@@ -14,7 +14,14 @@ from gateway.protocols.http import HTTP
 from gateway.protocols.kafka import KAFKA
 from gateway.protocols.mqtt import MQTT5, MQTT311, MQTT_FAMILY
 from gateway.protocols.nats import NATS
-from gateway.protocols.places import FieldAccess, add_metadata, field_access, set_content_type
+from gateway.protocols.places import (
+    FieldAccess,
+    add_metadata,
+    field_access,
+    percent_decoded,
+    set_content_type,
+    token_separator,
+)
 from gateway.protocols.profile import (
     DefinitionRules,
     EndpointRules,
@@ -55,5 +62,6 @@ __all__ = [
     "IdentityPart", "Metadata", "Ordering", "ProtocolProfile", "RecordFieldType", "Spelling",
     "UriSchemes", "ValueFormat", "add_metadata", "address_fields", "definition_field",
     "family", "family_members", "field_access", "find_profile", "is_known_protocol",
-    "normalize_protocol", "profile", "set_content_type", "widest_protocol",
+    "normalize_protocol", "percent_decoded", "profile", "set_content_type", "token_separator",
+    "widest_protocol",
 ]

@@ -20,8 +20,10 @@ from gateway.protocols.profile import (
 
 HTTP = "HTTP"
 
-_METHOD = ValueFormat(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z", "an HTTP method",
-                      "write a method token such as GET, POST or PUT")
+_TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z"  # RFC 9110 token
+_METHOD = ValueFormat(_TOKEN, "an HTTP method", "write a method token such as GET, POST or PUT")
+_HEADER_NAME = ValueFormat(_TOKEN, "an HTTP header name",
+                           "use a token: letters, digits and -, e.g. Content-Type")
 _STATUS = ValueFormat(r"[1-5][0-9][0-9]\Z", "an HTTP status code",
                       'write a three-digit code between 100 and 599, e.g. "200"')
 
@@ -35,7 +37,8 @@ HTTP_PROFILE = ProtocolProfile(
             FieldSpec("path", "scalar", "uritemplate"),
             FieldSpec("method", "scalar", "string", value_format=_METHOD),
             FieldSpec("status", "scalar", "string", value_format=_STATUS),
-            FieldSpec("headers", "list", "string", case_insensitive_names=True),
+            FieldSpec("headers", "list", "string", case_insensitive_names=True,
+                      name_format=_HEADER_NAME),
             FieldSpec("query", "map", "string"),
         ),
         exclusive=(Exclusion("method", "status",

@@ -27,7 +27,7 @@ NATS_PROFILE = ProtocolProfile(
     spelling=Spelling((NATS,)),
     definitions=DefinitionRules(
         (
-            FieldSpec("subject", "scalar", "uritemplate"),
+            FieldSpec("subject", "scalar", "uritemplate", separator="."),
             FieldSpec("reply-to", "scalar", "uritemplate"),
             FieldSpec("headers", "list", "string"),
         ),

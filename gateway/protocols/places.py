@@ -49,6 +49,24 @@ def field_access(protocol: str | None, field: str, name: str | None) -> FieldAcc
     return FieldAccess("section", field, name, percent_encoded=encoded)
 
 
+def percent_decoded(protocol: str | None, field: str) -> bool:
+    """Whether a field's values are percent-encoded on the wire (HTTP path and query:
+    `ProtocolProfile.percent_encoded`). Their templates match the raw text, split on `/`
+    first, and each captured value is then decoded: the inverse of RFC 6570 expansion,
+    which encodes `a/b` as `a%2Fb`."""
+    prof = find_profile(protocol)
+    return prof is not None and field in prof.percent_encoded
+
+
+def token_separator(protocol: str | None, field: str) -> str:
+    """What one placeholder of a template on this field never spans (`FieldSpec.separator`:
+    `.` in a NATS subject, a token, as the `*` wildcard of the derived subscription),
+    else `/`."""
+    prof = find_profile(protocol)
+    spec = None if prof is None else prof.definition_field(field)
+    return "/" if spec is None else spec.separator
+
+
 def add_metadata(fields: dict[str, JSON], place: Metadata, entries: Mapping[str, str],
                  *, ignore_case: bool = False) -> None:
     """Add `entries` to the metadata in `fields`; a name already there keeps its value

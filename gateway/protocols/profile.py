@@ -21,7 +21,8 @@ RecordFieldType = Literal["string", "integer", "boolean", "pairs", "object", "st
 
 @dataclass(frozen=True)
 class ValueFormat:
-    """A syntax a constant value of a definition field must have (HTTP method, status)."""
+    """A syntax a constant value (or entry name) of a definition field must have (HTTP
+    method, status, header names)."""
 
     pattern: str  # a regular expression the whole value must match
     noun: str  # what a valid value is, for the message: "an HTTP method"
@@ -46,6 +47,10 @@ class FieldSpec:
     members: tuple[tuple[str, str], ...] = ()
     case_insensitive_names: bool = False
     value_format: ValueFormat | None = None
+    name_format: ValueFormat | None = None  # of entry names (list, map): HTTP header names
+    # What one placeholder of a template on the field never spans: `/` (a path or topic
+    # segment), `.` in a NATS subject (one token).
+    separator: str = "/"
 
     def member_type(self, member: str) -> str | None:
         for name, typ in self.members:

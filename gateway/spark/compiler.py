@@ -168,9 +168,9 @@ def java_regex(template: Template) -> tuple[str, list[str]]:
 
     Java group names allow no `_`, so groups are numbered and repeats are backrefs.
     """
-    if len(template.parts) == 1 and not template.segmented:
+    if template.whole_value:
         return "(?s)^(.+)\\z", [template.parts[0].name or ""]
-    run = "[^/]+?" if template.segmented else ".+?"
+    run = template.run
     out: list[str] = []
     groups: list[str] = []
     for part in template.parts:

@@ -31,8 +31,10 @@ from gateway.protocols import (
     field_access,
     find_profile,
     normalize_protocol,
+    percent_decoded,
     profile,
     set_content_type,
+    token_separator,
     widest_protocol,
 )
 from gateway.record import NativeMessage
@@ -180,6 +182,25 @@ def test_definition_rules() -> None:
 def test_field_access(protocol: str, field: str, name: str | None,
                       access: FieldAccess) -> None:
     assert field_access(protocol, field, name) == access
+
+
+@pytest.mark.parametrize(("protocol", "field", "decoded", "separator"), [
+    (HTTP, "path", True, "/"), (HTTP, "query", True, "/"), (HTTP, "headers", False, "/"),
+    (NATS, "subject", False, "."), (NATS, "reply-to", False, "/"),
+    (MQTT5, "topic_name", False, "/"), (KAFKA, "topic", False, "/"), ("X", "path", False, "/"),
+])
+def test_percent_decoding_and_token_separators(protocol: str, field: str, decoded: bool,
+                                               separator: str) -> None:
+    assert percent_decoded(protocol, field) is decoded
+    assert token_separator(protocol, field) == separator
+
+
+def test_http_header_names_must_be_tokens() -> None:
+    spec = profile(HTTP).definition_field("headers")
+    assert spec is not None and spec.name_format is not None
+    assert spec.name_format.noun == "an HTTP header name"
+    assert all(s.name_format is None for p in PROFILES if p.name != HTTP
+               for s in p.definitions.fields)
 
 
 def test_widest_protocol_of_a_family() -> None:
