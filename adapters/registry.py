@@ -34,6 +34,7 @@ from gateway.protocols import (
     PROFILES,
     ProtocolProfile,
     find_profile,
+    token_separator,
 )
 from gateway.templates import Template, TemplateError, to_wildcard_filter
 
@@ -57,9 +58,16 @@ def _address_values(messages: Sequence[MessageDefinition], field: str) -> list[s
     return out
 
 
-def _filters(values: list[str], wildcard: str, separator: str) -> list[str]:
+def _filters(prof: ProtocolProfile, messages: Sequence[MessageDefinition],
+             wildcard: str) -> list[str]:
+    """Broker subscription filters for the messages' address templates: each
+    placeholder becomes `wildcard` over one level (`FieldSpec.separator` of the address
+    field: `/` for MQTT topics, `.` for NATS subjects)."""
+    if prof.address is None:
+        return []
+    separator = token_separator(prof.name, prof.address.field)
     out: dict[str, None] = {}
-    for value in values:
+    for value in _address_values(messages, prof.address.field):
         try:
             template = Template.parse(value)
         except TemplateError:
@@ -111,7 +119,7 @@ def _mqtt_version(prof: ProtocolProfile, endpoint: EndpointConfig, opts: dict[st
 def _mqtt_subscription(prof: ProtocolProfile, endpoint: EndpointConfig,
                        opts: dict[str, object], messages: Sequence[MessageDefinition]) -> None:
     filters = _strings(opts.get("topicfilter")) or _filters(
-        _addresses(prof, messages), "+", "/") or _strings(opts.get("topic"))
+        prof, messages, "+") or _strings(opts.get("topic"))
     group = opts.get("sharedsubscriptiongroup")
     if group:
         filters = [f"$share/{group}/{f}" for f in filters]
@@ -130,7 +138,7 @@ def _kafka_subscription(prof: ProtocolProfile, endpoint: EndpointConfig,
 def _nats_subscription(prof: ProtocolProfile, endpoint: EndpointConfig,
                        opts: dict[str, object], messages: Sequence[MessageDefinition]) -> None:
     opts["subjectfilter"] = _strings(opts.get("subjectfilter")) or _strings(
-        opts.get("subject")) or _filters(_addresses(prof, messages), "*", ".")
+        opts.get("subject")) or _filters(prof, messages, "*")
 
 
 def _amqp_node(prof: ProtocolProfile, endpoint: EndpointConfig, opts: dict[str, object],
