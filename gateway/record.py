@@ -27,6 +27,7 @@ from gateway.protocols import (
     MQTT5,
     MQTT311,
     NATS,
+    PROTOCOLS,
     find_profile,
     normalize_protocol,
 )
@@ -213,8 +214,7 @@ class NativeMessage:
         raw_protocol = obj.get("protocol")
         if not isinstance(raw_protocol, str):
             raise RecordError(
-                'missing "protocol"; use one of MQTT/5.0, MQTT/3.1.1, AMQP/1.0, KAFKA, '
-                "NATS, HTTP",
+                f'missing "protocol"; use one of {", ".join(PROTOCOLS)}',
                 "$.protocol",
             )
         protocol = normalize_protocol(raw_protocol)

@@ -1,0 +1,51 @@
+"""docs/architecture.md: linked from the README, its links resolve, its profile table
+names every `ProtocolProfile` field, and the "Adding a protocol" checklist names files
+that exist (a `<protocol>` path exists for the protocols there are)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from gateway.protocols import ProtocolProfile
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGE = ROOT / "docs" / "architecture.md"
+LINK = re.compile(r"\[[^\]]+\]\(([^)#\s]+)(?:#[^)]*)?\)")
+PATH = re.compile(r"`((?:gateway|adapters|harness|tests|docs)/[^`\s]*)`")
+
+
+def _checklist() -> str:
+    text = PAGE.read_text()
+    return text[text.index("## Adding a protocol"):]
+
+
+def test_the_readme_links_the_architecture_page() -> None:
+    assert "(docs/architecture.md)" in (ROOT / "README.md").read_text()
+    assert PAGE.read_text().startswith("# ")
+
+
+@pytest.mark.parametrize("page", ["docs/architecture.md", "README.md"])
+def test_relative_links_resolve(page: str) -> None:
+    path = ROOT / page
+    for target in LINK.findall(path.read_text()):
+        if "://" in target or target.startswith("mailto:"):
+            continue
+        assert (path.parent / target).exists(), f"{page}: broken link {target}"
+
+
+def test_the_profile_table_names_every_profile_field() -> None:
+    text = PAGE.read_text()
+    for field in dataclasses.fields(ProtocolProfile):
+        assert f"`{field.name}`" in text, f"ProtocolProfile.{field.name} is not documented"
+
+
+def test_the_checklist_names_files_that_exist() -> None:
+    paths = PATH.findall(_checklist())
+    assert len(paths) >= 10
+    for path in paths:
+        concrete = path.replace("<protocol>", "kafka")
+        assert (ROOT / concrete).exists(), f"docs/architecture.md names {path}"
