@@ -17,7 +17,8 @@ from gateway.observability.metrics import Metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
-PAGES = ["configuration.md", "deployment.md", "operations.md", "troubleshooting.md"]
+PAGES = ["architecture.md", "configuration.md", "deployment.md", "operations.md",
+         "troubleshooting.md"]
 
 
 def test_configuration_reference_is_generated_from_the_schema() -> None:
@@ -66,7 +67,8 @@ def test_operations_documents_every_alert() -> None:
 LINK = re.compile(r"\[[^\]]+\]\(([^)#\s]+)(?:#[^)]*)?\)")
 
 
-@pytest.mark.parametrize("page", [*(f"docs/{p}" for p in PAGES), "helm/xrgw/README.md"])
+@pytest.mark.parametrize("page", [*(f"docs/{p}" for p in PAGES), "helm/xrgw/README.md",
+                                  "README.md"])
 def test_relative_links_resolve(page: str) -> None:
     path = ROOT / page
     for target in LINK.findall(path.read_text()):
