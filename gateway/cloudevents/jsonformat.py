@@ -87,7 +87,12 @@ def batch_from_json(obj: object, extension_types: ExtensionTypes | None = None) 
             events.append(event_from_json(member, extension_types))
         except CloudEventError as exc:
             problems.extend(f"[{index}] {problem}" for problem in exc.problems)
-    versions = {m.get("specversion") for m in obj if isinstance(m, dict)}
+    # A list, not a set: a hostile member's specversion may be an array or object, which
+    # a set cannot hold (TypeError escaped and nacked the request; found by tests/fuzz).
+    versions: list[object] = []
+    for member in obj:
+        if isinstance(member, dict) and member.get("specversion") not in versions:
+            versions.append(member.get("specversion"))
     if len(versions) > 1:
         shown = ", ".join(sorted(repr(v) for v in versions))
         problems.append(f"batch: members must share one specversion, found {shown}")

@@ -135,6 +135,14 @@ def test_invalid_batch_is_rejected(test: dict[str, Any]) -> None:
     assert caught.value.reason == "batch-invalid"
 
 
+def test_a_batch_member_with_a_structured_specversion_is_a_problem_not_a_crash() -> None:
+    with pytest.raises(CloudEventError) as caught:
+        parse_batch(b'[{"specversion":"1.0","id":"1","source":"/s","type":"t"},'
+                    b' {"specversion":[],"id":"1","source":"/s","type":"t"}]')
+    assert caught.value.reason == "batch-invalid"
+    assert "batch: members must share one specversion, found '1.0', []" in caught.value.problems
+
+
 def test_batch_problems_name_the_member() -> None:
     with pytest.raises(CloudEventError) as caught:
         parse_batch(b'[{"specversion":"1.0","id":"a","type":"t","source":"/s"}, "x", {}]')
