@@ -279,3 +279,14 @@ def test_registry_headers_are_sent_and_never_shown(tmp_path: Path) -> None:
     assert not any(p.path.endswith(".headers") for p in problems)
     assert any("cannot connect" in p.message for p in problems)
     assert "tok-secret" not in " ".join(str(p) for p in problems)
+
+
+def test_a_missing_definitions_file_is_reported_once_without_knock_on_errors(
+    tmp_path: Path,
+) -> None:
+    text = ("definitions: [nope.xreg.json]\nroutes:\n  - from: store-mqtt\n"
+            "    to: [events-kafka]\ndeadletter: store-deadletter\n"
+            "endpoints:\n  store-mqtt: {uri: 'mqtt://h:1883'}\n")
+    config, problems = load_config_text(text, "gw.yaml", tmp_path, environ={})
+    assert config is None
+    assert [(p.severity, p.message) for p in problems] == [("error", "file not found")]
