@@ -33,6 +33,10 @@ prefetched batch is not consumed, so nothing more is read from the broker. So th
 group does not evict a consumer that is merely waiting (aiokafka's max.poll.interval),
 a long wait pauses the partitions and polls them empty once a minute.
 
+Lag (`backlog()`, the `xrgw_consumer_lag` metric): per assigned partition, the end offset
+(one ListOffsets request for all of them) minus the first offset this member has not
+settled: delivered and unsettled records count, as they are not done yet.
+
 The consumer leaves broker connectivity to aiokafka, which reconnects on its own;
 errors aiokafka raises from a read make `read()` raise NotConnected.
 """
@@ -76,7 +80,16 @@ from adapters._kafka_options import MECHANISMS, OPTIONS, SECURITY_PROTOCOLS
 from adapters._kafka_record import KafkaRecordLike, SendArgs, to_record, to_send
 from adapters._reconnect import ReconnectGate
 from adapters._tls import client_context, describe, probe
-from gateway.ports import Delivery, EndOfInput, EndpointSettings, NotConnected, Outcome, Settle
+from gateway.observability.logs import fields
+from gateway.ports import (
+    Delivery,
+    EndOfInput,
+    EndpointSettings,
+    NotConnected,
+    Outcome,
+    PartitionLag,
+    Settle,
+)
 from gateway.record import NativeMessage
 
 __all__ = ["KafkaConsumer", "KafkaOptions", "KafkaProducer"]
@@ -366,6 +379,23 @@ class KafkaConsumer:
         await self._drop_client()
         self._changed.set()
 
+    async def backlog(self) -> list[PartitionLag]:
+        client = self._client
+        if client is None:
+            raise NotConnected("not connected")
+        assigned = sorted(client.assignment(), key=lambda tp: (tp.topic, tp.partition))
+        if not assigned:
+            return []
+        ends = await client.end_offsets(assigned)
+        lags = []
+        for tp in assigned:
+            pending = self._pending.get(tp)
+            # The first pending offset is the first unsettled one: _advance() removes the
+            # settled prefix. Nothing pending: the next record to hand out.
+            done = next(iter(pending)) if pending else await client.position(tp)
+            lags.append(PartitionLag(tp.topic, tp.partition, max(0, ends[tp] - done)))
+        return lags
+
     # -- delivery and settlement ----------------------------------------------------------
     def _deliver(self, record: KafkaRecordLike) -> Delivery:
         tp = TopicPartition(record.topic, record.partition)
@@ -423,9 +453,9 @@ class KafkaConsumer:
             except (CommitFailedError, IllegalStateError) as exc:
                 # The group moved on (rebalance): the new owner redelivers from the last
                 # successful commit, which is at-least-once.
-                log.warning("kafka commit dropped after rebalance: %r", exc)
+                log.warning("kafka commit dropped after rebalance", extra=fields(error=exc))
             except KafkaError as exc:
-                log.warning("kafka commit failed, retrying: %r", exc)
+                log.warning("kafka commit failed, retrying", extra=fields(error=exc))
                 for tp, offset in batch.items():
                     if tp in self._pending:
                         self._dirty.setdefault(tp, offset)  # a newer offset wins
@@ -472,7 +502,7 @@ class KafkaConsumer:
                 async with self._commit_lock:
                     await client.commit(batch)
             except KafkaError as exc:
-                log.warning("kafka commit on revocation failed: %r", exc)
+                log.warning("kafka commit on revocation failed", extra=fields(error=exc))
         for tp in revoked:
             self._pending.pop(tp, None)
 
