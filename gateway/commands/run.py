@@ -6,6 +6,12 @@ import argparse
 
 NAME = "run"
 HELP = "run the gateway daemon"
+EXAMPLES = """\
+  xrgw run -c /etc/xrgw/config.yaml                  run until SIGTERM (drains, then exits 0)
+  XRGW_LOG_LEVEL=debug xrgw run -c gateway.yaml      more detail, whatever log.level says
+  kill -HUP <pid>                                    reload the config and definitions
+exit codes: 0 stopped, 1 invalid configuration, 3 could not start (e.g. admin port taken)
+"""
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
