@@ -114,7 +114,8 @@ class Gateway:
         for route in self.routes:
             await route.start()
         admin = self.config.admin
-        self.admin = AdminServer(self.metrics, self.readiness, admin.host, admin.port)
+        self.admin = AdminServer(self.metrics, self.readiness, admin.host, admin.port,
+                                 admin.health)
         await self.admin.start()
         log.info("xrgw started: %d route(s), admin on %s:%d", len(self.routes),
                  self.admin.host, self.admin.port)

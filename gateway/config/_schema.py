@@ -58,6 +58,17 @@ def _hostport(value: object) -> tuple[str, str] | None:
     return None
 
 
+def _distinct_listeners(value: object) -> tuple[str, str] | None:
+    if not isinstance(value, dict):
+        return None
+    listen, health = value.get("listen"), value.get("health_listen")
+    # Port 0 (any free port, as tests use) never clashes.
+    if health == listen and not str(listen).endswith(":0"):
+        return ("health_listen is the same address as listen",
+                "give health_listen another port (e.g. 0.0.0.0:9465), or leave it out")
+    return None
+
+
 def _backoffs(value: object) -> tuple[str, str] | None:
     if isinstance(value, dict):
         low, high = value.get("initial_backoff"), value.get("max_backoff")
@@ -194,7 +205,14 @@ CONFIG_SPEC = Field(
               {},
               fields=(Field("listen", "str", "host:port to listen on.", "127.0.0.1:9464",
                             "0.0.0.0:9464", check=_hostport,
-                            schema={"pattern": r"^.+:[0-9]{1,5}$"}),)),
+                            schema={"pattern": r"^.+:[0-9]{1,5}$"}),
+                      Field("health_listen", "str",
+                            "host:port of a second listener that serves only /healthz and "
+                            "/readyz, for HTTP probes from outside the pod while `listen` "
+                            "stays on loopback (sidecars); default: none.", OPTIONAL,
+                            "0.0.0.0:9465", check=_hostport,
+                            schema={"pattern": r"^.+:[0-9]{1,5}$"}, advanced=True)),
+              check=_distinct_listeners),
         Field("log", "object", "Logging.", {},
               fields=(
                   Field("level", "enum", "Lowest level logged.", "info", "debug",
