@@ -264,14 +264,15 @@ def log_problem(problem: Problem, prefix: str = "") -> None:
         extra=fields(file=problem.file, path=problem.path or None, fix=problem.fix or None))
 
 
-def run(config_path: str) -> int:
+def run(config_path: str, *, log_level: str | None = None) -> int:
+    """`xrgw run`; `log_level` (from --log-level) wins over the config and the environment."""
     from gateway.observability.logs import configure
 
     config, problems = load_config(config_path)
     if config is None:
-        configure()
+        configure(override=log_level)
     else:
-        configure(config.log.level, config.log.format)
+        configure(config.log.level, config.log.format, override=log_level)
     for problem in problems:
         log_problem(problem)
     if config is None:

@@ -79,8 +79,11 @@ class TextFormatter(logging.Formatter):
         return f"{head} {extra}{newline}{trace}"
 
 
-def configure(level: str | None = None, fmt: str = "json") -> None:
-    chosen = (os.environ.get("XRGW_LOG_LEVEL") or level or "info").upper()
+def configure(level: str | None = None, fmt: str = "json", *,
+              override: str | None = None) -> None:
+    """Log lines to stdout. The level: `override` (a command-line argument), else
+    XRGW_LOG_LEVEL, else `level` (the config's), else info."""
+    chosen = (override or os.environ.get("XRGW_LOG_LEVEL") or level or "info").upper()
     handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     root = logging.getLogger()

@@ -134,3 +134,15 @@ def test_admin_port_taken_is_one_json_line_and_exit_3(tmp_path: Path) -> None:
     failure = [e for e in _json_lines(result.stdout) if e["message"] == "start-up failed"]
     assert len(failure) == 1 and failure[0]["level"] == "error"
     assert failure[0]["error_kind"] == "OSError" and str(port) in str(failure[0]["error"])
+
+
+def test_level_precedence_argument_then_environment_then_config(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XRGW_LOG_LEVEL", "error")
+    configure("warning", override="debug")
+    assert logging.getLogger().level == logging.DEBUG
+    configure("warning")
+    assert logging.getLogger().level == logging.ERROR
+    monkeypatch.delenv("XRGW_LOG_LEVEL")
+    configure("warning")
+    assert logging.getLogger().level == logging.WARNING
