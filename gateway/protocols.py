@@ -205,3 +205,16 @@ def definition_field(protocol: str, name: str) -> FieldSpec | None:
         if spec.name == name:
             return spec
     return None
+
+
+def percent_decoded(protocol: str | None, field: str) -> bool:
+    """Whether a field's values are percent-encoded on the wire (HTTP path and query).
+    Their templates match the raw text, split on `/` first, and each captured value is
+    then decoded: the inverse of RFC 6570 expansion, which encodes `a/b` as `a%2Fb`."""
+    return protocol == HTTP and field in ("path", "query")
+
+
+def token_separator(protocol: str | None, field: str) -> str:
+    """What one placeholder of a template on this field never spans: `.` in a NATS subject
+    (a token, as the `*` wildcard of the derived subscription), else `/`."""
+    return "." if protocol == NATS and field == "subject" else "/"

@@ -36,9 +36,12 @@ class Template:
 
     text: str
     parts: tuple[Segment, ...]
+    # What one placeholder never spans when the template contains it: `/` (a path or topic
+    # segment), `.` for a NATS subject (one token).
+    separator: str = "/"
 
     @classmethod
-    def parse(cls, text: str) -> Template:
+    def parse(cls, text: str, separator: str = "/") -> Template:
         parts: list[Segment] = []
         pos = 0
         for m in _PLACEHOLDER.finditer(text):
@@ -67,7 +70,7 @@ class Template:
             raise TemplateError(f"unbalanced brace in template {text!r}")
         if tail:
             parts.append(Segment(literal=tail))
-        return cls(text, tuple(parts))
+        return cls(text, tuple(parts), separator)
 
     # -- facts -------------------------------------------------------------------------------
     @cached_property
@@ -98,7 +101,21 @@ class Template:
 
     @property
     def segmented(self) -> bool:
+        """`/`-segmented (what the matcher's shape index keys on)."""
         return "/" in self.text
+
+    @property
+    def whole_value(self) -> bool:
+        """A lone placeholder with no separator around it captures the whole value."""
+        return len(self.parts) == 1 and self.separator not in self.text
+
+    @property
+    def run(self) -> str:
+        """The regex of one placeholder's capture: never across the separator when the
+        template has one (non-greedy, so literal text after it anchors the end)."""
+        if self.separator in self.text:
+            return f"[^{re.escape(self.separator)}]+?"
+        return ".+?"
 
     # -- matching ----------------------------------------------------------------------------
     @cached_property
@@ -106,9 +123,9 @@ class Template:
         """An anchored regex with one named group per placeholder (backrefs for repeats)."""
         if self.is_constant:
             return re.escape(self.text)
-        if len(self.parts) == 1 and not self.segmented:
+        if self.whole_value:
             return f"(?P<{self.parts[0].name}>.+)"
-        run = "[^/]+?" if self.segmented else ".+?"
+        run = self.run
         out: list[str] = []
         seen: set[str] = set()
         for part in self.parts:

@@ -42,6 +42,19 @@ def essence(content_type: str) -> str:
 
 
 @lru_cache(maxsize=512)
+def comparable(content_type: str) -> str:
+    """The form two media types are compared in: type, subtype and parameter names
+    lower-cased, spaces around `;` and `=` dropped, parameter values kept
+    (`TEXT/Plain; CharSet=utf-8` and `text/plain;charset=utf-8` are the same)."""
+    head, *params = content_type.split(";")
+    parts = [head.strip().lower()]
+    for param in params:
+        name, sep, value = param.partition("=")
+        parts.append(f"{name.strip().lower()}{sep}{value.strip()}")
+    return ";".join(parts)
+
+
+@lru_cache(maxsize=512)
 def is_json(content_type: str | None) -> bool:
     """The JSON format's family test: `*/json` or `*/*+json`; absent counts as JSON."""
     if content_type is None:

@@ -21,7 +21,7 @@ from gateway.jsontypes import JSON, JSONObject
 from gateway.options import COMMON_OPTIONS, OptionSpec
 from gateway.ports import TlsSettings
 from gateway.problems import Problem, Problems, json_path
-from gateway.protocols import KAFKA
+from gateway.protocols import KAFKA, PROTOCOLS
 
 Override = Mapping[str, object]
 
@@ -52,6 +52,7 @@ class EndpointResolver:
         """`used_at` is the JSON path that made the endpoint needed (for address problems)."""
         endpoint = self.catalog.endpoints[endpoint_id]
         over: Override = override or {}
+        self._check_adapter(endpoint, used_at)
         uris, bootstrap = self._addresses(endpoint, over, used_at)
         tls = self._tls(endpoint_id, over.get("tls"))
         return EndpointConfig(
@@ -69,6 +70,20 @@ class EndpointResolver:
             messages=tuple(self.catalog.messages_for_endpoint(endpoint_id)),
             definition=endpoint,
         )
+
+    def _check_adapter(self, endpoint: Endpoint, used_at: str) -> None:
+        """`run` needs an adapter for every endpoint it uses; say so here, not at start."""
+        if option_spec(endpoint.protocol) is not None or not has_adapters():
+            return
+        served = [p for p in PROTOCOLS if option_spec(p) is not None]
+        close = suggest(endpoint.protocol or "", served)
+        at = where(endpoint.field_provenance, endpoint.provenance, "protocol")
+        self.problems.error(
+            self.file, used_at,
+            f"endpoint '{endpoint.endpoint_id}' has protocol '{endpoint.protocol}', which no "
+            f"adapter serves ({at.file}: {at.path})",
+            (f"did you mean '{close}'? " if close else "") +
+            f"use one of: {', '.join(served)}")
 
     def _addresses(
         self, endpoint: Endpoint, over: Override, used_at: str
@@ -164,11 +179,6 @@ class EndpointResolver:
         override = raw if isinstance(raw, Mapping) else {}
         spec = option_spec(endpoint.protocol)
         if spec is None:
-            if override and has_adapters():
-                self.problems.error(
-                    self.file, json_path("endpoints", eid, "options"),
-                    f"no adapter serves protocol '{endpoint.protocol}', so its options "
-                    "cannot be checked", "fix the endpoint's protocol in the definitions")
             merged: JSONObject = dict(document)
             for key, value in override.items():
                 merged[str(key)] = _merge(merged.get(str(key)), value)

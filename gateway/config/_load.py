@@ -89,14 +89,15 @@ def _check(raw: Raw, file: str, base_dir: Path, problems: Problems) -> GatewayCo
     catalog = load_catalog([s.location for s in sources],
                            access={s.location: s.access() for s in sources if s.is_registry})
     problems.extend(catalog.problems)
-    checker = RouteChecker(catalog, file, problems)
+    unread = any(p.is_error and p.path == "$" for p in catalog.problems)
+    checker = RouteChecker(catalog, file, problems, unread_sources=unread)
     raw_routes = cast(list[Raw], raw["routes"])
     routes = [checker.route(i, r) for i, r in enumerate(raw_routes)]
     deadletter = cast(str, raw["deadletter"])
     if deadletter != DEADLETTER_LOG:
         checker.deadletter(deadletter)
     endpoints = _endpoints(cast(dict[str, Raw] | None, raw["endpoints"]) or {}, checker.used,
-                           catalog, file, base_dir, problems)
+                           catalog, file, base_dir, problems, unread)
     if problems.errors:
         return None
     return GatewayConfig(
@@ -140,10 +141,11 @@ def _sources(
 
 def _endpoints(
     overrides: dict[str, Raw], used: dict[str, str], catalog: Catalog, file: str,
-    base_dir: Path, problems: Problems,
+    base_dir: Path, problems: Problems, unread_sources: bool = False,
 ) -> dict[str, EndpointConfig]:
     resolver = EndpointResolver(catalog, file, base_dir, problems)
-    resolver.check_ids(overrides)
+    if not unread_sources:  # else the unread source is the root cause, reported once
+        resolver.check_ids(overrides)
     out: dict[str, EndpointConfig] = {}
     for eid, used_at in used.items():
         out[eid] = resolver.resolve(eid, overrides.get(eid), used_at)

@@ -117,7 +117,9 @@ def _parse_object(spec: Field, value: dict[object, object], parts: Parts, ctx: C
         if str(key) not in names:
             close = suggest(str(key), names)
             fix = f"did you mean '{close}'?" if close else f"known keys: {', '.join(names)}"
-            ctx.warning((*parts, str(key)), f"unknown key '{key}' is ignored", fix)
+            # An error, not a warning: a misspelt `pasword` would otherwise run without a
+            # password (the Helm values schema refuses the same key).
+            ctx.error((*parts, str(key)), f"unknown key '{key}'", fix)
     out: dict[str, object] = {}
     for member in spec.fields:
         if member.name in value:

@@ -24,10 +24,14 @@ _READS = ("consumer", "subscriber")
 
 
 class RouteChecker:
-    def __init__(self, catalog: Catalog, file: str, problems: Problems) -> None:
+    def __init__(self, catalog: Catalog, file: str, problems: Problems,
+                 unread_sources: bool = False) -> None:
         self.catalog = catalog
         self.file = file
         self.problems = problems
+        # A definitions source could not be read: an endpoint missing from the rest is
+        # most likely in it, and that error already names the root cause.
+        self.unread_sources = unread_sources
         self.used: dict[str, str] = {}  # endpoint id -> JSON path that first needed it
 
     def route(self, index: int, raw: Mapping[str, object]) -> RouteConfig | None:
@@ -68,6 +72,8 @@ class RouteChecker:
         path = json_path(*parts)
         endpoint = self.catalog.endpoints.get(endpoint_id)
         role = " or ".join(usages)
+        if endpoint is None and self.unread_sources:
+            return None
         if endpoint is None:
             candidates = sorted(e.endpoint_id for e in self.catalog.endpoints.values()
                                 if set(e.usage) & set(usages))

@@ -27,6 +27,7 @@ from gateway.definitions.model import Catalog, Endpoint, MessageDefinition, Mess
 from gateway.definitions.options import normalize_protocol_options
 from gateway.definitions.reader import normalize_group, normalize_message
 from gateway.definitions.resolve import Resolver
+from gateway.definitions.schema_formats import format_of, schema_formats
 from gateway.definitions.sources import RawDocument
 from gateway.definitions.spelling import SpellingLog
 from gateway.definitions.validate import validate_catalog
@@ -61,6 +62,7 @@ def assemble(documents: Sequence[RawDocument], problems: Iterable[Problem] = ())
                 protocol = group_protocol
             normalize_protocol_options(index[m.xid], protocol, probs, log)
 
+    formats = schema_formats(documents)
     built: dict[str, tuple[MessageDefinition, ...]] = {}
     for raw, defaults in containers:
         messages: list[MessageDefinition] = []
@@ -70,7 +72,12 @@ def assemble(documents: Sequence[RawDocument], problems: Iterable[Problem] = ())
             # defaults belong to this group only, so they go onto a copy.
             own = Located(dict(resolved.loc.data), dict(resolved.loc.origins))
             apply_group_defaults(own, defaults)
-            messages.append(build_message(m, replace(resolved, loc=own), probs))
+            message = build_message(m, replace(resolved, loc=own), probs)
+            if message.dataschemauri and not message.dataschemaformat:
+                fmt = format_of(message.dataschemauri, formats, bases)
+                if fmt is not None:
+                    message = replace(message, dataschemaformat=fmt)
+            messages.append(message)
         built[raw.xid] = tuple(messages)
 
     catalog = Catalog(

@@ -27,6 +27,16 @@ def check_envelope(m: MessageDefinition, problems: Problems) -> None:
                          f"unknown envelope '{m.envelope}'; its metadata is not checked",
                          'use "CloudEvents/1.0" (the only envelope the spec defines)')
         return
+    if not m.raw_envelope_metadata and not m.incomplete:  # (a broken base says why)
+        # REQUIRED with an envelope (rc2): without it nothing says what type and source
+        # the event has, and every message would dead-letter at run time.
+        at = _at(m, "envelope")
+        own = at.file == m.provenance.file and at.path.startswith(m.provenance.path)
+        report = problems.error if own else problems.warning
+        report(at.file, at.path,
+                       "a message with an envelope must declare envelopemetadata",
+                       'add "envelopemetadata": {"type": {"value": "..."}, '
+                       '"source": {"value": "..."}}, or remove the envelope')
     for name, prop in m.envelope_metadata.items():
         at = _at(m, "envelopemetadata", name)
         label = f"CloudEvents attribute '{name}'"

@@ -23,7 +23,7 @@ from gateway.definitions.model import CLOUDEVENTS
 from gateway.definitions.spelling import SpellingLog
 from gateway.jsontypes import JSON, JSONObject
 from gateway.problems import Problems
-from gateway.protocols import normalize_protocol
+from gateway.protocols import is_known_protocol, normalize_protocol
 
 # canonical name -> accepted spellings, best first (the canonical one is always best).
 # `basemessageuri` is the rc3/rc4 *model* name, so it is not reported as an old spelling.
@@ -56,9 +56,20 @@ LEGACY_TIME_SENTINEL = "01-01-0000T00:00:00Z"
 TIME_SENTINEL = "0000-01-01T00:00:00Z"
 
 
+def format_protocol(value: JSON) -> str | None:
+    """The protocol a 2023-format `format` names (`Kafka/0.11`, `MQTT/5.0`, `AMQP/1.0`), or
+    None when it names an envelope (CloudEvents) or nothing known."""
+    if not isinstance(value, str) or _looks_like_cloudevents(value):
+        return None
+    protocol = normalize_protocol(value)
+    return protocol if is_known_protocol(protocol) else None
+
+
 def normalize_message(raw: RawMessage, problems: Problems, log: SpellingLog) -> Located:
     src = _Source(raw, problems, log)
     loc = Located({}, {(): raw.origin})
+    if _take_format_protocol(src, loc):
+        return _finish(src, loc, raw)
     for canonical, aliases in _ALIASES.items():
         picked = src.pick(canonical, aliases)
         if picked is not None:
@@ -71,13 +82,36 @@ def normalize_message(raw: RawMessage, problems: Problems, log: SpellingLog) -> 
         if isinstance(message, dict):  # xRegistry 0.5: `binding` + `message`
             src.log.note(src.origin("message"), "message", "protocoloptions")
             loc.put("protocoloptions", message, src.origin("message"))
+    return _finish(src, loc, raw)
+
+
+def _finish(src: _Source, loc: Located, raw: RawMessage) -> Located:
     for key in _PLAIN:
         if key in raw.data and key not in loc.data:
             loc.put(key, raw.data[key], src.origin(key))
-    _normalize_envelope_metadata(loc, problems, log)
-    _move_envelope_option_declarations(loc, problems)
+    _normalize_envelope_metadata(loc, src.problems, src.log)
+    _move_envelope_option_declarations(loc, src.problems)
     _report_typos(src)
     return loc
+
+
+def _take_format_protocol(src: _Source, loc: Located) -> bool:
+    """A 2023-format protocol definition: `format` names a protocol and `metadata` holds
+    its protocol metadata (not CloudEvents attributes). True when read that way."""
+    protocol = format_protocol(src.data.get("format"))
+    if protocol is None or "envelope" in src.data or "protocol" in src.data:
+        return False
+    src.log.note(src.origin("format"), "format (a protocol)", "protocol")
+    loc.put("protocol", protocol, src.origin("format"))
+    for canonical, aliases in _ALIASES.items():
+        if canonical in ("envelopemetadata", "protocol"):
+            continue
+        names = aliases if canonical != "protocoloptions" else (*aliases, "metadata")
+        picked = src.pick(canonical, names)
+        if picked is not None:
+            loc.put(canonical, picked[0], picked[1])
+    _take_xref(src, loc)
+    return True
 
 
 class _Source:
@@ -178,6 +212,12 @@ def normalize_group(group: RawGroup, problems: Problems, log: SpellingLog) -> Lo
         if isinstance(data.get(text), str):
             loc.put(text, data[text], group.origin.child(text))
     key = "envelope" if "envelope" in data else "format" if "format" in data else None
+    protocol_format = format_protocol(data.get("format")) if key == "format" else None
+    if protocol_format is not None and "protocol" not in data:
+        where = group.origin.child("format")
+        log.note(where, "format (a protocol)", "protocol")
+        loc.put("protocol", protocol_format, where)
+        key = None
     if key is not None:
         envelope = normalize_envelope(data[key])
         where = group.origin.child(key)

@@ -94,9 +94,25 @@ def _check_protocol(m: MessageDefinition, problems: Problems) -> None:
             f"use one of: {', '.join(PROTOCOLS)}",
         )
         return
+    if not m.raw_protocol_options and not m.protocol_options and not m.incomplete:
+        # REQUIRED with a protocol (rc2): a definition that constrains nothing of the
+        # protocol matches every message of it. An error where the message names the
+        # protocol itself; a warning where it inherits it (from its group or endpoint).
+        at = _at(m, "protocol")
+        report = problems.error if declared_here(m, at) else problems.warning
+        report(at.file, at.path,
+               f"a message with protocol '{protocol}' must declare protocoloptions",
+               'add "protocoloptions" (e.g. the topic or path it arrives on), or remove '
+               "the protocol")
     _check_option_names(m, protocol, problems)
     for constraint in m.protocol_options:
         _check_constraint(m, protocol, constraint, problems)
+
+
+def declared_here(m: MessageDefinition, at: Provenance) -> bool:
+    """Whether the attribute at `at` is written in the message itself, not inherited from
+    its group or endpoint."""
+    return at.file == m.provenance.file and at.path.startswith(m.provenance.path)
 
 
 def _check_option_names(m: MessageDefinition, protocol: str, problems: Problems) -> None:
@@ -143,6 +159,9 @@ def _check_constraint(
     _check_range(protocol, c, label, at, problems)
     if protocol == HTTP and c.field in ("method", "status"):
         _check_http(c, label, at, problems)
+    if protocol == HTTP and c.field == "headers" and not _HTTP_TOKEN.match(c.name or ""):
+        problems.error(at.file, at.path, f"{label}: {c.name!r} is not an HTTP header name",
+                       "use a token: letters, digits and -, e.g. Content-Type")
 
 
 def _check_range(
@@ -179,6 +198,13 @@ def _check_exclusions(m: MessageDefinition, problems: Problems) -> None:
             problems.error(at.file, at.path,
                            f"{m.protocol} options '{first}' and '{second}' are mutually "
                            "exclusive", fix)
+    if (m.dataschemauri is not None or "$.dataschema" in m.field_provenance) and not (
+        m.dataschemaformat
+    ):
+        at = _at(m, "dataschemauri" if m.dataschemauri is not None else "dataschema")
+        problems.error(at.file, at.path,
+                       "a schema reference needs 'dataschemaformat' (how to read the schema)",
+                       'add e.g. "dataschemaformat": "JsonSchema/draft-07"')
     if "$.dataschema" in m.field_provenance and m.dataschemauri is not None:
         at = _at(m, "dataschema")
         problems.error(at.file, at.path,
@@ -193,7 +219,8 @@ def _check_consistency(
                                ("envelope", m.envelope, envelope)):
         if mine is not None and theirs is not None and mine != theirs:
             at = _at(m, what)
-            problems.warning(at.file, at.path,
+            report = problems.error if what == "protocol" else problems.warning
+            report(at.file, at.path,
                              f"message {what} '{mine}' differs from its group's '{theirs}'",
                              f"every message of a group uses the group's {what}; move the "
                              f"message to a group for '{mine}' or fix the value")

@@ -20,7 +20,7 @@ from gateway.cloudevents.timestamps import format_rfc3339
 from gateway.definitions.model import MessageDefinition
 from gateway.envelope.render import RenderError
 from gateway.jsontypes import JSON
-from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, NATS, definition_field
+from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, NATS, definition_field, percent_decoded
 from gateway.record import NativeMessage, as_text
 from gateway.templates import Template, TemplateError
 
@@ -103,7 +103,10 @@ def render_native(
         value: JSON
         if isinstance(raw, str) and "{" in raw:
             try:
-                text = Template.parse(raw).expand(ctx)
+                # HTTP path and query go on the wire percent-encoded (RFC 6570 simple
+                # expansion): a value `a/b` is one segment, `a%2Fb`.
+                text = Template.parse(raw).expand(
+                    ctx, encode=percent_decoded(protocol, constraint.field))
             except TemplateError as exc:
                 return RenderError("invalid-definition", f"{definition.xid}: {exc}")
             except KeyError as missing:

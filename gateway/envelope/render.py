@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gateway.cloudevents.event import CloudEvent
-from gateway.cloudevents.timestamps import parse_rfc3339
+from gateway.cloudevents.timestamps import format_rfc3339, parse_rfc3339
 from gateway.definitions.model import MessageDefinition, Property
 from gateway.envelope.ids import event_id
 from gateway.jsontypes import JSON
@@ -66,8 +66,22 @@ class _Attribute:
         self.constant = constant
 
 
+# CloudEvents core attributes whose type is String (or URI-reference/URI, text too): a
+# definition may constrain one with another type ("subject": {"type": "integer"}), which
+# checks the value; the attribute still carries its stringified form.
+_STRING_CORE = frozenset({"id", "source", "type", "subject", "datacontenttype"})
+
+
 def coerce(name: str, typ: str, value: JSON) -> Any:
-    """Coerce an attribute value to its declared CloudEvents type; ValueError if it can't."""
+    """Coerce an attribute value to its declared CloudEvents type; ValueError if it can't.
+    Core String attributes get the checked value's canonical text ("3" for 3)."""
+    checked = _coerce(name, typ, value)
+    if name in _STRING_CORE and not isinstance(checked, str):
+        return format_rfc3339(checked) if isinstance(checked, datetime) else as_text(checked)
+    return checked
+
+
+def _coerce(name: str, typ: str, value: JSON) -> Any:
     if typ == "integer":
         number: int | None = None
         if isinstance(value, int) and not isinstance(value, bool):

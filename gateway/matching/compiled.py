@@ -10,10 +10,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote
 
+from gateway.cloudevents.mediatype import comparable
 from gateway.definitions.model import MessageDefinition, Property
 from gateway.jsontypes import JSON
-from gateway.matching.values import Reader, conforms, family, reader_for, same_value
+from gateway.matching.values import (
+    Reader,
+    conforms,
+    family,
+    reader_for,
+    same_value,
+)
+from gateway.protocols import percent_decoded, token_separator
 from gateway.record import NativeMessage, as_text
 from gateway.templates import Template, TemplateError
 
@@ -36,13 +45,17 @@ class Failure:
 class Check:
     """One compiled constraint. `values` are what the message carries for the field."""
 
-    __slots__ = ("attribute", "check_type", "constant", "declared", "has_constant", "label",
-                 "literal_weight", "match_fn", "reader", "required", "template")
+    __slots__ = ("attribute", "check_type", "constant", "declared", "decode", "has_constant",
+                 "label", "literal_weight", "match_fn", "reader", "required", "template")
 
     def __init__(
-        self, label: str, prop: Property, reader: Reader | None, attribute: str | None = None
+        self, label: str, prop: Property, reader: Reader | None, attribute: str | None = None,
+        decode: bool = False,
+        separator: str = "/",
     ) -> None:
         self.label = label
+        # Percent-encoded field (HTTP path, query): compare decoded, capture raw then decode.
+        self.decode = decode
         self.reader = reader
         self.attribute = attribute  # CloudEvents attribute name for envelope checks
         self.declared = prop.type or "string"
@@ -55,7 +68,7 @@ class Check:
             value = prop.value
             if isinstance(value, str) and self.declared in _STRINGY and "{" in value:
                 try:
-                    template = Template.parse(value)
+                    template = Template.parse(value, separator)
                 except TemplateError:
                     template = None  # the validator reports it; compare literally instead
                 if template is not None and not template.is_constant:
@@ -92,12 +105,17 @@ class Check:
         last_got = values[0]
         match_fn = self.match_fn
         for value in values:
-            if self.check_type and not conforms(value, self.declared):
+            plain = unquote(value) if self.decode and value.__class__ is str else value
+            if self.check_type and not conforms(plain, self.declared):
                 last_got = value
                 continue
             if self.has_constant:
-                if same_value(value, self.constant):
+                if same_value(plain, self.constant) or same_value(value, self.constant):
                     return None
+                if (self.attribute == "datacontenttype" and isinstance(value, str)
+                        and isinstance(self.constant, str)
+                        and comparable(value) == comparable(self.constant)):
+                    return None  # media types compare case-insensitively
                 last_got = value
                 continue
             if match_fn is not None:
@@ -108,6 +126,8 @@ class Check:
                     last_got = value
                     continue
                 captures = found.groupdict()
+                if self.decode:
+                    captures = {k: unquote(v) for k, v in captures.items()}
                 clash = _merge(context, captures)
                 if clash is None:
                     return None
@@ -211,8 +231,10 @@ def compile_definition(definition: MessageDefinition) -> CompiledDefinition:
                 if constraint.name is None
                 else f"{constraint.field}[{constraint.name}]"
             )
-            check = Check(label, constraint.prop, reader_for(definition.protocol,
-                                                             constraint.field, constraint.name))
+            check = Check(label, constraint.prop,
+                          reader_for(definition.protocol, constraint.field, constraint.name),
+                          decode=percent_decoded(definition.protocol, constraint.field),
+                          separator=token_separator(definition.protocol, constraint.field))
             if check.constrains or check.declared not in _STRINGY:
                 compiled.protocol_checks.append(check)
     if definition.is_cloudevent:
@@ -222,7 +244,9 @@ def compile_definition(definition: MessageDefinition) -> CompiledDefinition:
             if name == "time" and prop.has_value and prop.value == TIME_SENTINEL:
                 prop = Property(type=prop.type, required=prop.required)
             check = Check(f"cloudevent {name}", prop, None, attribute=name)
-            if check.constrains:
+            # A declaration with only a type constrains too: `"count": {"type": "integer"}`
+            # refuses a CloudEvent whose count is "many".
+            if check.constrains or check.check_type:
                 compiled.envelope_checks.append(check)
     compiled.specificity = _specificity(compiled.protocol_checks)
     compiled.specificity_ce = _specificity(compiled.protocol_checks + compiled.envelope_checks)

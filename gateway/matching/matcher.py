@@ -18,10 +18,11 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from urllib.parse import unquote
 
 from gateway.definitions.model import MessageDefinition
 from gateway.jsontypes import JSON
-from gateway.matching.compiled import CompiledDefinition, Failure, compile_definition
+from gateway.matching.compiled import Check, CompiledDefinition, Failure, compile_definition
 from gateway.matching.index import KeyIndex
 from gateway.matching.values import ADDRESS_FIELD, address_of, family
 from gateway.record import NativeMessage
@@ -130,7 +131,7 @@ class Matcher:
                 # Found through the shape index: literal segments already equal.
                 if segments is None:
                     segments = (address or "").split("/")
-                context = _read_captures(segments, positions)
+                context = _read_captures(segments, positions, compiled.address_check)
                 if context is None:
                     continue
                 outcome = compiled.evaluate(record, event, context, compiled.address_check)
@@ -220,13 +221,16 @@ def _segment_captures(template: Template) -> tuple[tuple[str, int], ...] | None:
 
 
 def _read_captures(
-    segments: list[str], positions: tuple[tuple[str, int], ...]
+    segments: list[str], positions: tuple[tuple[str, int], ...], check: Check | None
 ) -> dict[str, str] | None:
     context: dict[str, str] = {}
+    decode = check is not None and check.decode
     for name, index in positions:
         value = segments[index]
         if not value:
             return None  # a placeholder captures a non-empty run
+        if decode:
+            value = unquote(value)
         seen = context.setdefault(name, value)
         if seen != value:
             return None  # same name, same value

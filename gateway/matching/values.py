@@ -88,24 +88,37 @@ def _pairs_reader(field: str, name: str, case_insensitive: bool) -> Reader:
     return read
 
 
-def _section_reader(field: str, name: str, decode: bool = False) -> Reader:
+def _section_reader(field: str, name: str) -> Reader:
     def read(record: NativeMessage) -> list[JSON]:
         raw = record.fields.get(field)
         if isinstance(raw, dict) and name in raw:
-            value = raw[name]
-            return [unquote(value) if decode and isinstance(value, str) else value]
+            return [raw[name]]
         return []
 
     return read
 
 
-def _scalar_reader(field: str, decode: bool = False) -> Reader:
+def _scalar_reader(field: str) -> Reader:
     def read(record: NativeMessage) -> list[JSON]:
         fields = record.fields
         if field in fields:
-            value = fields[field]
-            return [unquote(value) if decode and isinstance(value, str) else value]
+            return [fields[field]]
         return []
+
+    return read
+
+
+def _query_reader(name: str) -> Reader:
+    """An HTTP query parameter by its percent-decoded name; the value stays raw (the check
+    decodes it: a template must see `%2F` inside a value, not a separator)."""
+
+    def read(record: NativeMessage) -> list[JSON]:
+        raw = record.fields.get("query")
+        if not isinstance(raw, dict):
+            return []
+        if name in raw:
+            return [raw[name]]
+        return [value for key, value in raw.items() if unquote(key) == name][:1]
 
     return read
 
@@ -113,11 +126,8 @@ def _scalar_reader(field: str, decode: bool = False) -> Reader:
 def reader_for(protocol: str, field: str, name: str | None) -> Reader:
     """The reader for one definition constraint on a record of `protocol`."""
     spec: FieldSpec | None = definition_field(protocol, field)
-    if protocol == HTTP:
-        if field == "path":
-            return _scalar_reader("path", decode=True)
-        if field == "query" and name is not None:
-            return _section_reader("query", name, decode=True)
+    if protocol == HTTP and field == "query" and name is not None:
+        return _query_reader(name)
     if spec is not None and name is not None:
         if spec.kind == "section":
             return _section_reader(field, name)
@@ -147,9 +157,7 @@ def address_of(record: NativeMessage) -> str | None:
     field, name = ADDRESS_FIELD[fam]
     value: JSON
     if name is None:
-        value = record.fields.get(field)
-        if fam == HTTP and isinstance(value, str):
-            value = unquote(value)
+        value = record.fields.get(field)  # HTTP: raw, split before decoding
     else:
         section = record.fields.get(field)
         value = section.get(name) if isinstance(section, dict) else None

@@ -131,6 +131,9 @@ class CompiledCatalog:
     # Rendered attributes in column order, and per attribute its distinct shapes.
     attributes: list[str] = field(default_factory=list)
     attribute_shapes: list[list[AttributeShape]] = field(default_factory=list)
+    # extension -> the JSON type the compiled path renders it with in the event text,
+    # where that differs from its column's (a typed value in a string column).
+    extension_json: dict[str, str] = field(default_factory=dict)
 
     def slots(self) -> list[tuple[Any, ...]]:
         """The record's index-key slots that can find a definition, in a fixed order."""
@@ -179,9 +182,9 @@ def java_regex(template: Template) -> tuple[str, list[str]]:
 
     Java group names allow no `_`, so groups are numbered and repeats are backrefs.
     """
-    if len(template.parts) == 1 and not template.segmented:
+    if template.whole_value:
         return "(?s)^(.+)\\z", [template.parts[0].name or ""]
-    run = "[^/]+?" if template.segmented else ".+?"
+    run = template.run
     out: list[str] = []
     groups: list[str] = []
     for part in template.parts:
@@ -360,19 +363,26 @@ def compile_catalog(
         captured = builder.index_key(plan, key_check)
         builder.checks(plan, compiled, key_check, captured)
         builder.envelope(plan)
-    extensions: dict[str, str] = {}
+    # One JSON type per extension on the compiled path (definitions that disagree go to
+    # Python), and the column type: typed only where no CloudEvent can bring text.
+    rendered: dict[str, str] = {}
     for name, types in builder.ext_types.items():
-        extensions[name] = next(iter(types)) if len(types) == 1 else "string"
+        rendered[name] = next(iter(types)) if len(types) == 1 else "string"
     for plan in plans:
         for name, value_type in _plan_types(plan):
-            if name in extensions and extensions[name] != value_type and not plan.python:
+            if name in rendered and rendered[name] != value_type and not plan.python:
                 plan.python = f"extension {name} is declared with different types"
+    extensions = {name: typed if _typed_everywhere(listed, name, typed) else "string"
+                  for name, typed in rendered.items()}
+    extension_json = {name: typed for name, typed in rendered.items()
+                      if typed != extensions[name]}
     _check_regexes(plans)
     attributes = [*CORE_ATTRIBUTES[1:], *sorted(extensions)]
     attribute_shapes = _attribute_layout(plans, attributes)
     return CompiledCatalog(
         listed, plans, list(builder.signatures), builder.shapes, builder.prefixes,
         builder.rest, extensions, ambiguity, validate_schema, attributes, attribute_shapes,
+        extension_json,
     )
 
 
@@ -415,6 +425,25 @@ def _attribute_layout(plans: Sequence[DefinitionPlan],
                 layout[position].append(shape)
             plan.shapes.append(layout[position].index(shape))
     return layout
+
+
+_DECLARED = {"int": "integer", "boolean": "boolean"}
+
+
+def _typed_everywhere(definitions: Sequence[MessageDefinition], name: str, typed: str) -> bool:
+    """Whether an extension column may have a non-string type: only when every definition
+    that can pass a CloudEvent through declares the attribute with that type, so that a
+    CloudEvent's value (text in every binary binding) is known to convert. Otherwise the
+    column holds the canonical string form (5 -> "5"), and no record can fail the job."""
+    if typed == "string":
+        return True
+    for definition in definitions:
+        if not definition.is_cloudevent:
+            continue
+        declared = definition.envelope_metadata.get(name)
+        if declared is None or declared.type != _DECLARED[typed]:
+            return False
+    return True
 
 
 def _plan_types(plan: DefinitionPlan) -> list[tuple[str, str]]:

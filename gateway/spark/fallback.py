@@ -71,6 +71,18 @@ def convert_line(converter: Converter, line: str, explain: bool) -> dict[str, An
     return row
 
 
+def typed_value(column: pa.DataType, text: str) -> Any:
+    """A CloudEvent attribute's text as the value of a typed extension column."""
+    if pa.types.is_boolean(column):
+        return {"true": True, "false": False}.get(text)
+    if pa.types.is_integer(column):
+        try:
+            return int(text)
+        except ValueError:
+            return None
+    return text
+
+
 def python_stage(
     definitions: Sequence[MessageDefinition], token: str, *, ambiguity: str,
     validate_schema: bool, explain: bool, result: pa.StructType,
@@ -82,9 +94,14 @@ def python_stage(
     names = [f.name for f in result]
 
     def fit(name: str, value: Any) -> Any:
-        # A string column holding a typed value (types differ across definitions).
-        if pa.types.is_string(ce_fields[name]) and not isinstance(value, str):
-            return as_text(value)
+        column = ce_fields[name]
+        if pa.types.is_string(column):
+            # a typed value in the canonical string form (`5` -> "5")
+            return value if isinstance(value, str) else as_text(value)
+        if isinstance(value, str):
+            # a CloudEvent's text, in a column every definition types: the declared type
+            # (checked by the matcher) converts it exactly
+            return typed_value(column, value)
         return value
 
     def stage(records: pa.Array) -> pa.Array:

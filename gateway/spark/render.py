@@ -182,27 +182,39 @@ def render(df: DataFrame, catalog: CompiledCatalog, salt: str) -> DataFrame:
         .otherwise(values["tracestate"]),
     }
     for name, spark_type in sorted(catalog.extensions.items()):
-        value = values[name]
-        columns[name] = value if spark_type == "string" else (
-            value == "true" if spark_type == "boolean" else value.try_cast("int"))
+        columns[name] = _typed(values[name], spark_type)
+    # A typed extension in a string column (a CloudEvent could bring it as text) keeps its
+    # type in the event text, as the core renders it.
+    as_json = {name: _typed(values[name], json_type)
+               for name, json_type in catalog.extension_json.items()}
     # Each final attribute is projected once; the struct and the attributes' JSON object
     # are both built from those columns. (The event text used to be `to_json` of `_ce`
     # with its body fields dropped, which builds a second struct per row.)
     final = {n: f"_v{i}" for i, n in enumerate(columns)}
+    json_final = {n: f"_j{i}" for i, n in enumerate(as_json)}
     out = out.withColumns({final[n]: c for n, c in columns.items()})
+    out = out.withColumns({json_final[n]: c for n, c in as_json.items()})
     attrs = [F.col(final[n]).alias(n) for n in columns]
+    json_attrs = [F.col(json_final.get(n, final[n])).alias(n) for n in columns]
     out = out.withColumns({
         "_ce": F.struct(*attrs, data.alias("data"), data_b64.alias("data_base64")),
-        "_attrs": F.to_json(F.struct(*attrs)),
+        "_attrs": F.to_json(F.struct(*json_attrs)),
     })
     out = out.withColumn("_event", event_json(F.col("_attrs"), data, data_b64))
     bad_native = (declared_ct.isNull() & native_ct.isNotNull()
                   & ~F.coalesce(native_ct.rlike(_MEDIA_TYPE), F.lit(False)))
     render_py = any_of([*failures, bad_native])
     temporary = [f"_a{i}" for i in range(len(catalog.attributes))] + list(final.values()) + [
-        "_attrs", "_digest"]
+        *json_final.values(), "_attrs", "_digest"]
     return out.withColumn("_render_py", F.coalesce(render_py, F.lit(True))).withColumn(
         "_match", best["xid"]).drop(*temporary, "_nct", "_ident", "_tp", "_ts", "_lc")
+
+
+def _typed(text: Column, spark_type: str) -> Column:
+    """A rendered attribute (text) as a value of its column type."""
+    if spark_type == "boolean":
+        return text == "true"
+    return text.try_cast("int") if spark_type == "int" else text
 
 
 def event_json(attributes: Column, data: Column, data_base64: Column) -> Column:

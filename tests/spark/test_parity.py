@@ -18,7 +18,7 @@ import yaml
 from pyspark.sql import SparkSession
 
 from gateway.convert import Converter
-from gateway.definitions import load_catalog
+from gateway.definitions import load_catalog, read_document
 from gateway.definitions.model import MessageDefinition
 from gateway.envelope.ids import native_identity
 from gateway.envelope.native import context_names, render_native
@@ -175,7 +175,10 @@ def test_parquet_tables(tmp_path: Path, spark: SparkSession,
     assert {"specversion", "id", "type", "source", "time", "data", "count"} <= set(table.columns)
     assert table.count() == result.counts["event"]
     (row,) = table.filter("source = 'urn:count:7'").collect()
-    assert row["count"] == "7" and row["edgeflag"] is True and row["source"] == "urn:count:7"
+    # edgeflag is declared boolean, but a CloudEvent passed through by a definition that
+    # does not declare it could carry any text: the column holds the canonical string.
+    assert row["count"] == "7" and row["edgeflag"] == "true" and row["source"] == "urn:count:7"
+    assert dict(table.dtypes)["edgeflag"] == "string"
 
 
 def _read_lines(directory: Path) -> list[dict[str, Any]]:
@@ -249,3 +252,29 @@ def test_generated_ids_are_unique_v4_across_rows_and_runs(
     assert len(ids) == len(set(ids)) == 80
     assert {uuid.UUID(i).version for i in ids} == {4}
     assert {uuid.UUID(i).variant for i in ids} == {uuid.RFC_4122}
+
+
+def _definitions(*messages: dict[str, Any]) -> list[MessageDefinition]:
+    doc = {"messagegroups": {"g": {"messages": {f"m{i}": m for i, m in enumerate(messages)}}}}
+    catalog = read_document(doc, "typed.json")
+    assert not catalog.errors, catalog.errors
+    return list(catalog.messages())
+
+
+def _ce(topic: str, **extra: Any) -> dict[str, Any]:
+    return {"protocol": "KAFKA", "protocoloptions": {"topic": topic},
+            "envelope": "CloudEvents/1.0",
+            "envelopemetadata": {"type": {"value": "t"}, "source": {"value": "/s"}, **extra}}
+
+
+def test_extension_columns_are_typed_only_where_no_cloudevent_can_bring_text() -> None:
+    priority = {"priority": {"type": "integer", "value": 5}}
+    # every definition that can pass a CloudEvent through declares priority an integer:
+    # a CloudEvent's "5" is known to be an integer, the column is typed
+    typed = compile_catalog(_definitions(_ce("a", **priority), _ce("b", **priority)))
+    assert typed.extensions == {"priority": "int"} and typed.extension_json == {}
+    # one does not: it may pass through "high"; the column holds the canonical text,
+    # and the compiled path still writes 5 (a number) into the event text
+    mixed = compile_catalog(_definitions(_ce("a", **priority), _ce("b")))
+    assert mixed.extensions == {"priority": "string"}
+    assert mixed.extension_json == {"priority": "int"}

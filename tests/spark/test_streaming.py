@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,11 +25,20 @@ def _events(directory: Path) -> list[dict[str, Any]]:
     moves the file out when the task commits: reading it there raced the move
     (FileNotFoundError), and it is not output yet anyway."""
     out = []
-    for part in sorted(directory.rglob("part-*")):
-        if "_temporary" in part.relative_to(directory).parts:
-            continue
+    for part in _committed_parts(directory):
         out += [json.loads(line) for line in part.read_text().splitlines() if line.strip()]
     return out
+
+
+def _committed_parts(directory: Path) -> list[Path]:
+    """Part files outside `_temporary/`, which is not even walked: Spark deletes those
+    folders while the test looks (`Path.rglob` raised FileNotFoundError on one; `os.walk`
+    skips a folder that vanished)."""
+    found: list[Path] = []
+    for root, folders, files in os.walk(directory):
+        folders[:] = [name for name in folders if name != "_temporary"]
+        found += [Path(root) / name for name in files if name.startswith("part-")]
+    return sorted(found)
 
 
 def _wait(condition: Callable[[], bool], timeout: float = 60.0) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from pathlib import Path
 
 import pytest
@@ -34,12 +36,40 @@ def _only(problems: list[Problem]) -> Problem:
     return problems[0]
 
 
-def test_unknown_key_is_a_warning_with_suggestion(tmp_path: Path) -> None:
+def test_unknown_key_is_an_error_with_suggestion(tmp_path: Path) -> None:
     text = DEFS + ("routes:\n  - from: store-mqtt\n    to: [events-kafka]\n    mdoe: structured\n"
                    "deadletter: store-deadletter\n")
     assert _only(_problems(tmp_path, text)) == Problem(
-        "warning", "gw.yaml", "$.routes[0].mdoe", "unknown key 'mdoe' is ignored (line 5)",
+        "error", "gw.yaml", "$.routes[0].mdoe", "unknown key 'mdoe' (line 5)",
         "did you mean 'mode'?")
+
+
+def test_a_misspelt_password_is_an_error_not_a_silent_anonymous_login(tmp_path: Path) -> None:
+    text = DEFS + ("routes:\n  - from: store-mqtt\n    to: [events-kafka]\n"
+                   "deadletter: store-deadletter\n"
+                   "endpoints:\n  store-mqtt: {username: u, pasword: p}\n")
+    config, problems = load_config_text(text, "gw.yaml", tmp_path, environ={})
+    assert config is None
+    assert any(p.severity == "error" and p.path == '$.endpoints["store-mqtt"].pasword'
+               and "did you mean 'password'?" in p.fix for p in problems), problems
+
+
+def test_an_endpoint_protocol_no_adapter_serves_is_an_error(tmp_path: Path) -> None:
+    doc = {"endpoints": {
+        "src": {"usage": ["consumer"], "protocol": "KAFAK", "messagegroups": ["/messagegroups/g"],
+                "protocoloptions": {"endpoints": [{"uri": "kafka://h:9092"}]}},
+        "out": {"usage": ["producer"], "protocol": "KAFKA",
+                "protocoloptions": {"endpoints": [{"uri": "kafka://h:9092"}], "topic": "t"}}},
+        "messagegroups": {"g": {"messages": {"m": {
+            "envelope": "CloudEvents/1.0",
+            "envelopemetadata": {"type": {"value": "t"}, "source": {"value": "/s"}}}}}}}
+    (tmp_path / "d.json").write_text(json.dumps(doc))
+    text = "definitions: [d.json]\nroutes:\n  - from: src\n    to: [out]\ndeadletter: log\n"
+    config, problems = load_config_text(text, "gw.yaml", tmp_path, environ={})
+    assert config is None
+    found = [p for p in problems if p.severity == "error" and "KAFAK" in p.message]
+    assert found and "no adapter serves" in found[0].message, problems
+    assert "did you mean 'KAFKA'?" in found[0].fix
 
 
 def test_wrong_types(tmp_path: Path) -> None:
@@ -250,3 +280,14 @@ def test_registry_headers_are_sent_and_never_shown(tmp_path: Path) -> None:
     assert not any(p.path.endswith(".headers") for p in problems)
     assert any("cannot connect" in p.message for p in problems)
     assert "tok-secret" not in " ".join(str(p) for p in problems)
+
+
+def test_a_missing_definitions_file_is_reported_once_without_knock_on_errors(
+    tmp_path: Path,
+) -> None:
+    text = ("definitions: [nope.xreg.json]\nroutes:\n  - from: store-mqtt\n"
+            "    to: [events-kafka]\ndeadletter: store-deadletter\n"
+            "endpoints:\n  store-mqtt: {uri: 'mqtt://h:1883'}\n")
+    config, problems = load_config_text(text, "gw.yaml", tmp_path, environ={})
+    assert config is None
+    assert [(p.severity, p.message) for p in problems] == [("error", "file not found")]

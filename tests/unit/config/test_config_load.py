@@ -121,7 +121,6 @@ def test_env_substitution_with_defaults_and_escape(tmp_path: Path) -> None:
     uri: ${MQTT_URI}
     username: ${MQTT_USER:-guest}
     client_id: "$${literal}-${HOST:-h}"
-routes_extra: 1
 """
     config, problems = load_config_text(text, "gw.yaml", tmp_path,
                                         environ={"MQTT_URI": "mqtts://broker:8883"})
@@ -129,7 +128,7 @@ routes_extra: 1
     mqtt = config.endpoints["store-mqtt"]
     assert (mqtt.uri, mqtt.username, mqtt.client_id) == ("mqtts://broker:8883", "guest",
                                                          "${literal}-h")
-    assert [p.path for p in problems if p.file == "gw.yaml"] == ["$.routes_extra"]
+    assert [p.path for p in problems if p.file == "gw.yaml"] == []
 
 
 def test_env_values_fill_typed_fields(tmp_path: Path) -> None:
@@ -153,8 +152,7 @@ def test_secret_files_are_read_and_stripped(tmp_path: Path) -> None:
 
 def test_secrets_never_show_in_reprs(tmp_path: Path) -> None:
     (tmp_path / "pw").write_text("file-secret")
-    text = BASE + """definitions_extra: no
-endpoints:
+    text = BASE + """endpoints:
   store-mqtt: {password_file: pw, uri: "mqtt://bob:uri-secret@broker:1883"}
   events-kafka: {password: "${KAFKA_PW}"}
 """

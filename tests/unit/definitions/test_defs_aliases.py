@@ -27,6 +27,12 @@ def _one(message: dict[str, Any], group: dict[str, Any] | None = None) -> Messag
     return found
 
 
+# What a message with an envelope or a protocol must declare (both REQUIRED by rc2), for
+# tests about something else.
+META = {"envelopemetadata": {"type": {"value": "t"}, "source": {"value": "/s"}}}
+OPTS = {"protocoloptions": {"topic": {"value": "t"}}}
+
+
 def _options(m: MessageDefinition) -> dict[tuple[str, str | None], Property]:
     return {(c.field, c.name): c.prop for c in m.protocol_options}
 
@@ -37,7 +43,7 @@ def _options(m: MessageDefinition) -> dict[tuple[str, str | None], Property]:
 @pytest.mark.parametrize("spelling", ["CloudEvents/1.0", "cloudevents/1.0", "CLOUDEVENTS",
                                       " CloudEvents/1 "])
 def test_envelope_names(spelling: str) -> None:
-    assert _one({"envelope": spelling}).envelope == "CloudEvents/1.0"
+    assert _one({"envelope": spelling, **META}).envelope == "CloudEvents/1.0"
 
 
 def test_legacy_format_is_envelope() -> None:
@@ -126,12 +132,15 @@ def test_legacy_time_sentinel_is_rewritten() -> None:
     ("dataschemaurl", "dataschemauri"),
 ])
 def test_schema_link_spellings(key: str, field: str) -> None:
-    m = _one({"envelope": "CloudEvents/1.0", key: "x/y"})
+    m = _one({"envelope": "CloudEvents/1.0", **META, key: "x/y",
+              "dataschemaformat": "JsonSchema/draft-07"} if field == "dataschemauri" else
+             {"envelope": "CloudEvents/1.0", **META, key: "x/y"})
     assert getattr(m, field) == "x/y"
 
 
 def test_legacy_inline_schema_spelling() -> None:
-    assert _one({"schema": {"type": "object"}}).dataschema == {"type": "object"}
+    assert _one({"schema": {"type": "object"}, "dataschemaformat": "JsonSchema/draft-07"}
+                ).dataschema == {"type": "object"}
 
 
 def test_older_spellings_are_reported_once_per_document_with_a_count() -> None:
@@ -154,9 +163,9 @@ def test_near_miss_attribute_names_are_warned_about() -> None:
 
 
 def test_deprecated_object_and_boolean() -> None:
-    assert _one({"envelope": "CloudEvents/1.0", "deprecated": {}}).deprecated is True
-    assert _one({"envelope": "CloudEvents/1.0", "deprecated": True}).deprecated is True
-    assert _one({"envelope": "CloudEvents/1.0"}).deprecated is False
+    assert _one({"envelope": "CloudEvents/1.0", **META, "deprecated": {}}).deprecated is True
+    assert _one({"envelope": "CloudEvents/1.0", **META, "deprecated": True}).deprecated is True
+    assert _one({"envelope": "CloudEvents/1.0", **META}).deprecated is False
 
 
 def test_legacy_containers_and_ids() -> None:
@@ -203,7 +212,9 @@ def test_document_view_without_pointer_picks_the_newest_version() -> None:
     ("NATS/1.0.0", NATS), ("None", None),
 ])
 def test_protocol_names(written: str, read: str | None) -> None:
-    assert _one({"protocol": written}).protocol == read
+    catalog = _read({"protocol": written, "protocoloptions": {}})
+    found = catalog.message("/messagegroups/g/messages/m")
+    assert found is not None and found.protocol == read
 
 
 def test_binding_and_message_of_spec_0_5() -> None:

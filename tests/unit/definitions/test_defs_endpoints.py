@@ -10,7 +10,9 @@ from gateway.definitions import read_document
 from gateway.definitions.model import Catalog, Endpoint
 from gateway.protocols import AMQP, KAFKA, MQTT311
 
-GROUPS = {"messagegroups": {"g": {"messages": {"m": {"envelope": "CloudEvents/1.0"}}}}}
+GROUPS = {"messagegroups": {"g": {"messages": {"m": {
+    "envelope": "CloudEvents/1.0",
+    "envelopemetadata": {"type": {"value": "t"}, "source": {"value": "/s"}}}}}}}
 E = "$.endpoints.e"
 
 

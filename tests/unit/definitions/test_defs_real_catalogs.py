@@ -69,10 +69,19 @@ def test_every_catalog_is_covered() -> None:
     assert {p.name for p in FILES} == set(EXPECTED)
 
 
+# Errors a catalog really has. nats-consumer-endpoint spells dataschemaformat
+# `schemaformatr` (a typo upstream), so its schema reference has no format: rc2 says
+# "If present, dataschemaformat MUST be present".
+KNOWN_ERRORS = {"nats-consumer-endpoint.xreg.json": ["needs 'dataschemaformat'"]}
+
+
 @pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
 def test_real_catalog_loads_without_errors(path: Path) -> None:
     catalog = load_catalog([path])
-    assert catalog.errors == [], "\n".join(str(p) for p in catalog.errors)
+    expected = KNOWN_ERRORS.get(path.name, [])
+    assert len(catalog.errors) == len(expected), "\n".join(str(p) for p in catalog.errors)
+    for problem, text in zip(catalog.errors, expected, strict=True):
+        assert text in problem.message
     messages = list(catalog.messages())
     count, endpoints, protocols = EXPECTED[path.name]
     assert len(messages) == count

@@ -64,7 +64,8 @@ def test_yaml_files(tmp_path: Path, name: str) -> None:
 
 def test_unknown_extension_tries_json_then_yaml(tmp_path: Path) -> None:
     _write(tmp_path / "a.txt", _doc())
-    (tmp_path / "b.txt").write_text("messagegroups: {h: {messages: {m: {protocol: MQTT}}}}")
+    (tmp_path / "b.txt").write_text("messagegroups: {h: {messages: {m: {protocol: MQTT, "
+                                          "protocoloptions: {topic_name: t}}}}}")
     catalog = load_catalog([tmp_path / "a.txt", tmp_path / "b.txt"])
     assert catalog.errors == []
     assert set(catalog.groups) == {"g", "h"}
@@ -120,7 +121,8 @@ def test_strict_loading_raises_with_every_error(tmp_path: Path) -> None:
 def test_directory_reads_catalog_files_sorted_and_not_recursively(tmp_path: Path) -> None:
     _write(tmp_path / "b.xreg.json", _doc("b"))
     _write(tmp_path / "a.cereg", _doc("a"))
-    (tmp_path / "c.yaml").write_text("messagegroups: {c: {messages: {m: {protocol: NATS}}}}")
+    (tmp_path / "c.yaml").write_text("messagegroups: {c: {messages: {m: {protocol: NATS, "
+                                         "protocoloptions: {subject: s}}}}}")
     _write(tmp_path / ".hidden.json", _doc("hidden"))
     (tmp_path / "README.md").write_text("# not a catalog")
     (tmp_path / "sub").mkdir()

@@ -291,8 +291,10 @@ def test_envelope_rules_need_an_envelope() -> None:
 # -- structure -----------------------------------------------------------------------------------
 
 
-def test_group_consistency_warning() -> None:
-    p = _only(_problems({"protocol": "KAFKA"}, group={"protocol": "MQTT"}), "warning", "differs")
+def test_group_consistency_error() -> None:
+    # "every message of a group uses the group's protocol" is a MUST: an error.
+    p = _only(_problems({"protocol": "KAFKA", "protocoloptions": {"topic": "t"}},
+                        group={"protocol": "MQTT"}), "error", "differs")
     assert p.message == "message protocol 'KAFKA' differs from its group's 'MQTT/5.0'"
     assert p.path == f"{M}.protocol"
 
