@@ -5,9 +5,8 @@ For editors (a YAML language server validates and completes `config.yaml` with i
 same `config` (`scripts/chart_values_schema.py` writes it into values.schema.json).
 
 It says what the YAML alone can tell, like the spec: keys, types, enums, defaults,
-required keys, durations. Rules that need the definitions (endpoint ids, protocols,
-addresses) are `xrgw validate -c`'s. Unknown keys are refused here while the gateway only
-warns about them: an editor should flag a misspelt key at once.
+required keys, durations; unknown keys are refused, as the gateway refuses them. Rules
+that need the definitions (endpoint ids, protocols, addresses) are `xrgw validate -c`'s.
 
 `${VAR}` references are accepted wherever the gateway substitutes them before parsing, so
 `inflight: ${INFLIGHT}` or `grace: ${GRACE:-30s}` do not show as errors.
