@@ -34,8 +34,12 @@ group does not evict a consumer that is merely waiting (aiokafka's max.poll.inte
 a long wait pauses the partitions and polls them empty once a minute.
 
 Lag (`backlog()`, the `xrgw_consumer_lag` metric): per assigned partition, the end offset
-(one ListOffsets request for all of them) minus the first offset this member has not
-settled: delivered and unsettled records count, as they are not done yet.
+(one ListOffsets request for all of them, or the high watermark of the last fetch when
+that is higher: Tansu answers ListOffsets with its last batch's base offset + 1) minus the first offset this member has not
+settled: delivered and unsettled records count, as they are not done yet. With nothing
+unsettled it is the offset after the last one handed out; before the first one, the
+group's committed offset (or where `autooffsetreset` starts). Not aiokafka's position:
+that runs ahead with prefetched records.
 
 The consumer leaves broker connectivity to aiokafka, which reconnects on its own;
 errors aiokafka raises from a read make `read()` raise NotConnected.
@@ -300,6 +304,7 @@ class KafkaConsumer:
         # Per assigned partition: delivered offsets not yet committed, in offset order.
         self._pending: dict[Any, dict[int, _Slot]] = {}
         self._dirty: dict[Any, int] = {}  # partition -> offset to commit
+        self._next: dict[Any, int] = {}  # partition -> offset after the last handed out
         self._commit_task: asyncio.Task[None] | None = None
         self._commit_lock = asyncio.Lock()
         self._unsettled = 0
@@ -386,21 +391,37 @@ class KafkaConsumer:
         assigned = sorted(client.assignment(), key=lambda tp: (tp.topic, tp.partition))
         if not assigned:
             return []
-        ends = await client.end_offsets(assigned)
+        listed = await client.end_offsets(assigned)
         lags = []
         for tp in assigned:
+            # Both are lower bounds of the true end: the fetch's high watermark may be
+            # older, a broker's ListOffsets answer may be short (Tansu's is).
+            end = max(listed[tp], client.highwater(tp) or 0)
             pending = self._pending.get(tp)
             # The first pending offset is the first unsettled one: _advance() removes the
-            # settled prefix. Nothing pending: the next record to hand out.
-            done = next(iter(pending)) if pending else await client.position(tp)
-            lags.append(PartitionLag(tp.topic, tp.partition, max(0, ends[tp] - done)))
+            # settled prefix.
+            done = next(iter(pending)) if pending else self._next.get(tp)
+            if done is None:
+                done = await self._start_offset(client, tp, end)
+            lags.append(PartitionLag(tp.topic, tp.partition, max(0, end - done)))
         return lags
+
+    async def _start_offset(self, client: Any, tp: Any, end: int) -> int:
+        """Where this member starts reading a partition it has handed nothing out of."""
+        committed: int | None = await client.committed(tp)
+        if committed is not None:
+            return committed
+        if self._opts.auto_offset_reset == "earliest":
+            first: int = (await client.beginning_offsets([tp]))[tp]
+            return first
+        return end
 
     # -- delivery and settlement ----------------------------------------------------------
     def _deliver(self, record: KafkaRecordLike) -> Delivery:
         tp = TopicPartition(record.topic, record.partition)
         slot = _Slot()
         self._pending.setdefault(tp, {})[record.offset] = slot
+        self._next[tp] = record.offset + 1
         self._unsettled += 1
         return Delivery(
             to_record(record, received_at=_now()), self._settler(tp, record.offset, slot)
@@ -440,6 +461,7 @@ class KafkaConsumer:
         # fetch again from there; aiokafka drops the partition's prefetched records.
         for later in [o for o in pending if o >= offset]:
             del pending[later]
+        self._next[tp] = offset
         if self._client is not None:
             self._client.seek(tp, offset)
 
@@ -505,6 +527,7 @@ class KafkaConsumer:
                 log.warning("kafka commit on revocation failed", extra=fields(error=exc))
         for tp in revoked:
             self._pending.pop(tp, None)
+            self._next.pop(tp, None)
 
     def _assigned(self, assigned: Sequence[Any]) -> None:
         for tp in assigned:
@@ -518,6 +541,7 @@ class KafkaConsumer:
         self._client = None
         self._pending.clear()
         self._dirty.clear()
+        self._next.clear()
         self._paused = False
         await _stop_quietly(client, self._opts.connect_timeout)
         self._changed.set()
