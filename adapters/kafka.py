@@ -34,10 +34,11 @@ group does not evict a consumer that is merely waiting (aiokafka's max.poll.inte
 a long wait pauses the partitions and polls them empty once a minute.
 
 Lag (`backlog()`, the `xrgw_consumer_lag` metric): per assigned partition, the end offset
-(one ListOffsets request for all of them, or the high watermark of the last fetch when
-that is higher: Tansu answers ListOffsets with its last batch's base offset + 1) minus the first offset this member has not
-settled: delivered and unsettled records count, as they are not done yet. With nothing
-unsettled it is the offset after the last one handed out; before the first one, the
+minus the first offset this member has not settled (delivered and unsettled records
+count: they are not done yet). The end is the higher of a ListOffsets answer (one
+request for all partitions) and the high watermark of the last fetch: Tansu answers
+ListOffsets with its last batch's base offset + 1. With nothing unsettled the first
+unsettled offset is the one after the last record handed out; before the first one, the
 group's committed offset (or where `autooffsetreset` starts). Not aiokafka's position:
 that runs ahead with prefetched records.
 
