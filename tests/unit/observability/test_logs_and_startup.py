@@ -70,8 +70,8 @@ def test_absent_keys_stay_absent_and_text_format_appends_them(
 
 
 def _run(config: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    env.pop("XRGW_LOG_LEVEL", None)
+    # `-m` from the root: the checkout's gateway is the one that runs
+    env = {k: v for k, v in os.environ.items() if k != "XRGW_LOG_LEVEL"}
     return subprocess.run([sys.executable, "-m", "gateway.cli", "run", "-c", str(config)],
                           capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT)
 
