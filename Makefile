@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench clean fault
+.PHONY: demo test lint typecheck unit bench clean fault generate
 
 $(STAMP): pyproject.toml
 	scripts/install-system-deps.sh || echo "WARNING: broker packages missing; integration tests will fail until scripts/install-system-deps.sh succeeds" >&2
@@ -26,6 +26,12 @@ lint: $(STAMP)
 
 test: $(STAMP) lint
 	$(VENV)/bin/pytest -q
+
+# What is generated from the config spec: the configuration reference and the config part
+# of the Helm chart's values schema (tests fail when either is out of date).
+generate: $(STAMP)
+	$(PY) -c 'from gateway.config import reference_markdown; print(reference_markdown(), end="")' > docs/configuration.md
+	$(PY) -m scripts.chart_values_schema
 
 # The fault scenarios against real brokers, 100,000 messages per SIGKILL stream
 # (FAULT_N=10000 for a quicker run), then one table of sent/delivered/duplicates/

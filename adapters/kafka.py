@@ -34,6 +34,15 @@ prefetched batch is not consumed, so nothing more is read from the broker. So th
 group does not evict a consumer that is merely waiting (aiokafka's max.poll.interval),
 a long wait pauses the partitions and polls them empty once a minute.
 
+Lag (`backlog()`, the `xrgw_consumer_lag` metric): per assigned partition, the end offset
+minus the first offset this member has not settled (delivered and unsettled records
+count: they are not done yet). The end is the higher of a ListOffsets answer (one
+request for all partitions) and the high watermark of the last fetch: Tansu answers
+ListOffsets with its last batch's base offset + 1. With nothing unsettled the first
+unsettled offset is the one after the last record handed out; before the first one, the
+group's committed offset (or where `autooffsetreset` starts). Not aiokafka's position:
+that runs ahead with prefetched records.
+
 The consumer leaves broker connectivity to aiokafka, which reconnects on its own;
 errors aiokafka raises from a read make `read()` raise NotConnected.
 """
@@ -78,7 +87,16 @@ from adapters._kafka_record import KafkaRecordLike, SendArgs, to_record, to_send
 from adapters._reconnect import ReconnectGate
 from adapters._schemes import check_scheme
 from adapters._tls import client_context, describe, probe
-from gateway.ports import Delivery, EndOfInput, EndpointSettings, NotConnected, Outcome, Settle
+from gateway.observability.logs import fields
+from gateway.ports import (
+    Delivery,
+    EndOfInput,
+    EndpointSettings,
+    NotConnected,
+    Outcome,
+    PartitionLag,
+    Settle,
+)
 from gateway.protocols import KAFKA, profile
 from gateway.record import NativeMessage
 
@@ -291,6 +309,7 @@ class KafkaConsumer:
         # Per assigned partition: delivered offsets not yet committed, in offset order.
         self._pending: dict[Any, dict[int, _Slot]] = {}
         self._dirty: dict[Any, int] = {}  # partition -> offset to commit
+        self._next: dict[Any, int] = {}  # partition -> offset after the last handed out
         self._commit_task: asyncio.Task[None] | None = None
         self._commit_lock = asyncio.Lock()
         self._unsettled = 0
@@ -370,11 +389,44 @@ class KafkaConsumer:
         await self._drop_client()
         self._changed.set()
 
+    async def backlog(self) -> list[PartitionLag]:
+        client = self._client
+        if client is None:
+            raise NotConnected("not connected")
+        assigned = sorted(client.assignment(), key=lambda tp: (tp.topic, tp.partition))
+        if not assigned:
+            return []
+        listed = await client.end_offsets(assigned)
+        lags = []
+        for tp in assigned:
+            # Both are lower bounds of the true end: the fetch's high watermark may be
+            # older, a broker's ListOffsets answer may be short (Tansu's is).
+            end = max(listed[tp], client.highwater(tp) or 0)
+            pending = self._pending.get(tp)
+            # The first pending offset is the first unsettled one: _advance() removes the
+            # settled prefix.
+            done = next(iter(pending)) if pending else self._next.get(tp)
+            if done is None:
+                done = await self._start_offset(client, tp, end)
+            lags.append(PartitionLag(tp.topic, tp.partition, max(0, end - done)))
+        return lags
+
+    async def _start_offset(self, client: Any, tp: Any, end: int) -> int:
+        """Where this member starts reading a partition it has handed nothing out of."""
+        committed: int | None = await client.committed(tp)
+        if committed is not None:
+            return committed
+        if self._opts.auto_offset_reset == "earliest":
+            first: int = (await client.beginning_offsets([tp]))[tp]
+            return first
+        return end
+
     # -- delivery and settlement ----------------------------------------------------------
     def _deliver(self, record: KafkaRecordLike) -> Delivery:
         tp = TopicPartition(record.topic, record.partition)
         slot = _Slot()
         self._pending.setdefault(tp, {})[record.offset] = slot
+        self._next[tp] = record.offset + 1
         self._unsettled += 1
         return Delivery(
             to_record(record, received_at=_now()), self._settler(tp, record.offset, slot)
@@ -414,6 +466,7 @@ class KafkaConsumer:
         # fetch again from there; aiokafka drops the partition's prefetched records.
         for later in [o for o in pending if o >= offset]:
             del pending[later]
+        self._next[tp] = offset
         if self._client is not None:
             self._client.seek(tp, offset)
 
@@ -427,9 +480,9 @@ class KafkaConsumer:
             except (CommitFailedError, IllegalStateError) as exc:
                 # The group moved on (rebalance): the new owner redelivers from the last
                 # successful commit, which is at-least-once.
-                log.warning("kafka commit dropped after rebalance: %r", exc)
+                log.warning("kafka commit dropped after rebalance", extra=fields(error=exc))
             except KafkaError as exc:
-                log.warning("kafka commit failed, retrying: %r", exc)
+                log.warning("kafka commit failed, retrying", extra=fields(error=exc))
                 for tp, offset in batch.items():
                     if tp in self._pending:
                         self._dirty.setdefault(tp, offset)  # a newer offset wins
@@ -476,9 +529,10 @@ class KafkaConsumer:
                 async with self._commit_lock:
                     await client.commit(batch)
             except KafkaError as exc:
-                log.warning("kafka commit on revocation failed: %r", exc)
+                log.warning("kafka commit on revocation failed", extra=fields(error=exc))
         for tp in revoked:
             self._pending.pop(tp, None)
+            self._next.pop(tp, None)
 
     def _assigned(self, assigned: Sequence[Any]) -> None:
         for tp in assigned:
@@ -492,6 +546,7 @@ class KafkaConsumer:
         self._client = None
         self._pending.clear()
         self._dirty.clear()
+        self._next.clear()
         self._paused = False
         await _stop_quietly(client, self._opts.connect_timeout)
         self._changed.set()

@@ -31,7 +31,8 @@ sending while the gateway holds that many unacked messages, so nothing is droppe
 `ack()` -> `+ACK`, `nack(retry=True)` -> `-NAK` (after `nak_delay`), `nack(retry=False)`
 -> `+TERM` (never redelivered). Unsettled deliveries come again after `ack_wait`, also
 after a gateway restart. An existing durable keeps its own settings (a warning names
-differences in `max_ack_pending`).
+differences in `max_ack_pending`). `backlog()` (the `xrgw_consumer_pending` metric) asks
+the server for the durable's `num_pending + num_ack_pending`; core mode has no backlog.
 
 Producer. Core publish reports delivered after a PING/PONG round trip (the server has
 read everything before it): that is all core NATS confirms. With `jetstream: true` each
@@ -68,7 +69,16 @@ from adapters._nats_record import parse_header_block, to_publish, to_record
 from adapters._reconnect import ReconnectGate
 from adapters._schemes import check_scheme
 from adapters._tls import client_context, describe
-from gateway.ports import Delivery, EndOfInput, EndpointSettings, NotConnected, Outcome, Settle
+from gateway.observability.logs import fields
+from gateway.ports import (
+    Delivery,
+    EndOfInput,
+    EndpointSettings,
+    NotConnected,
+    Outcome,
+    Settle,
+    StreamPending,
+)
 from gateway.protocols import NATS, profile
 from gateway.record import NativeMessage
 
@@ -372,6 +382,18 @@ class NatsConsumer:
         self._buffer.clear()
         await self._drop_client()
 
+    async def backlog(self) -> list[StreamPending]:
+        stream = self._opts.stream
+        if stream is None:
+            return []  # core NATS keeps nothing for a subscriber
+        client = self._client
+        if client is None or not client.is_connected:
+            raise NotConnected("not connected")
+        info = await client.jetstream(timeout=self._opts.connect_timeout).consumer_info(
+            stream, self.durable)
+        waiting = (info.num_pending or 0) + (info.num_ack_pending or 0)
+        return [StreamPending(stream, self.durable, waiting)]
+
     # -- internals ---------------------------------------------------------------------
     async def _subscribe_core(self, client: _Client) -> None:
         for subject in self._opts.subjects:
@@ -482,7 +504,7 @@ class NatsConsumer:
                 self._dropping = True
                 log.warning("NATS slow consumer: dropping messages on %s", exc.subject)
             return
-        log.debug("NATS client error: %r", exc)
+        log.debug("NATS client error", extra=fields(error=exc))
 
     async def _on_change(self) -> None:
         self._changed.set()
@@ -593,7 +615,7 @@ class NatsProducer:
         )
 
     async def _on_error(self, exc: Exception) -> None:
-        log.debug("NATS client error: %r", exc)
+        log.debug("NATS client error", extra=fields(error=exc))
 
     async def aclose(self) -> None:
         client, self._client = self._client, None

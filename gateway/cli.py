@@ -8,6 +8,8 @@
     xrgw run -c CONFIG              run the gateway daemon
     xrgw test FILE...               run definition test cases; exit 1 on any failure
     xrgw spark -c CONFIG --source SRC --sink DST ...   the same conversion as a PySpark job
+    xrgw schema                     the JSON Schema of the config file
+    xrgw --version                  release and source revision
 """
 
 from __future__ import annotations
@@ -16,19 +18,24 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from gateway.commands import Command, lint, match, run, spark, test, validate
+from gateway.buildinfo import version_line
+from gateway.commands import Command, lint, match, run, schema, spark, test, validate
 
 #: In the order `xrgw --help` lists them.
-COMMANDS: tuple[Command, ...] = (validate, lint, match, run, test, spark)
+COMMANDS: tuple[Command, ...] = (validate, lint, match, run, test, spark, schema)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="xrgw", description="xRegistry definition-driven protocol gateway"
     )
+    parser.add_argument("--version", action="version", version=version_line())
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
-        subparser = sub.add_parser(command.NAME, help=command.HELP)
+        # Raw: the examples are laid out by hand, one command line each.
+        subparser = sub.add_parser(command.NAME, help=command.HELP, description=command.HELP,
+                                   epilog="examples:\n" + command.EXAMPLES,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
         command.configure(subparser)
         subparser.set_defaults(execute=command.execute)
     return parser

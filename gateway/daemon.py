@@ -9,6 +9,11 @@ adapter), serves `/metrics`, `/healthz` and `/readyz`, and handles signals:
 - SIGHUP, a changed config or definitions file, or a changed registry document: load and
   check the new configuration completely, then swap it in; a broken one is rejected with
   its problems logged and the running configuration keeps serving.
+
+Failing to start (an invalid configuration, the admin port taken, no adapters installed)
+is a JSON log line and a non-zero exit code (`EXIT_CONFIG`, `EXIT_STARTUP`), never a
+traceback: what an operator reads in `kubectl logs` is the reason, in the same format as
+every other line.
 """
 
 from __future__ import annotations
@@ -29,11 +34,17 @@ from gateway.definitions.model import MessageDefinition
 from gateway.definitions.sources import RegistryAccess
 from gateway.jsontypes import JSON
 from gateway.observability.admin import AdminServer
+from gateway.observability.logs import fields
 from gateway.observability.metrics import Metrics
 from gateway.ports import Consumer, Producer
+from gateway.problems import Problem
 from gateway.runtime.route import Output, Route
 
 log = logging.getLogger("xrgw.daemon")
+
+#: Exit codes of `xrgw run` (0: stopped by a signal after draining).
+EXIT_CONFIG = 1   # the configuration has errors (each logged with file, path and fix)
+EXIT_STARTUP = 3  # the configuration is fine but the gateway could not start
 
 
 class AdapterFactory(Protocol):
@@ -103,7 +114,8 @@ class Gateway:
         for route in self.routes:
             await route.start()
         admin = self.config.admin
-        self.admin = AdminServer(self.metrics, self.readiness, admin.host, admin.port)
+        self.admin = AdminServer(self.metrics, self.readiness, admin.host, admin.port,
+                                 admin.health)
         await self.admin.start()
         log.info("xrgw started: %d route(s), admin on %s:%d", len(self.routes),
                  self.admin.host, self.admin.port)
@@ -121,7 +133,12 @@ class Gateway:
                              (signal.SIGHUP, self.request_reload)):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, handler)
-        await self.start()
+        try:
+            await self.start()
+        except Exception as exc:
+            log.error("start-up failed", extra=fields(error=exc))
+            await self.stop()
+            return EXIT_STARTUP
         watcher = asyncio.create_task(self._watch())
         while not self._stop.is_set():
             stop = asyncio.create_task(self._stop.wait())
@@ -148,7 +165,7 @@ class Gateway:
         """Load, check and swap in the configuration; False (and keep serving) if broken."""
         config, problems = await asyncio.to_thread(load_config, self.config.file)
         for problem in problems:
-            (log.error if problem.is_error else log.warning)("reload: %s", problem)
+            log_problem(problem, "reload: ")
         if config is None:
             self.metrics.reloads.labels("rejected").inc()
             log.error("reload rejected; the running configuration keeps serving")
@@ -219,7 +236,7 @@ def _remote_fingerprint(url: str, access: RegistryAccess | None = None) -> str |
     how = access or RegistryAccess()
     document = load_url(url, timeout=10, headers=how.headers, ca_file=how.ca_file)
     if not isinstance(document, RawDocument):
-        log.warning("registry poll failed: %s", document)
+        log_problem(document, "registry poll failed: ")
         return None
     text = json.dumps(document.data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
@@ -239,17 +256,35 @@ def _fingerprint(config: GatewayConfig) -> str:
     return digest.hexdigest()
 
 
-def run(config_path: str) -> int:
+def log_problem(problem: Problem, prefix: str = "") -> None:
+    """A configuration or definitions problem as a log line: the message as text, where
+    it is and how to fix it as keys."""
+    (log.error if problem.is_error else log.warning)(
+        "%s%s", prefix, problem.message,
+        extra=fields(file=problem.file, path=problem.path or None, fix=problem.fix or None))
+
+
+def run(config_path: str, *, log_level: str | None = None) -> int:
+    """`xrgw run`; `log_level` (from --log-level) wins over the config and the environment."""
     from gateway.observability.logs import configure
 
     config, problems = load_config(config_path)
-    configure(config.log.level if config else None)
-    for problem in problems:
-        (log.error if problem.is_error else log.warning)("%s", problem)
     if config is None:
-        return 1
-    gateway = Gateway(config, load_factory())
-    return asyncio.run(gateway.run())
+        configure(override=log_level)
+    else:
+        configure(config.log.level, config.log.format, override=log_level)
+    for problem in problems:
+        log_problem(problem)
+    if config is None:
+        log.error("not started: the configuration has errors",
+                  extra=fields(file=config_path))
+        return EXIT_CONFIG
+    try:
+        gateway = Gateway(config, load_factory())
+        return asyncio.run(gateway.run())
+    except Exception as exc:  # whatever it is, the operator gets one JSON line and a code
+        log.error("start-up failed", extra=fields(error=exc))
+        return EXIT_STARTUP
 
 
-__all__ = ["AdapterFactory", "Gateway", "run"]
+__all__ = ["EXIT_CONFIG", "EXIT_STARTUP", "AdapterFactory", "Gateway", "log_problem", "run"]

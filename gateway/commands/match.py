@@ -13,6 +13,11 @@ from gateway.jsontypes import JSON
 
 NAME = "match"
 HELP = "match native message records (JSON Lines)"
+EXAMPLES = """\
+  xrgw match -d store.xreg.json records.jsonl        one JSON result a line: definition + CloudEvent
+  cat records.jsonl | xrgw match -d store.xreg.json  records from stdin
+  xrgw match -d defs/ -- dead-letter.jsonl           why a dead letter did not match (explain)
+"""
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -12,6 +12,12 @@ from gateway.definitions.model import MessageDefinition
 
 NAME = "spark"
 HELP = "run the conversion as a PySpark job (batch or stream)"
+EXAMPLES = """\
+  xrgw spark -d store.xreg.json --source file:in/ --sink file:out/ --deadletter file:dead/
+  xrgw spark -c gateway.yaml --source kafka://kafka:9092/store-deadletter \\
+      --sink kafka://kafka:9092/store-events --stream --checkpoint /tmp/ckpt
+  xrgw spark -c gateway.yaml --source file:in/ --sink file:out/ --explain-plan
+"""
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

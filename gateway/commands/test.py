@@ -8,6 +8,10 @@ import sys
 
 NAME = "test"
 HELP = "run definition test cases"
+EXAMPLES = """\
+  xrgw test store.tests.yaml                 run the cases; exit 1 on any failure
+  xrgw test config/examples/*.tests.yaml     several files
+"""
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -11,6 +11,11 @@ from gateway.definitions import load_catalog
 
 NAME = "validate"
 HELP = "validate xRegistry documents or a gateway config"
+EXAMPLES = """\
+  xrgw validate store.xreg.json                 check definitions (files, dirs, registry URLs)
+  xrgw validate https://registry.example.com    check a registry's export
+  xrgw validate -c /etc/xrgw/config.yaml        check a gateway config without running it
+"""
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

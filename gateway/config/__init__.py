@@ -5,6 +5,7 @@
     load_config_text(...)    the same from a string (tests, `xrgw validate -`)
     CONFIG_SPEC              the declarative spec of every key (drives parsing and docs)
     reference_markdown()     the generated reference page
+    config_json_schema()     the generated JSON Schema of the file (`xrgw schema`)
 
 Modules are private (`_name.py`); this door is the public surface.
 """
@@ -12,6 +13,7 @@ Modules are private (`_name.py`); this door is the public surface.
 from __future__ import annotations
 
 from gateway.config._docs import reference_markdown
+from gateway.config._jsonschema import config_json_schema, config_json_text, field_schema
 from gateway.config._load import load_config, load_config_text
 from gateway.config._model import (
     AdminConfig,
@@ -38,6 +40,9 @@ __all__ = [
     "RouteConfig",
     "Secret",
     "ShutdownConfig",
+    "config_json_schema",
+    "config_json_text",
+    "field_schema",
     "load_config",
     "load_config_text",
     "redact_uri",

@@ -159,5 +159,7 @@ def _endpoints(
 
 
 def _admin(raw: Raw) -> AdminConfig:
-    hostport = split_hostport(cast(str, raw["listen"]))
-    return AdminConfig(*hostport) if hostport else AdminConfig()
+    hostport = split_hostport(cast(str, raw["listen"])) or ("127.0.0.1", 9464)
+    health = raw.get("health_listen")
+    return AdminConfig(*hostport, health=split_hostport(health) if isinstance(health, str)
+                       else None)

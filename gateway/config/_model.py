@@ -99,6 +99,9 @@ class EndpointConfig:
 class AdminConfig:
     host: str = "127.0.0.1"
     port: int = 9464
+    # A second listener with only /healthz and /readyz (`admin.health_listen`): kubelet
+    # HTTP probes reach the pod address, while `listen` may stay on loopback.
+    health: tuple[str, int] | None = None
 
     @property
     def listen(self) -> str:

@@ -39,10 +39,34 @@ def split_hostport(text: str) -> tuple[str, int] | None:
     return host, int(port)
 
 
+def _http_url(value: object) -> tuple[str, str] | None:
+    if isinstance(value, str) and not value.lower().startswith(("http://", "https://")):
+        return (f"'{value}' is not an http:// or https:// URL",
+                "write the registry's base URL, e.g. https://registry.example.com")
+    return None
+
+
+#: JSON Schema of `_one_password`: not both of a value and its file.
+_ONE_PASSWORD_SCHEMA = {"not": {"anyOf": [{"required": ["password", "password_file"]},
+                                          {"required": ["username", "username_file"]}]}}
+_POSITIVE_SCHEMA = {"minimum": 1}
+
+
 def _hostport(value: object) -> tuple[str, str] | None:
     if isinstance(value, str) and split_hostport(value) is None:
         return (f"'{value}' is not host:port",
                 "write host:port, e.g. 127.0.0.1:9464, 0.0.0.0:9464 or [::1]:9464")
+    return None
+
+
+def _distinct_listeners(value: object) -> tuple[str, str] | None:
+    if not isinstance(value, dict):
+        return None
+    listen, health = value.get("listen"), value.get("health_listen")
+    # Port 0 (any free port, as tests use) never clashes.
+    if health == listen and not str(listen).endswith(":0"):
+        return ("health_listen is the same address as listen",
+                "give health_listen another port (e.g. 0.0.0.0:9465), or leave it out")
     return None
 
 
@@ -68,7 +92,8 @@ _URL_SOURCE = Field(
     "registry", "object", "An xRegistry registry, polled for changes.",
     fields=(
         Field("url", "str", "Registry base URL (read via GET <url>/export).", REQUIRED,
-              "https://registry.example.com"),
+              "https://registry.example.com", check=_http_url,
+              schema={"pattern": "^[Hh][Tt][Tt][Pp][Ss]?://"}),
         Field("poll", "duration", "How often to poll; changes swap in atomically.", 30.0, "30s"),
         Field("headers", "map", "HTTP headers for the registry requests (e.g. Authorization).",
               OPTIONAL, {"Authorization": "Bearer ${REGISTRY_TOKEN}"},
@@ -85,7 +110,8 @@ _DEFINITIONS = Field(
     "are resolved against the config file's directory.",
     REQUIRED, ["store.xreg.json", {"url": "https://registry.example.com", "poll": "30s"}],
     item=Field("source", "union", "A file/directory path or a registry.",
-               variants=(Field("path", "str", "File or directory path.", check=_not_blank),
+               variants=(Field("path", "str", "File or directory path.", check=_not_blank,
+                               schema={"minLength": 1}),
                          _URL_SOURCE)),
     non_empty=True,
 )
@@ -94,7 +120,8 @@ _RETRY = Field(
     "retry", "object", "Retries of a failed send before the message is dead-lettered.",
     {},
     fields=(
-        Field("attempts", "int", "Sends in total, the first included.", 5, 5, check=_positive),
+        Field("attempts", "int", "Sends in total, the first included.", 5, 5, check=_positive,
+              schema=_POSITIVE_SCHEMA),
         Field("initial_backoff", "duration", "Wait before the first retry; doubles per retry.",
               0.2, "200ms"),
         Field("max_backoff", "duration", "Longest wait between retries; a receiver's "
@@ -125,7 +152,7 @@ _ROUTE = Field(
               "dead-letter the message.", "first", "deadletter",
               choices=("first", "deadletter"), advanced=True),
         Field("inflight", "int", "Messages being processed at once on this route.", 256, 256,
-              check=_positive, advanced=True),
+              check=_positive, schema=_POSITIVE_SCHEMA, advanced=True),
         _RETRY,
     ),
 )
@@ -160,7 +187,7 @@ _OVERRIDE = Field(
               "checked against the adapter's options, see Endpoint options per protocol.",
               OPTIONAL, {"qos": 1}, item=Field("option", "any", "Protocol option value.")),
     ),
-    check=_one_password,
+    check=_one_password, schema=_ONE_PASSWORD_SCHEMA,
 )
 
 CONFIG_SPEC = Field(
@@ -177,7 +204,15 @@ CONFIG_SPEC = Field(
         Field("admin", "object", "The admin HTTP server: /metrics, /healthz, /readyz.",
               {},
               fields=(Field("listen", "str", "host:port to listen on.", "127.0.0.1:9464",
-                            "0.0.0.0:9464", check=_hostport),)),
+                            "0.0.0.0:9464", check=_hostport,
+                            schema={"pattern": r"^.+:[0-9]{1,5}$"}),
+                      Field("health_listen", "str",
+                            "host:port of a second listener that serves only /healthz and "
+                            "/readyz, for HTTP probes from outside the pod while `listen` "
+                            "stays on loopback (sidecars); default: none.", OPTIONAL,
+                            "0.0.0.0:9465", check=_hostport,
+                            schema={"pattern": r"^.+:[0-9]{1,5}$"}, advanced=True)),
+              check=_distinct_listeners),
         Field("log", "object", "Logging.", {},
               fields=(
                   Field("level", "enum", "Lowest level logged.", "info", "debug",

@@ -1,13 +1,14 @@
 """The vocabulary of a declarative config spec: a tree of `Field`s.
 
-One spec drives parsing and validation (`_parse.py`) and the generated reference
-(`_docs.py`), so a key cannot be accepted without being documented, nor documented
+One spec drives parsing and validation (`_parse.py`), the generated reference
+(`_docs.py`) and the JSON Schema (`_jsonschema.py`: `xrgw schema`, the Helm chart's
+values schema), so a key cannot be accepted without being documented, nor documented
 differently from how it is read. The spec of the gateway config itself is in `_schema.py`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -54,6 +55,10 @@ class Field:
     variants: tuple[Field, ...] = ()
     # Runs on the parsed value (for objects: the parsed dict, for cross-field rules).
     check: Check | None = None
+    # JSON Schema keywords that say what `check` checks, for editors and the Helm chart
+    # (`{"minimum": 1}` next to a positive-integer check); written next to the check so
+    # the two are read, and changed, together.
+    schema: Mapping[str, object] | None = None
     # Never echoed in problems; strings become `Secret`s.
     secret: bool = False
     # Lists: an empty list is an error (a route with no outputs routes nothing).

@@ -1,5 +1,10 @@
 """The admin HTTP server: `/metrics` (Prometheus), `/healthz` (alive), `/readyz` (every
-route's endpoints connected). Listens on loopback by default."""
+route's endpoints connected). Listens on loopback by default.
+
+An optional second listener (`admin.health_listen`) serves only `/healthz` and
+`/readyz`: the kubelet's HTTP probes connect to the pod address, so a sidecar whose
+admin server stays on loopback is probed there instead of by running a program in the
+container for every probe."""
 
 from __future__ import annotations
 
@@ -13,31 +18,48 @@ from gateway.observability.metrics import Metrics
 
 class AdminServer:
     def __init__(self, metrics: Metrics, ready: Callable[[], dict[str, bool]],
-                 host: str = "127.0.0.1", port: int = 9464) -> None:
+                 host: str = "127.0.0.1", port: int = 9464,
+                 health: tuple[str, int] | None = None) -> None:
         self.metrics = metrics
         self.ready = ready  # route name -> ready
         self.host = host
         self.port = port
-        self._runner: web.AppRunner | None = None
+        self.health = health  # (host, port) of the probes-only listener; port 0: any
+        self._runners: list[web.AppRunner] = []
 
     async def start(self) -> None:
-        app = web.Application()
+        app = self._health_app()
         app.router.add_get("/metrics", self._metrics)
-        app.router.add_get("/healthz", self._healthz)
-        app.router.add_get("/readyz", self._readyz)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
-        server = site._server
-        if self.port == 0 and server is not None:  # ephemeral port: report the real one
-            sockets = getattr(server, "sockets", None) or []
-            if sockets:
-                self.port = sockets[0].getsockname()[1]
+        self.port = await self._serve(app, self.host, self.port)
+        if self.health is not None:
+            host, port = self.health
+            self.health = host, await self._serve(self._health_app(), host, port)
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
+        for runner in self._runners:
+            await runner.cleanup()
+        self._runners.clear()
+
+    def _health_app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        return app
+
+    async def _serve(self, app: web.Application, host: str, port: int) -> int:
+        """Listen; the port actually bound (for port 0, the ephemeral one)."""
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        self._runners.append(runner)
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        server = site._server
+        if port == 0 and server is not None:
+            sockets = getattr(server, "sockets", None) or []
+            if sockets:
+                bound: int = sockets[0].getsockname()[1]
+                return bound
+        return port
 
     async def _metrics(self, request: web.Request) -> web.Response:
         return web.Response(body=self.metrics.render(),

@@ -1,4 +1,15 @@
-"""Structured JSON logs, one object per line, level from config or XRGW_LOG_LEVEL."""
+"""Structured JSON logs on stdout, one object per line, level from config or
+XRGW_LOG_LEVEL.
+
+stdout, as containers expect (`kubectl logs` and log shippers read both streams, but
+only stdout is the convention every platform documents). What a log line is about goes
+into its own JSON keys, not into the message text, so it can be filtered without
+parsing prose:
+
+    log.warning("endpoint not connected; retrying", extra=fields(endpoint="in", error=exc))
+    {"time": ..., "level": "warning", "logger": ..., "message": "endpoint not connected;
+     retrying", "endpoint": "in", "error_kind": "NotConnected", "error": "..."}
+"""
 
 from __future__ import annotations
 
@@ -7,6 +18,35 @@ import logging
 import os
 import sys
 from datetime import UTC, datetime
+
+#: The structured keys a log call may carry (through `fields()`), in output order.
+FIELDS = ("route", "endpoint", "definition", "reason", "error_kind", "error", "file", "path",
+          "fix")
+
+
+def fields(*, route: str | None = None, endpoint: str | None = None,
+           definition: str | None = None, reason: str | None = None,
+           error: BaseException | str | None = None, file: str | None = None,
+           path: str | None = None, fix: str | None = None) -> dict[str, object]:
+    """`extra=` of a log call: the given keys become JSON keys of the line. An exception
+    gives `error_kind` (its type) and `error` (its text)."""
+    given: dict[str, object] = {
+        "route": route, "endpoint": endpoint, "definition": definition, "reason": reason,
+        "file": file, "path": path, "fix": fix,
+    }
+    if isinstance(error, BaseException):
+        given["error_kind"] = type(error).__name__
+        given["error"] = str(error)
+    elif error is not None:
+        given["error"] = error
+    return {key: value for key, value in given.items() if value is not None}
+
+
+def _structured(record: logging.LogRecord) -> dict[str, object]:
+    found = {key: record.__dict__[key] for key in FIELDS if key in record.__dict__}
+    if record.exc_info and record.exc_info[0] is not None and "error_kind" not in found:
+        found["error_kind"] = record.exc_info[0].__name__
+    return found
 
 
 class JsonFormatter(logging.Formatter):
@@ -18,16 +58,34 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
+        entry.update(_structured(record))
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
-        return json.dumps(entry, ensure_ascii=False)
+        return json.dumps(entry, ensure_ascii=False, default=str)
 
 
-def configure(level: str | None = None, fmt: str = "json") -> None:
-    chosen = (os.environ.get("XRGW_LOG_LEVEL") or level or "info").upper()
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(
-        "%(asctime)s %(levelname)s %(name)s: %(message)s"))
+class TextFormatter(logging.Formatter):
+    """`log.format: text`: the message, then the structured keys as key=value."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        extra = " ".join(f"{key}={value}" for key, value in _structured(record).items())
+        if not extra:
+            return line
+        head, newline, trace = line.partition("\n")
+        return f"{head} {extra}{newline}{trace}"
+
+
+def configure(level: str | None = None, fmt: str = "json", *,
+              override: str | None = None) -> None:
+    """Log lines to stdout. The level: `override` (a command-line argument), else
+    XRGW_LOG_LEVEL, else `level` (the config's), else info."""
+    chosen = (override or os.environ.get("XRGW_LOG_LEVEL") or level or "info").upper()
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(getattr(logging, chosen, logging.INFO))

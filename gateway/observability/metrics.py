@@ -3,20 +3,66 @@
 Names and labels are part of the product's contract: the Helm chart's dashboard and
 alert rules use them, and a test scrapes a running gateway to check they exist.
 Credentials never appear in labels; endpoint labels are endpoint ids from the config.
+
+Message metrics follow `xrgw_messages_<what happened>`. Renamed metrics keep their old
+name as an alias for one release (`Metrics.aliases`): the same samples under both names,
+so dashboards and alerts can move at their own pace.
 """
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from collections.abc import Iterable, Iterator
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.metrics_core import Metric
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
+from prometheus_client.registry import Collector
+
+from gateway import buildinfo
+from gateway.ports import Backlog, PartitionLag, StreamPending
+from gateway.record import NativeMessage
+
+#: The release that drops the old names of the metrics renamed in 0.2.0.
+ALIAS_REMOVED_IN = "0.3.0"
+
+#: The labels of one backlog series, as the gauge wants them.
+BacklogSeries = tuple[str, ...]
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
+                    5, 10)
 
 
 class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        # Every counter and histogram child would also export a `<name>_created` series:
+        # twice the series, read by no dashboard or alert. prometheus_client's switch is
+        # process-wide; the gateway owns its process.
+        disable_created_metrics()  # type: ignore[no-untyped-call]  # untyped upstream
         self.registry = registry or CollectorRegistry()
         r = self.registry
+        # The private registry does not get prometheus_client's default collectors; the
+        # process (memory, CPU, file descriptors) and interpreter ones are what a pod's
+        # dashboard shows first.
+        _register_runtime_collectors(r)
+        self.build_info = Gauge(
+            "xrgw_build_info", "Always 1; the labels say which build is running",
+            ["version", "revision"], registry=r)
+        self.build_info.labels(buildinfo.VERSION, buildinfo.revision()).set(1)
         self.received = Counter(
             "xrgw_messages_received", "Messages received from consumer endpoints",
             ["endpoint", "protocol"], registry=r)
+        self.received_bytes = Counter(
+            "xrgw_received_bytes", "Body bytes of the messages received from consumer "
+            "endpoints", ["endpoint", "protocol"], registry=r)
         self.matched = Counter(
             "xrgw_messages_matched", "Messages that matched a message definition",
             ["endpoint", "message"], registry=r)
@@ -26,22 +72,37 @@ class Metrics:
         self.published = Counter(
             "xrgw_messages_published", "Messages confirmed by producer endpoints",
             ["endpoint"], registry=r)
+        self.published_bytes = Counter(
+            "xrgw_published_bytes", "Body bytes of the messages confirmed by producer "
+            "endpoints", ["endpoint"], registry=r)
         self.publish_errors = Counter(
             "xrgw_publish_errors", "Failed publish attempts (each retry counts)",
             ["endpoint", "reason"], registry=r)
         self.deadletter = Counter(
-            "xrgw_deadletter", "Messages sent to the dead letter, by reason",
+            "xrgw_messages_deadlettered", "Messages sent to the dead letter, by reason",
             ["reason"], registry=r)
         self.dropped = Counter(
             "xrgw_messages_dropped",
             "Messages that could not even be dead-lettered (no dead letter configured)",
             ["reason"], registry=r)
         self.processing = Histogram(
-            "xrgw_processing_seconds", "Receive to confirmed (or dead-lettered)",
-            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
-                     5, 10), registry=r)
+            "xrgw_processing_seconds", "Receive to confirmed (or dead-lettered), per route",
+            ["route"], buckets=_LATENCY_BUCKETS, registry=r)
         self.inflight = Gauge(
-            "xrgw_inflight", "Messages received and not yet settled", ["route"], registry=r)
+            "xrgw_messages_inflight", "Messages received and not yet settled", ["route"],
+            registry=r)
+        self.inflight_limit = Gauge(
+            "xrgw_messages_inflight_limit",
+            "The route's in-flight window: intake pauses when this many are unsettled",
+            ["route"], registry=r)
+        self.consumer_lag = Gauge(
+            "xrgw_consumer_lag", "Kafka: records of an assigned partition not yet "
+            "settled by this gateway (end offset minus first unsettled offset)",
+            ["endpoint", "topic", "partition"], registry=r)
+        self.consumer_pending = Gauge(
+            "xrgw_consumer_pending", "JetStream: messages of the durable consumer not yet "
+            "acknowledged (waiting plus delivered and unacknowledged)",
+            ["endpoint", "stream", "consumer"], registry=r)
         self.connected = Gauge(
             "xrgw_endpoint_connected", "1 when the endpoint's connection is up",
             ["endpoint"], registry=r)
@@ -51,6 +112,76 @@ class Metrics:
         self.reloads = Counter(
             "xrgw_config_reloads", "Configuration reloads by result (ok / rejected)",
             ["result"], registry=r)
+        self.aliases = (RenamedAlias("xrgw_deadletter", self.deadletter),
+                        RenamedAlias("xrgw_inflight", self.inflight))
+        for alias in self.aliases:
+            r.register(alias)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+    def show_backlog(self, endpoint: str, backlog: Iterable[Backlog],
+                     shown: set[BacklogSeries]) -> set[BacklogSeries]:
+        """Set the backlog gauges of `endpoint` and remove the series it no longer reports
+        (a revoked partition must not keep its last lag forever); returns what is shown
+        now, for the next call."""
+        now: set[BacklogSeries] = set()
+        for entry in backlog:
+            if isinstance(entry, PartitionLag):
+                series = ("lag", endpoint, entry.topic, str(entry.partition))
+            else:
+                assert isinstance(entry, StreamPending)
+                series = ("pending", endpoint, entry.stream, entry.consumer)
+            self._backlog_gauge(series).labels(*series[1:]).set(entry.messages)
+            now.add(series)
+        for gone in shown - now:
+            self._backlog_gauge(gone).remove(*gone[1:])
+        return now
+
+    def _backlog_gauge(self, series: BacklogSeries) -> Gauge:
+        return self.consumer_lag if series[0] == "lag" else self.consumer_pending
+
+
+class RenamedAlias(Collector):
+    """Exports a metric's samples again under its old name (deprecated): one source of
+    truth, two names, for one release."""
+
+    def __init__(self, old_name: str, metric: Counter | Gauge) -> None:
+        self.old_name = old_name
+        self.metric = metric
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self.metric.collect():
+            alias = Metric(self.old_name, f"Deprecated alias of {family.name}, removed in "
+                           f"{ALIAS_REMOVED_IN}: {family.documentation}", family.type)
+            for sample in family.samples:
+                suffix = sample.name[len(family.name):]  # `_total` of a counter
+                alias.add_sample(self.old_name + suffix, sample.labels, sample.value,
+                                 sample.timestamp)
+            yield alias
+
+
+def _register_runtime_collectors(registry: CollectorRegistry) -> None:
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
+
+
+def body_size(message: NativeMessage) -> int:
+    """The body's length in bytes without serialising a parsed JSON body again when the
+    received bytes are known (they are, for everything an adapter receives)."""
+    if message.raw is not None:
+        return len(message.raw)
+    if message.payload is not None and not message.has_json_data:
+        return len(message.payload)
+    return len(message.body_bytes())
+
+
+def route_children(metrics: Metrics, route: str, window: int) -> tuple[Gauge, Histogram]:
+    """The in-flight gauge and latency histogram children of one route, with the route's
+    window size published next to them (alerts divide in-flight by it)."""
+    metrics.inflight_limit.labels(route).set(window)
+    return metrics.inflight.labels(route), metrics.processing.labels(route)
+
+
+__all__ = ["ALIAS_REMOVED_IN", "Metrics", "RenamedAlias", "body_size", "route_children"]

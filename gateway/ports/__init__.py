@@ -14,6 +14,9 @@ Per-message failures of a producer are values (`Outcome`), never exceptions, so 
 message in a batch does not hide the result of the others. A producer makes one attempt
 per message and write; retrying is the route's job (`gateway.runtime.retry`).
 
+A consumer that knows how far it is behind its source (Kafka partition lag, JetStream
+pending messages) also implements `BacklogReporter`; the route exports it as metrics.
+
 Adapters are built from `EndpointSettings` (address, credentials, `TlsSettings`,
 protocol options), which the adapter factory fills from the configuration.
 
@@ -25,6 +28,7 @@ adapter (it finds them through the `xrgw.adapters` entry point). Modules are pri
 from __future__ import annotations
 
 from gateway.ports._adapter import Consumer, Producer
+from gateway.ports._backlog import Backlog, BacklogReporter, PartitionLag, StreamPending
 from gateway.ports._delivery import Delivery, Settle
 from gateway.ports._errors import AdapterError, AlreadySettled, EndOfInput, NotConnected
 from gateway.ports._outcome import Outcome
@@ -33,13 +37,17 @@ from gateway.ports._settings import EndpointSettings, TlsSettings
 __all__ = [
     "AdapterError",
     "AlreadySettled",
+    "Backlog",
+    "BacklogReporter",
     "Consumer",
     "Delivery",
     "EndOfInput",
     "EndpointSettings",
     "NotConnected",
     "Outcome",
+    "PartitionLag",
     "Producer",
     "Settle",
+    "StreamPending",
     "TlsSettings",
 ]

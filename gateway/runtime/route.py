@@ -42,10 +42,12 @@ from gateway.envelope.outgoing import (
 )
 from gateway.jsontypes import JSON
 from gateway.matching.matcher import Explanation
-from gateway.observability.metrics import Metrics
+from gateway.observability.logs import fields
+from gateway.observability.metrics import Metrics, body_size, route_children
 from gateway.ports import Consumer, Delivery, EndOfInput, NotConnected, Producer
 from gateway.protocols import HTTP, find_profile
 from gateway.record import NativeMessage
+from gateway.runtime.backlog import watch_backlog
 from gateway.runtime.retry import RetryPolicy
 
 log = logging.getLogger("xrgw.route")
@@ -108,6 +110,7 @@ class Route:
         ]
         self._lane_tasks: list[asyncio.Task[None]] = []
         self._reader: asyncio.Task[None] | None = None
+        self._backlog: asyncio.Task[None] | None = None
         self._starter: asyncio.Task[None] | None = None
         self._inflight = 0
         self._idle = asyncio.Event()
@@ -115,10 +118,11 @@ class Route:
         self._stopping = False
         # Prometheus `labels()` costs a lock and a dict lookup per call: the children
         # this route uses on every message are looked up once.
-        self._inflight_gauge = metrics.inflight.labels(name)
-        self._received: dict[str, Any] = {}
+        self._inflight_gauge, self._processing = route_children(metrics, name, inflight)
+        self._received: dict[str, tuple[Any, Any]] = {}  # protocol -> (messages, bytes)
         self._matched: dict[str, Any] = {}
-        self._published = {o.endpoint_id: metrics.published.labels(o.endpoint_id)
+        self._published = {o.endpoint_id: (metrics.published.labels(o.endpoint_id),
+                                           metrics.published_bytes.labels(o.endpoint_id))
                            for o in self._all_outputs()}
         self._up: dict[str, bool] = {}
 
@@ -146,6 +150,8 @@ class Route:
             await self._connect(output.endpoint_id, output.producer)
         self._lane_tasks = [asyncio.create_task(self._lane(q)) for q in self._lanes]
         self._reader = asyncio.create_task(self._read_loop())
+        self._backlog = asyncio.create_task(
+            watch_backlog(self.source_endpoint, self.consumer, self.metrics))
 
     async def wait_finished(self) -> None:
         """Until the consumer reports the end of its input (finite inputs, tests)."""
@@ -160,14 +166,15 @@ class Route:
         if self._starter is not None and not self._starter.done():
             self._starter.cancel()
             await asyncio.gather(self._starter, return_exceptions=True)
-        if self._reader is not None:
-            self._reader.cancel()
-            await asyncio.gather(self._reader, return_exceptions=True)
+        for task in (self._reader, self._backlog):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         try:
             await asyncio.wait_for(self._idle.wait(), grace)
         except TimeoutError:
-            log.warning("route %s: %d message(s) still in flight after %.1fs grace",
-                        self.name, self._inflight, grace)
+            log.warning("%d message(s) still in flight after %.1fs grace", self._inflight,
+                        grace, extra=fields(route=self.name))
         for task in self._lane_tasks:
             task.cancel()
         await asyncio.gather(*self._lane_tasks, return_exceptions=True)
@@ -189,8 +196,8 @@ class Route:
             except NotConnected as exc:
                 self.metrics.connected.labels(endpoint).set(0)
                 delay = self.retry.delay(min(attempt, 6))
-                log.warning("endpoint %s not connected (%s); retrying in %.1fs",
-                            endpoint, exc, delay)
+                log.warning("endpoint not connected; retrying in %.1fs", delay,
+                            extra=fields(route=self.name, endpoint=endpoint, error=exc))
                 attempt += 1
                 await asyncio.sleep(delay)
 
@@ -214,7 +221,8 @@ class Route:
                 continue
             except Exception:
                 self._window.release()
-                log.exception("route %s: consumer failed; reconnecting", self.name)
+                log.exception("consumer failed; reconnecting",
+                              extra=fields(route=self.name, endpoint=self.source_endpoint))
                 await asyncio.sleep(self.retry.delay(0))
                 continue
             self._inflight += 1
@@ -237,11 +245,11 @@ class Route:
             try:
                 await self._process(delivery)
             except Exception:  # the daemon never crashes on a message
-                log.exception("route %s: unexpected error; message will be redelivered",
-                              self.name)
+                log.exception("unexpected error; message will be redelivered",
+                              extra=fields(route=self.name))
                 await _settle_quietly(delivery, "internal error", retry=True)
             finally:
-                self.metrics.processing.observe(time.monotonic() - started)
+                self._processing.observe(time.monotonic() - started)
                 self._inflight -= 1
                 self._inflight_gauge.set(self._inflight)
                 self._window.release()
@@ -251,11 +259,13 @@ class Route:
     # -- one message ------------------------------------------------------------------------
     async def _process(self, delivery: Delivery) -> None:
         record = delivery.message
-        counter = self._received.get(record.protocol)
-        if counter is None:
-            counter = self._received[record.protocol] = self.metrics.received.labels(
-                self.source_endpoint, record.protocol)
-        counter.inc()
+        counters = self._received.get(record.protocol)
+        if counters is None:
+            counters = self._received[record.protocol] = (
+                self.metrics.received.labels(self.source_endpoint, record.protocol),
+                self.metrics.received_bytes.labels(self.source_endpoint, record.protocol))
+        counters[0].inc()
+        counters[1].inc(body_size(record))
         conversions = self.converter.convert_all(record)
         if len(conversions) == 1 and conversions[0].event is None:
             # The whole message failed: dead-letter it as it came.
@@ -299,7 +309,7 @@ class Route:
             except RenderFailed as exc:
                 return await self._dead_letter_record(
                     _member(source, conversion), reasons.UNDELIVERABLE,
-                    f"{output.endpoint_id}: {exc}")
+                    f"{output.endpoint_id}: {exc}", definition=xid)
         if len(outgoing) == 1:  # no gather (and its task) for the common single output
             failures = [await self._send(*outgoing[0])]
         else:
@@ -308,7 +318,8 @@ class Route:
         if not failed:
             return True
         return await self._dead_letter_record(
-            _member(source, conversion), reasons.UNDELIVERABLE, "; ".join(failed))
+            _member(source, conversion), reasons.UNDELIVERABLE, "; ".join(failed),
+            definition=xid)
 
     async def _send(self, output: Output, record: NativeMessage) -> str | None:
         """Write with retries; None when confirmed, else why it was given up. The route is
@@ -334,7 +345,9 @@ class Route:
                 self._track_connection(output)
                 continue
             if outcome.delivered:
-                self._published[output.endpoint_id].inc()
+                messages, size = self._published[output.endpoint_id]
+                messages.inc()
+                size.inc(body_size(record))
                 self._track_connection(output)
                 return None
             self._track_connection(output)
@@ -362,11 +375,15 @@ class Route:
             await delivery.nack(f"dead letter failed ({reason})", retry=True)
 
     async def _dead_letter_record(self, original: NativeMessage, reason: str, detail: str,
-                                  explain: Sequence[Explanation] = ()) -> bool:
-        """Send `original` to the dead letter; False when the dead letter failed."""
+                                  explain: Sequence[Explanation] = (), *,
+                                  definition: str | None = None) -> bool:
+        """Send `original` to the dead letter; False when the dead letter failed.
+        `definition` is the matched definition's xid, when one matched."""
         if self.deadletter is None:
             # `deadletter: log` in the config: counted and logged, then acked.
-            log.warning("dropped message from %s: %s: %s", self.source_endpoint, reason, detail)
+            log.warning("dropped message: %s", detail, extra=fields(
+                route=self.name, endpoint=self.source_endpoint, reason=reason,
+                definition=definition))
             self.metrics.dropped.labels(reason).inc()
             return True
         record = deadletter_record(
@@ -383,14 +400,17 @@ class Route:
             if failure is None:
                 self.metrics.deadletter.labels(reason).inc()
                 if warned:
-                    log.info("dead letter %s is back", self.deadletter.endpoint_id)
+                    log.info("dead letter is back", extra=fields(
+                        route=self.name, endpoint=self.deadletter.endpoint_id))
                 return True
+            where = fields(route=self.name, endpoint=self.deadletter.endpoint_id,
+                           reason=reason, definition=definition, error=failure)
             if self._stopping:
-                log.error("dead letter failed (%s); message nacked for redelivery", failure)
+                log.error("dead letter failed; message nacked for redelivery", extra=where)
                 return False
             if not warned:
-                log.error("dead letter failed (%s); holding messages until it is back",
-                          failure)
+                log.error("dead letter failed; holding messages until it is back",
+                          extra=where)
                 warned = True
             await asyncio.sleep(self.retry.max_backoff)
 

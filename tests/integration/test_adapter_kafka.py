@@ -308,3 +308,35 @@ def test_options() -> None:
         KafkaOptions.parse(EndpointSettings("kafka://a:1", options={"auto_offset_reset": "x"}))
     with pytest.raises(ValueError, match="scheme"):
         KafkaOptions.parse(EndpointSettings("kafka+ssl://a:1"))
+
+
+@asyncio_test
+async def test_backlog_is_per_partition_end_minus_first_unsettled(tansu: Tansu) -> None:
+    """`backlog()` (the xrgw_consumer_lag gauge): per assigned partition, records not yet
+    settled by this member; delivered-but-unsettled records still count."""
+    topic = await _topic(tansu, partitions=2)
+    await _send(tansu.url, *(_record(topic, data={"n": i}, partition=0) for i in range(5)),
+                *(_record(topic, data={"n": i}, partition=1) for i in range(2)))
+    consumer = _consumer(tansu.url, topic, f"g-{_uid()}")
+    with pytest.raises(NotConnected):
+        await consumer.backlog()  # before connect(): nothing to ask
+    await consumer.connect()
+    try:
+        # Tansu's ListOffsets answers short (its last batch's base offset + 1); the end is
+        # right once a fetch has brought the high watermark, as it does on any broker.
+        got = [await _read(consumer) for _ in range(7)]
+        lag = {b.partition: b.messages for b in await consumer.backlog()}
+        assert lag == {0: 5, 1: 2}  # delivered is not done
+        assert {b.topic for b in await consumer.backlog()} == {topic}
+        by_partition = {p: [d for d in got if d.message.get("partition") == p] for p in (0, 1)}
+        for delivery in by_partition[0][:3]:
+            await delivery.ack()
+        await by_partition[0][4].ack()  # past the unsettled offset 3: still counts
+        for delivery in by_partition[1]:
+            await delivery.ack()
+        lag = {b.partition: b.messages for b in await consumer.backlog()}
+        assert lag == {0: 2, 1: 0}
+        await by_partition[0][3].ack()
+        assert {b.partition: b.messages for b in await consumer.backlog()} == {0: 0, 1: 0}
+    finally:
+        await consumer.aclose()

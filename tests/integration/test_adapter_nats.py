@@ -386,3 +386,32 @@ async def test_server_restart_consumers_and_producer_continue(nats_server: NatsS
     finally:
         for endpoint in (core, js, core_pub, js_pub):
             await endpoint.aclose()
+
+
+@asyncio_test
+async def test_jetstream_backlog_is_the_durables_pending_count(nats_server: NatsServer) -> None:
+    """`backlog()` (the xrgw_consumer_pending gauge): the server's count of the durable's
+    messages not yet acknowledged; core subscriptions have none."""
+    stream, prefix = await _stream(nats_server.url)
+    await _send(nats_server.url, *(_record(f"{prefix}.x", data={"n": i}) for i in range(4)),
+                jetstream=True)
+    consumer = _consumer(nats_server.url, stream=stream, durable="pending", max_in_flight=2)
+    with pytest.raises(NotConnected):
+        await consumer.backlog()
+    await consumer.connect()
+    try:
+        [pending] = await consumer.backlog()
+        assert (pending.stream, pending.consumer, pending.messages) == (stream, "pending", 4)
+        first = await _read(consumer)
+        await first.ack()
+        async with asyncio.timeout(TIMEOUT):  # the server counts the ack asynchronously
+            while (await consumer.backlog())[0].messages != 3:
+                await asyncio.sleep(0.05)
+    finally:
+        await consumer.aclose()
+    core = _consumer(nats_server.url, subjects=[f"{prefix}.core"])
+    await core.connect()
+    try:
+        assert await core.backlog() == []
+    finally:
+        await core.aclose()

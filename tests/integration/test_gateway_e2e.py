@@ -138,7 +138,13 @@ def test_store_deployment_end_to_end(tmp_path, mosquitto, tansu, nats_server):
             assert 'xrgw_messages_received_total{endpoint="store-mqtt",protocol="MQTT/5.0"} 3.0' \
                 in metrics
             assert 'xrgw_messages_published_total{endpoint="events-kafka"} 2.0' in metrics
-            assert 'xrgw_deadletter_total{reason="unmatched"} 1.0' in metrics
+            assert 'xrgw_messages_deadlettered_total{reason="unmatched"} 1.0' in metrics
+            assert 'xrgw_deadletter_total{reason="unmatched"} 1.0' in metrics  # until 0.3.0
+            # bytes: the three bodies in; the two events and the dead letter out
+            assert 'xrgw_received_bytes_total{endpoint="store-mqtt",protocol="MQTT/5.0"}' \
+                in metrics
+            assert 'xrgw_published_bytes_total{endpoint="store-deadletter"} ' + \
+                f"{float(len(dead[0].value))}" in metrics
             ready = await asyncio.to_thread(
                 lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz").status)
             assert ready == 200

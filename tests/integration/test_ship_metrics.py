@@ -1,12 +1,16 @@
 """Every metric the Helm chart's Grafana dashboard and PrometheusRule use exists in a
 real scrape of running gateways (no panel or alert on a metric that does not exist),
-with the labels the queries aggregate by.
+with the labels the queries aggregate by; and every metric ops were promised (process,
+interpreter, build, bytes, backlog, window, renamed ones under both names) is in it,
+without `_created` series.
 
-Two gateways run in process (`gateway.daemon.Gateway`, real adapters):
+Three gateways run in process (`gateway.daemon.Gateway`, real adapters):
   1. MQTT in (Mosquitto) -> NATS out, and HTTP ingress -> an HTTP output that refuses
      connections (publish errors, then `undeliverable`); dead letter on NATS; one reload.
   2. HTTP ingress with `deadletter: log`, the only mode where messages are dropped.
-Messages are pushed through both so that the labelled series exist, then GET /metrics.
+  3. Kafka in (Tansu) and JetStream in (a durable on a stream) -> NATS out: the backlog
+     gauges (partition lag, pending messages), polled fast for the test.
+Messages are pushed through all so that the labelled series exist, then GET /metrics.
 """
 
 from __future__ import annotations
@@ -23,22 +27,42 @@ import aiohttp
 import helm_python as helm
 import nats
 import paho.mqtt.client as paho
+import pytest
 import yaml
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-untyped]
+from nats.js.api import StreamConfig
 from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 from prometheus_client.parser import text_string_to_metric_families
 
 from adapters.registry import REGISTRY
 from gateway.config import load_config
 from gateway.daemon import Gateway
+from gateway.runtime import backlog
 from harness.brokers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "xrgw"
 #: Labels Prometheus adds to every scraped series (target labels), and histogram `le`.
 TARGET_LABELS = {"namespace", "pod", "job", "instance", "service", "container", "le"}
-METRIC = re.compile(r"\b(xrgw_[a-z_]+)\b")
-BY_CLAUSE = re.compile(r"by \(([^)]*)\)\s*\((?:\w+\()?(xrgw_[a-z_]+)")
-SELECTOR = re.compile(r"(xrgw_[a-z_]+)\{([^}]*)\}")
+METRIC = re.compile(r"\b((?:xrgw|process|python)_[a-z_]+)\b")
+BY_CLAUSE = re.compile(r"by \(([^)]*)\)\s*\((?:\w+\()?((?:xrgw|process|python)_[a-z_]+)")
+SELECTOR = re.compile(r"((?:xrgw|process|python)_[a-z_]+)\{([^}]*)\}")
+#: What ops were promised, sample name -> the labels each must carry.
+PROMISED = {
+    "process_resident_memory_bytes": set(), "process_cpu_seconds_total": set(),
+    "process_open_fds": set(), "python_info": {"version"},
+    "python_gc_collections_total": {"generation"},
+    "xrgw_build_info": {"version", "revision"},
+    "xrgw_processing_seconds_bucket": {"route", "le"},
+    "xrgw_received_bytes_total": {"endpoint", "protocol"},
+    "xrgw_published_bytes_total": {"endpoint"},
+    "xrgw_messages_inflight": {"route"}, "xrgw_messages_inflight_limit": {"route"},
+    "xrgw_messages_deadlettered_total": {"reason"},
+    "xrgw_consumer_lag": {"endpoint", "topic", "partition"},
+    "xrgw_consumer_pending": {"endpoint", "stream", "consumer"},
+    # the old names, until 0.3.0
+    "xrgw_deadletter_total": {"reason"}, "xrgw_inflight": {"route"},
+}
 
 
 def _chart_expressions() -> list[str]:
@@ -128,6 +152,55 @@ def _configs(tmp: Path, sfx: str, mosquitto: Any, nats_server: Any) -> tuple[Pat
     return tmp / "main.yaml", tmp / "drop.yaml", http_in, http_in_log
 
 
+def _backlog_document(sfx: str) -> dict[str, Any]:
+    return {
+        "$schema": "https://cloudevents.io/schemas/registry", "specversion": "1.0-rc4",
+        "endpoints": {
+            "in-kafka": {"usage": ["consumer"], "protocol": "KAFKA", "protocoloptions": {},
+                         "messagegroups": ["#/messagegroups/k"]},
+            "in-js": {"usage": ["consumer"], "protocol": "NATS", "protocoloptions": {},
+                      "messagegroups": ["#/messagegroups/j"]},
+            "out-nats": {"usage": ["producer"], "protocol": "NATS",
+                         "protocoloptions": {"subject": f"ship.backlog.{sfx}"}},
+        },
+        "messagegroups": {
+            "k": {"envelope": "CloudEvents/1.0", "messages": {"order": {
+                "protocol": "KAFKA", "protocoloptions": {"topic": f"ship-{sfx}"},
+                "envelope": "CloudEvents/1.0",
+                "envelopemetadata": {"type": {"value": "com.example.ship.order"},
+                                     "source": {"value": "/orders"}}}}},
+            "j": {"envelope": "CloudEvents/1.0", "messages": {"sensor": {
+                "protocol": "NATS", "protocoloptions": {"subject": f"ship.js.{sfx}.{{id}}"},
+                "envelope": "CloudEvents/1.0",
+                "envelopemetadata": {"type": {"value": "com.example.ship.sensor"},
+                                     "source": {"type": "uritemplate",
+                                                "value": "/sensors/{id}"}}}}},
+        },
+    }
+
+
+def _backlog_config(tmp: Path, sfx: str, tansu: Any, nats_server: Any) -> Path:
+    (tmp / "backlog.xreg.json").write_text(json.dumps(_backlog_document(sfx)))
+    config = {
+        "definitions": ["backlog.xreg.json"],
+        "routes": [{"from": "in-kafka", "to": ["out-nats"]},
+                   {"from": "in-js", "to": ["out-nats"]}],
+        "deadletter": "log",
+        "admin": {"listen": "127.0.0.1:0"}, "log": {"level": "warning"},
+        "shutdown": {"grace": "2s"},
+        "endpoints": {
+            "in-kafka": {"uri": tansu.url, "options": {
+                "consumergroup": f"ship-{sfx}", "session_timeout_ms": 3000,
+                "heartbeat_interval_ms": 500}},
+            "in-js": {"uri": nats_server.url, "options": {
+                "stream": f"SHIP{sfx}", "durable": f"ship-{sfx}"}},
+            "out-nats": {"uri": nats_server.url},
+        },
+    }
+    (tmp / "backlog.yaml").write_text(json.dumps(config))
+    return tmp / "backlog.yaml"
+
+
 def _mqtt_publish(url: str, topic: str, body: bytes) -> None:
     host, port = url.removeprefix("mqtt://").split(":")
     client = paho.Client(CallbackAPIVersion.VERSION2, protocol=MQTTProtocolVersion.MQTTv5)
@@ -155,6 +228,17 @@ def _samples(text: str) -> dict[str, set[str]]:
     return out
 
 
+async def _kafka_send(bootstrap: str, topic: str, value: bytes) -> None:
+    from aiokafka import AIOKafkaProducer  # type: ignore[import-untyped]
+
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic, value, partition=0)
+    finally:
+        await producer.stop()
+
+
 async def _until(check: Any, what: str, timeout: float = 30.0) -> None:
     async with asyncio.timeout(timeout):
         while not check():
@@ -162,18 +246,31 @@ async def _until(check: Any, what: str, timeout: float = 30.0) -> None:
     assert check(), what
 
 
-def test_dashboard_and_alert_metrics_exist_in_a_real_scrape(tmp_path: Path, mosquitto: Any,
-                                                           nats_server: Any) -> None:
+def test_dashboard_and_alert_metrics_exist_in_a_real_scrape(
+        tmp_path: Path, mosquitto: Any, nats_server: Any, tansu: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(backlog, "POLL_SECONDS", 0.2)
     sfx = uuid.uuid4().hex[:8]
     main_path, drop_path, http_in, http_in_log = _configs(tmp_path, sfx, mosquitto, nats_server)
     main, problems = load_config(main_path)
     assert main is not None, [str(p) for p in problems]
     drop, problems = load_config(drop_path)
     assert drop is not None, [str(p) for p in problems]
+    lagging, problems = load_config(_backlog_config(tmp_path, sfx, tansu, nats_server))
+    assert lagging is not None, [str(p) for p in problems]
 
-    async def scenario() -> tuple[str, str]:
+    async def scenario() -> tuple[str, str, str]:
         first, second = Gateway(main, REGISTRY), Gateway(drop, REGISTRY)
+        third = Gateway(lagging, REGISTRY)
         nc = await nats.connect(nats_server.url)
+        await nc.jetstream().add_stream(StreamConfig(name=f"SHIP{sfx}",
+                                                     subjects=[f"ship.js.{sfx}.>"]))
+        admin = AIOKafkaAdminClient(bootstrap_servers=tansu.bootstrap_servers)
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic(f"ship-{sfx}", 2, 1)])
+        finally:
+            await admin.close()
         out: list[Any] = []
         dead: list[Any] = []
 
@@ -187,9 +284,21 @@ def test_dashboard_and_alert_metrics_exist_in_a_real_scrape(tmp_path: Path, mosq
         await nc.subscribe(f"ship.dead.{sfx}", cb=keep_dead)
         await first.start()
         await second.start()
+        await third.start()
         try:
             await _until(lambda: all(first.readiness().values())
-                         and all(second.readiness().values()), "gateways ready")
+                         and all(second.readiness().values())
+                         and all(third.readiness().values()), "gateways ready", 60)
+            await nc.jetstream().publish(f"ship.js.{sfx}.s1", b'{"t": 20}')
+            await _kafka_send(tansu.bootstrap_servers, f"ship-{sfx}", b'{"id": 1}')
+
+            async with asyncio.timeout(60):  # polled every 0.2 s once connected
+                while True:
+                    text = await asyncio.to_thread(_scrape, third.admin.port)
+                    if ('xrgw_consumer_lag{endpoint="in-kafka"' in text
+                            and 'xrgw_consumer_pending{consumer="ship-' in text):
+                        break
+                    await asyncio.sleep(0.2)
             await asyncio.to_thread(_mqtt_publish, mosquitto.url, f"/ship/{sfx}/d1", b'{"v":1}')
             await asyncio.to_thread(_mqtt_publish, mosquitto.url, f"/ship/{sfx}/d1/x", b"{}")
             async with aiohttp.ClientSession() as session:
@@ -205,16 +314,18 @@ def test_dashboard_and_alert_metrics_exist_in_a_real_scrape(tmp_path: Path, mosq
                          f"outputs and dead letters: {len(out)} out, {len(dead)} dead")
             assert await first.reload() is True  # xrgw_config_reloads_total{result="ok"}
             texts = (await asyncio.to_thread(_scrape, first.admin.port),
-                     await asyncio.to_thread(_scrape, second.admin.port))
+                     await asyncio.to_thread(_scrape, second.admin.port),
+                     await asyncio.to_thread(_scrape, third.admin.port))
         finally:
             await first.stop()
             await second.stop()
+            await third.stop()
             await nc.close()
         return texts
 
-    first_text, second_text = asyncio.run(scenario())
+    first_text, second_text, third_text = asyncio.run(scenario())
     scraped: dict[str, set[str]] = {}
-    for text in (first_text, second_text):
+    for text in (first_text, second_text, third_text):
         for name, labels in _samples(text).items():
             scraped.setdefault(name, set()).update(labels)
 
@@ -234,3 +345,15 @@ def test_dashboard_and_alert_metrics_exist_in_a_real_scrape(tmp_path: Path, mosq
     assert 'xrgw_messages_dropped_total{reason="unmatched"}' in second_text
     assert re.search(r'xrgw_publish_errors_total\{endpoint="out-broken"', first_text)
     assert 'xrgw_deadletter_total{reason="undeliverable"} 1.0' in first_text
+    assert 'xrgw_messages_deadlettered_total{reason="undeliverable"} 1.0' in first_text
+
+    for name, labels in PROMISED.items():
+        assert name in scraped, f"{name} is not in the scrape"
+        assert labels <= scraped[name], f"{name} lacks {labels - scraped[name]}"
+    for text in (first_text, second_text, third_text):
+        assert "_created" not in text
+    assert re.search(r'xrgw_messages_inflight_limit\{route="in-mqtt->out-nats"\} 256\.0',
+                     first_text)
+    received = re.search(r'xrgw_received_bytes_total\{endpoint="in-http",protocol="HTTP"\} '
+                         r'([0-9.e+]+)', first_text)
+    assert received and float(received.group(1)) == len(b'{"v": 2}')  # aiohttp's json=

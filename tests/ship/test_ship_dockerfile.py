@@ -1,8 +1,9 @@
 """The Dockerfile's rules, checked by reading it (there is no Docker engine here):
-multi-stage, pinned slim base, pinned installs, non-root user, read-only-root friendly,
-`xrgw run` entrypoint with the documented config path, HEALTHCHECK on /healthz, OCI
-labels, a Spark target with Java. The install steps themselves run in
-test_ship_install.py."""
+multi-stage, slim base pinned by digest, pinned installs, no installers in the runtime,
+an SBOM built and shipped, non-root user, read-only-root friendly, `xrgw run` entrypoint
+with the documented config path, HEALTHCHECK on /healthz, OCI labels and the revision, a
+Spark target with Java. The build stage's steps themselves run, and the runtime's
+filesystem is assembled from them, in test_ship_install.py."""
 
 from __future__ import annotations
 
@@ -33,10 +34,26 @@ def _shell_commands(stage: Stage) -> list[list[str]]:
 
 
 def test_stages() -> None:
-    assert list(STAGES) == ["build", "runtime", "spark"]
+    assert list(STAGES) == ["build", "runtime", "spark-build", "spark"]
     assert STAGES["spark"].base == "runtime"
+    assert STAGES["spark-build"].base == "build"
     copies = [c.value for c in STAGES["runtime"].all("COPY")]
-    assert any(c.startswith("--from=build /opt/xrgw") for c in copies)
+    assert "--from=build /opt/xrgw /opt/xrgw" in copies
+
+
+DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
+
+
+def test_base_image_is_pinned_by_digest_with_its_tag_beside_it() -> None:
+    """A digest cannot be pushed again, a tag can: the default base is `tag@digest`, and
+    the comment right above the ARG names the tag for people."""
+    image = global_args(instructions(DOCKERFILE))["PYTHON_IMAGE"]
+    assert DIGEST.search(image), f"{image}: pin the digest (python:<tag>@sha256:<64 hex>)"
+    lines = DOCKERFILE.read_text().splitlines()
+    arg = next(i for i, line in enumerate(lines) if line.startswith("ARG PYTHON_IMAGE="))
+    assert lines[arg - 1] == f"# {image.partition('@')[0]}"
+    # the check can fail: a tag alone is refused
+    assert not DIGEST.search("python:3.11.11-slim-bookworm")
 
 
 @pytest.mark.parametrize("name", ["build", "runtime"])
@@ -54,14 +71,17 @@ def test_no_latest_anywhere_and_no_remote_add() -> None:
         assert item.keyword != "ADD", f"line {item.line}: use COPY (no remote ADD)"
 
 
-@pytest.mark.parametrize("name", ["build", "runtime", "spark"])
+@pytest.mark.parametrize("name", ["build", "runtime", "spark-build", "spark"])
 def test_installs_are_pinned(name: str) -> None:
     for argv in _shell_commands(STAGES[name]):
         if "pip" in Path(argv[0]).name and "install" in argv:
             rest = argv[argv.index("install") + 1:]
             if "-r" in rest:
                 assert "--require-hashes" in rest
-                assert rest[rest.index("-r") + 1] == "requirements.lock"
+                lock = rest[rest.index("-r") + 1]
+                assert lock in ("requirements.lock", "requirements-sbom.lock"), argv
+                # the gateway's environment only from the project's lock
+                assert argv[0] != "/opt/xrgw/bin/pip" or lock == "requirements.lock"
                 continue
             packages = [a for a in rest if not a.startswith("-")]
             assert packages, argv
@@ -108,7 +128,8 @@ def test_entrypoint_runs_the_gateway_with_the_documented_config() -> None:
     assert cmd.exec_form() == ["-c", CONFIG_PATH]
     # the chart passes the same arguments, and the docs name the same path
     helpers = (ROOT / "helm/xrgw/templates/_helpers.tpl").read_text()
-    assert f'args: ["-c", "{CONFIG_PATH}"]' in helpers
+    # (then extraArgs; test_ship_helm.py checks the rendered args)
+    assert f'args: ["-c", "{CONFIG_PATH}"{{{{ range $v.extraArgs }}}}' in helpers
     assert CONFIG_PATH in (ROOT / "docs/deployment.md").read_text()
 
 
@@ -129,13 +150,62 @@ def test_oci_labels() -> None:
     for key in ("title", "description", "version", "revision", "created", "licenses",
                 "source", "documentation"):
         assert f"org.opencontainers.image.{key}=" in labels
+    assert 'org.opencontainers.image.source="https://github.com/xrgw/xrgw"' in labels
+    assert "example" not in labels
+    # the revision reaches the gateway: `xrgw --version` and xrgw_build_info
+    env = " ".join(i.value for i in STAGES["runtime"].all("ENV"))
+    assert "XRGW_REVISION=${REVISION}" in env
+    assert "REVISION" in stage_args(STAGES["runtime"])
+
+
+def _uninstalls_installers(argv: list[str]) -> bool:
+    return ("pip" in argv and "uninstall" in argv and "--yes" in argv
+            and {"pip", "setuptools", "wheel"} <= set(argv[argv.index("uninstall") + 1:]))
+
+
+@pytest.mark.parametrize("name", ["build", "spark-build"])
+def test_the_copied_environment_loses_its_installers_after_the_last_install(name: str) -> None:
+    commands = _shell_commands(STAGES[name])
+    removal = [i for i, c in enumerate(commands)
+               if c[0] == "/opt/xrgw/bin/python" and _uninstalls_installers(c)]
+    installs = [i for i, c in enumerate(commands)
+                if c[0] == "/opt/xrgw/bin/pip" and "install" in c]
+    assert removal and installs and removal[-1] > installs[-1]
+
+
+def test_runtime_has_no_installers_of_its_own() -> None:
+    commands = _shell_commands(STAGES["runtime"])
+    assert any(c[:1] == ["python"] and _uninstalls_installers(c) for c in commands)
+    assert any(c[:2] == ["rm", "-rf"] and "/usr/local/lib/python3*/ensurepip" in c
+               for c in commands)
+    # and nothing installs into it afterwards
+    assert not any("install" in c and ("pip" in " ".join(c) or "ensurepip" in " ".join(c))
+                   and not _uninstalls_installers(c) for c in commands)
+
+
+def test_sbom_is_generated_at_build_and_shipped() -> None:
+    for stage in ("build", "spark-build"):
+        commands = _shell_commands(STAGES[stage])
+        sbom = [c for c in commands if c[0].endswith("/cyclonedx-py")]
+        assert sbom, stage
+        argv = sbom[-1]
+        assert argv[1] == "environment" and argv[-1] == "/opt/xrgw/bin/python"
+        assert argv[argv.index("--output-file") + 1] == "/sbom/sbom.cdx.json"
+        assert argv[argv.index("--output-format") + 1] == "JSON"
+    copies = {s: [c.value for c in STAGES[s].all("COPY")] for s in ("runtime", "spark")}
+    assert "--from=build /sbom/sbom.cdx.json /usr/share/doc/xrgw/sbom.cdx.json" in copies[
+        "runtime"]
+    assert "--from=spark-build /sbom/sbom.cdx.json /usr/share/doc/xrgw/sbom.cdx.json" in (
+        copies["spark"])
 
 
 def test_spark_target_adds_java_and_pyspark() -> None:
     commands = _shell_commands(STAGES["spark"])
     assert any(c[:1] == ["apt-get"] and any(a.startswith("openjdk-17-jre-headless=")
                                             for a in c) for c in commands)
-    assert any("pyspark==" in " ".join(c) for c in commands)
+    assert any("pyspark==" in " ".join(c) for c in _shell_commands(STAGES["spark-build"]))
+    assert "--from=spark-build /opt/xrgw /opt/xrgw" in [
+        c.value for c in STAGES["spark"].all("COPY")]
     env = " ".join(i.value for i in STAGES["spark"].all("ENV"))
     assert "JAVA_HOME=" in env
 

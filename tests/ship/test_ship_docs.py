@@ -55,6 +55,15 @@ def test_operations_documents_every_metric_and_reason() -> None:
         assert header in text
 
 
+def test_operations_documents_each_renamed_metric_with_its_new_name() -> None:
+    text = (DOCS / "operations.md").read_text()
+    renamed = text.split("### Renamed metrics", 1)[1].split("\n## ", 1)[0]
+    for alias in Metrics().aliases:
+        suffix = "_total" if alias.metric._type == "counter" else ""
+        row = f"| `{alias.old_name}{suffix}` | `{alias.metric._name}{suffix}` |"
+        assert row in renamed, row
+
+
 def test_operations_documents_every_alert() -> None:
     template = (ROOT / "helm/xrgw/templates/prometheusrule.yaml").read_text()
     alerts = re.findall(r"- alert: (\w+)", template)

@@ -2,7 +2,10 @@
 `helm-python-sdk`), for the default, bridge and sidecar values; the manifests validated
 against the Kubernetes schemas (PyPI `kubernetes-validate`, bundled, offline); the
 rendered gateway config checked by `load_config`; the values schema checked against the
-config spec; the sidecar template exercised through the example application chart.
+config spec (and its config part generated from it); every extension point
+(ci/extensions-values.yaml), the NetworkPolicy, the `helm test` hook and autoscaling on
+backlog rendered and linted; the sidecar template exercised through the example
+application chart.
 
 The metrics the dashboard and alert rules use are checked against a running gateway in
 tests/integration/test_ship_metrics.py; here only against the declared metric families.
@@ -13,6 +16,10 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +40,7 @@ VALUES = {
     "default": {},
     "bridge": yaml.safe_load((CHART / "ci" / "bridge-values.yaml").read_text()),
     "sidecar": yaml.safe_load((CHART / "ci" / "sidecar-values.yaml").read_text()),
+    "extensions": yaml.safe_load((CHART / "ci" / "extensions-values.yaml").read_text()),
 }
 
 
@@ -110,12 +118,12 @@ def test_bridge_renders_every_object(chart: Any) -> None:
     kinds = sorted(d["kind"] for d in _render(chart, VALUES["bridge"]))
     assert kinds == sorted(["ConfigMap", "ConfigMap", "Deployment", "HorizontalPodAutoscaler",
                             "PodDisruptionBudget", "PrometheusRule", "Service",
-                            "ServiceAccount", "ServiceMonitor"])
+                            "ServiceAccount", "ServiceMonitor", "Pod"])  # Pod: helm test
 
 
 def test_default_renders_a_bridge_without_optional_objects(chart: Any) -> None:
     kinds = sorted(d["kind"] for d in _render(chart, {}))
-    assert kinds == ["ConfigMap", "Deployment", "PodDisruptionBudget", "Service",
+    assert kinds == ["ConfigMap", "Deployment", "Pod", "PodDisruptionBudget", "Service",
                      "ServiceAccount"]
 
 
@@ -139,6 +147,8 @@ def test_bridge_pod_is_locked_down_and_probed(chart: Any, case: str) -> None:
     assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"]["drop"] == ["ALL"]
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "admin"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "admin"}
+    assert container["startupProbe"]["httpGet"] == {"path": "/healthz", "port": "admin"}
+    assert "health" not in {p["name"] for p in container["ports"]}  # admin is reachable
     assert container["args"] == ["-c", "/etc/xrgw/config.yaml"]
     assert not container["image"].endswith(":latest") and ":" in container["image"]
     mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
@@ -186,7 +196,7 @@ def _materialize(docs: list[dict[str, Any]], values: dict[str, Any], tmp: Path,
             (local / file).write_text("secret\n")
         config = config.replace(path, str(local))
     (etc / "config.yaml").write_text(config)
-    for env in values.get("env", []):
+    for env in values.get("env", []) + values.get("extraEnv", []):
         monkeypatch.setenv(env["name"], env["value"])
     monkeypatch.setenv("XRGW_CLIENT_ID", "gw-xrgw-abc12")
     return etc / "config.yaml"
@@ -202,6 +212,8 @@ def test_rendered_config_loads(chart: Any, case: str, tmp_path: Path,
     assert [str(p) for p in problems] == []
     listen = yaml.safe_load(path.read_text())["admin"]["listen"]
     assert listen == ("127.0.0.1:9464" if case == "sidecar" else "0.0.0.0:9464")
+    # a loopback admin server gets the probes-only listener the kubelet can reach
+    assert config.admin.health == (("0.0.0.0", 9465) if case == "sidecar" else None)
 
 
 def test_bridge_values_documents_are_the_config_examples() -> None:
@@ -231,6 +243,18 @@ def test_document_named_config_yaml_is_refused(chart: Any) -> None:
     ({"secretMounts": [{"name": "mqtt"}]}, "/secretMounts/0"),
     ({"prometheusRule": {"enabled": True, "unmatchedRatio": "high"}},
      "/prometheusRule/unmatchedRatio"),
+    ({"prometheusRule": {"enabled": True, "inflightRatio": 1.5}},
+     "/prometheusRule/inflightRatio"),
+    ({"extraArgs": [1]}, "/extraArgs/0"),
+    ({"extraVolumeMounts": [{"name": "x"}]}, "/extraVolumeMounts/0"),
+    ({"commonLabels": {"team": 1}}, "/commonLabels/team"),
+    ({"networkPolicy": {"enabled": True, "bogus": 1}}, "/networkPolicy"),
+    ({"autoscaling": {"backlog": {"enabled": True, "metric": "cpu"}}},
+     "/autoscaling/backlog/metric"),
+    ({"config": {"routes": [{"from": "a", "to": ["b"], "inflight": 0}],
+                 "deadletter": "log"}}, "/config/routes/0/inflight"),
+    ({"definitions": {"registries": [{"url": "ftp://registry"}]}},
+     "/definitions/registries/0/url"),
 ])
 def test_wrong_values_fail_at_install_time(chart: Any, values: dict[str, Any],
                                            where: str) -> None:
@@ -252,8 +276,9 @@ def test_values_schema_follows_the_config_spec() -> None:
         assert sorted(node.get("required", [])) == required, where
         for name, field in fields.items():
             sub = node["properties"][name]
-            if field.kind == "enum":
-                assert sub["enum"] == list(field.choices), f"{where}.{name}"
+            if field.kind == "enum":  # `${VAR}` is allowed beside the choices
+                choices = sub["enum"] if "enum" in sub else sub["anyOf"][0]["enum"]
+                assert choices == list(field.choices), f"{where}.{name}"
             elif field.kind == "object":
                 check(field, sub, f"{where}.{name}")
             elif field.kind == "list" and field.item is not None and field.item.kind == "object":
@@ -269,6 +294,189 @@ def test_values_schema_follows_the_config_spec() -> None:
     values = json.loads((CHART / "values.schema.json").read_text())["properties"]
     node = values["definitions"]["properties"]["registries"]["items"]
     check(registry, node, "definitions.registries[]")
+
+
+def test_values_schema_config_part_is_generated_from_the_config_spec() -> None:
+    """values.schema.json is what scripts/chart_values_schema.py makes of it: regenerate
+    with `python -m scripts.chart_values_schema` after changing the config spec."""
+    from scripts import chart_values_schema as generator
+
+    text = (CHART / "values.schema.json").read_text()
+    assert generator.render(generator.generated(json.loads(text))) == text
+    assert generator.main(["--check"]) == 0
+    schema = json.loads(text)["properties"]
+    assert schema["config"] == generator.chart_config_schema()
+    # the generator can fail: an edited config part is detected
+    stale = json.loads(text)
+    stale["properties"]["config"]["properties"].pop("routes")
+    assert generator.render(generator.generated(stale)) == text
+
+
+# ------------------------------------------------------------------ extension points
+
+
+def _pod(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    pod: dict[str, Any] = _one(docs, "Deployment")["spec"]["template"]["spec"]
+    return pod
+
+
+def test_extension_points_reach_the_pod(chart: Any) -> None:
+    values = VALUES["extensions"]
+    docs = _render(chart, values)
+    deployment = _one(docs, "Deployment")
+    pod = _pod(docs)
+    (container,) = pod["containers"]
+    assert container["args"] == ["-c", "/etc/xrgw/config.yaml", "--log-level", "debug"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["HTTPS_PROXY"]["value"] == "http://proxy.internal.example:3128"
+    assert {"XRGW_POD_NAME", "XRGW_CLIENT_ID"} <= set(env)  # the chart's own stay
+    assert container["envFrom"] == values["envFrom"]
+    assert values["extraVolumeMounts"][0] in container["volumeMounts"]
+    assert values["extraVolumes"][0] in pod["volumes"]
+    assert {"xrgw-config", "xrgw-tmp"} <= {v["name"] for v in pod["volumes"]}
+    assert pod["initContainers"] == values["initContainers"]
+    assert pod["topologySpreadConstraints"] == values["topologySpreadConstraints"]
+    assert pod["priorityClassName"] == "messaging-high"
+    template = deployment["spec"]["template"]["metadata"]
+    assert template["labels"]["sidecar.istio.io/inject"] == "false"
+    assert template["annotations"] == values["podAnnotations"]
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    for doc in docs:  # commonLabels on every object, never in a selector
+        labels = doc["metadata"]["labels"]
+        assert labels["team"] == "messaging" and labels["cost-center"] == "4711", doc["kind"]
+    assert "team" not in selector
+    assert "team" not in _one(docs, "Service")["spec"]["selector"]
+
+
+def test_env_is_kept_beside_extra_env(chart: Any) -> None:
+    docs = _render(chart, {"env": [{"name": "A", "value": "1"}],
+                           "extraEnv": [{"name": "B", "value": "2"}]})
+    names = [e["name"] for e in _pod(docs)["containers"][0]["env"]]
+    assert names[-2:] == ["A", "B"]
+
+
+def test_sidecar_container_and_volumes_carry_the_extensions(app_chart: Path) -> None:
+    extra = {"extraArgs": ["--log-level", "debug"],
+             "extraEnv": [{"name": "B", "value": "2"}],
+             "extraVolumes": [{"name": "ca", "configMap": {"name": "ca"}}],
+             "extraVolumeMounts": [{"name": "ca", "mountPath": "/etc/ca"}]}
+    with helm.Chart.load(app_chart) as chart:
+        docs = _render(chart, {"xrgw": extra})
+    for doc in docs:
+        kv.validate(doc, KUBE_VERSIONS[-1], strict=True)
+    pod = _pod(docs)
+    (xrgw,) = [c for c in pod["containers"] if c["name"] == "xrgw"]
+    assert xrgw["args"][-2:] == ["--log-level", "debug"]
+    assert {"name": "B", "value": "2"} in xrgw["env"]
+    assert extra["extraVolumeMounts"][0] in xrgw["volumeMounts"]
+    assert extra["extraVolumes"][0] in pod["volumes"]
+
+
+def test_network_policy_admits_monitoring_to_admin_and_named_sources_to_http(
+        chart: Any) -> None:
+    values = VALUES["extensions"]
+    docs = _render(chart, values)
+    policy = _one(docs, "NetworkPolicy")
+    spec = policy["spec"]
+    assert spec["podSelector"]["matchLabels"] == _one(docs, "Deployment")["spec"][
+        "selector"]["matchLabels"]
+    assert spec["policyTypes"] == ["Ingress"]
+    admin, http = spec["ingress"]
+    assert admin["ports"] == [{"port": "admin", "protocol": "TCP"}]
+    monitoring, test_pod = admin["from"]
+    assert monitoring == {
+        "namespaceSelector": values["networkPolicy"]["metrics"]["namespaceSelector"],
+        "podSelector": values["networkPolicy"]["metrics"]["podSelector"]}
+    # the helm test pod may ask /readyz; its labels are the ones selected here
+    hook = next(d for d in docs if d["kind"] == "Pod")
+    assert test_pod["podSelector"]["matchLabels"].items() <= hook["metadata"]["labels"].items()
+    assert http == {"ports": [{"port": "http", "protocol": "TCP"}],
+                    "from": values["networkPolicy"]["httpIngressFrom"]}
+    # defaults: monitoring namespace only, and no HTTP rule without named sources
+    docs = _render(chart, {"networkPolicy": {"enabled": True}, "httpIngress": {
+        "enabled": True, "port": 8080}})
+    (admin,) = _one(docs, "NetworkPolicy")["spec"]["ingress"]
+    assert admin["from"][0] == {"namespaceSelector": {"matchLabels": {
+        "kubernetes.io/metadata.name": "monitoring"}}}
+    assert "NetworkPolicy" not in {d["kind"] for d in _render(chart, {})}
+    assert "NetworkPolicy" not in {d["kind"] for d in _render(chart, dict(
+        VALUES["sidecar"], networkPolicy={"enabled": True}))}  # the app owns its pods
+
+
+def test_helm_test_hook_asks_the_service_for_readyz(chart: Any) -> None:
+    docs = _render(chart, VALUES["bridge"])
+    hook = next(d for d in docs if d["kind"] == "Pod")
+    annotations = hook["metadata"]["annotations"]
+    assert annotations["helm.sh/hook"] == "test"
+    assert "hook-succeeded" in annotations["helm.sh/hook-delete-policy"]
+    service = _one(docs, "Service")
+    selector = service["spec"]["selector"]
+    # the Service (and PDB, NetworkPolicy) must not select the test pod
+    assert not selector.items() <= hook["metadata"]["labels"].items()
+    (container,) = hook["spec"]["containers"]
+    assert container["image"] == _pod(docs)["containers"][0]["image"]
+    assert container["command"][-2] == f"http://{service['metadata']['name']}.ops.svc:9464/readyz"
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert hook["spec"]["restartPolicy"] == "Never"
+    # the script itself: exit 0 once /readyz answers 200, exit 1 when it never does
+    script = container["command"][2]
+    assert _run_readyz_script(script, 200) == 0
+    assert _run_readyz_script(script, 503) == 1
+    assert "Pod" not in {d["kind"] for d in _render(chart, {"helmTest": {"enabled": False}})}
+
+
+def _run_readyz_script(script: str, status: int) -> int:
+    class Ready(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(status if self.path == "/readyz" else 404)
+            self.end_headers()
+            self.wfile.write(b'{"ready": true}')
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Ready)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/readyz"
+        return subprocess.run([sys.executable, "-c", script, url, "1"], capture_output=True,
+                              timeout=60).returncode
+    finally:
+        server.shutdown()
+
+
+def test_autoscaling_on_backlog_adds_an_external_metric(chart: Any) -> None:
+    hpa = _one(_render(chart, VALUES["extensions"]), "HorizontalPodAutoscaler")
+    external = [m["external"] for m in hpa["spec"]["metrics"] if m["type"] == "External"]
+    assert external == [{
+        "metric": {"name": "xrgw_consumer_lag", "selector": {"matchLabels": {
+            "namespace": "ops", "endpoint": "orders-kafka"}}},
+        "target": {"type": "AverageValue", "averageValue": "500"}}]
+    hpa = _one(_render(chart, VALUES["bridge"]), "HorizontalPodAutoscaler")
+    assert [m["type"] for m in hpa["spec"]["metrics"]] == ["Resource"]  # off by default
+
+
+def test_inflight_alert_is_a_ratio_of_the_window(chart: Any) -> None:
+    docs = _render(chart, VALUES["extensions"])
+    rules = {r["alert"]: r for g in _one(docs, "PrometheusRule")["spec"]["groups"]
+             for r in g["rules"]}
+    expr = rules["XrgwInflightSaturated"]["expr"]
+    assert "xrgw_messages_inflight{" in expr and "/ xrgw_messages_inflight_limit{" in expr
+    assert expr.strip().endswith("> 0.8")
+    with pytest.raises(helm.HelmError, match="inflightRatio"):
+        chart.render({"prometheusRule": {"enabled": True, "inflightHigh": 230}},
+                     name="gw", namespace="ops")
+
+
+def test_chart_names_the_real_project_and_documents_overrides() -> None:
+    meta = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert meta["home"] == "https://github.com/xrgw/xrgw"
+    assert values["image"]["repository"] == "ghcr.io/xrgw/xrgw"
+    for text in (yaml.dump(meta), yaml.dump(values), (CHART / "README.md").read_text()):
+        assert "example/xrgw" not in text
+    readme = (CHART / "README.md").read_text()
+    assert "--set image.repository=" in readme
 
 
 # ------------------------------------------------------------------ sidecar
@@ -301,14 +509,18 @@ def test_example_app_chart_includes_the_sidecar(app_chart: Path, native: bool) -
     assert [c["name"] for c in pod["containers"]] == (["app"] if native else ["app", "xrgw"])
     assert (xrgw.get("restartPolicy") == "Always") is native
     assert xrgw["securityContext"]["readOnlyRootFilesystem"] is True
-    # loopback-only admin: the probes run inside the container
-    probe = xrgw["readinessProbe"]["exec"]["command"]
-    assert probe[0] == "python" and probe[-1] == "http://127.0.0.1:9464/readyz"
+    # loopback-only admin: HTTP probes on the probes-only listener, no program per probe
+    for probe, path in (("startupProbe", "/healthz"), ("livenessProbe", "/healthz"),
+                        ("readinessProbe", "/readyz")):
+        assert xrgw[probe]["httpGet"] == {"path": path, "port": "health"}, probe
+        assert "exec" not in xrgw[probe]
+    ports = {p["name"]: p["containerPort"] for p in xrgw["ports"]}
+    assert ports["health"] == 9465 and ports["admin"] == 9464
     volumes = {v["name"]: v for v in pod["volumes"]}
     config_map = volumes["xrgw-config"]["configMap"]["name"]
     (rendered,) = [d for d in _kind(docs, "ConfigMap") if d["metadata"]["name"] == config_map]
     config = yaml.safe_load(rendered["data"]["config.yaml"])
-    assert config["admin"]["listen"] == "127.0.0.1:9464"
+    assert config["admin"] == {"listen": "127.0.0.1:9464", "health_listen": "0.0.0.0:9465"}
     assert config["endpoints"]["app-http"]["uri"] == "http://127.0.0.1:8080"
     assert "Deployment" not in [d["kind"] for d in docs if "xrgw" in d["metadata"]["name"]]
 
@@ -362,10 +574,14 @@ def test_dashboard_has_the_panels_ops_need() -> None:
     needed = {
         "Throughput": "xrgw_messages_received_total",
         "Match rate per definition": "by (message) (rate(xrgw_messages_matched_total",
-        "Dead letters by reason": "by (reason) (rate(xrgw_deadletter_total",
+        "Dead letters by reason": "by (reason) (rate(xrgw_messages_deadlettered_total",
         "Latency (receive -> confirmed)": "xrgw_processing_seconds_bucket",
-        "In flight per route": "xrgw_inflight",
+        "In flight per route": "xrgw_messages_inflight{",
         "Connection state": "xrgw_endpoint_connected",
+        "Bytes in and out": "xrgw_published_bytes_total",
+        "Consumer backlog": "xrgw_consumer_pending",
+        "Memory per pod": "process_resident_memory_bytes",
+        "CPU per pod": "process_cpu_seconds_total",
     }
     for title, expr in needed.items():
         assert expr in exprs.get(title, ""), title

@@ -45,13 +45,29 @@ app.kubernetes.io/name: {{ include "xrgw.nameFor" . }}
 app.kubernetes.io/instance: {{ .root.Release.Name }}
 {{- end -}}
 
-{{- define "xrgw.labelsFor" -}}
-{{ include "xrgw.selectorLabelsFor" . }}
+{{/* Labels every object of the release carries: commonLabels, then the chart's own. */}}
+{{- define "xrgw.releaseLabelsFor" -}}
+{{- with .values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/version: {{ .values.image.tag | quote }}
-app.kubernetes.io/component: {{ .values.mode }}
 app.kubernetes.io/part-of: xrgw
 app.kubernetes.io/managed-by: {{ .root.Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end -}}
+
+{{- define "xrgw.labelsFor" -}}
+{{ include "xrgw.releaseLabelsFor" . | trim }}
+app.kubernetes.io/name: {{ include "xrgw.nameFor" . }}
+app.kubernetes.io/component: {{ .values.mode }}
+{{- end -}}
+
+{{/* The `helm test` pod: the release's labels but not the selector's name, so that the
+Service, the PodDisruptionBudget and the NetworkPolicy's pod selector never pick it. */}}
+{{- define "xrgw.testLabels" -}}
+{{ include "xrgw.releaseLabelsFor" (dict "values" .Values "root" .) | trim }}
+app.kubernetes.io/component: helm-test
 {{- end -}}
 
 {{- define "xrgw.labels" -}}
@@ -91,7 +107,8 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace 
 {{- end -}}
 {{- end -}}
 
-{{/* "true" when the admin server only listens on loopback (probes must run inside). */}}
+{{/* "true" when the admin server only listens on loopback: the kubelet's probes then go
+to the probes-only listener on admin.healthPort (config admin.health_listen). */}}
 {{- define "xrgw.adminLoopback" -}}
 {{- $listen := include "xrgw.adminListen" . -}}
 {{- if or (hasPrefix "127." $listen) (hasPrefix "localhost:" $listen) (hasPrefix "[::1]:" $listen) -}}
@@ -117,7 +134,11 @@ true
 {{- fail "definitions: give at least one document (definitions.documents) or registry (definitions.registries)" -}}
 {{- end -}}
 {{- $_ := set $cfg "definitions" $sources -}}
-{{- $_ := set $cfg "admin" (dict "listen" (include "xrgw.adminListen" .)) -}}
+{{- $admin := dict "listen" (include "xrgw.adminListen" .) -}}
+{{- if include "xrgw.adminLoopback" . -}}
+{{- $_ := set $admin "health_listen" (printf "0.0.0.0:%v" $v.admin.healthPort) -}}
+{{- end -}}
+{{- $_ := set $cfg "admin" $admin -}}
 # Rendered by the xrgw Helm chart; reference: docs/configuration.md
 {{ toYaml $cfg }}
 {{- end -}}
@@ -136,21 +157,12 @@ config.yaml: |
 {{- end }}
 {{- end -}}
 
+{{/* An HTTP probe: on the admin port, or on the probes-only port when the admin server
+is loopback-only (the kubelet connects to the pod address, never to its loopback). */}}
 {{- define "xrgw.probe" -}}
-{{- $ctx := .ctx -}}
-{{- $v := $ctx.values -}}
-{{- if include "xrgw.adminLoopback" $ctx }}
-exec:
-  command:
-    - python
-    - -c
-    - "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)"
-    - {{ printf "http://127.0.0.1:%v%s" $v.admin.port .path | quote }}
-{{- else }}
 httpGet:
   path: {{ .path }}
-  port: admin
-{{- end }}
+  port: {{ if include "xrgw.adminLoopback" .ctx }}health{{ else }}admin{{ end }}
 periodSeconds: {{ .settings.periodSeconds }}
 timeoutSeconds: {{ .settings.timeoutSeconds }}
 failureThreshold: {{ .settings.failureThreshold }}
@@ -162,7 +174,7 @@ failureThreshold: {{ .settings.failureThreshold }}
 - name: xrgw
   image: {{ include "xrgw.image" . | quote }}
   imagePullPolicy: {{ $v.image.pullPolicy }}
-  args: ["-c", "/etc/xrgw/config.yaml"]
+  args: ["-c", "/etc/xrgw/config.yaml"{{ range $v.extraArgs }}, {{ . | quote }}{{ end }}]
   {{- if and (eq $v.mode "sidecar") $v.sidecar.native }}
   restartPolicy: Always
   {{- end }}
@@ -170,6 +182,11 @@ failureThreshold: {{ .settings.failureThreshold }}
     - name: admin
       containerPort: {{ $v.admin.port }}
       protocol: TCP
+    {{- if include "xrgw.adminLoopback" . }}
+    - name: health
+      containerPort: {{ $v.admin.healthPort }}
+      protocol: TCP
+    {{- end }}
     {{- if $v.httpIngress.enabled }}
     - name: http
       containerPort: {{ $v.httpIngress.port }}
@@ -184,7 +201,7 @@ failureThreshold: {{ .settings.failureThreshold }}
       valueFrom:
         fieldRef:
           fieldPath: metadata.name
-    {{- with $v.env }}
+    {{- with concat ($v.env | default list) ($v.extraEnv | default list) }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
   {{- with $v.envFrom }}
@@ -212,6 +229,9 @@ failureThreshold: {{ .settings.failureThreshold }}
       mountPath: {{ default (printf "/run/secrets/xrgw/%s" .name) .mountPath }}
       readOnly: true
     {{- end }}
+    {{- with $v.extraVolumeMounts }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
 {{- end -}}
 
 {{/* The pod volumes the container needs. Context: {"values", "root"}. */}}
@@ -232,6 +252,9 @@ failureThreshold: {{ .settings.failureThreshold }}
     items:
       {{- toYaml . | nindent 6 }}
     {{- end }}
+{{- end }}
+{{- with $v.extraVolumes }}
+{{ toYaml . }}
 {{- end }}
 {{- end -}}
 

@@ -1,6 +1,8 @@
 """The CLI against the shipped store example (config/examples)."""
 
 import json
+import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -81,7 +83,10 @@ def test_lint_reports_overlap_with_a_witness(tmp_path, capsys):
         "c": {"protocol": "MQTT/5.0", "protocoloptions": {"topic_name": "/other/{z}"}},
     }}}}))
     assert main(["lint", str(doc)]) == 0
-    [line] = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    out, err = capsys.readouterr()
+    *overlaps, summary = out.splitlines()
+    assert summary == "1 overlapping pair(s)" and err == ""  # one stream, like validate
+    [line] = [json.loads(x) for x in overlaps]
     assert {line["first"], line["second"]} == {"/messagegroups/g/messages/a",
                                                "/messagegroups/g/messages/b"}
     assert line["example"]["topic_name"] == "/s/1/desk"
@@ -98,3 +103,66 @@ def test_spark_kafka_sink_is_structured_unless_told_binary(capsys):
         main(["spark", "--help"])
     shown = " ".join(capsys.readouterr().out.split())
     assert "Kafka sink (default: structured, whatever mode the config's routes have)" in shown
+
+
+def test_lint_and_validate_report_on_the_same_stream(tmp_path, capsys):
+    """Problems, verdicts and summaries of both commands go to stdout; stderr stays empty."""
+    doc = tmp_path / "warn.xreg.json"
+    doc.write_text(json.dumps({"messagegroups": {"g": {"messages": {"m": {
+        "protocol": "MQTT/5.0", "protocoloptions": {"topic_name": "/a"},
+        "envelopeoptions": {"type": {"value": "t"}}}}}}}))
+    for command in (["validate"], ["lint"]):
+        assert main([*command, str(doc)]) == 0
+        out, err = capsys.readouterr()
+        assert err == "", command
+        assert "warn.xreg.json" in out and "warning" in out, (command, out)
+
+
+def test_version(capsys, monkeypatch):
+    from gateway import __version__
+
+    monkeypatch.setenv("XRGW_REVISION", "abc1234")
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"xrgw {__version__} (revision abc1234)\n"
+
+
+def _example_commands(help_text):
+    """The `xrgw ...` command lines of a help text's examples. An example is a command,
+    then two or more spaces and what it does; continuations are joined, and pipes,
+    redirections and leading variable assignments cut off."""
+    examples = help_text.split("\nexamples:\n", 1)[1]
+    joined = re.sub(r"\s*\\\n\s*", " ", examples)
+    commands = []
+    for line in joined.splitlines():
+        command = re.split(r"\s{2,}", line.strip())[0]
+        for part in command.split("|"):
+            words = shlex.split(part.split(">")[0], comments=True)
+            while words and re.fullmatch(r"[A-Z_]+=\S*", words[0]):
+                words.pop(0)
+            if words[:1] == ["xrgw"]:
+                commands.append(words[1:])
+    return commands
+
+
+@pytest.mark.parametrize("name", ["validate", "lint", "match", "run", "test", "spark", "schema"])
+def test_every_subcommand_help_ends_with_examples_that_parse(name, capsys):
+    with pytest.raises(SystemExit):
+        main([name, "--help"])
+    commands = _example_commands(capsys.readouterr().out)
+    assert len(commands) >= 1
+    for argv in commands:
+        assert argv[0] == name, argv
+        build_parser().parse_args(argv)  # SystemExit(2) on an example that does not parse
+
+
+def test_schema_prints_the_config_json_schema(tmp_path, capsys):
+    from gateway.config import config_json_text
+
+    assert main(["schema"]) == 0
+    out = capsys.readouterr().out
+    assert out == config_json_text()
+    assert json.loads(out)["$schema"] == "http://json-schema.org/draft-07/schema#"
+    assert main(["schema", "-o", str(tmp_path / "s.json")]) == 0
+    assert (tmp_path / "s.json").read_text() == out
