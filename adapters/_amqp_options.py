@@ -6,18 +6,7 @@ config loader validates endpoints with it; docs/configuration.md shows it.
 from __future__ import annotations
 
 from gateway.config import Field
-from gateway.options import Option, OptionSpec, Side, Unsupported
-
-
-def _in_flight(value: object) -> tuple[str, str] | None:
-    if isinstance(value, int) and not 1 <= value <= 1_000_000:
-        return f"must be 1..1000000, not {value}", "write a number such as 64"
-    return None
-
-
-def _seconds(name: str, default: float, description: str, side: Side = "both") -> Option:
-    return Option(Field(name, "seconds", description, default=float(default)), side=side)
-
+from gateway.options import Option, OptionSpec, Unsupported, count, seconds
 
 _AT_LEAST_ONCE = ("xrgw always links at-least-once (sender unsettled, receiver settles "
                   "first); other settle modes would lose or duplicate messages silently")
@@ -33,17 +22,17 @@ OPTIONS = OptionSpec(
                      "producer: header.durable of records without one (xrgw defaults to "
                      "true; the spec's default is false)", default=True),
                side="producer", xregistry=True),
-        Option(Field("max_in_flight", "int", "consumer: link credit = unsettled deliveries "
-                     "at most", default=64, check=_in_flight), side="consumer"),
+        count("max_in_flight", 64, "consumer: link credit = unsettled deliveries at most",
+              high=1_000_000),
         Option(Field("nack_outcome", "enum",
                      "consumer, nack(retry=True): released, or modified (delivery-failed: "
                      "counts the attempt; not RabbitMQ 3.x)", default="released",
                      choices=("released", "modified")), side="consumer"),
-        _seconds("heartbeat", 30, "seconds of idle time before the peer is presumed dead"),
-        _seconds("connect_timeout", 10, "seconds for TCP + SASL + open + attach"),
-        _seconds("publish_timeout", 10, "producer: seconds to wait for the broker's "
+        seconds("heartbeat", 30, "seconds of idle time before the peer is presumed dead"),
+        seconds("connect_timeout", 10, "seconds for TCP + SASL + open + attach"),
+        seconds("publish_timeout", 10, "producer: seconds to wait for the broker's "
                  "disposition", "producer"),
-        _seconds("reconnect_max", 10, "producer: longest backoff between reconnect attempts",
+        seconds("reconnect_max", 10, "producer: longest backoff between reconnect attempts",
                  "producer"),
     ),
     unsupported=(

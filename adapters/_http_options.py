@@ -9,7 +9,7 @@ import re
 
 from gateway.config import Field
 from gateway.config._spec import REQUIRED
-from gateway.options import Option, OptionSpec, Side, Unsupported
+from gateway.options import Option, OptionSpec, Unsupported, count, one_or_many, seconds
 
 # RFC 9110 token: what a method and a header name may consist of.
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
@@ -33,21 +33,6 @@ def _header_names(value: object) -> tuple[str, str] | None:
             return (f"{name!r} is not a valid header name",
                     "use letters, digits and - (e.g. X-Source)")
     return None
-
-
-def _positive(value: object) -> tuple[str, str] | None:
-    if isinstance(value, int) and value < 1:
-        return f"must be at least 1, not {value}", "write a number such as 64"
-    return None
-
-
-def _seconds(name: str, default: float, description: str, side: Side = "both") -> Option:
-    return Option(Field(name, "seconds", description, default=float(default)), side=side)
-
-
-def _consumer_int(name: str, default: int, description: str) -> Option:
-    return Option(Field(name, "int", description, default=default, check=_positive),
-                  side="consumer")
 
 
 _TEXT = Field("value", "str", "text")
@@ -76,28 +61,26 @@ OPTIONS = OptionSpec(
                      "producer: query parameters added to every request (a record's own "
                      "parameter of the same name wins)", item=_TEXT),
                side="producer", xregistry=True),
-        Option(Field("paths", "union",
-                     "consumer: accepted path prefixes; a template such as /store/{id}/sales "
-                     "accepts its literal prefix /store/. Default: the URI's path if any, "
-                     "else all",
-                     variants=(Field("paths", "str", "one path"),
-                               Field("paths", "list", "paths", item=_TEXT))),
+        Option(one_or_many("paths",
+                           "consumer: accepted path prefixes; a template such as "
+                           "/store/{id}/sales accepts its literal prefix /store/. Default: the "
+                           "URI's path if any, else all", "path"),
                side="consumer"),
         Option(Field("methods", "list", "consumer: accepted methods (others get 405)",
                      default=["POST", "PUT"], item=_TEXT), side="consumer"),
-        _consumer_int("max_body_bytes", 1024 * 1024, "consumer: larger bodies get 413"),
-        _consumer_int("max_in_flight", 64, "consumer: requests held at once; more get 503"),
-        _seconds("settle_timeout", 30, "consumer: seconds to wait for settlement, then 504",
+        count("max_body_bytes", 1024 * 1024, "consumer: larger bodies get 413"),
+        count("max_in_flight", 64, "consumer: requests held at once; more get 503"),
+        seconds("settle_timeout", 30, "consumer: seconds to wait for settlement, then 504",
                  "consumer"),
-        _consumer_int("retry_after", 1, "consumer: Retry-After seconds on 503"),
-        _seconds("timeout", 10, "producer: seconds per request (connect to response)",
+        count("retry_after", 1, "consumer: Retry-After seconds on 503"),
+        seconds("timeout", 10, "producer: seconds per request (connect to response)",
                  "producer"),
-        _consumer_int("max_headers", 64, "consumer: more request headers get 400"),
-        _consumer_int("max_header_bytes", 8190, "consumer: a longer request line or header "
+        count("max_headers", 64, "consumer: more request headers get 400"),
+        count("max_header_bytes", 8190, "consumer: a longer request line or header "
                       "field gets 400"),
-        _seconds("read_timeout", 30, "consumer: seconds to receive the whole body, then 408",
+        seconds("read_timeout", 30, "consumer: seconds to receive the whole body, then 408",
                  "consumer"),
-        _seconds("keepalive_timeout", 75, "consumer: idle seconds before a kept-alive "
+        seconds("keepalive_timeout", 75, "consumer: idle seconds before a kept-alive "
                  "connection is closed", "consumer"),
     ),
     unsupported=(

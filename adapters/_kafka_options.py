@@ -7,25 +7,21 @@ from __future__ import annotations
 
 from gateway.config import Field
 from gateway.config._spec import Check
-from gateway.options import Option, OptionSpec, Side, Unsupported
+from gateway.options import (
+    Option,
+    OptionSpec,
+    Unsupported,
+    count,
+    int_range,
+    one_or_many,
+    seconds,
+)
 
 
 def _acks(value: object) -> tuple[str, str] | None:
     if isinstance(value, int) and value not in (-1, 0, 1):
         return (f"acks must be -1 (all in-sync replicas), 0 or 1, not {value}",
                 "write acks: -1, 0 or 1")
-    return None
-
-
-def _non_negative(value: object) -> tuple[str, str] | None:
-    if isinstance(value, int) and value < 0:
-        return f"must be 0 or more, not {value}", "write a partition number such as 0"
-    return None
-
-
-def _positive(value: object) -> tuple[str, str] | None:
-    if isinstance(value, int) and value < 1:
-        return f"must be at least 1, not {value}", "write a number such as 64"
     return None
 
 
@@ -42,26 +38,14 @@ def _one_of(choices: tuple[str, ...]) -> Check:
     return check
 
 
-def _seconds(name: str, default: float, description: str, side: Side = "both") -> Option:
-    return Option(Field(name, "seconds", description, default=float(default)), side=side)
-
-
-def _millis(name: str, default: int, description: str) -> Option:
-    return Option(Field(name, "int", description, default=default, check=_positive),
-                  side="consumer")
-
-
-_TOPIC = Field("topic", "str", "a topic name")
 OPTIONS = OptionSpec(
     protocol="KAFKA",
     options=(
         Option(Field("topic", "str",
                      "producer: topic of records without a topic; consumer: subscribed when "
                      "`topics` is absent", example="orders"), xregistry=True),
-        Option(Field("topics", "union", "consumer: topics to subscribe to (default: `topic`, "
-                     "else the definitions' constant topics)",
-                     variants=(Field("topics", "str", "one topic"),
-                               Field("topics", "list", "topics", item=_TOPIC))),
+        Option(one_or_many("topics", "consumer: topics to subscribe to (default: `topic`, "
+                           "else the definitions' constant topics)", "topic"),
                side="consumer"),
         Option(Field("consumergroup", "str",
                      "consumer: group id (default xrgw-<endpoint id>)"),
@@ -80,23 +64,22 @@ OPTIONS = OptionSpec(
         Option(Field("key", "str", "producer: key of records without a key"),
                side="producer", xregistry=True),
         Option(Field("partition", "int", "producer: partition of records without a partition",
-                     check=_non_negative), side="producer", xregistry=True),
+                     check=int_range(0, example=0)), side="producer", xregistry=True),
         Option(Field("headers", "map",
                      "producer: headers added to every record (a record's own header of the "
                      "same name wins)", item=Field("value", "str", "header value")),
                side="producer", xregistry=True),
-        Option(Field("max_in_flight", "int", "consumer: unsettled deliveries", default=64,
-                     check=_positive), side="consumer"),
-        _millis("session_timeout_ms", 10000, "consumer: group session timeout"),
-        _millis("heartbeat_interval_ms", 3000, "consumer: group heartbeat interval"),
+        count("max_in_flight", 64, "consumer: unsettled deliveries"),
+        count("session_timeout_ms", 10000, "consumer: group session timeout"),
+        count("heartbeat_interval_ms", 3000, "consumer: group heartbeat interval"),
         Option(Field("enable_idempotence", "bool",
                      "producer: idempotent producer (Tansu 0.6 answers InitProducerId with "
                      "UnknownError, hence off)", default=False), side="producer"),
-        _seconds("connect_timeout", 10, "seconds for bootstrap on connect; a consumer also "
+        seconds("connect_timeout", 10, "seconds for bootstrap on connect; a consumer also "
                  "waits up to 3 x the session timeout for its group assignment"),
-        _seconds("publish_timeout", 10, "producer: seconds to wait for the broker's ack",
+        seconds("publish_timeout", 10, "producer: seconds to wait for the broker's ack",
                  "producer"),
-        _seconds("reconnect_max", 10, "producer: longest backoff between reconnects",
+        seconds("reconnect_max", 10, "producer: longest backoff between reconnects",
                  "producer"),
         Option(Field("sasl_mechanism", "str", "with a username: the SASL mechanism, "
                      "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (any case)", default="PLAIN",

@@ -6,7 +6,7 @@ through it; the config loader validates endpoints with it; docs/configuration.md
 from __future__ import annotations
 
 from gateway.config import Field
-from gateway.options import Option, OptionSpec, Side, Unsupported
+from gateway.options import Option, OptionSpec, Unsupported, count, one_or_many, seconds
 
 
 def _qos(value: object) -> tuple[str, str] | None:
@@ -23,17 +23,6 @@ def _retain_handling(value: object) -> tuple[str, str] | None:
     return None
 
 
-def _in_flight(value: object) -> tuple[str, str] | None:
-    if isinstance(value, int) and not 1 <= value <= 65535:
-        return f"must be 1..65535, not {value}", "write a number such as 64"
-    return None
-
-
-def _seconds(name: str, default: float, description: str, side: Side = "both") -> Option:
-    return Option(Field(name, "seconds", description, default=float(default)), side=side)
-
-
-_FILTER = Field("filter", "str", "an MQTT topic filter")
 OPTIONS = OptionSpec(
     protocol="MQTT",
     options=(
@@ -41,12 +30,10 @@ OPTIONS = OptionSpec(
                      "producer: topic of records without a topic_name; consumer: subscribed "
                      "when neither topicfilter nor the definitions give a filter",
                      example="devices/alerts"), xregistry=True),
-        Option(Field("topicfilter", "union",
-                     "consumer: topic filters to subscribe to (default: derived from the "
-                     "definitions' topic_name templates, {x} -> +)",
-                     variants=(Field("topicfilter", "str", "one filter"),
-                               Field("topicfilter", "list", "filters", item=_FILTER)),
-                     example="store/+/sales"),
+        Option(one_or_many("topicfilter",
+                           "consumer: topic filters to subscribe to (default: derived from "
+                           "the definitions' topic_name templates, {x} -> +)", "filter",
+                           example="store/+/sales"),
                side="consumer", xregistry=True, aliases=("filters",)),
         Option(Field("qos", "int",
                      "consumer: subscription QoS; producer: QoS of records without a qos "
@@ -77,14 +64,13 @@ OPTIONS = OptionSpec(
                side="consumer", xregistry=True),
         Option(Field("protocol", "enum", "the MQTT version, from the endpoint's protocol",
                      default="5.0", choices=("5.0", "3.1.1")), derived=True),
-        _seconds("keepalive", 30, "seconds between keepalive pings"),
-        Option(Field("max_in_flight", "int",
-                     "consumer: unsettled deliveries (5.0: also the Receive Maximum)",
-                     default=64, check=_in_flight), side="consumer"),
-        _seconds("connect_timeout", 10, "seconds for TCP connect + CONNACK"),
-        _seconds("publish_timeout", 10, "producer: seconds to wait for PUBACK/PUBCOMP",
+        seconds("keepalive", 30, "seconds between keepalive pings"),
+        count("max_in_flight", 64,
+              "consumer: unsettled deliveries (5.0: also the Receive Maximum)", high=65535),
+        seconds("connect_timeout", 10, "seconds for TCP connect + CONNACK"),
+        seconds("publish_timeout", 10, "producer: seconds to wait for PUBACK/PUBCOMP",
                  "producer"),
-        _seconds("reconnect_max", 10, "producer: longest backoff between reconnect attempts",
+        seconds("reconnect_max", 10, "producer: longest backoff between reconnect attempts",
                  "producer"),
     ),
     unsupported=(

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gateway.config._parse import INVALID, Context, parse
-from gateway.config._spec import OPTIONAL, REQUIRED, Field
+from gateway.config._spec import OPTIONAL, REQUIRED, Check, Field
 from gateway.definitions.checks import suggest
 from gateway.problems import Problems
 
@@ -77,6 +77,38 @@ class Unsupported:
 
 
 Resolved = Option | Unsupported
+
+
+# -- builders the adapters' specs share ----------------------------------------------------
+
+
+def int_range(low: int, high: int | None = None, example: int = 64) -> Check:
+    """A check that an integer lies in low..high (no upper bound when high is None)."""
+    def check(value: object) -> tuple[str, str] | None:
+        if isinstance(value, int) and (value < low or (high is not None and value > high)):
+            bounds = f"at least {low}" if high is None else f"{low}..{high}"
+            return f"must be {bounds}, not {value}", f"write a number such as {example}"
+        return None
+    return check
+
+
+def seconds(name: str, default: float, description: str, side: Side = "both") -> Option:
+    """A time option: a number of seconds or a duration (`30s`)."""
+    return Option(Field(name, "seconds", description, default=float(default)), side=side)
+
+
+def count(name: str, default: int, description: str, side: Side = "consumer",
+          high: int | None = None) -> Option:
+    """A positive integer option (a window, a limit, a size)."""
+    return Option(Field(name, "int", description, default=default,
+                        check=int_range(1, high, min(default, 64))), side=side)
+
+
+def one_or_many(name: str, description: str, item: str, example: object = None) -> Field:
+    """A string or a list of strings (topic filters, subjects, paths)."""
+    return Field(name, "union", description, example=example,
+                 variants=(Field(name, "str", f"one {item}"),
+                           Field(name, "list", f"{item}s", item=Field(item, "str", item))))
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,12 @@ def read_yaml(text: str, file: str) -> YamlDocument:
         doc.problems.append(Problem("error", file, "$", f"YAML error: {_first_line(exc)}",
                                     "save the config as plain UTF-8 YAML text"))
         doc.data = None
+    except (ValueError, OverflowError) as exc:
+        # PyYAML builds a date from anything shaped like one (`0000-0-0T0:00:00`) and
+        # raises plain ValueError on an impossible one.
+        doc.problems.append(Problem("error", file, "$", f"YAML value error: {exc}",
+                                    "quote the value if it is not meant as a date"))
+        doc.data = None
     except (_TooLarge, RecursionError):
         doc.problems.append(Problem(
             "error", file, "$", f"the config expands to more than {MAX_NODES} values",

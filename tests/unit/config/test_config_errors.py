@@ -290,3 +290,12 @@ def test_a_missing_definitions_file_is_reported_once_without_knock_on_errors(
     config, problems = load_config_text(text, "gw.yaml", tmp_path, environ={})
     assert config is None
     assert [(p.severity, p.message) for p in problems] == [("error", "file not found")]
+
+
+def test_an_impossible_date_in_the_yaml_is_a_problem_not_a_crash(tmp_path: Path) -> None:
+    # Found by Hypothesis: PyYAML raised ValueError("year 0 is out of range").
+    config, problems = load_config_text("x: 0000-0-0T0:00:00\n", "gw.yaml", tmp_path,
+                                        environ={})
+    assert config is None
+    assert [(p.severity, p.path) for p in problems] == [("error", "$")]
+    assert "year 0 is out of range" in problems[0].message
