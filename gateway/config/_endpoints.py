@@ -194,14 +194,19 @@ class EndpointResolver:
                           document: Mapping[str, JSON]) -> dict[str, JSON]:
         """The document's options, problems reported where the document wrote them. Unknown
         names are left out quietly: the definitions check has warned about them already."""
-        found = Problems()
-        known = {k: v for k, v in document.items() if spec.lookup(k) is not None}
-        values = spec.validate(known, "definitions", "", (), found)
-        for problem in found:
-            name = problem.path.removeprefix("$.").split(".")[0].split("[")[0].strip('"')
+        values: dict[str, object] = {}
+        for name, value in document.items():
+            if spec.lookup(name) is None:
+                continue
+            found = Problems()
+            values.update(spec.validate({name: value}, "definitions", "", (), found))
+            # Checked one option at a time, so each problem's path is the option's own
+            # (plus any nested part), moved to where the document wrote the option.
             at = where(endpoint.field_provenance, endpoint.provenance, "protocoloptions", name)
-            self.problems.extend([Problem(problem.severity, at.file, at.path,
-                                          problem.message, problem.fix)])
+            own = json_path(name)
+            self.problems.extend(
+                Problem(p.severity, at.file, at.path + p.path[len(own):], p.message, p.fix)
+                for p in found)
         return cast(dict[str, JSON], values)
 
     def _path(self, name: str) -> Path:

@@ -186,3 +186,10 @@ def test_a_spec_refuses_two_options_with_the_same_name():
     with pytest.raises(ValueError, match="declared twice"):
         OptionSpec("X", (Option(Field("auto_offset_reset", "str", "")),
                          Option(Field("autooffsetreset", "str", ""))))
+
+
+def test_document_problems_point_at_the_option_that_wrote_them(tmp_path):
+    # A name json_path quotes (`["link-properties"]`) once lost its place in the document.
+    _, problems = _load(tmp_path, AMQP, {"link-properties": {"a": "b"}})
+    assert any('defs.xreg.json: $.endpoints.src.protocoloptions["link-properties"]: warning'
+               in p for p in problems), problems
