@@ -56,6 +56,7 @@ from adapters._reconnect import ReconnectGate
 from adapters._schemes import check_scheme
 from adapters._tls import client_context, wants_tls
 from gateway.ports import (
+    Confirmation,
     Delivery,
     EndOfInput,
     EndpointSettings,
@@ -63,6 +64,7 @@ from gateway.ports import (
     Outcome,
     Settle,
     TlsSettings,
+    confirmed,
 )
 from gateway.protocols import AMQP, profile
 from gateway.record import NativeMessage
@@ -346,7 +348,10 @@ class AmqpConsumer:
         self._connected = True
         self._changed.set()
 
-    async def read(self) -> Delivery:
+    async def read_batch(self, limit: int) -> list[Delivery]:
+        return [await self._read_one()]
+
+    async def _read_one(self) -> Delivery:
         while True:
             if self._closed:
                 raise EndOfInput("consumer closed")
@@ -561,7 +566,10 @@ class AmqpProducer:
             raise NotConnected(f"no open from {self._opts.url} in time") from None
         self._connected = True
 
-    async def write(self, messages: Sequence[NativeMessage]) -> list[Outcome]:
+    async def submit(self, messages: Sequence[NativeMessage]) -> Confirmation:
+        return confirmed(await self._write(messages))
+
+    async def _write(self, messages: Sequence[NativeMessage]) -> list[Outcome]:
         if not messages:
             return []
         if not self._connected:

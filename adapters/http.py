@@ -72,7 +72,16 @@ from adapters._http_record import (
 )
 from adapters._schemes import check_scheme
 from adapters._tls import client_context, describe, server_context, wants_tls
-from gateway.ports import Delivery, EndOfInput, EndpointSettings, NotConnected, Outcome, Settle
+from gateway.ports import (
+    Confirmation,
+    Delivery,
+    EndOfInput,
+    EndpointSettings,
+    NotConnected,
+    Outcome,
+    Settle,
+    confirmed,
+)
 from gateway.protocols import HTTP, profile
 from gateway.record import NativeMessage
 
@@ -250,7 +259,10 @@ class HttpConsumer:
         self.port = int(address[1])
         self._changed.set()
 
-    async def read(self) -> Delivery:
+    async def read_batch(self, limit: int) -> list[Delivery]:
+        return [await self._read_one()]
+
+    async def _read_one(self) -> Delivery:
         while True:
             if self._closed:
                 raise EndOfInput("consumer closed")
@@ -439,7 +451,10 @@ class HttpProducer:
             connector=aiohttp.TCPConnector(ssl=self._ssl),
         )
 
-    async def write(self, messages: Sequence[NativeMessage]) -> list[Outcome]:
+    async def submit(self, messages: Sequence[NativeMessage]) -> Confirmation:
+        return confirmed(await self._write(messages))
+
+    async def _write(self, messages: Sequence[NativeMessage]) -> list[Outcome]:
         await self.connect()
         outcomes: list[Outcome] = []
         endpoint_down: Outcome | None = None

@@ -89,6 +89,7 @@ from adapters._schemes import check_scheme
 from adapters._tls import client_context, describe, probe
 from gateway.observability.logs import fields
 from gateway.ports import (
+    Confirmation,
     Delivery,
     EndOfInput,
     EndpointSettings,
@@ -96,6 +97,7 @@ from gateway.ports import (
     Outcome,
     PartitionLag,
     Settle,
+    confirmed,
 )
 from gateway.protocols import KAFKA, profile
 from gateway.record import NativeMessage
@@ -356,7 +358,10 @@ class KafkaConsumer:
         self._client = client
         self._changed.set()
 
-    async def read(self) -> Delivery:
+    async def read_batch(self, limit: int) -> list[Delivery]:
+        return [await self._read_one()]
+
+    async def _read_one(self) -> Delivery:
         while True:
             if self._closed:
                 raise EndOfInput("consumer closed")
@@ -600,7 +605,10 @@ class KafkaProducer:
             ) from None
         self._client = client
 
-    async def write(self, messages: Sequence[NativeMessage]) -> list[Outcome]:
+    async def submit(self, messages: Sequence[NativeMessage]) -> Confirmation:
+        return confirmed(await self._write(messages))
+
+    async def _write(self, messages: Sequence[NativeMessage]) -> list[Outcome]:
         if self._client is None:
             reason = await self._try_reconnect()
             if reason is not None:

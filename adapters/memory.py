@@ -13,7 +13,15 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from gateway.ports import Delivery, EndOfInput, NotConnected, Outcome, Settle
+from gateway.ports import (
+    Confirmation,
+    Delivery,
+    EndOfInput,
+    NotConnected,
+    Outcome,
+    Settle,
+    confirmed,
+)
 from gateway.record import NativeMessage
 
 __all__ = ["MemoryConsumer", "MemoryProducer", "Nacked"]
@@ -68,7 +76,10 @@ class MemoryConsumer:
             raise NotConnected("consumer is closed")
         self._connected = True
 
-    async def read(self) -> Delivery:
+    async def read_batch(self, limit: int) -> list[Delivery]:
+        return [await self._read_one()]
+
+    async def _read_one(self) -> Delivery:
         while True:
             if self._closed:
                 raise EndOfInput("consumer closed")
@@ -134,7 +145,10 @@ class MemoryProducer:
             raise NotConnected("injected connect failure")
         self._connected = True
 
-    async def write(self, messages: Sequence[NativeMessage]) -> list[Outcome]:
+    async def submit(self, messages: Sequence[NativeMessage]) -> Confirmation:
+        return confirmed(await self._write(messages))
+
+    async def _write(self, messages: Sequence[NativeMessage]) -> list[Outcome]:
         outcomes: list[Outcome] = []
         for message in messages:
             outcome = self._decide(message)

@@ -58,7 +58,16 @@ from adapters._paho_loop import PahoLink, new_properties
 from adapters._reconnect import ReconnectGate
 from adapters._schemes import check_scheme
 from adapters._tls import client_context, wants_tls
-from gateway.ports import Delivery, EndOfInput, EndpointSettings, NotConnected, Outcome, Settle
+from gateway.ports import (
+    Confirmation,
+    Delivery,
+    EndOfInput,
+    EndpointSettings,
+    NotConnected,
+    Outcome,
+    Settle,
+    confirmed,
+)
 from gateway.protocols import MQTT5, MQTT311, profile
 from gateway.record import NativeMessage
 
@@ -229,7 +238,10 @@ class MqttConsumer:
             raise NotConnected(f"subscription refused for {refused}")
         self._changed.set()
 
-    async def read(self) -> Delivery:
+    async def read_batch(self, limit: int) -> list[Delivery]:
+        return [await self._read_one()]
+
+    async def _read_one(self) -> Delivery:
         while True:
             if self._closed:
                 raise EndOfInput("consumer closed")
@@ -350,7 +362,10 @@ class MqttProducer:
             raise
         self._link = link
 
-    async def write(self, messages: Sequence[NativeMessage]) -> list[Outcome]:
+    async def submit(self, messages: Sequence[NativeMessage]) -> Confirmation:
+        return confirmed(await self._write(messages))
+
+    async def _write(self, messages: Sequence[NativeMessage]) -> list[Outcome]:
         if not self.connected:
             reason = await self._try_reconnect()
             if reason is not None:

@@ -71,6 +71,7 @@ from adapters._schemes import check_scheme
 from adapters._tls import client_context, describe
 from gateway.observability.logs import fields
 from gateway.ports import (
+    Confirmation,
     Delivery,
     EndOfInput,
     EndpointSettings,
@@ -78,6 +79,7 @@ from gateway.ports import (
     Outcome,
     Settle,
     StreamPending,
+    confirmed,
 )
 from gateway.protocols import NATS, profile
 from gateway.record import NativeMessage
@@ -358,7 +360,10 @@ class NatsConsumer:
             raise NotConnected(f"cannot subscribe: {exc!r}") from exc
         self._changed.set()
 
-    async def read(self) -> Delivery:
+    async def read_batch(self, limit: int) -> list[Delivery]:
+        return [await self._read_one()]
+
+    async def _read_one(self) -> Delivery:
         while True:
             if self._closed:
                 raise EndOfInput("consumer closed")
@@ -548,7 +553,10 @@ class NatsProducer:
         self._client = None
         self._client = await _open(self._settings, self._opts, self._on_error, _nothing)
 
-    async def write(self, messages: Sequence[NativeMessage]) -> list[Outcome]:
+    async def submit(self, messages: Sequence[NativeMessage]) -> Confirmation:
+        return confirmed(await self._write(messages))
+
+    async def _write(self, messages: Sequence[NativeMessage]) -> list[Outcome]:
         if self._client is None or self._client.is_closed:
             reason = await self._try_reconnect()
             if reason is not None:

@@ -62,6 +62,7 @@ from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
+from gateway.ports import read_one, write
 from harness.brokers import Mosquitto, NatsServer, RabbitMQ, Tansu, free_port
 
 PROTOCOL = {"mqtt": "MQTT/5.0", "kafka": "KAFKA", "nats": "NATS", "amqp": "AMQP/1.0",
@@ -203,7 +204,7 @@ class Passthrough:
         n = 0
         while True:
             await self._window.acquire()
-            delivery = await self.consumer.read()
+            delivery = await read_one(self.consumer)
             key = ordering_key(delivery.message)
             n += 1
             lane = hash(key) % len(self._lanes) if key is not None else n % len(self._lanes)
@@ -220,7 +221,7 @@ class Passthrough:
                     out = NativeMessage(self.protocol, self.defaults, data=message.data)
                 else:
                     out = NativeMessage(self.protocol, self.defaults, payload=message.payload)
-                [outcome] = await self.producer.write([out])
+                [outcome] = await write(self.producer, [out])
                 if outcome.delivered:
                     await delivery.ack()
                 else:
@@ -498,7 +499,7 @@ async def preload(plan: Plan, config: Any, count: int) -> None:
                                    "content-type": "application/json"}},
                     payload=_body(i, i % DEVICES))
                     for i in range(start, min(count, start + 500))]
-                outcomes = await producer.write(records)
+                outcomes = await write(producer, records)
                 if not all(o.delivered for o in outcomes):
                     raise RuntimeError(f"AMQP preload failed: {outcomes[0]}")
         finally:

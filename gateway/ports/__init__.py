@@ -1,7 +1,12 @@
 """The adapter contract: what every protocol adapter offers the core, and nothing else.
 
-    Consumer  connect() -> read() -> Delivery ... -> aclose()
-    Producer  connect() -> write([NativeMessage, ...]) -> [Outcome, ...] -> aclose()
+    Consumer  connect() -> read_batch(limit) -> [Delivery, ...] ... -> aclose()
+    Producer  connect() -> submit([NativeMessage, ...]) -> Confirmation ... -> aclose()
+                           await Confirmation -> [Outcome, ...]
+
+Batches are the unit: a consumer hands over what it has received, a producer queues a
+batch in order and confirms it later (pipelined), and every message keeps its own
+settlement and outcome. `read_one` and `write` are the one-at-a-time forms for tests.
 
 Exceptions (the vocabulary the engine acts on)::
 
@@ -27,7 +32,14 @@ adapter (it finds them through the `xrgw.adapters` entry point). Modules are pri
 
 from __future__ import annotations
 
-from gateway.ports._adapter import Consumer, Producer
+from gateway.ports._adapter import (
+    Confirmation,
+    Consumer,
+    Producer,
+    confirmed,
+    read_one,
+    write,
+)
 from gateway.ports._backlog import Backlog, BacklogReporter, PartitionLag, StreamPending
 from gateway.ports._delivery import Delivery, Settle
 from gateway.ports._errors import AdapterError, AlreadySettled, EndOfInput, NotConnected
@@ -39,6 +51,7 @@ __all__ = [
     "AlreadySettled",
     "Backlog",
     "BacklogReporter",
+    "Confirmation",
     "Consumer",
     "Delivery",
     "EndOfInput",
@@ -50,4 +63,7 @@ __all__ = [
     "Settle",
     "StreamPending",
     "TlsSettings",
+    "confirmed",
+    "read_one",
+    "write",
 ]

@@ -44,7 +44,15 @@ from gateway.jsontypes import JSON
 from gateway.matching.matcher import Explanation
 from gateway.observability.logs import fields
 from gateway.observability.metrics import Metrics, body_size, route_children
-from gateway.ports import Consumer, Delivery, EndOfInput, NotConnected, Producer
+from gateway.ports import (
+    Consumer,
+    Delivery,
+    EndOfInput,
+    NotConnected,
+    Producer,
+    read_one,
+    write,
+)
 from gateway.protocols import HTTP, find_profile
 from gateway.record import NativeMessage
 from gateway.runtime.backlog import watch_backlog
@@ -207,7 +215,7 @@ class Route:
         while not self._stopping:
             await self._window.acquire()
             try:
-                delivery = await self.consumer.read()
+                delivery = await read_one(self.consumer)
             except asyncio.CancelledError:
                 self._window.release()
                 raise
@@ -336,7 +344,7 @@ class Route:
                 # No explicit connect() here: producers reconnect inside write() behind a
                 # backoff gate and fail fast meanwhile, so a dead sink costs one quick
                 # failure per attempt instead of a connect timeout per message.
-                [outcome] = await output.producer.write([record])
+                [outcome] = await write(output.producer, [record])
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

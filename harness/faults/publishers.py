@@ -19,7 +19,7 @@ from nats.js.api import PubAck
 from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 
 from adapters.amqp import AmqpProducer
-from gateway.ports import EndpointSettings
+from gateway.ports import EndpointSettings, write
 from gateway.protocols import AMQP
 from gateway.record import NativeMessage
 from harness.brokers import Mosquitto, Tansu
@@ -108,7 +108,7 @@ async def publish_amqp(url: str, node: str, run: str, seqs: range) -> None:
             batch = [NativeMessage(AMQP, {"properties": {"subject": f"/faults/{run}/{s % LANES}"}},
                                    {"seq": s})
                      for s in range(start, min(start + 500, seqs.stop))]
-            outcomes = await producer.write(batch)
+            outcomes = await write(producer, batch)
             assert all(o.delivered for o in outcomes), [o.reason for o in outcomes][:3]
     finally:
         await producer.aclose()

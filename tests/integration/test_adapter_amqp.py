@@ -11,7 +11,7 @@ import pytest
 from support import asyncio_test
 
 from adapters.amqp import AmqpConsumer, AmqpProducer
-from gateway.ports import AlreadySettled, Delivery, EndpointSettings, NotConnected
+from gateway.ports import AlreadySettled, Delivery, EndpointSettings, NotConnected, read_one, write
 from gateway.record import NativeMessage
 from harness.brokers import RabbitMQ, free_port
 
@@ -43,7 +43,7 @@ def _record(
 
 async def _read(consumer: AmqpConsumer, timeout: float = TIMEOUT) -> Delivery:
     async with asyncio.timeout(timeout):
-        return await consumer.read()
+        return await read_one(consumer)
 
 
 async def _nothing_more(consumer: AmqpConsumer) -> None:
@@ -55,7 +55,7 @@ async def _send(url: str, node: str, *records: NativeMessage) -> None:
     producer = _producer(url, node=node)
     await producer.connect()
     try:
-        outcomes = await producer.write(records)
+        outcomes = await write(producer, records)
         assert all(o.delivered for o in outcomes), outcomes
     finally:
         await producer.aclose()
@@ -220,7 +220,7 @@ async def test_producer_bad_records_and_refused_address(rabbitmq: RabbitMQ) -> N
     producer = _producer(rabbitmq.url)  # no node
     await producer.connect()
     try:
-        no_address, bad_header, refused, good = await producer.write(
+        no_address, bad_header, refused, good = await write(producer,
             [
                 _record({"x": 1}),
                 _record({"x": 1}, properties={"to": node}, header={"priority": "high"}),
@@ -243,10 +243,10 @@ async def test_unreachable_broker_fails_fast() -> None:
     with pytest.raises(NotConnected):
         await consumer.connect()
     with pytest.raises(NotConnected):
-        await consumer.read()
+        await read_one(consumer)
     producer = _producer(url, node="/queue/x", connect_timeout=2)
     started = time.monotonic()
-    [outcome] = await producer.write([_record({"n": 1})])
+    [outcome] = await write(producer, [_record({"n": 1})])
     assert not outcome.delivered and outcome.retryable
     assert time.monotonic() - started < 1.0
     await producer.aclose()
@@ -267,7 +267,7 @@ async def test_producer_fails_fast_when_broker_down_then_reconnects(rabbitmq: Ra
     await asyncio.to_thread(rabbitmq.stop)
     try:
         async with asyncio.timeout(TIMEOUT):
-            [outcome] = await producer.write([_record({"n": 1})])
+            [outcome] = await write(producer, [_record({"n": 1})])
         assert was_connected and not producer.connected
         assert not outcome.delivered and outcome.retryable
     finally:
@@ -275,7 +275,7 @@ async def test_producer_fails_fast_when_broker_down_then_reconnects(rabbitmq: Ra
     try:
         async with asyncio.timeout(15):
             while True:
-                [outcome] = await producer.write([_record({"n": 2})])
+                [outcome] = await write(producer, [_record({"n": 2})])
                 if outcome.delivered:
                     break
                 await asyncio.sleep(0.2)

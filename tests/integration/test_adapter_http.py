@@ -24,7 +24,7 @@ from adapters.memory import MemoryConsumer, MemoryProducer
 from gateway.convert import Converter
 from gateway.definitions import load_catalog
 from gateway.observability.metrics import Metrics
-from gateway.ports import AlreadySettled, Delivery, EndpointSettings, NotConnected
+from gateway.ports import AlreadySettled, Delivery, EndpointSettings, NotConnected, read_one, write
 from gateway.record import NativeMessage
 from gateway.runtime.retry import RetryPolicy
 from gateway.runtime.route import Output, Route
@@ -42,7 +42,7 @@ async def _consumer(**options: Any) -> HttpConsumer:
 
 async def _read(consumer: HttpConsumer) -> Delivery:
     async with asyncio.timeout(TIMEOUT):
-        return await consumer.read()
+        return await read_one(consumer)
 
 
 @dataclass
@@ -203,7 +203,7 @@ async def test_ingress_too_large_is_413_declared_and_chunked() -> None:
         assert answer.status == 413
         with pytest.raises(TimeoutError):  # nothing was delivered
             async with asyncio.timeout(0.3):
-                await consumer.read()
+                await read_one(consumer)
         assert consumer.in_flight == 0
     finally:
         await consumer.aclose()
@@ -259,7 +259,7 @@ async def test_ingress_port_in_use_is_not_connected() -> None:
         with pytest.raises(NotConnected):
             await busy.connect()
         with pytest.raises(NotConnected):
-            await busy.read()
+            await read_one(busy)
     finally:
         await first.aclose()
 
@@ -329,7 +329,7 @@ async def _egress(*statuses: int, retry_after: str | None = None,
 
 async def _write(producer: HttpProducer, *records: NativeMessage) -> list[Any]:
     async with asyncio.timeout(TIMEOUT):
-        return await producer.write(records)
+        return await write(producer, records)
 
 
 @asyncio_test

@@ -15,7 +15,15 @@ from support import asyncio_test
 
 from adapters import kafka as kafka_adapter
 from adapters.kafka import KafkaConsumer, KafkaOptions, KafkaProducer
-from gateway.ports import AlreadySettled, Delivery, EndOfInput, EndpointSettings, NotConnected
+from gateway.ports import (
+    AlreadySettled,
+    Delivery,
+    EndOfInput,
+    EndpointSettings,
+    NotConnected,
+    read_one,
+    write,
+)
 from gateway.record import NativeMessage
 from harness.brokers import Tansu, free_port
 
@@ -75,20 +83,20 @@ def _record(topic: str, **fields: Any) -> NativeMessage:
 
 async def _read(consumer: KafkaConsumer) -> Delivery:
     async with asyncio.timeout(TIMEOUT):
-        return await consumer.read()
+        return await read_one(consumer)
 
 
 async def _nothing_more(consumer: KafkaConsumer, seconds: float = 1.0) -> None:
     with pytest.raises(TimeoutError):
         async with asyncio.timeout(seconds):
-            await consumer.read()
+            await read_one(consumer)
 
 
 async def _send(url: str, *records: NativeMessage) -> None:
     producer = _producer(url)
     await producer.connect()
     try:
-        outcomes = await producer.write(records)
+        outcomes = await write(producer, records)
         assert all(o.delivered for o in outcomes), outcomes
     finally:
         await producer.aclose()
@@ -244,7 +252,7 @@ async def test_producer_rejects_record_without_topic(tansu: Tansu) -> None:
     producer = _producer(tansu.url)
     await producer.connect()
     try:
-        [outcome] = await producer.write([NativeMessage("KAFKA", {}, {"x": 1})])
+        [outcome] = await write(producer, [NativeMessage("KAFKA", {}, {"x": 1})])
         assert not outcome.delivered and not outcome.retryable
     finally:
         await producer.aclose()
@@ -255,16 +263,16 @@ async def test_producer_fails_fast_when_broker_down_then_reconnects(tansu: Tansu
     topic = f"xrgw-down-{_uid()}"  # auto-created (a restarted Tansu starts empty anyway)
     producer = _producer(tansu.url, connect_timeout=1, publish_timeout=2, reconnect_max=0.5)
     await producer.connect()
-    [outcome] = await producer.write([_record(topic, data={"n": 0})])
+    [outcome] = await write(producer, [_record(topic, data={"n": 0})])
     assert outcome.delivered
     await asyncio.to_thread(tansu.stop)
     try:
         async with asyncio.timeout(TIMEOUT):
-            outcomes = await producer.write([_record(topic, data={"n": i}) for i in (1, 2)])
+            outcomes = await write(producer, [_record(topic, data={"n": i}) for i in (1, 2)])
         assert all(not o.delivered and o.retryable for o in outcomes), outcomes
         assert not producer.connected
         began = time.monotonic()
-        [outcome] = await producer.write([_record(topic, data={"n": 3})])
+        [outcome] = await write(producer, [_record(topic, data={"n": 3})])
         assert not outcome.delivered and outcome.retryable
         assert time.monotonic() - began < 1.0  # no waiting once the broker is known gone
     finally:
@@ -272,7 +280,7 @@ async def test_producer_fails_fast_when_broker_down_then_reconnects(tansu: Tansu
     try:
         async with asyncio.timeout(TIMEOUT):
             while True:
-                [outcome] = await producer.write([_record(topic, data={"n": 4})])
+                [outcome] = await write(producer, [_record(topic, data={"n": 4})])
                 if outcome.delivered:
                     break
                 await asyncio.sleep(0.1)
@@ -288,11 +296,11 @@ async def test_unreachable_broker_raises_not_connected() -> None:
     with pytest.raises(NotConnected):
         await consumer.connect()
     with pytest.raises(NotConnected):
-        await consumer.read()
+        await read_one(consumer)
     producer = _producer(url, connect_timeout=1)
     with pytest.raises(NotConnected):
         await producer.connect()
-    [outcome] = await producer.write([_record("t", data={"n": 1})])
+    [outcome] = await write(producer, [_record("t", data={"n": 1})])
     assert not outcome.delivered and outcome.retryable
 
 

@@ -10,7 +10,7 @@ import pytest
 from support import asyncio_test
 
 from adapters.mqtt import MqttConsumer, MqttProducer
-from gateway.ports import AlreadySettled, Delivery, EndpointSettings, NotConnected
+from gateway.ports import AlreadySettled, Delivery, EndpointSettings, NotConnected, read_one, write
 from gateway.record import NativeMessage
 from harness.brokers import Mosquitto
 
@@ -40,14 +40,14 @@ def _record(protocol: str, topic: str, **fields: Any) -> NativeMessage:
 
 async def _read(consumer: MqttConsumer) -> Delivery:
     async with asyncio.timeout(TIMEOUT):
-        return await consumer.read()
+        return await read_one(consumer)
 
 
 async def _send(url: str, *records: NativeMessage, protocol: str = "5.0") -> None:
     producer = _producer(url, protocol=protocol)
     await producer.connect()
     try:
-        outcomes = await producer.write(records)
+        outcomes = await write(producer, records)
         assert all(o.delivered for o in outcomes), outcomes
     finally:
         await producer.aclose()
@@ -148,7 +148,7 @@ async def test_unacked_redelivered_after_restart_acked_not(
         await redelivered.ack()
         with pytest.raises(TimeoutError):  # n=1 was acked: not seen again
             async with asyncio.timeout(0.5):
-                await again.read()
+                await read_one(again)
     finally:
         await again.aclose()
     assert not two.settled
@@ -202,7 +202,7 @@ async def test_bounded_in_flight(mosquitto: Mosquitto, protocol: str) -> None:
         held = [await _read(consumer) for _ in range(3)]
         with pytest.raises(TimeoutError):  # 3 unsettled: read() waits
             async with asyncio.timeout(0.5):
-                await consumer.read()
+                await read_one(consumer)
         assert consumer.unsettled == 3
         await held[0].ack()
         fourth = await _read(consumer)
@@ -221,7 +221,7 @@ async def test_producer_rejects_record_without_topic(mosquitto: Mosquitto) -> No
     producer = _producer(mosquitto.url)
     await producer.connect()
     try:
-        [outcome] = await producer.write([NativeMessage("MQTT/5.0", {}, {"x": 1})])
+        [outcome] = await write(producer, [NativeMessage("MQTT/5.0", {}, {"x": 1})])
         assert not outcome.delivered and not outcome.retryable
     finally:
         await producer.aclose()
@@ -236,7 +236,7 @@ async def test_producer_fails_fast_when_broker_down_then_reconnects(mosquitto: M
     await asyncio.to_thread(mosquitto.stop)
     try:
         async with asyncio.timeout(TIMEOUT):
-            [outcome] = await producer.write([_record("MQTT/5.0", topic, data={"n": 1})])
+            [outcome] = await write(producer, [_record("MQTT/5.0", topic, data={"n": 1})])
         assert was_connected and not producer.connected
         assert not outcome.delivered and outcome.retryable
     finally:
@@ -244,7 +244,7 @@ async def test_producer_fails_fast_when_broker_down_then_reconnects(mosquitto: M
     try:
         async with asyncio.timeout(TIMEOUT):
             while True:
-                [outcome] = await producer.write([_record("MQTT/5.0", topic, data={"n": 2})])
+                [outcome] = await write(producer, [_record("MQTT/5.0", topic, data={"n": 2})])
                 if outcome.delivered:
                     break
                 await asyncio.sleep(0.1)
@@ -261,4 +261,4 @@ async def test_consumer_reports_not_connected_when_broker_unreachable() -> None:
     with pytest.raises(NotConnected):
         await consumer.connect()
     with pytest.raises(NotConnected):
-        await consumer.read()
+        await read_one(consumer)

@@ -14,7 +14,7 @@ from nats.js.api import StreamConfig
 from support import asyncio_test
 
 from adapters.nats import NatsConsumer, NatsProducer
-from gateway.ports import AlreadySettled, Delivery, EndpointSettings, NotConnected
+from gateway.ports import AlreadySettled, Delivery, EndpointSettings, NotConnected, read_one, write
 from gateway.record import NativeMessage
 from harness.brokers import NatsServer, free_port
 
@@ -43,20 +43,20 @@ def _record(subject: str, **fields: Any) -> NativeMessage:
 
 async def _read(consumer: NatsConsumer) -> Delivery:
     async with asyncio.timeout(TIMEOUT):
-        return await consumer.read()
+        return await read_one(consumer)
 
 
 async def _nothing_more(consumer: NatsConsumer, wait: float = 0.5) -> None:
     with pytest.raises(TimeoutError):
         async with asyncio.timeout(wait):
-            await consumer.read()
+            await read_one(consumer)
 
 
 async def _send(url: str, *records: NativeMessage, jetstream: bool = False) -> None:
     producer = _producer(url, jetstream=jetstream)
     await producer.connect()
     try:
-        outcomes = await producer.write(records)
+        outcomes = await write(producer, records)
         assert all(o.delivered for o in outcomes), outcomes
     finally:
         await producer.aclose()
@@ -136,7 +136,7 @@ async def test_core_queue_group_shares_messages(nats_server: NatsServer) -> None
             while True:
                 try:
                     async with asyncio.timeout(0.5):
-                        delivery = await consumer.read()
+                        delivery = await read_one(consumer)
                 except TimeoutError:
                     break
                 data = delivery.message.data
@@ -166,7 +166,7 @@ async def test_core_slow_consumer_drops_are_counted(nats_server: NatsServer) -> 
         while True:
             try:
                 async with asyncio.timeout(0.5):
-                    delivery = await consumer.read()
+                    delivery = await read_one(consumer)
             except TimeoutError:
                 break
             got.append(delivery)
@@ -284,7 +284,7 @@ async def test_jetstream_producer_reports_pub_ack(nats_server: NatsServer) -> No
     producer = _producer(nats_server.url, jetstream=True, publish_timeout=2)
     await producer.connect()
     try:
-        outcomes = await producer.write(
+        outcomes = await write(producer,
             [
                 _record(f"{prefix}.a", data={"n": 1}),
                 NativeMessage("NATS", {}, {"x": 1}),  # no subject: never sendable
@@ -317,7 +317,7 @@ async def test_consumer_reports_not_connected_when_server_unreachable() -> None:
         await consumer.connect()
     assert time.monotonic() - began < 3
     with pytest.raises(NotConnected):
-        await consumer.read()
+        await read_one(consumer)
 
 
 @asyncio_test
@@ -340,8 +340,8 @@ async def test_server_restart_consumers_and_producer_continue(nats_server: NatsS
                     await asyncio.sleep(0.05)
                 # Down: fast, retryable failures instead of nats-py buffering.
                 began = time.monotonic()
-                [core_out] = await core_pub.write([_record(core_subject, data={"n": 0})])
-                [js_out] = await js_pub.write([_record(f"{prefix}.x", data={"n": 0})])
+                [core_out] = await write(core_pub, [_record(core_subject, data={"n": 0})])
+                [js_out] = await write(js_pub, [_record(f"{prefix}.x", data={"n": 0})])
                 assert time.monotonic() - began < 1
             assert not core_out.delivered and core_out.retryable
             assert not js_out.delivered and js_out.retryable
@@ -352,7 +352,7 @@ async def test_server_restart_consumers_and_producer_continue(nats_server: NatsS
         async def deliver(producer: NatsProducer, record: NativeMessage) -> None:
             async with asyncio.timeout(TIMEOUT):
                 while True:
-                    [outcome] = await producer.write([record])
+                    [outcome] = await write(producer, [record])
                     if outcome.delivered:
                         return
                     await asyncio.sleep(0.1)
@@ -375,7 +375,7 @@ async def test_server_restart_consumers_and_producer_continue(nats_server: NatsS
                 await deliver(core_pub, _record(core_subject, data={"n": 1}))
                 try:
                     async with asyncio.timeout(0.3):
-                        got_core = await core.read()
+                        got_core = await read_one(core)
                     break
                 except TimeoutError:
                     continue

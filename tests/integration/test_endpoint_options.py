@@ -30,7 +30,7 @@ from adapters.kafka import KafkaConsumer, KafkaProducer
 from adapters.mqtt import MqttConsumer, MqttProducer
 from adapters.registry import REGISTRY
 from gateway.config import EndpointConfig, load_config_text
-from gateway.ports import Delivery, EndpointSettings
+from gateway.ports import Delivery, EndpointSettings, read_one, write
 from gateway.record import NativeMessage
 from harness.brokers import Mosquitto, Tansu
 
@@ -71,7 +71,7 @@ def _endpoint(tmp_path: Path, protocol: str, uri: str, document_options: dict[st
 
 async def _read(consumer: KafkaConsumer | MqttConsumer, timeout: float = TIMEOUT) -> Delivery:
     async with asyncio.timeout(timeout):
-        return await consumer.read()
+        return await read_one(consumer)
 
 
 async def _nothing_arrives(consumer: KafkaConsumer | MqttConsumer, seconds: float) -> None:
@@ -149,7 +149,7 @@ async def test_kafka_headers_added_to_every_record_own_header_wins(tansu: Tansu,
                    NativeMessage("KAFKA", {"topic": topic,
                                            "headers": [{"name": "X-Site", "value": "us"}]},
                                  payload=b"own")]
-        assert all(o.delivered for o in await producer.write(records))
+        assert all(o.delivered for o in await write(producer, records))
     finally:
         await producer.aclose()
     consumer = KafkaConsumer(EndpointSettings(tansu.url, options={
@@ -205,7 +205,7 @@ async def _mqtt_send(url: str, *records: NativeMessage, **options: Any) -> None:
     producer = MqttProducer(EndpointSettings(url, options=options))
     await producer.connect()
     try:
-        assert all(o.delivered for o in await producer.write(records))
+        assert all(o.delivered for o in await write(producer, records))
     finally:
         await producer.aclose()
 
@@ -225,7 +225,7 @@ async def test_mqtt_retain_option_retains_records_without_their_own_flag(
     producer = REGISTRY.producer(endpoint)
     await producer.connect()
     try:
-        outcomes = await producer.write([_mqtt(f"{base}/a", b"kept"),
+        outcomes = await write(producer, [_mqtt(f"{base}/a", b"kept"),
                                          _mqtt(f"{base}/b", b"not kept", retain=False)])
         assert all(o.delivered for o in outcomes)
     finally:
@@ -347,7 +347,7 @@ async def test_http_method_headers_and_query_options(tmp_path: Path) -> None:
                                        "headers": [{"name": "x-site", "value": "us"}]},
                               {"n": 2}),
             ]
-            assert all(o.delivered for o in await producer.write(records))
+            assert all(o.delivered for o in await write(producer, records))
         finally:
             await producer.aclose()
         first, second = receiver.seen

@@ -40,7 +40,7 @@ from adapters.mqtt import MqttConsumer, MqttProducer
 from adapters.nats import NatsConsumer, NatsProducer
 from gateway.definitions import load_catalog
 from gateway.definitions.sources import load_url
-from gateway.ports import EndpointSettings, NotConnected, TlsSettings
+from gateway.ports import EndpointSettings, NotConnected, TlsSettings, read_one, write
 from gateway.record import NativeMessage
 from harness.brokers import Mosquitto, NatsServer, RabbitMQ, Tansu, TlsFiles, free_port
 from harness.tls import Pki, make_pki
@@ -141,11 +141,11 @@ async def test_mqtts_mutual_tls_and_password_round_trip(mqtts: Mosquitto, pki: P
         # Several messages in one burst: TLS records holding more than one packet.
         records = [NativeMessage("MQTT/5.0", {"topic_name": topic, "qos": 1}, data={"n": i})
                    for i in range(20)]
-        outcomes = await producer.write(records)
+        outcomes = await write(producer, records)
         assert all(o.delivered for o in outcomes), outcomes
         for i in range(20):
             async with asyncio.timeout(TIMEOUT):
-                delivery = await consumer.read()
+                delivery = await read_one(consumer)
             assert delivery.message.data == {"n": i}
             await delivery.ack()
     finally:
@@ -223,11 +223,11 @@ async def _nats_round_trip(url: str, tls: TlsSettings, username: str | None,
     try:
         await consumer.connect()
         await producer.connect()
-        outcomes = await producer.write([NativeMessage("NATS", {"subject": subject},
+        outcomes = await write(producer, [NativeMessage("NATS", {"subject": subject},
                                                        data={"ok": True})])
         assert all(o.delivered for o in outcomes), outcomes
         async with asyncio.timeout(TIMEOUT):
-            delivery = await consumer.read()
+            delivery = await read_one(consumer)
         assert delivery.message.data == {"ok": True}
         await delivery.ack()
     finally:
@@ -303,10 +303,10 @@ async def test_amqps_mutual_tls_and_sasl_plain_round_trip(rabbit_tls: RabbitMQ, 
     try:
         await consumer.connect()
         await producer.connect()
-        outcomes = await producer.write([NativeMessage("AMQP/1.0", {}, data={"ok": 1})])
+        outcomes = await write(producer, [NativeMessage("AMQP/1.0", {}, data={"ok": 1})])
         assert all(o.delivered for o in outcomes), outcomes
         async with asyncio.timeout(TIMEOUT):
-            delivery = await consumer.read()
+            delivery = await read_one(consumer)
         assert delivery.message.data == {"ok": 1}
         await delivery.ack()
     finally:
@@ -414,12 +414,12 @@ async def test_kafka_ssl_with_client_certificate_round_trip(
         options={"topics": [topic], "consumergroup": f"g-{_uid()}"}))
     try:
         await producer.connect()
-        outcomes = await producer.write([NativeMessage("KAFKA", {"topic": topic},
+        outcomes = await write(producer, [NativeMessage("KAFKA", {"topic": topic},
                                                        data={"ok": True})])
         assert all(o.delivered for o in outcomes), outcomes
         await consumer.connect()
         async with asyncio.timeout(30):
-            delivery = await consumer.read()
+            delivery = await read_one(consumer)
         assert delivery.message.data == {"ok": True}
         await delivery.ack()
     finally:
@@ -506,7 +506,7 @@ async def _send_one(producer: HttpProducer, consumer: HttpConsumer | None) -> An
         done, _ = await asyncio.wait({task}, timeout=1)
         if not done:  # the request got through: settle it
             async with asyncio.timeout(TIMEOUT):
-                delivery = await consumer.read()
+                delivery = await read_one(consumer)
             assert delivery.message.data == {"x": 1}
             await delivery.ack()
     async with asyncio.timeout(TIMEOUT):
@@ -565,7 +565,7 @@ async def test_https_ingress_limits_and_quiet_errors(pki: Pki) -> None:
             task = asyncio.ensure_future(http.post(consumer.url + "/x", data=b"{}",
                                                    headers=auth))
             async with asyncio.timeout(TIMEOUT):
-                delivery = await consumer.read()
+                delivery = await read_one(consumer)
             await delivery.nack("dead letter failed (HTTP 500: kafka-7.internal refused)")
             async with await task as answer:
                 assert answer.status == 503

@@ -119,7 +119,7 @@ class _Reporting:
 
     async def connect(self) -> None: ...
 
-    async def read(self) -> object:
+    async def read_batch(self, limit: int) -> object:
         raise AssertionError("not read")
 
     async def aclose(self) -> None: ...

@@ -129,9 +129,9 @@ class TimedProducer(MemoryProducer):
         super().__init__(**kwargs)
         self.writes: list[float] = []
 
-    async def write(self, messages):
+    async def _write(self, messages):
         self.writes.append(time.monotonic())
-        return await super().write(messages)
+        return await super()._write(messages)
 
 
 def test_retry_waits_at_least_the_receivers_retry_after():
@@ -189,9 +189,9 @@ def test_inflight_window_bounds_unsettled_messages_and_order_is_kept_per_topic()
     peak = 0
 
     class SlowProducer(MemoryProducer):
-        async def write(self, messages):
+        async def _write(self, messages):
             await gate.wait()
-            return await super().write(messages)
+            return await super()._write(messages)
 
     async def scenario():
         nonlocal peak
