@@ -18,7 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -113,41 +113,18 @@ class NativeMessage:
         """The first application-metadata entry `name`, wherever the protocol's profile
         keeps them (headers, MQTT 5 user properties, AMQP application properties); None
         when absent, or when the protocol has no metadata (MQTT 3.1.1)."""
-        prof = find_profile(self.protocol)
-        place = None if prof is None else prof.metadata
-        if place is None:
-            return None
-        raw = self.fields.get(place.field)
-        found: JSON
-        if place.shape == "section":
-            if not isinstance(raw, dict) or name not in raw:
-                return None
-            found = raw[name]
-        else:
-            entry = _first_entry(raw, name, place.ignore_case)
-            if entry is None:
-                return None
-            found = entry.get("value")
-        if place.text_values:
-            return as_text(found)
-        return found if isinstance(found, str) else None
+        read = _METADATA_READERS.get(self.protocol)
+        if read is None:
+            read = _metadata_reader(self.protocol)
+        return read(self.fields, name)
 
     @property
     def content_type(self) -> str | None:
         """The protocol's content type of the body, where the protocol has one."""
-        prof = find_profile(self.protocol)
-        ref = None if prof is None else prof.content_type
-        if ref is None:
-            return None
-        value: JSON
-        if ref.name is None:
-            value = self.fields.get(ref.field)
-        elif prof is not None and prof.metadata is not None and ref.field == prof.metadata.field:
-            value = self.metadata(ref.name)
-        else:
-            section = self.fields.get(ref.field)
-            value = section.get(ref.name) if isinstance(section, dict) else None
-        return value if isinstance(value, str) else None
+        read = _CONTENT_TYPE_READERS.get(self.protocol)
+        if read is None:
+            read = _content_type_reader(self.protocol)
+        return read(self.fields)
 
     # -- from the wire ------------------------------------------------------------------------
     @classmethod
@@ -274,6 +251,87 @@ class NativeMessage:
 
     def __hash__(self) -> int:
         return hash(self.to_line())
+
+
+# Per-protocol readers of metadata and the content type, built once from the profile:
+# both run for every converted message (trace context, datacontenttype), so the profile
+# is not looked up and its places not re-read each time.
+MetadataReader = Callable[[Mapping[str, JSON], str], "str | None"]
+ContentTypeReader = Callable[[Mapping[str, JSON]], "str | None"]
+_METADATA_READERS: dict[str, MetadataReader] = {}
+_CONTENT_TYPE_READERS: dict[str, ContentTypeReader] = {}
+
+
+def _no_metadata(fields: Mapping[str, JSON], name: str) -> None:
+    return None
+
+
+def _metadata_reader(protocol: str) -> MetadataReader:
+    prof = find_profile(protocol)
+    place = None if prof is None else prof.metadata
+    if place is None:
+        return _no_metadata
+    field_name, ignore_case, text_values = place.field, place.ignore_case, place.text_values
+
+    def read_section(fields: Mapping[str, JSON], name: str) -> str | None:
+        raw = fields.get(field_name)
+        if not isinstance(raw, dict) or name not in raw:
+            return None
+        found = raw[name]
+        if text_values:
+            return as_text(found)
+        return found if isinstance(found, str) else None
+
+    def read_pairs(fields: Mapping[str, JSON], name: str) -> str | None:
+        entry = _first_entry(fields.get(field_name), name, ignore_case)
+        if entry is None:
+            return None
+        found = entry.get("value")
+        if text_values:
+            return as_text(found)
+        return found if isinstance(found, str) else None
+
+    reader = read_section if place.shape == "section" else read_pairs
+    _METADATA_READERS[protocol] = reader
+    return reader
+
+
+def _no_content_type(fields: Mapping[str, JSON]) -> None:
+    return None
+
+
+def _content_type_reader(protocol: str) -> ContentTypeReader:
+    prof = find_profile(protocol)
+    ref = None if prof is None else prof.content_type
+    if prof is None or ref is None:
+        return _no_content_type
+    field_name, member = ref.field, ref.name
+
+    def read_scalar(fields: Mapping[str, JSON]) -> str | None:
+        value = fields.get(field_name)
+        return value if isinstance(value, str) else None
+
+    reader: ContentTypeReader
+    if member is None:
+        reader = read_scalar
+    elif prof.metadata is not None and field_name == prof.metadata.field:
+        metadata, name = _metadata_reader(protocol), member
+
+        def read_metadata(fields: Mapping[str, JSON]) -> str | None:
+            return metadata(fields, name)
+
+        reader = read_metadata
+    else:
+        name = member
+
+        def read_member(fields: Mapping[str, JSON]) -> str | None:
+            section = fields.get(field_name)
+            value = section.get(name) if isinstance(section, dict) else None
+            return value if isinstance(value, str) else None
+
+        reader = read_member
+    _CONTENT_TYPE_READERS[protocol] = reader
+    return reader
 
 
 def is_json_media_type(content_type: str) -> bool:

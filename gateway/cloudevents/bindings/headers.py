@@ -1,12 +1,12 @@
 """Binary-mode attributes carried in prefixed headers: `ce-` (HTTP, NATS) and `ce_` (Kafka).
 
 One pass over the header list finds the content type and every prefixed attribute, so
-a decoder reads the headers once (record.pairs() builds a new list on every call).
+a decoder reads the headers once. `scan` reads the record's list of {name, value}
+entries itself: every received message is scanned, most of them carry no CloudEvent,
+and `record.pairs()` would build a new list with every value's text first.
 """
 
 from __future__ import annotations
-
-from collections.abc import Iterable
 
 from gateway.cloudevents.event import CloudEvent
 from gateway.cloudevents.headercodec import (
@@ -16,29 +16,38 @@ from gateway.cloudevents.headercodec import (
 )
 from gateway.cloudevents.typesystem import to_canonical
 from gateway.jsontypes import JSON
+from gateway.record import as_text
 
 # (attribute name, header name as sent, header value)
 Entry = tuple[str, str, str]
 
 
-def scan(
-    pairs: Iterable[tuple[str, str]], prefix: str, lower_names: bool
-) -> tuple[str | None, list[Entry]]:
-    """(Content type, prefixed entries). Prefix and `content-type` match case-insensitively.
+def scan(raw: JSON, prefix: str, lower_names: bool) -> tuple[str | None, list[Entry]]:
+    """(Content type, prefixed entries) of a {name, value} list field (`raw`, as the record
+    holds it; entries as `record.pairs()` reads them). Prefix and `content-type` match
+    case-insensitively; only the values that matter are made text.
 
     `lower_names` folds attribute names to lower case, for protocols whose header names
     are case-insensitive (HTTP, NATS); Kafka keeps them, so `ce_MyExt` is reported.
     """
+    if not isinstance(raw, list):
+        return None, []
     size = len(prefix)
     content_type: str | None = None
     entries: list[Entry] = []
-    for key, value in pairs:
+    for entry in raw:
+        if not isinstance(entry, dict):
+            continue
+        key = entry.get("name", "")
+        if key.__class__ is not str:
+            key = str(key)
         head = key[:size].lower()
         if head == prefix:
             name = key[size:]
-            entries.append((name.lower() if lower_names else name, key, value))
+            entries.append((name.lower() if lower_names else name, key,
+                            as_text(entry.get("value"))))
         elif content_type is None and key.lower() == "content-type":
-            content_type = value
+            content_type = as_text(entry.get("value"))
     return content_type, entries
 
 

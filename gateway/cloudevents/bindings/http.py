@@ -37,12 +37,16 @@ def _mode(content_type: str | None, entries: list[headers.Entry]) -> Mode | None
     return "binary" if headers.has_specversion(entries) else None
 
 
+def _scan(record: NativeMessage) -> tuple[str | None, list[headers.Entry]]:
+    return headers.scan(record.fields.get("headers"), PREFIX, lower_names=True)
+
+
 def detect(record: NativeMessage) -> Mode | None:
-    return _mode(*headers.scan(record.pairs("headers"), PREFIX, lower_names=True))
+    return _mode(*_scan(record))
 
 
 def decode(record: NativeMessage, extension_types: ExtensionTypes | None) -> CloudEvent | None:
-    content_type, entries = headers.scan(record.pairs("headers"), PREFIX, lower_names=True)
+    content_type, entries = _scan(record)
     mode = _mode(content_type, entries)
     if mode is None:
         return None

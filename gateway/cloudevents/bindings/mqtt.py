@@ -30,15 +30,28 @@ from gateway.record import NativeMessage
 # sdk-go prefixes user properties with "ce-"; the spec uses bare names. We accept both
 # on input (one style per message) and emit bare names.
 _GO_PREFIX = "ce-"
+_GO_SPECVERSION = _GO_PREFIX + "specversion"
 
 
 def _prefix(record: NativeMessage) -> str | None:
-    names = {name for name, _ in record.pairs("user_properties")}
-    if "specversion" in names:
-        return ""
-    if _GO_PREFIX + "specversion" in names:
-        return _GO_PREFIX
-    return None
+    """"" for bare names, "ce-" for sdk-go's, None when no user property is a
+    `specversion`. Reads the entries as `record.pairs()` does, without building that list
+    of every value's text: most messages are not CloudEvents."""
+    raw = record.fields.get("user_properties")
+    if not isinstance(raw, list):
+        return None
+    found = None
+    for entry in raw:
+        if not isinstance(entry, dict):
+            continue
+        name = entry.get("name", "")
+        if name.__class__ is not str:
+            name = str(name)
+        if name == "specversion":
+            return ""
+        if name == _GO_SPECVERSION:
+            found = _GO_PREFIX
+    return found
 
 
 def detect5(record: NativeMessage) -> Mode | None:

@@ -33,8 +33,12 @@ from gateway.record import NativeMessage
 PREFIX = "ce-"
 
 
+def _scan(record: NativeMessage) -> tuple[str | None, list[headers.Entry]]:
+    return headers.scan(record.fields.get("headers"), PREFIX, lower_names=True)
+
+
 def detect(record: NativeMessage) -> Mode | None:
-    content_type, entries = headers.scan(record.pairs("headers"), PREFIX, lower_names=True)
+    content_type, entries = _scan(record)
     if mediatype.is_cloudevents(content_type):
         return "structured"
     if headers.has_specversion(entries):
@@ -45,7 +49,7 @@ def detect(record: NativeMessage) -> Mode | None:
 
 
 def decode(record: NativeMessage, extension_types: ExtensionTypes | None) -> CloudEvent | None:
-    content_type, entries = headers.scan(record.pairs("headers"), PREFIX, lower_names=True)
+    content_type, entries = _scan(record)
     if mediatype.is_cloudevents(content_type):
         return structured_event(record, content_type, extension_types)
     if not headers.has_specversion(entries):
