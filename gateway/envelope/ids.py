@@ -34,10 +34,7 @@ ID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "urn:xrgw:cloudevents:id")
 def native_identity(record: NativeMessage) -> str | None:
     """`prefix:part/part/...` of the protocol's identity (`ProtocolProfile.identity`), or
     None when the protocol has none or the record lacks a part it needs."""
-    reader = _IDENTITY_READERS.get(record.protocol)
-    if reader is None:
-        reader = _identity_reader(record.protocol)
-    return reader(record)
+    return identity_reader(record.protocol)(record)
 
 
 IdentityReader = Callable[[NativeMessage], "str | None"]
@@ -47,16 +44,19 @@ def _no_identity(record: NativeMessage) -> None:
     return None
 
 
-def _identity_reader(protocol: str) -> IdentityReader:
-    """The identity of a protocol's records as one function, built once per protocol:
-    the profile is looked up here, not for every message."""
+def identity_reader(protocol: str) -> IdentityReader:
+    """`native_identity` of a protocol's records as one function, built once per
+    protocol: the profile is looked up here, not for every message."""
+    reader = _IDENTITY_READERS.get(protocol)
+    if reader is not None:
+        return reader
     prof = find_profile(protocol)
     if prof is None or prof.identity is None:
         return _no_identity
     prefix = prof.identity.prefix + ":"
     parts = prof.identity.parts
     if all(p.ref.name is None for p in parts):
-        reader: IdentityReader = _scalar_identity_reader(prof.identity.prefix, parts)
+        reader = _scalar_identity_reader(prof.identity.prefix, parts)
     else:
         def read_parts(record: NativeMessage) -> str | None:
             values: list[JSON] = []
@@ -123,7 +123,7 @@ def random_uuid() -> str:
 
 
 def event_id(record: NativeMessage) -> str:
-    identity = native_identity(record)
+    identity = identity_reader(record.protocol)(record)
     if identity is not None:
         return name_uuid(identity)
     return random_uuid()

@@ -21,7 +21,7 @@ Rules (shared/spec/README.md and the spec's CloudEvents section):
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -29,9 +29,18 @@ from typing import Any
 from gateway.cloudevents.event import CloudEvent
 from gateway.cloudevents.timestamps import format_rfc3339, parse_rfc3339
 from gateway.definitions.model import MessageDefinition, Property
-from gateway.envelope.ids import event_id
+from gateway.envelope.ids import IdentityReader, event_id, identity_reader, name_uuid, random_uuid
 from gateway.jsontypes import JSON
-from gateway.record import NativeMessage, as_text
+from gateway.protocols import find_profile
+from gateway.record import (
+    _NO_DATA,
+    ContentTypeReader,
+    MetadataReader,
+    NativeMessage,
+    as_text,
+    content_type_reader,
+    metadata_reader,
+)
 from gateway.templates import Template, TemplateError
 
 TIME_SENTINEL = "0000-01-01T00:00:00Z"
@@ -130,6 +139,38 @@ def _check_attribute(name: str, value: Any) -> str | None:
 
 _CORE = ("id", "source", "type", "subject", "dataschema", "datacontenttype")
 
+# The texts a plain-text attribute may render to, per name: no control characters (every
+# attribute) and the attribute's own CloudEvents rule (`_check_attribute`) in one regex.
+_NO_CONTROL = r"\x00-\x1f\x7f-\x9f"  # what `_CONTROL` finds
+_ACCEPTS: dict[str, re.Pattern[str]] = {
+    "id": re.compile(rf"[^{_NO_CONTROL}]+\Z"),
+    "type": re.compile(rf"[^{_NO_CONTROL}]+\Z"),
+    "subject": re.compile(rf"[^{_NO_CONTROL}]+\Z"),
+    "source": re.compile(rf"[^\s{_NO_CONTROL}]+\Z"),  # a URI-reference: no whitespace
+    "dataschema": re.compile(rf"[A-Za-z][A-Za-z0-9+.\-]*:[^\s{_NO_CONTROL}]*\Z"),
+}
+_ANY_TEXT = re.compile(rf"[^{_NO_CONTROL}]*\Z")
+# What a printable text (`str.isprintable`: no control character, no whitespace but the
+# space) needs besides to pass its attribute's regex, per name: 1 nothing, 2 to be
+# non-empty, 3 to be non-empty without spaces; 0 (dataschema, datacontenttype): the
+# regex decides.
+_QUICK = {"id": 2, "type": 2, "subject": 2, "source": 3, "dataschema": 0,
+          "datacontenttype": 0}
+# One templated attribute as `render` fills it: name, the placeholder when the template
+# is that alone, the format string, the `_QUICK` rule, the exact test.
+_FastAttribute = tuple[str, "str | None", str, int, Callable[[str], object]]
+
+
+def _accepts(name: str) -> Callable[[str], object]:
+    """A test that is not None exactly when a plain text value of attribute `name` is
+    one `render_checked` keeps. `datacontenttype` has a grammar of its own: both checks."""
+    if name == "datacontenttype":
+        def media_type(text: str) -> object:
+            return _ANY_TEXT.match(text) and _MEDIA_TYPE.match(text)
+
+        return media_type
+    return _ACCEPTS.get(name, _ANY_TEXT).match
+
 
 def _check_core(attributes: Mapping[str, Any], names: tuple[str, ...] = _CORE) -> str | None:
     for name in names:
@@ -209,6 +250,31 @@ class EnvelopeTemplate:
                     f"{definition.xid}: envelopemetadata declares {', '.join(unfilled)} "
                     "required but gives no value to render",
                 )
+        self._plan()
+
+    def _plan(self) -> None:
+        """What `render` does per message, decided once: the attributes it fills itself,
+        and per templated attribute a format string and one regex that accepts exactly
+        the texts `render_checked` would accept for it (control characters and the
+        attribute's CloudEvents rule together)."""
+        declared = set(self.fixed) | {a.name for a in self.attributes}
+        self._fill_id = "id" not in declared
+        self._fill_content_type = "datacontenttype" not in declared
+        self._fill_dataschema = "dataschema" not in declared and self.dataschema is not None
+        self._fill_trace = "traceparent" not in declared
+        self._fast: tuple[_FastAttribute, ...] | None = None
+        fast: list[_FastAttribute] = []
+        for attribute in self.attributes:
+            assert attribute.template is not None
+            fmt = attribute.template.format_string
+            if attribute.type not in _PLAIN_TEXT or fmt is None:
+                return  # typed or digit-named placeholders: `render_checked` only
+            parts = attribute.template.parts
+            # A lone `{name}` is the captured value itself: a dict lookup, no formatting.
+            whole = parts[0].name if len(parts) == 1 else None
+            fast.append((attribute.name, whole, fmt, _QUICK.get(attribute.name, 1),
+                         _accepts(attribute.name)))
+        self._fast = tuple(fast)
 
     def _compile(self, name: str, prop: Property) -> None:
         if not _NAME.match(name) or name == "data":
@@ -242,6 +308,68 @@ class EnvelopeTemplate:
         context: Mapping[str, str],
         now: datetime | None = None,
     ) -> CloudEvent | RenderError:
+        """The CloudEvent of `record`, or why there is none.
+
+        The common case in one pass: every templated attribute plain text whose value
+        passes its rule, the native content type (if any) a media type. Anything else
+        (a missing placeholder, a value that breaks a rule, a typed attribute) goes to
+        `render_checked`, which renders from scratch and phrases the error, so the
+        result is always `render_checked`'s."""
+        fast = self._fast
+        if fast is None or self.error is not None:
+            return self.render_checked(record, context, now)
+        attributes: dict[str, Any] = self.fixed.copy()
+        try:
+            for name, whole, fmt, quick, accepts in fast:
+                text = context[whole] if whole is not None else fmt.format_map(context)
+                if text.__class__ is not str:  # a caller's context of other values
+                    text = fmt.format_map(context)
+                # Printable text has no control character and no whitespace but spaces;
+                # anything else (or a rule of its own) is for the attribute's exact regex.
+                printable_ok = quick and text.isprintable() and (
+                    quick == 1 or (text and (quick == 2 or " " not in text)))
+                if not printable_ok and accepts(text) is None:
+                    return self.render_checked(record, context, now)
+                attributes[name] = text
+        except KeyError:
+            return self.render_checked(record, context, now)
+        facts = _FACTS.get(record.protocol) or _facts(record.protocol)
+        if self._fill_id:
+            identity = facts[0](record)
+            attributes["id"] = random_uuid() if identity is None else name_uuid(identity)
+        if self.time_from_receive:
+            attributes["time"] = _receive_time(record, now)
+        if self._fill_content_type:
+            native = facts[1](record.fields)
+            if native is not None:
+                if _MEDIA_TYPE.match(native) is None:
+                    return self.render_checked(record, context, now)
+                attributes["datacontenttype"] = native
+            elif self.content_type is not None:
+                attributes["datacontenttype"] = self.content_type
+            elif record.data is not _NO_DATA:
+                attributes["datacontenttype"] = "application/json"
+        if self._fill_dataschema:
+            attributes["dataschema"] = self.dataschema
+        if self._fill_trace:
+            parent = facts[2](record.fields, "traceparent")
+            if parent is not None and _TRACEPARENT.match(parent):
+                attributes["traceparent"] = parent
+                state = facts[2](record.fields, "tracestate")
+                if state:
+                    attributes["tracestate"] = state
+        if record.data is not _NO_DATA:
+            return CloudEvent.trusted(attributes, record.data, True, record.raw)
+        return CloudEvent.trusted(attributes, record.payload, record.payload is not None)
+
+    def render_checked(
+        self,
+        record: NativeMessage,
+        context: Mapping[str, str],
+        now: datetime | None = None,
+    ) -> CloudEvent | RenderError:
+        """`render` one step at a time, checking each: the reference behaviour, and what
+        phrases every `RenderError`."""
         if self.error is not None:
             return self.error
         attributes: dict[str, Any] = dict(self.fixed)
@@ -300,6 +428,19 @@ _CANONICAL_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?Z\Z")
 
 
 _TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}\Z")
+
+# Per protocol, how `render` reads a record's identity, content type and metadata (the
+# trace context): `event_id`, `NativeMessage.content_type`, `trace_header`, looked up once.
+Facts = tuple[IdentityReader, ContentTypeReader, MetadataReader]
+_FACTS: dict[str, Facts] = {}
+
+
+def _facts(protocol: str) -> Facts:
+    facts = (identity_reader(protocol), content_type_reader(protocol),
+             metadata_reader(protocol))
+    if find_profile(protocol) is not None:
+        _FACTS[protocol] = facts
+    return facts
 
 
 def _carry_trace_context(record: NativeMessage, attributes: dict[str, Any]) -> None:
@@ -371,4 +512,7 @@ class EnvelopeRenderer:
         context: Mapping[str, str],
         now: datetime | None = None,
     ) -> CloudEvent | RenderError:
-        return self.template(definition).render(record, context, now)
+        template = self._templates.get(definition.xid)
+        if template is None or template.definition is not definition:
+            template = self.template(definition)
+        return template.render(record, context, now)

@@ -13,6 +13,7 @@ from gateway.cloudevents.headercodec import (
     HeaderValueError,
     decode_header_value,
     encode_header_value,
+    needs_no_encoding,
 )
 from gateway.cloudevents.typesystem import to_canonical
 from gateway.jsontypes import JSON
@@ -20,6 +21,8 @@ from gateway.record import as_text
 
 # (attribute name, header name as sent, header value)
 Entry = tuple[str, str, str]
+_SPEC_SIZE = len("specversion")
+_CONTENT_TYPE_SIZE = len("content-type")
 
 
 def scan(raw: JSON, prefix: str, lower_names: bool) -> tuple[str | None, list[Entry]]:
@@ -51,6 +54,33 @@ def scan(raw: JSON, prefix: str, lower_names: bool) -> tuple[str | None, list[En
     return content_type, entries
 
 
+def peek(raw: JSON, prefix: str, lower_names: bool) -> tuple[str | None, bool]:
+    """(Content type, whether a prefixed `specversion` is there): what `detect` needs of
+    `scan(raw, ...)`, without collecting the entries (every received message is peeked
+    at; few are CloudEvents)."""
+    if not isinstance(raw, list):
+        return None, False
+    size = len(prefix)
+    content_type: str | None = None
+    specversion = False
+    for entry in raw:
+        if not isinstance(entry, dict):
+            continue
+        key = entry.get("name", "")
+        if key.__class__ is not str:
+            key = str(key)
+        # Names that can be neither (the usual application headers) cost a length
+        # comparison and one character's case fold, not a lower-cased copy of the name.
+        if len(key) == _SPEC_SIZE + size or len(key) == _CONTENT_TYPE_SIZE:
+            if key[:size].lower() == prefix:
+                name = key[size:]
+                if (name.lower() if lower_names else name) == "specversion":
+                    specversion = True
+            elif content_type is None and key.lower() == "content-type":
+                content_type = as_text(entry.get("value"))
+    return content_type, specversion
+
+
 def has_specversion(entries: list[Entry]) -> bool:
     return any(name == "specversion" for name, _, _ in entries)
 
@@ -75,11 +105,12 @@ def collect(entries: list[Entry], problems: list[str], percent_decode: bool) -> 
 def write(event: CloudEvent, prefix: str, percent_encode: bool) -> list[JSON]:
     """Prefixed headers for every attribute except `datacontenttype`, lower-case names."""
     headers: list[JSON] = []
-    for name, value in event.attributes.items():
+    append = headers.append
+    for name, value in event.get_attributes().items():
         if name == "datacontenttype":
             continue
-        text = to_canonical(value)
-        headers.append(
-            {"name": prefix + name, "value": encode_header_value(text) if percent_encode else text}
-        )
+        text = value if value.__class__ is str else to_canonical(value)
+        if percent_encode and needs_no_encoding(text) is None:
+            text = encode_header_value(text)
+        append({"name": prefix + name, "value": text})
     return headers

@@ -38,10 +38,11 @@ def _scan(record: NativeMessage) -> tuple[str | None, list[headers.Entry]]:
 
 
 def detect(record: NativeMessage) -> Mode | None:
-    content_type, entries = _scan(record)
-    if mediatype.is_cloudevents(content_type):
+    content_type, specversion = headers.peek(record.fields.get("headers"), PREFIX,
+                                             lower_names=True)
+    if content_type is not None and mediatype.is_cloudevents(content_type):
         return "structured"
-    if headers.has_specversion(entries):
+    if specversion:
         return "binary"
     if content_type is None and sniff_structured(record) is not None:
         return "structured"
@@ -77,7 +78,7 @@ def encode(event: CloudEvent, mode: EncodeMode) -> NativeMessage:
         header_list.append(
             {"name": "ce-datacontenttype", "value": encode_header_value(content_type)}
         )
-    return NativeMessage(NATS, {"headers": header_list}, **body_fields(body))
+    return NativeMessage(NATS, {"headers": header_list}, **body_fields(body, event))
 
 
 BINDING = Binding(NATS, detect, decode, encode)
