@@ -73,10 +73,10 @@ class Converter:
         listed = list(definitions)
         self.matcher = Matcher(listed, ambiguity=ambiguity, validate_schema=validate_schema)
         self.renderer = EnvelopeRenderer()
-        for definition in listed:  # compile every envelope now, not on the first message
-            self.renderer.template(definition)
+        # Every envelope compiled now, not on the first message; found by the identity of
+        # the matched definition (the matcher returns the objects it was given).
+        self._envelopes = {id(d): self.renderer.template(d) for d in listed}
         self._match_native = self.matcher.match_native
-        self._render = self.renderer.render
         # Per protocol, its binding's `detect` (is there a CloudEvent or a batch at all?).
         self._detectors = {name: binding.detect for name, binding in BINDINGS.items()}
 
@@ -104,14 +104,23 @@ class Converter:
             now = datetime.now(UTC)
         out: list[list[Conversion]] = []
         append = out.append
-        detectors = self._detectors
+        detectors, match_native, envelopes = self._detectors, self._match_native, self._envelopes
         for record in records:
-            # Inline `convert_all` for the common record: no CloudEvent, no batch.
+            # `convert_all` of the common record (no CloudEvent, no batch), inline.
             detect = detectors.get(record.protocol)
-            if detect is not None and detect(record) is None:
-                append([self._convert_native(record, explain, now)])
-            else:
+            if detect is None or detect(record) is not None:
                 append(self.convert_all(record, explain=explain, now=now))
+                continue
+            result = match_native(record)
+            definition = result.definition
+            if definition is None:
+                append([self._unconverted(record, result, None, explain)])
+                continue
+            rendered = envelopes[id(definition)].render(record, result.context, now)
+            if isinstance(rendered, RenderError):
+                append([Conversion(record, result, None, rendered.reason, rendered.message)])
+            else:
+                append([Conversion(record, result, rendered)])
         return out
 
     def convert_all(
@@ -146,9 +155,9 @@ class Converter:
         """`_convert` of a record that carries no CloudEvent: the hot path."""
         result = self._match_native(record)
         definition = result.definition
-        if definition is None or result.status != "matched":
+        if definition is None:  # unmatched or ambiguous
             return self._unconverted(record, result, None, explain)
-        rendered = self._render(definition, record, result.context, now)
+        rendered = self._envelopes[id(definition)].render(record, result.context, now)
         if isinstance(rendered, RenderError):
             return Conversion(record, result, None, rendered.reason, rendered.message)
         return Conversion(record, result, rendered)

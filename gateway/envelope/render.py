@@ -159,6 +159,11 @@ _QUICK = {"id": 2, "type": 2, "subject": 2, "source": 3, "dataschema": 0,
 # One templated attribute as `render` fills it: name, the placeholder when the template
 # is that alone, the format string, the `_QUICK` rule, the exact test.
 _FastAttribute = tuple[str, "str | None", str, int, Callable[[str], object]]
+# `EnvelopeTemplate.render`'s plan: the constant attributes, the templated ones, whether
+# to add id, time and datacontenttype, the definition's content type, the dataschema to
+# add, whether to carry trace context.
+_Plan = tuple[dict[str, Any], tuple[_FastAttribute, ...], bool, bool, bool, "str | None",
+              "str | None", bool]
 
 
 def _accepts(name: str) -> Callable[[str], object]:
@@ -253,16 +258,10 @@ class EnvelopeTemplate:
         self._plan()
 
     def _plan(self) -> None:
-        """What `render` does per message, decided once: the attributes it fills itself,
-        and per templated attribute a format string and one regex that accepts exactly
-        the texts `render_checked` would accept for it (control characters and the
-        attribute's CloudEvents rule together)."""
-        declared = set(self.fixed) | {a.name for a in self.attributes}
-        self._fill_id = "id" not in declared
-        self._fill_content_type = "datacontenttype" not in declared
-        self._fill_dataschema = "dataschema" not in declared and self.dataschema is not None
-        self._fill_trace = "traceparent" not in declared
-        self._fast: tuple[_FastAttribute, ...] | None = None
+        """What `render` does per message, decided once (None: `render_checked` only):
+        the constant attributes, per templated attribute how to fill and check it, and
+        which of id, time, datacontenttype, dataschema and trace context to add."""
+        self._fast: _Plan | None = None
         fast: list[_FastAttribute] = []
         for attribute in self.attributes:
             assert attribute.template is not None
@@ -274,7 +273,14 @@ class EnvelopeTemplate:
             whole = parts[0].name if len(parts) == 1 else None
             fast.append((attribute.name, whole, fmt, _QUICK.get(attribute.name, 1),
                          _accepts(attribute.name)))
-        self._fast = tuple(fast)
+        if self.error is not None:
+            return
+        declared = set(self.fixed) | {a.name for a in self.attributes}
+        self._fast = (
+            self.fixed, tuple(fast), "id" not in declared, self.time_from_receive,
+            "datacontenttype" not in declared, self.content_type,
+            self.dataschema if "dataschema" not in declared else None,
+            "traceparent" not in declared)
 
     def _compile(self, name: str, prop: Property) -> None:
         if not _NAME.match(name) or name == "data":
@@ -315,10 +321,12 @@ class EnvelopeTemplate:
         (a missing placeholder, a value that breaks a rule, a typed attribute) goes to
         `render_checked`, which renders from scratch and phrases the error, so the
         result is always `render_checked`'s."""
-        fast = self._fast
-        if fast is None or self.error is not None:
+        plan = self._fast
+        if plan is None:
             return self.render_checked(record, context, now)
-        attributes: dict[str, Any] = self.fixed.copy()
+        fixed, fast, fill_id, fill_time, fill_content_type, content_type, dataschema, \
+            fill_trace = plan
+        attributes: dict[str, Any] = fixed.copy()
         try:
             for name, whole, fmt, quick, accepts in fast:
                 text = context[whole] if whole is not None else fmt.format_map(context)
@@ -333,29 +341,33 @@ class EnvelopeTemplate:
                 attributes[name] = text
         except KeyError:
             return self.render_checked(record, context, now)
-        facts = _FACTS.get(record.protocol) or _facts(record.protocol)
-        if self._fill_id:
-            identity = facts[0](record)
+        identity_of, content_type_of, metadata_of = (
+            _FACTS.get(record.protocol) or _facts(record.protocol))
+        if fill_id:
+            identity = identity_of(record)
             attributes["id"] = random_uuid() if identity is None else name_uuid(identity)
-        if self.time_from_receive:
-            attributes["time"] = _receive_time(record, now)
-        if self._fill_content_type:
-            native = facts[1](record.fields)
+        if fill_time:
+            received = record.received_at
+            last = _last_time
+            attributes["time"] = (last[1] if received is not None and received == last[0]
+                                  else _receive_time(record, now))
+        if fill_content_type:
+            native = content_type_of(record.fields)
             if native is not None:
                 if _MEDIA_TYPE.match(native) is None:
                     return self.render_checked(record, context, now)
                 attributes["datacontenttype"] = native
-            elif self.content_type is not None:
-                attributes["datacontenttype"] = self.content_type
+            elif content_type is not None:
+                attributes["datacontenttype"] = content_type
             elif record.data is not _NO_DATA:
                 attributes["datacontenttype"] = "application/json"
-        if self._fill_dataschema:
-            attributes["dataschema"] = self.dataschema
-        if self._fill_trace:
-            parent = facts[2](record.fields, "traceparent")
+        if dataschema is not None:
+            attributes["dataschema"] = dataschema
+        if fill_trace:
+            parent = metadata_of(record.fields, "traceparent")
             if parent is not None and _TRACEPARENT.match(parent):
                 attributes["traceparent"] = parent
-                state = facts[2](record.fields, "tracestate")
+                state = metadata_of(record.fields, "tracestate")
                 if state:
                     attributes["tracestate"] = state
         if record.data is not _NO_DATA:
@@ -462,7 +474,8 @@ def trace_header(record: NativeMessage, name: str) -> str | None:
 
 # Adapters stamp receive times at a coarse resolution, so bursts share one string: the
 # last parsed one is remembered.
-_last_time: tuple[str, datetime] = ("", datetime.min)
+# (None at first: an empty `received_at` once matched the initial "" and got a naive time.)
+_last_time: tuple[str | None, datetime] = (None, datetime.min)
 
 
 def _receive_time(record: NativeMessage, now: datetime | None) -> datetime:

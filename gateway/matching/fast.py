@@ -15,7 +15,8 @@ its failures.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
+from typing import cast
 from urllib.parse import unquote
 
 from gateway.cloudevents.mediatype import comparable
@@ -27,6 +28,11 @@ from gateway.record import NativeMessage, as_text
 # The verdict on one value of a field: accept the check, try the field's next value, or
 # fail the check now (a placeholder captured a different value than before).
 PASS, NEXT, FAIL = 1, 0, -1
+# The tests one matcher has made, by what they are made of: definitions with the same
+# constraints (a large catalog has thousands that differ only in their literal address
+# segments) share one test, so matching touches a few hot functions, not one per
+# definition.
+Made = dict[Hashable, object]
 ValueTest = Callable[[JSON, dict[str, str]], int]
 # One check of a record: True when it holds (captures merged into the context).
 CheckTest = Callable[[NativeMessage, dict[str, str]], bool]
@@ -127,9 +133,36 @@ def _presence_test(check: Check) -> ValueTest:
     return test
 
 
-def check_test(check: Check) -> CheckTest:
+def check_test(check: Check, made: Made | None = None) -> CheckTest:
     """`Check.apply(check.reader(record), context) is None`, specialised for where the
-    check reads (one scalar field, the entries of a {name, value} list, else its reader)."""
+    check reads (one scalar field, the entries of a {name, value} list, else its reader).
+
+    With `made`, checks with the same constraint share one test (see `Made`)."""
+    key = None if made is None else _check_key(check)
+    if made is None or key is None:
+        return _check_test(check)
+    found = made.get(key)
+    if found is None:
+        found = made[key] = _check_test(check)
+    return cast(CheckTest, found)
+
+
+def _check_key(check: Check) -> Hashable | None:
+    """Everything `_check_test` builds a test from, or None when a constant is not
+    hashable (an object or array: such a check gets a test of its own)."""
+    constant: Hashable = None
+    if check.has_constant:
+        try:
+            hash(check.constant)
+        except TypeError:
+            return None
+        # The type too: True, 1 and 1.0 are equal keys but different constants.
+        constant = (type(check.constant), check.constant)
+    return ("check", check.access, check.decode, check.check_type, check.declared,
+            check.required, check.has_constant, constant, check.template, check.attribute)
+
+
+def _check_test(check: Check) -> CheckTest:
     per_value = value_test(check)
     # No value at all passes only a check that neither requires nor constrains one.
     absent_ok = not (check.required or check.has_constant or check.template is not None)
@@ -249,7 +282,7 @@ def _pairs_test(field: str, name: str, case_insensitive: bool, per_value: ValueT
     return test
 
 
-def definition_test(compiled: CompiledDefinition) -> NativeTest:
+def definition_test(compiled: CompiledDefinition, made: Made | None = None) -> NativeTest:
     """`compiled.evaluate(record, None)` as the matcher calls it, minus the Failure: the
     address captures read by segment position when the index found the definition by
     its shape (the literal segments already compared), then every other check in
@@ -258,7 +291,19 @@ def definition_test(compiled: CompiledDefinition) -> NativeTest:
     positions = compiled.address_captures
     skip = (compiled.address_check if positions is not None or compiled.address_exact
             else None)
-    tests = tuple(check_test(c) for c in compiled.protocol_checks if c is not skip)
+    tests = tuple(check_test(c, made) for c in compiled.protocol_checks if c is not skip)
+    decode = skip is not None and skip.decode
+    if made is None:
+        return _definition_test(positions, decode, tests)
+    key = ("definition", positions, decode, tests)
+    test = made.get(key)
+    if test is None:
+        test = made[key] = _definition_test(positions, decode, tests)
+    return cast(NativeTest, test)
+
+
+def _definition_test(positions: tuple[tuple[str, int], ...] | None, decode: bool,
+                     tests: tuple[CheckTest, ...]) -> NativeTest:
     if positions is None:
         def checks_only(record: NativeMessage, segments: list[str] | None
                         ) -> dict[str, str] | None:
@@ -269,7 +314,6 @@ def definition_test(compiled: CompiledDefinition) -> NativeTest:
             return context
 
         return checks_only
-    decode = skip is not None and skip.decode
     if len(positions) == 1 and not decode:
         (name, index), = positions
 

@@ -11,6 +11,7 @@ candidates found this way run their regexes.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -71,7 +72,9 @@ class KeyIndex:
     def _add_trie(self, template: Template, compiled: CompiledDefinition) -> None:
         # A placeholder never spans '/', so the segment count of a match is fixed.
         marker = template.expand({n: WILD for n in template.names})
-        segments = marker.split("/")
+        # Interned: thousands of keys share their literal segments ("plant", ""), so a
+        # lookup compares against a few hot strings instead of one copy per definition.
+        segments = [sys.intern(segment) for segment in marker.split("/")]
         positions = tuple(i for i, seg in enumerate(segments) if WILD not in seg)
         shapes = self.shapes.setdefault(len(segments), [])
         shape = next((s for s in shapes if s.literal_positions == positions), None)

@@ -23,7 +23,7 @@ from urllib.parse import unquote
 from gateway.definitions.model import MessageDefinition
 from gateway.jsontypes import JSON
 from gateway.matching.compiled import Check, CompiledDefinition, Failure, compile_definition
-from gateway.matching.fast import definition_test
+from gateway.matching.fast import Made, definition_test
 from gateway.matching.index import KeyIndex
 from gateway.matching.values import (
     ADDRESS_FIELD,
@@ -79,6 +79,7 @@ class Matcher:
         self._cloudevents = KeyIndex()  # envelope-only definitions, keyed by CE type
         self._schema_validators: dict[str, Any] = {}
         self._native_routes: dict[str, tuple[KeyIndex | None, AddressReader]] = {}
+        self._made: Made = {}  # the specialised tests, shared by equal constraints
         for definition in definitions:
             self._add(compile_definition(definition))
 
@@ -104,7 +105,7 @@ class Matcher:
                 # text, which the check then accepts (`same_value` of equal text).
                 compiled.address_check = key_check
                 compiled.address_exact = True
-            compiled.native_test = definition_test(compiled)
+            compiled.native_test = definition_test(compiled, self._made)
         elif definition.is_cloudevent:
             type_check = next(
                 (c for c in compiled.envelope_checks if c.attribute == "type"), None
