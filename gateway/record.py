@@ -60,9 +60,10 @@ class NativeMessage:
     data: JSON
     payload: bytes | None
     received_at: str | None
-    # The body's bytes as received when `data` was parsed from them: forwarding and dead
-    # letters send these, so a JSON body leaves byte for byte as it came. Not part of the
-    # JSON form or of equality (it is the same value).
+    # The body's bytes as received when `data` was parsed from them (or as `body_bytes`
+    # first serialised `data`): forwarding and dead letters send these, so a JSON body
+    # leaves byte for byte as it came. Not part of the JSON form or of equality (it is
+    # the same value).
     raw: bytes | None
 
     def __init__(self, protocol: str, fields: Mapping[str, JSON] | None = None,
@@ -90,18 +91,17 @@ class NativeMessage:
 
     def body_bytes(self) -> bytes:
         """The body as bytes: as received when known, compact JSON text for JSON data,
-        else the payload."""
+        else the payload.
+
+        JSON data is serialised once: the text is kept as `raw` (the same value), so the
+        producer that sends the record and the metric that counts its bytes
+        (`observability.metrics.body_size`) do not serialise it twice."""
         if self.raw is not None:
             return self.raw
         if self.has_json_data:
-            text = json.dumps(self.data, separators=(",", ":"), ensure_ascii=False)
-            try:
-                return text.encode()
-            except UnicodeEncodeError:
-                # Lone surrogates (JSON escapes such as "\ud800" parse into them) have no
-                # UTF-8 form; escaped JSON is the same value. Raising here made records
-                # unsendable, even as dead letters (found by tests/fuzz).
-                return json.dumps(self.data, separators=(",", ":")).encode()
+            encoded = _json_bytes(self.data)
+            self.__dict__["raw"] = encoded  # a frozen record: its own cache, not a change
+            return encoded
         return self.payload or b""
 
     # -- metadata access -------------------------------------------------------------------
@@ -358,6 +358,17 @@ def content_type_reader(protocol: str) -> ContentTypeReader:
         reader = read_member
     _CONTENT_TYPE_READERS[protocol] = reader
     return reader
+
+
+def _json_bytes(data: JSON) -> bytes:
+    text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        # Lone surrogates (JSON escapes such as "\ud800" parse into them) have no UTF-8
+        # form; escaped JSON is the same value. Raising here made records unsendable,
+        # even as dead letters (found by tests/fuzz).
+        return json.dumps(data, separators=(",", ":")).encode()
 
 
 def is_json_media_type(content_type: str) -> bool:
