@@ -36,6 +36,8 @@ from gateway.record import NativeMessage
 from gateway.templates import Template
 
 AmbiguityPolicy = Literal["first", "deadletter"]
+# Per protocol: the index of its family, its scalar address field, its address reader.
+_NativeRoute = tuple["KeyIndex | None", "str | None", AddressReader]
 Status = Literal["matched", "unmatched", "ambiguous"]
 
 
@@ -78,7 +80,7 @@ class Matcher:
         self._by_family: dict[str, KeyIndex] = {}
         self._cloudevents = KeyIndex()  # envelope-only definitions, keyed by CE type
         self._schema_validators: dict[str, Any] = {}
-        self._native_routes: dict[str, tuple[KeyIndex | None, AddressReader]] = {}
+        self._native_routes: dict[str, _NativeRoute] = {}
         self._made: Made = {}  # the specialised tests, shared by equal constraints
         for definition in definitions:
             self._add(compile_definition(definition))
@@ -165,10 +167,15 @@ class Matcher:
         route = self._native_routes.get(record.protocol)
         if route is None:
             route = self._native_route(record.protocol)
-        index, read_address = route
+        index, field, read_address = route
         if index is None:
             return MatchResult("unmatched")
-        address = read_address(record.fields)
+        if field is not None:  # a scalar address (topic, subject, path): read it here
+            address = record.fields.get(field)
+            if address.__class__ is not str and not isinstance(address, str):
+                address = None
+        else:
+            address = read_address(record.fields)
         segments: list[str] | None = None
         if address is None:
             candidates = index.rest
@@ -189,10 +196,15 @@ class Matcher:
                 found.append((compiled, context))
         return self._decide(found, record, None)
 
-    def _native_route(self, protocol: str) -> tuple[KeyIndex | None, AddressReader]:
-        """Where records of `protocol` are looked up, found once per protocol."""
+    def _native_route(self, protocol: str) -> _NativeRoute:
+        """Where records of `protocol` are looked up, found once per protocol: the index
+        of its family, and its address field when that is a scalar field (else None) or
+        else the reader of the address."""
         fam = family(protocol)
-        route = (None if fam is None else self._by_family.get(fam), address_reader(protocol))
+        address = ADDRESS_FIELD.get(fam) if fam is not None else None
+        scalar = address[0] if address is not None and address[1] is None else None
+        route = (None if fam is None else self._by_family.get(fam), scalar,
+                 address_reader(protocol))
         self._native_routes[protocol] = route
         return route
 

@@ -57,10 +57,21 @@ def _prefix(record: NativeMessage) -> str | None:
 
 
 def detect5(record: NativeMessage) -> Mode | None:
-    content_type = record.fields.get(CONTENT_TYPE)  # `record.content_type`, read directly
+    fields = record.fields
+    content_type = fields.get(CONTENT_TYPE)  # `record.content_type`, read directly
     if isinstance(content_type, str) and mediatype.is_cloudevents(content_type):
         return "structured"
-    return "binary" if _prefix(record) is not None else None
+    # `_prefix(record) is not None`, inline: every received MQTT 5 message is asked.
+    raw = fields.get(USER_PROPERTIES)
+    if isinstance(raw, list):
+        for entry in raw:
+            if isinstance(entry, dict):
+                name = entry.get("name", "")
+                if name.__class__ is not str:
+                    name = str(name)
+                if name == "specversion" or name == _GO_SPECVERSION:
+                    return "binary"
+    return None
 
 
 def decode5(record: NativeMessage, extension_types: ExtensionTypes | None) -> CloudEvent | None:
