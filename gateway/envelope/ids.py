@@ -80,19 +80,39 @@ def _scalar_identity_reader(prefix: str, parts: tuple[IdentityPart, ...]) -> Ide
     """Scalar fields only (Kafka topic/partition/offset, NATS stream/sequence, MQTT topic):
     one generated function with the parts unrolled, half the cost of a loop over them
     (this runs for every message). Same rules as `_part_value` and the need checks."""
-    lines = ["def read(record):", "    fields = record.fields"]
-    for n, part in enumerate(parts):
-        name = repr(part.ref.field)
-        if part.need == "optional":
-            lines.append(f"    v{n} = fields.get({name}, '')")
-            continue
-        missing = f"v{n} is None" if part.need == "present" else f"not v{n}"
-        lines += [f"    v{n} = fields.get({name})", f"    if {missing}:", "        return None"]
-    text = "/".join(f"{{v{n}!s}}" for n in range(len(parts)))
-    lines.append(f"    return {prefix + ':'!r} + f{text!r}")
+    lines = ["def read(record):", "    fields = record.fields",
+             *("    " + line for line in scalar_identity_code(prefix, parts)),
+             "    return identity"]
     namespace: dict[str, IdentityReader] = {}
     exec("\n".join(lines), namespace)  # built from the profile table only, never from input
     return namespace["read"]
+
+
+def scalar_identity_code(prefix: str, parts: tuple[IdentityPart, ...]) -> list[str]:
+    """Python lines that set `identity` to the native identity (or None) of the record
+    whose fields are `fields`, for an identity of scalar fields only: shared by the
+    identity reader and the generated envelope renderers (`envelope.fastrender`)."""
+    lines: list[str] = []
+    conditions: list[str] = []
+    for n, part in enumerate(parts):
+        name = repr(part.ref.field)
+        if part.need == "optional":
+            lines.append(f"id_v{n} = fields.get({name}, '')")
+            continue
+        lines.append(f"id_v{n} = fields.get({name})")
+        conditions.append(f"id_v{n} is not None" if part.need == "present" else f"id_v{n}")
+    text = "/".join(f"{{id_v{n}!s}}" for n in range(len(parts)))
+    value = f"{prefix + ':'!r} + f{text!r}"
+    if not conditions:
+        return [*lines, f"identity = {value}"]
+    return [*lines, f"identity = {value} if {' and '.join(conditions)} else None"]
+
+
+def is_scalar_identity(protocol: str) -> bool:
+    """Whether the protocol's identity is read from scalar fields only."""
+    prof = find_profile(protocol)
+    return (prof is not None and prof.identity is not None
+            and all(p.ref.name is None for p in prof.identity.parts))
 
 
 def _part_value(record: NativeMessage, part: IdentityPart) -> JSON:

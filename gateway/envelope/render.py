@@ -31,18 +31,10 @@ from typing import Any
 from gateway.cloudevents.event import CloudEvent
 from gateway.cloudevents.timestamps import format_rfc3339, parse_rfc3339
 from gateway.definitions.model import MessageDefinition, Property
-from gateway.envelope.ids import IdentityReader, event_id, identity_reader, name_uuid, random_uuid
+from gateway.envelope.fastrender import AttributeShape, Renderer, Shape, renderer
+from gateway.envelope.ids import event_id
 from gateway.jsontypes import JSON
-from gateway.protocols import find_profile
-from gateway.record import (
-    _NO_DATA,
-    ContentTypeReader,
-    MetadataReader,
-    NativeMessage,
-    as_text,
-    content_type_reader,
-    metadata_reader,
-)
+from gateway.record import NativeMessage, as_text
 from gateway.templates import Template, TemplateError
 
 TIME_SENTINEL = "0000-01-01T00:00:00Z"
@@ -158,23 +150,6 @@ _ANY_TEXT = re.compile(rf"[^{_NO_CONTROL}]*\Z")
 # regex decides.
 _QUICK = {"id": 2, "type": 2, "subject": 2, "source": 3, "dataschema": 0,
           "datacontenttype": 0}
-# One templated attribute as `render` fills it: name, the placeholder when the template
-# is that alone, the format string, the `_QUICK` rule, the exact test.
-_FastAttribute = tuple[str, "str | None", str, int, Callable[[str], object]]
-# `EnvelopeTemplate.render`'s plan: the constant attributes, the templated ones, whether
-# to add id, time and datacontenttype, the definition's content type, the dataschema to
-# add, whether to carry trace context.
-_Plan = tuple[dict[str, Any], tuple[_FastAttribute, ...], bool, bool, bool, "str | None",
-              "str | None", bool]
-
-
-@lru_cache(maxsize=4096)
-def _fast_attribute(name: str, whole: str | None, fmt: str) -> _FastAttribute:
-    """One templated attribute as `render` fills it, shared by every template that has
-    it (a large catalog repeats `"subject": "{unit}"` thousands of times: one hot tuple)."""
-    return (sys.intern(name), whole, sys.intern(fmt), _QUICK.get(name, 1), _accepts(name))
-
-
 @lru_cache(maxsize=256)
 def _accepts(name: str) -> Callable[[str], object]:
     """A test that is not None exactly when a plain text value of attribute `name` is
@@ -224,8 +199,9 @@ class EnvelopeTemplate:
 
     # Slots: rendering reads the plan from the object itself, not from a dict beside it
     # (with thousands of definitions, one memory line less to miss per message).
-    __slots__ = ("_fast", "attributes", "content_type", "dataschema", "definition", "error",
-                 "fixed", "required_unfilled", "runtime_checked", "time_from_receive")
+    __slots__ = ("_by_protocol", "_consts", "_shape", "attributes", "content_type",
+                 "dataschema", "definition", "error", "fixed", "required_unfilled",
+                 "runtime_checked", "time_from_receive")
 
     def __init__(self, definition: MessageDefinition) -> None:
         self.definition = definition
@@ -273,11 +249,16 @@ class EnvelopeTemplate:
         self._plan()
 
     def _plan(self) -> None:
-        """What `render` does per message, decided once (None: `render_checked` only):
-        the constant attributes, per templated attribute how to fill and check it, and
-        which of id, time, datacontenttype, dataschema and trace context to add."""
-        self._fast: _Plan | None = None
-        fast: list[_FastAttribute] = []
+        """How `render` renders, decided once: the shape of its generated renderer
+        (`envelope.fastrender`) and the constants it is called with; None when every
+        message goes to `render_checked` (an error, a typed or digit-named template)."""
+        self._shape: Shape | None = None
+        self._consts: tuple[Any, ...] | None = None
+        self._by_protocol: dict[str, Renderer] = {}
+        if self.error is not None:
+            return
+        attributes: list[AttributeShape] = []
+        consts: list[Any] = [self.fixed]
         for attribute in self.attributes:
             assert attribute.template is not None
             fmt = attribute.template.format_string
@@ -286,15 +267,14 @@ class EnvelopeTemplate:
             parts = attribute.template.parts
             # A lone `{name}` is the captured value itself: a dict lookup, no formatting.
             whole = parts[0].name if len(parts) == 1 else None
-            fast.append(_fast_attribute(attribute.name, whole, fmt))
-        if self.error is not None:
-            return
+            attributes.append((attribute.name, whole, _QUICK.get(attribute.name, 1)))
+            consts += [sys.intern(fmt), _accepts(attribute.name)]
         declared = set(self.fixed) | {a.name for a in self.attributes}
-        self._fast = (
-            self.fixed, tuple(fast), "id" not in declared, self.time_from_receive,
-            "datacontenttype" not in declared, self.content_type,
-            self.dataschema if "dataschema" not in declared else None,
-            "traceparent" not in declared)
+        dataschema = self.dataschema if "dataschema" not in declared else None
+        self._shape = Shape(tuple(attributes), "id" not in declared, self.time_from_receive,
+                            "datacontenttype" not in declared, self.content_type is not None,
+                            dataschema is not None, "traceparent" not in declared)
+        self._consts = (*consts, self.content_type, dataschema)
 
     def _compile(self, name: str, prop: Property) -> None:
         if not _NAME.match(name) or name == "data":
@@ -335,58 +315,16 @@ class EnvelopeTemplate:
         (a missing placeholder, a value that breaks a rule, a typed attribute) goes to
         `render_checked`, which renders from scratch and phrases the error, so the
         result is always `render_checked`'s."""
-        plan = self._fast
-        if plan is None:
+        consts = self._consts
+        if consts is None:
             return self.render_checked(record, context, now)
-        fixed, fast, fill_id, fill_time, fill_content_type, content_type, dataschema, \
-            fill_trace = plan
-        attributes: dict[str, Any] = fixed.copy()
-        try:
-            for name, whole, fmt, quick, accepts in fast:
-                text = context[whole] if whole is not None else fmt.format_map(context)
-                if text.__class__ is not str:  # a caller's context of other values
-                    text = fmt.format_map(context)
-                # Printable text has no control character and no whitespace but spaces;
-                # anything else (or a rule of its own) is for the attribute's exact regex.
-                printable_ok = quick and text.isprintable() and (
-                    quick == 1 or (text and (quick == 2 or " " not in text)))
-                if not printable_ok and accepts(text) is None:
-                    return self.render_checked(record, context, now)
-                attributes[name] = text
-        except KeyError:
-            return self.render_checked(record, context, now)
-        identity_of, content_type_of, metadata_of = (
-            _FACTS.get(record.protocol) or _facts(record.protocol))
-        if fill_id:
-            identity = identity_of(record)
-            attributes["id"] = random_uuid() if identity is None else name_uuid(identity)
-        if fill_time:
-            received = record.received_at
-            last = _last_time
-            attributes["time"] = (last[1] if received is not None and received == last[0]
-                                  else _receive_time(record, now))
-        if fill_content_type:
-            native = content_type_of(record.fields)
-            if native is not None:
-                if _MEDIA_TYPE.match(native) is None:
-                    return self.render_checked(record, context, now)
-                attributes["datacontenttype"] = native
-            elif content_type is not None:
-                attributes["datacontenttype"] = content_type
-            elif record.data is not _NO_DATA:
-                attributes["datacontenttype"] = "application/json"
-        if dataschema is not None:
-            attributes["dataschema"] = dataschema
-        if fill_trace:
-            parent = metadata_of(record.fields, "traceparent")
-            if parent is not None and _TRACEPARENT.match(parent):
-                attributes["traceparent"] = parent
-                state = metadata_of(record.fields, "tracestate")
-                if state:
-                    attributes["tracestate"] = state
-        if record.data is not _NO_DATA:
-            return CloudEvent.trusted(attributes, record.data, True, record.raw)
-        return CloudEvent.trusted(attributes, record.payload, record.payload is not None)
+        made = self._by_protocol.get(record.protocol)
+        if made is None:
+            assert self._shape is not None
+            made = self._by_protocol[record.protocol] = renderer(
+                self._shape, record.protocol, _HELPERS)
+        event = made(record, context, now, consts)
+        return event if event is not None else self.render_checked(record, context, now)
 
     def render_checked(
         self,
@@ -455,20 +393,6 @@ _CANONICAL_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?Z\Z")
 
 _TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}\Z")
 
-# Per protocol, how `render` reads a record's identity, content type and metadata (the
-# trace context): `event_id`, `NativeMessage.content_type`, `trace_header`, looked up once.
-Facts = tuple[IdentityReader, ContentTypeReader, MetadataReader]
-_FACTS: dict[str, Facts] = {}
-
-
-def _facts(protocol: str) -> Facts:
-    facts = (identity_reader(protocol), content_type_reader(protocol),
-             metadata_reader(protocol))
-    if find_profile(protocol) is not None:
-        _FACTS[protocol] = facts
-    return facts
-
-
 def _carry_trace_context(record: NativeMessage, attributes: dict[str, Any]) -> None:
     """W3C trace context from the native message into the CloudEvents distributed-tracing
     extension (`traceparent`, `tracestate`), so a trace continues across the gateway."""
@@ -488,19 +412,21 @@ def trace_header(record: NativeMessage, name: str) -> str | None:
 
 # Adapters stamp receive times at a coarse resolution, so bursts share one string: the
 # last parsed one is remembered.
-# (None at first: an empty `received_at` once matched the initial "" and got a naive time.)
-_last_time: tuple[str | None, datetime] = (None, datetime.min)
+# One (text, time) pair, swapped whole, so a reader never sees the text of one and the
+# time of another; generated renderers read it too (None at first: an empty
+# `received_at` once matched the initial "" and got a naive time).
+_LAST_TIME: list[tuple[str | None, datetime]] = [(None, datetime.min)]
 
 
 def _receive_time(record: NativeMessage, now: datetime | None) -> datetime:
-    global _last_time
     text = record.received_at
     if text is not None:
-        if text == _last_time[0]:
-            return _last_time[1]
+        last = _LAST_TIME[0]
+        if text == last[0]:
+            return last[1]
         parsed = _parse_receive_time(text)
         if parsed is not None:
-            _last_time = (text, parsed)
+            _LAST_TIME[0] = (text, parsed)
             return parsed
     return now if now is not None else datetime.now(UTC)
 
@@ -543,3 +469,10 @@ class EnvelopeRenderer:
         if template is None or template.definition is not definition:
             template = self.template(definition)
         return template.render(record, context, now)
+
+
+# What the generated renderers (`envelope.fastrender`) call besides the protocol readers.
+_HELPERS: dict[str, object] = {
+    "MEDIA_TYPE": _MEDIA_TYPE.match, "TRACEPARENT": _TRACEPARENT.match,
+    "LAST_TIME": _LAST_TIME, "receive_time": _receive_time,
+}
