@@ -194,12 +194,18 @@ def _infer_content_type(definition: MessageDefinition) -> str | None:
     return None
 
 
+def _unrendered(record: NativeMessage, context: Mapping[str, str], now: datetime | None,
+                consts: tuple[Any, ...]) -> None:
+    """No generated renderer: `render_checked` renders."""
+    return None
+
+
 class EnvelopeTemplate:
     """The compiled `envelopemetadata` of one definition."""
 
     # Slots: rendering reads the plan from the object itself, not from a dict beside it
     # (with thousands of definitions, one memory line less to miss per message).
-    __slots__ = ("_by_protocol", "_consts", "_shape", "attributes", "content_type",
+    __slots__ = ("_by_protocol", "_consts", "_own", "_shape", "attributes", "content_type",
                  "dataschema", "definition", "error", "fixed", "required_unfilled",
                  "runtime_checked", "time_from_receive")
 
@@ -255,6 +261,7 @@ class EnvelopeTemplate:
         self._shape: Shape | None = None
         self._consts: tuple[Any, ...] | None = None
         self._by_protocol: dict[str, Renderer] = {}
+        self._own: tuple[str, Renderer] = ("", _unrendered)
         if self.error is not None:
             return
         attributes: list[AttributeShape] = []
@@ -275,6 +282,14 @@ class EnvelopeTemplate:
                             "datacontenttype" not in declared, self.content_type is not None,
                             dataschema is not None, "traceparent" not in declared)
         self._consts = (*consts, self.content_type, dataschema)
+        # The renderer for records of the definition's own protocol, at hand in the
+        # template itself (other protocols of its family: `_by_protocol`).
+        protocol = self.definition.protocol or ""
+        self._own = (protocol, self._renderer(protocol))
+
+    def _renderer(self, protocol: str) -> Renderer:
+        assert self._shape is not None
+        return renderer(self._shape, protocol, _HELPERS)
 
     def _compile(self, name: str, prop: Property) -> None:
         if not _NAME.match(name) or name == "data":
@@ -318,11 +333,12 @@ class EnvelopeTemplate:
         consts = self._consts
         if consts is None:
             return self.render_checked(record, context, now)
-        made = self._by_protocol.get(record.protocol)
-        if made is None:
-            assert self._shape is not None
-            made = self._by_protocol[record.protocol] = renderer(
-                self._shape, record.protocol, _HELPERS)
+        own_protocol, made = self._own
+        if record.protocol is not own_protocol and record.protocol != own_protocol:
+            other = self._by_protocol.get(record.protocol)
+            if other is None:
+                other = self._by_protocol[record.protocol] = self._renderer(record.protocol)
+            made = other
         event = made(record, context, now, consts)
         return event if event is not None else self.render_checked(record, context, now)
 

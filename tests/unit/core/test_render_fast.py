@@ -156,3 +156,19 @@ def test_a_rendered_event_keeps_the_bytes_its_data_was_parsed_from() -> None:
     event = EnvelopeTemplate(d).render(record, {}, NOW)
     assert isinstance(event, CloudEvent)
     assert event.get_data() == {"v": 1.1} and event.raw == b'{"v": 1.10}'
+
+
+def test_records_of_another_protocol_of_the_family_render_alike() -> None:
+    """An MQTT 5 definition matches MQTT 3.1.1 records too: they get a renderer of their
+    own protocol (no content type, no metadata), not the definition's."""
+    d = define("d", "MQTT/5.0", [opt("topic_name", "t/{a}")],
+               {"type": prop("t"), "source": prop("/s/{a}")})
+    template = EnvelopeTemplate(d)
+    for protocol in ("MQTT/3.1.1", "MQTT/5.0", "MQTT/3.1.1"):
+        record = NativeMessage(protocol, {"topic_name": "t/x", "content_type": "text/plain"},
+                               data={"v": 1})
+        fast = template.render(record, {"a": "x"}, NOW)
+        same_event(fast, template.render_checked(record, {"a": "x"}, NOW))
+        assert isinstance(fast, CloudEvent)
+        assert fast.get_attributes()["datacontenttype"] == (
+            "text/plain" if protocol == "MQTT/5.0" else "application/json")
