@@ -21,9 +21,8 @@ import base64
 
 import paho.mqtt.client as paho
 from paho.mqtt.packettypes import PacketTypes
-from paho.mqtt.properties import Properties
 
-from adapters._paho_loop import new_properties
+from adapters._paho_loop import PublishArgs, new_properties
 from gateway.jsontypes import JSON
 from gateway.protocols import MQTT5, MQTT311
 from gateway.record import NativeMessage
@@ -31,10 +30,13 @@ from gateway.record import is_json_media_type as is_json_type
 
 __all__ = ["PublishArgs", "is_json_type", "to_publish", "to_record"]
 
-
-
-
-
+#: MQTT 5 PUBLISH properties copied as they are: (paho attribute, record field).
+_SIMPLE_PROPERTIES = (
+    ("PayloadFormatIndicator", "payload_format"),
+    ("MessageExpiryInterval", "message_expiry_interval"),
+    ("ResponseTopic", "response_topic"),
+    ("ContentType", "content_type"),
+)
 
 
 def _text(raw: bytes) -> str:
@@ -54,42 +56,25 @@ def to_record(message: paho.MQTTMessage, v5: bool, received_at: str | None = Non
     content_type: str | None = None
     props = message.properties if v5 else None
     if props is not None:
-        content_type = getattr(props, "ContentType", None)
-        simple = (
-            ("PayloadFormatIndicator", "payload_format"),
-            ("MessageExpiryInterval", "message_expiry_interval"),
-            ("ResponseTopic", "response_topic"),
-            ("ContentType", "content_type"),
-        )
-        for attr, name in simple:
-            value = getattr(props, attr, None)
+        # paho keeps the properties present as instance attributes: one dict look-up
+        # each instead of a getattr raising AttributeError for every absent one.
+        present = vars(props)
+        content_type = present.get("ContentType")
+        for attr, name in _SIMPLE_PROPERTIES:
+            value = present.get(attr)
             if value is not None:
                 fields[name] = value
-        correlation = getattr(props, "CorrelationData", None)
+        correlation = present.get("CorrelationData")
         if correlation is not None:
             fields["correlation_data"] = _text(bytes(correlation))
-        pairs = getattr(props, "UserProperty", None)
+        pairs = present.get("UserProperty")
         if pairs:
             fields["user_properties"] = [{"name": n, "value": v} for n, v in pairs]
     protocol = MQTT5 if v5 else MQTT311
+    payload = message.payload
     return NativeMessage.from_wire(
-        protocol, fields, bytes(message.payload), content_type, received_at
-    )
-
-
-class PublishArgs:
-    """What `PahoLink.publish` needs for one record."""
-
-    __slots__ = ("payload", "properties", "qos", "retain", "topic")
-
-    def __init__(
-        self, topic: str, payload: bytes, qos: int, retain: bool, properties: Properties | None
-    ) -> None:
-        self.topic = topic
-        self.payload = payload
-        self.qos = qos
-        self.retain = retain
-        self.properties = properties
+        protocol, fields, payload if type(payload) is bytes else bytes(payload), content_type,
+        received_at)
 
 
 def _int(value: JSON, default: int) -> int:

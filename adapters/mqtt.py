@@ -45,6 +45,7 @@ import uuid
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, cast
 from urllib.parse import unquote, urlsplit
 
@@ -54,7 +55,7 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from adapters._mqtt_options import OPTIONS
 from adapters._mqtt_record import to_publish, to_record
-from adapters._paho_loop import PahoLink, new_properties
+from adapters._paho_loop import PahoLink, PublishArgs, PublishBatch, new_properties
 from adapters._reconnect import ReconnectGate
 from adapters._schemes import check_scheme
 from adapters._tls import client_context, wants_tls
@@ -65,7 +66,6 @@ from gateway.ports import (
     EndpointSettings,
     NotConnected,
     Outcome,
-    Settle,
     confirmed,
 )
 from gateway.protocols import MQTT5, MQTT311, profile
@@ -139,6 +139,13 @@ def _link_security(settings: EndpointSettings, opts: MqttOptions) -> dict[str, A
     username = settings.username or (unquote(url.username) if url.username else None)
     password = settings.password or (unquote(url.password) if url.password else None)
     return {"tls": opts.tls, "username": username, "password": password}
+
+
+#: What a message reports when its PUBACK/PUBCOMP did not come within publish_timeout.
+_UNCONFIRMED = Outcome.failed("no PUBACK/PUBCOMP in time")
+#: Messages waiting for a slot in the broker's window beyond which `submit` waits:
+#: enough to keep the window full between two submits, without an unbounded queue.
+_MAX_BACKLOG = 4096
 
 
 def _now() -> str:
@@ -239,17 +246,12 @@ class MqttConsumer:
         self._changed.set()
 
     async def read_batch(self, limit: int) -> list[Delivery]:
-        return [await self._read_one()]
-
-    async def _read_one(self) -> Delivery:
         while True:
             if self._closed:
                 raise EndOfInput("consumer closed")
-            if self._unsettled < self._opts.max_in_flight and self._buffer:
-                generation, message = self._buffer.popleft()
-                if self._link is not None and len(self._buffer) < self._opts.max_in_flight:
-                    self._link.resume_reading()
-                return self._deliver(generation, message)
+            room = min(limit, self._opts.max_in_flight - self._unsettled)
+            if room > 0 and self._buffer:
+                return self._take(room)
             if not self.connected:
                 raise NotConnected("not connected")
             self._changed.clear()
@@ -261,9 +263,21 @@ class MqttConsumer:
         self._changed.set()
 
     # -- internals ---------------------------------------------------------------------
-    def _deliver(self, generation: int, message: paho.MQTTMessage) -> Delivery:
+    def _take(self, count: int) -> list[Delivery]:
+        """Up to `count` buffered messages as deliveries, in order received."""
+        buffer = self._buffer
+        taken = [buffer.popleft() for _ in range(min(count, len(buffer)))]
+        self._unsettled += len(taken)
+        if self._link is not None and len(buffer) < self._opts.max_in_flight:
+            self._link.resume_reading()
+        received_at = _now()  # one clock read per batch: they arrived together
+        return [self._deliver(generation, message, received_at)
+                for generation, message in taken]
+
+    def _deliver(self, generation: int, message: paho.MQTTMessage,
+                 received_at: str) -> Delivery:
         try:
-            record = to_record(message, self._opts.v5, received_at=_now())
+            record = to_record(message, self._opts.v5, received_at)
         except (UnicodeDecodeError, ValueError):
             # A non-compliant broker can pass a topic that is not UTF-8 (paho's `topic`
             # then raises). Keep the message so it can be dead-lettered, with the topic's
@@ -272,30 +286,32 @@ class MqttConsumer:
             record = NativeMessage(
                 MQTT5 if self._opts.v5 else MQTT311,
                 {"topic_name": topic, "qos": int(message.qos), "retain": bool(message.retain)},
-                payload=bytes(message.payload) or None, received_at=_now())
-        self._unsettled += 1
-        return Delivery(record, self._settler(generation, message.mid, message.qos))
+                payload=bytes(message.payload) or None, received_at=received_at)
+        return Delivery(record, partial(self._settle, generation, message.mid, message.qos))
 
-    def _settler(self, generation: int, mid: int, qos: int) -> Settle:
-        async def settle(ack: bool, reason: str, retry: bool) -> None:
-            self._unsettled -= 1
-            self._changed.set()
-            current = generation == self._generation and self._link is not None
-            if qos == 0 or not current:
-                return  # nothing to send, or a stale packet id (it will be redelivered)
-            assert self._link is not None
-            if ack or not retry:
-                self._link.ack(mid, qos)
-            else:
-                # No nack in MQTT: the broker resends unacked messages on reconnect.
-                await self._drop_link()
-
-        return settle
+    async def _settle(self, generation: int, mid: int, qos: int,
+                      ack: bool, reason: str, retry: bool) -> None:
+        # Synchronous unless the connection must go: the engine settles a batch in a burst,
+        # and the PUBACKs queued here leave together in the link's next socket write.
+        self._unsettled -= 1
+        self._changed.set()
+        link = self._link
+        if qos == 0 or generation != self._generation or link is None:
+            return  # nothing to send, or a stale packet id (it will be redelivered)
+        if ack or not retry:
+            link.ack(mid, qos)
+        else:
+            # No nack in MQTT: the broker resends unacked messages on reconnect.
+            await self._drop_link()
 
     def _on_message(self, message: paho.MQTTMessage) -> None:
-        self._buffer.append((self._generation, message))
-        if (self._link is not None and not self._subscribing
-                and len(self._buffer) >= self._opts.max_in_flight):
+        # Called by the link for each message of a burst it parses, on the loop thread:
+        # appending is the whole hand-over, and the reader wakes once per burst (setting
+        # the event again is a no-op until the reader has cleared it).
+        buffer = self._buffer
+        buffer.append((self._generation, message))
+        if (len(buffer) >= self._opts.max_in_flight and self._link is not None
+                and not self._subscribing):
             self._link.pause_reading()
         self._changed.set()
 
@@ -333,6 +349,7 @@ class MqttProducer:
         self.client_id = settings.client_id or f"xrgw-pub-{uuid.uuid4().hex[:12]}"
         self._link: PahoLink | None = None
         self._gate = ReconnectGate(self._opts.reconnect_max)
+        self._order = asyncio.Lock()
 
     @property
     def connected(self) -> bool:
@@ -363,42 +380,40 @@ class MqttProducer:
         self._link = link
 
     async def submit(self, messages: Sequence[NativeMessage]) -> Confirmation:
-        return confirmed(await self._write(messages))
+        # The lock is FIFO: a submit waiting for room keeps its place, so batches reach
+        # the link (and the wire) in submit order.
+        async with self._order:
+            if not self.connected:
+                reason = await self._try_reconnect()
+                if reason is not None:
+                    return confirmed([Outcome.failed(reason) for _ in messages])
+            link = self._link
+            assert link is not None
+            await link.wait_for_room(_MAX_BACKLOG)
+            deadline = asyncio.get_running_loop().time() + self._opts.publish_timeout
+            batch = link.publish_batch([self._publish_args(r, link.v5) for r in messages],
+                                       _UNCONFIRMED)
+        return self._confirm(batch, deadline)
 
-    async def _write(self, messages: Sequence[NativeMessage]) -> list[Outcome]:
-        if not self.connected:
-            reason = await self._try_reconnect()
-            if reason is not None:
-                return [Outcome.failed(reason) for _ in messages]
-        link = self._link
-        assert link is not None
-        pending: list[asyncio.Future[str | None] | Outcome] = []
-        for record in messages:
-            try:
-                args = to_publish(record, link.v5, self._opts.qos, self._opts.retain)
-            except ValueError as exc:
-                pending.append(Outcome.failed(str(exc), retryable=False))
-                continue
-            pending.append(
-                link.publish(args.topic, args.payload, args.qos, args.retain, args.properties)
-            )
-        return [await self._outcome(item) for item in pending]
+    def _publish_args(self, record: NativeMessage, v5: bool) -> PublishArgs | Outcome:
+        try:
+            return to_publish(record, v5, self._opts.qos, self._opts.retain)
+        except ValueError as exc:
+            return Outcome.failed(str(exc), retryable=False)
 
     async def _try_reconnect(self) -> str | None:
         return await self._gate.try_reconnect(lambda: self.connected, self._connect)
 
-    async def _outcome(self, item: asyncio.Future[str | None] | Outcome) -> Outcome:
-        if isinstance(item, Outcome):
-            return item
+    @staticmethod
+    async def _confirm(batch: PublishBatch, deadline: float) -> list[Outcome]:
+        """The batch's outcomes once every message is confirmed, or at the deadline
+        (`publish_timeout` after submit) with the unconfirmed ones failed, retryable."""
         try:
-            async with asyncio.timeout(self._opts.publish_timeout):
-                failure = await item
+            async with asyncio.timeout_at(deadline):
+                await batch.done
         except TimeoutError:
-            return Outcome.failed("no PUBACK/PUBCOMP in time")
-        if failure is None:
-            return Outcome.ok()
-        # "broker refused" is a verdict on the message; everything else is the link.
-        return Outcome.failed(failure, retryable=not failure.startswith("broker refused"))
+            return list(batch.outcomes)  # a copy: late PUBACKs still fill in the batch
+        return batch.outcomes
 
     async def aclose(self) -> None:
         link, self._link = self._link, None
