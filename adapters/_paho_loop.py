@@ -17,8 +17,11 @@ it has no outgoing messages (a consumer), and sends every packet with its own se
 four system calls and one event-loop turn per message, and one TCP segment per PUBACK.
 The client here reads whatever the socket has with one recv() into a buffer that paho
 parses from, and collects paho's sends into one buffer written with one send() per
-writable event. It also drops paho's per-packet debug lines, which paho formats
-(properties and all) whenever a log callback is set; only errors are kept.
+writable event. Received PUBLISH and PUBACK packets are decoded by the codec in
+`adapters/_mqtt_record.py` rather than paho's, which builds two property tables per
+packet (unusual packets still go to paho). It also drops paho's per-packet debug
+lines, which paho formats (properties and all) whenever a log callback is set; only
+errors are kept.
 
 Publish window. paho's own in-flight limit ignores the broker's Receive Maximum and
 scans every outstanding message on each PUBACK; the link keeps its own window instead
@@ -36,27 +39,36 @@ import contextlib
 import socket
 import ssl
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode, MQTTProtocolVersion
 from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 
+from adapters._mqtt_record import (
+    ACK_PROPERTIES,
+    PublishArgs,
+    UnusualPacket,
+    ack_success,
+    decode_publish,
+)
 from adapters._tls import describe, describe_text
 from gateway.ports import NotConnected, Outcome
 
-__all__ = ["PahoLink", "PublishArgs", "PublishBatch", "new_properties"]
+__all__ = ["PahoLink", "PublishBatch", "new_properties"]
 
 #: Most bytes taken from the socket per readable event (then the loop gets a turn).
 _READ_SIZE = 256 * 1024
 #: Largest piece handed to one TLS send(): one record, and a retried write after
 #: SSLWantWrite then starts with the same bytes, as OpenSSL requires.
 _TLS_CHUNK = 16 * 1024
-#: QoS>=1 publishes in flight on a 3.1.1 connection, which has no Receive Maximum
-#: (paho's default is 20; brokers do not limit 3.1.1 clients by protocol).
+#: QoS>=1 publishes in flight on a 3.1.1 connection. 3.1.1 has no flow control to say
+#: how many a broker takes; paho's default is 20. 100 keeps more than a round trip's
+#: worth in flight without flooding a broker that caps in-flight messages per client.
 _V311_WINDOW = 100
 #: The Receive Maximum of an MQTT 5 server that announces none (MQTT 5.0, 3.2.2.3.3).
 _V5_DEFAULT_WINDOW = 65535
@@ -70,21 +82,6 @@ def new_properties(packet_type: int, **values: object) -> Properties:
     for name, value in values.items():
         setattr(props, name, value)
     return props
-
-
-class PublishArgs:
-    """What `PahoLink.publish_batch` needs for one message."""
-
-    __slots__ = ("payload", "properties", "qos", "retain", "topic")
-
-    def __init__(
-        self, topic: str, payload: bytes, qos: int, retain: bool, properties: Properties | None
-    ) -> None:
-        self.topic = topic
-        self.payload = payload
-        self.qos = qos
-        self.retain = retain
-        self.properties = properties
 
 
 class PublishBatch:
@@ -110,9 +107,10 @@ class PublishBatch:
 
 
 class _BatchingClient(paho.Client):
-    """paho's client with buffered socket I/O and only its error log lines (see the
-    module docstring). Overrides paho's private socket hooks; tests/unit/adapters/
-    test_mqtt_paho_hooks.py fails if a paho release renames them."""
+    """paho's client with buffered socket I/O, the common packets decoded by
+    `adapters/_mqtt_record.py`, and only its error log lines (see the module docstring).
+    It overrides private paho methods: tests/unit/adapters/test_mqtt_wire.py fails if a
+    paho release renames one, and checks the results against plain paho."""
 
     def __init__(self, **kwargs: Any) -> None:
         # Set before paho's __init__, which may already log or close a socket.
@@ -212,6 +210,33 @@ class _BatchingClient(paho.Client):
         self._wbuf.clear()
         self._rbuf, self._rpos, self._eof, self._recv_error = b"", 0, False, None
         super()._sock_close()
+
+    # -- the common packets, decoded without paho's Properties machinery --------------
+    def _handle_publish(self) -> MQTTErrorCode:
+        header = self._in_packet["command"]
+        if header & 0x06 not in (0x00, 0x02):
+            return super()._handle_publish()  # QoS 2 (the PUBREC exchange), or invalid
+        try:
+            message = decode_publish(header, self._in_packet["packet"],
+                                     self._protocol == paho.MQTTv5)
+        except (UnusualPacket, UnicodeDecodeError, IndexError):
+            return super()._handle_publish()
+        message.timestamp = time.monotonic()
+        self._handle_on_message(message)
+        if message.qos == 1 and not self._manual_ack:
+            return self._send_puback(message.mid)
+        return _OK
+
+    def _handle_pubackcomp(self, cmd: Literal["PUBACK", "PUBCOMP"]) -> MQTTErrorCode:
+        data = self._in_packet["packet"]
+        reason = ack_success(cmd, data, self._protocol == paho.MQTTv5)
+        if reason is None:
+            return super()._handle_pubackcomp(cmd)  # a failure, or properties: paho's
+        mid = (data[0] << 8) | data[1]
+        with self._out_message_mutex:
+            if mid in self._out_messages:
+                return self._do_on_publish(mid, reason, ACK_PROPERTIES[cmd])
+        return _OK
 
     # -- logging ----------------------------------------------------------------------
     def _easy_log(self, level: int, fmt: str, *args: Any) -> None:
@@ -364,6 +389,12 @@ class PahoLink:
             else:
                 self._send(item, batch, index)
         return batch
+
+    def withdraw(self, batch: PublishBatch) -> None:
+        """Drop the batch's messages that are still waiting for a window slot (they keep
+        the outcome they report now)."""
+        self._backlog = deque(entry for entry in self._backlog if entry[1] is not batch)
+        self._room.set()
 
     async def wait_for_room(self, limit: int) -> None:
         """Back-pressure for producers: wait while `limit` or more messages are waiting for

@@ -16,22 +16,38 @@ Settlement. The consumer connects with manual acks, clean start off (unless
 `cleanstart`) and a stable client id (default derived from URI and filters), so the
 broker keeps unacknowledged QoS>=1 messages across restarts. `ack()` sends PUBACK (QoS
 1) / PUBCOMP (QoS 2). MQTT has no negative ack, and a broker resends unacked messages
-only on reconnect, so `nack(retry=True)` closes the connection: `read()` raises
+only on reconnect, so `nack(retry=True)` closes the connection: `read_batch()` raises
 NotConnected, the engine calls `connect()` again, and the broker redelivers every
 unacked message (DUP set). Deliveries of an older connection are stale: settling them
 sends nothing (their packet ids belong to the old connection) and they are redelivered,
 which keeps at-least-once. `nack(retry=False)` acks: the caller has given up on the
-message (dead-lettered it). QoS 0 has nothing to settle.
+message (dead-lettered it). QoS 0 has nothing to settle. Settling does not wait for
+the network: the PUBACKs of a burst of settlements go out together in the link's next
+socket write (MQTT 3.1.1 wants them in receive order; the engine settles in order).
 
 QoS 2 caveat: paho answers PUBREC on receipt, which hands the message over for good; an
 unacked QoS 2 message is not redelivered after a reconnect. Use QoS 1 when the gateway
 must see a message again after a failure.
 
-Back-pressure: at most `max_in_flight` deliveries are unsettled (`read()` waits), and at
-most `max_in_flight` received ones are buffered; when the buffer is full the socket is
-no longer read, so TCP pushes back on the broker. With MQTT 5 the broker's Receive
-Maximum enforces the same bound for QoS>=1 before anything is sent. A buffer held full
-for longer than the keepalive makes paho drop the connection (redelivery follows).
+Batches. `read_batch(limit)` waits for the first message, then returns every message
+the link has parsed so far (at most `limit`, and at most as many as the unsettled limit
+leaves room for), with one receive timestamp for the batch. The link parses everything
+one socket read brought in before the loop resumes the reader, so the messages of a
+burst reach the buffer together and wake the reader once.
+
+Back-pressure: at most `max_in_flight` deliveries are unsettled (`read_batch()` waits),
+and at most `max_in_flight` received ones are buffered; when the buffer is full the
+socket is no longer read, so TCP pushes back on the broker. With MQTT 5 the broker's
+Receive Maximum enforces the same bound for QoS>=1 before anything is sent. A buffer
+held full for longer than the keepalive makes paho drop the connection (redelivery
+follows).
+
+Publishing. `submit()` converts the batch and hands it to the link in one call, which
+sends as many QoS>=1 PUBLISHes as the broker's Receive Maximum allows (MQTT 5; 100 on
+3.1.1) in one socket write and keeps the rest in order in a backlog, sent as PUBACKs
+free the window; `submit()` itself waits only when that backlog is long
+(`_MAX_BACKLOG`). The Confirmation resolves when every message of the batch is
+confirmed (PUBACK/PUBCOMP; QoS 0: once written) or `publish_timeout` after submit.
 """
 
 from __future__ import annotations
@@ -54,8 +70,8 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from adapters._mqtt_options import OPTIONS
-from adapters._mqtt_record import to_publish, to_record
-from adapters._paho_loop import PahoLink, PublishArgs, PublishBatch, new_properties
+from adapters._mqtt_record import PublishArgs, to_publish, to_record
+from adapters._paho_loop import PahoLink, PublishBatch, new_properties
 from adapters._reconnect import ReconnectGate
 from adapters._schemes import check_scheme
 from adapters._tls import client_context, wants_tls
@@ -338,7 +354,7 @@ class MqttConsumer:
 class MqttProducer:
     """Publishes records and reports each as delivered only after PUBACK/PUBCOMP.
 
-    When the connection is down, `write()` tries to reconnect, at most once per backoff
+    When the connection is down, `submit()` tries to reconnect, at most once per backoff
     interval (doubling up to `reconnect_max`); meanwhile it fails fast with a retryable
     Outcome instead of waiting.
     """
@@ -393,7 +409,7 @@ class MqttProducer:
             deadline = asyncio.get_running_loop().time() + self._opts.publish_timeout
             batch = link.publish_batch([self._publish_args(r, link.v5) for r in messages],
                                        _UNCONFIRMED)
-        return self._confirm(batch, deadline)
+        return self._confirm(link, batch, deadline)
 
     def _publish_args(self, record: NativeMessage, v5: bool) -> PublishArgs | Outcome:
         try:
@@ -405,13 +421,16 @@ class MqttProducer:
         return await self._gate.try_reconnect(lambda: self.connected, self._connect)
 
     @staticmethod
-    async def _confirm(batch: PublishBatch, deadline: float) -> list[Outcome]:
+    async def _confirm(link: PahoLink, batch: PublishBatch, deadline: float) -> list[Outcome]:
         """The batch's outcomes once every message is confirmed, or at the deadline
         (`publish_timeout` after submit) with the unconfirmed ones failed, retryable."""
         try:
             async with asyncio.timeout_at(deadline):
                 await batch.done
         except TimeoutError:
+            # Its messages still waiting for a window slot are not sent any more: the
+            # engine sends them again, and a late copy would only be a duplicate.
+            link.withdraw(batch)
             return list(batch.outcomes)  # a copy: late PUBACKs still fill in the batch
         return batch.outcomes
 

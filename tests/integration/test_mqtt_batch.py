@@ -265,7 +265,7 @@ class ScriptedBroker:
     def __init__(self, receive_maximum: int) -> None:
         self.receive_maximum = receive_maximum
         self.published: list[tuple[str, int]] = []  # (topic, packet id)
-        self._acked = 0
+        self.acked = 0
         self._writer: asyncio.StreamWriter | None = None
 
     @property
@@ -287,12 +287,12 @@ class ScriptedBroker:
         """PUBACK the next `count` PUBLISHes received, in one write."""
         assert self._writer is not None
         out = bytearray()
-        for topic, mid in self.published[self._acked:self._acked + count]:
+        for topic, mid in self.published[self.acked:self.acked + count]:
             if "deny" in topic:
                 out += b"\x40\x03" + struct.pack("!HB", mid, 0x87)
             else:
                 out += b"\x40\x02" + struct.pack("!H", mid)
-        self._acked += count
+        self.acked += count
         self._writer.write(bytes(out))
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -392,5 +392,50 @@ async def test_unconfirmed_messages_fail_retryable_when_the_link_drops() -> None
             outcomes = await confirmation
             assert [o.delivered for o in outcomes] == [True, False, False, False]
             assert all(o.retryable for o in outcomes[1:])
+        finally:
+            await producer.aclose()
+
+
+@asyncio_test
+async def test_timed_out_messages_still_in_the_backlog_are_not_sent_later() -> None:
+    async with ScriptedBroker(receive_maximum=2).running() as broker:
+        producer = MqttProducer(EndpointSettings(broker.url, options={"publish_timeout": 0.5}))
+        await producer.connect()
+        try:
+            outcomes = await write(producer, [_record(f"t/{n}", n) for n in range(5)])
+            assert not any(o.delivered for o in outcomes) and all(o.retryable for o in outcomes)
+            assert len(broker.published) == 2
+            broker.ack(2)  # the window frees up, but the engine will resend the other 3
+            await asyncio.sleep(0.3)
+            assert len(broker.published) == 2
+        finally:
+            await producer.aclose()
+
+
+@asyncio_test
+async def test_submit_waits_for_room_when_the_backlog_is_long(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import adapters.mqtt
+
+    monkeypatch.setattr(adapters.mqtt, "_MAX_BACKLOG", 10)
+    async with ScriptedBroker(receive_maximum=2).running() as broker:
+        producer = MqttProducer(EndpointSettings(broker.url))
+        await producer.connect()
+        try:
+            first = await producer.submit([_record(f"t/{n}", n) for n in range(12)])
+            # 2 in flight, 10 in the backlog: the next submit waits (back-pressure) ...
+            second = asyncio.create_task(producer.submit([_record("t/12", 12)]))
+            await asyncio.sleep(0.3)
+            assert not second.done()
+            await _until(lambda: len(broker.published) == 2, "the window's 2")
+            broker.ack(2)  # ... until PUBACKs move the backlog into the window
+            async with asyncio.timeout(TIMEOUT):
+                confirmation = await second
+            while broker.acked < 13:
+                await _until(lambda: len(broker.published) > broker.acked, "more")
+                broker.ack(len(broker.published) - broker.acked)
+            assert all(o.delivered for o in await first + await confirmation)
+            assert [t for t, _ in broker.published] == [f"t/{n}" for n in range(13)]
         finally:
             await producer.aclose()
