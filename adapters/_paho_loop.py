@@ -153,7 +153,8 @@ class _BatchingClient(paho.Client):
         except OSError as exc:
             self._recv_error = exc  # raised to paho once the buffer is parsed
         if chunks:
-            self._rbuf = b"".join((self._rbuf[self._rpos:], *chunks))
+            rest = self._rbuf[self._rpos:]
+            self._rbuf = chunks[0] if not rest and len(chunks) == 1 else b"".join((rest, *chunks))
             self._rpos = 0
 
     def _sock_recv(self, bufsize: int) -> bytes:
@@ -314,11 +315,6 @@ class PahoLink:
     def window(self) -> int:
         """QoS>=1 publishes that may be unconfirmed at once (the broker's Receive Maximum)."""
         return self._window
-
-    @property
-    def backlog(self) -> int:
-        """Messages waiting for a slot in the window."""
-        return len(self._backlog)
 
     # -- lifecycle ---------------------------------------------------------------------
     async def connect(
