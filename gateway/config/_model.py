@@ -55,6 +55,7 @@ class RouteConfig:
     messagegroups: tuple[str, ...] = ()  # group ids actually matched (default resolved)
     deliver: Deliver = "cloudevent"
     ambiguity: Ambiguity = "first"
+    partitionkey: str = "source"
     inflight: int = 4096
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     # The definitions the route matches: its groups' messages, plus the consumer's inline

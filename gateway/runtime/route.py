@@ -65,8 +65,10 @@ from gateway.ports import (
     Producer,
 )
 from gateway.protocols import HTTP, find_profile
+from gateway.protocols.profile import FieldRef
 from gateway.record import NativeMessage
 from gateway.runtime.backlog import watch_backlog
+from gateway.runtime.keys import SOURCE, PartitionKeys, keyed
 from gateway.runtime.retry import RetryPolicy
 
 log = logging.getLogger("xrgw.route")
@@ -165,6 +167,7 @@ class Route:
         inflight: int = 4096,
         retry: RetryPolicy | None = None,
         max_batch: int | None = None,
+        partition_key: str = SOURCE,
     ) -> None:
         self.name = name
         self.source_endpoint = source_endpoint
@@ -176,6 +179,11 @@ class Route:
         self.deadletter = deadletter
         self.metrics = metrics
         self.mode: Mode = mode
+        self.keys = PartitionKeys(partition_key)
+        # Where each output keeps its partitioning key (Kafka), if it has one to fill.
+        self._key_places: list[FieldRef | None] = [
+            _key_place(o.protocol) if self.keys.enabled else None for o in self.outputs]
+        self._keyed = any(place is not None for place in self._key_places)
         self.retry = retry or RetryPolicy()
         self.inflight_limit = inflight
         # A quarter of the window per batch: up to four batches are in flight at once.
@@ -383,6 +391,10 @@ class Route:
                 member.reason = reasons.UNDELIVERABLE
                 member.failures.append(f"{target.output.endpoint_id}: {exc}")
                 return
+        if self._keyed:
+            key = self.keys.key(member.source, conversion.match.context)
+            rendered = [record if place is None else keyed(record, place, key)
+                        for record, place in zip(rendered, self._key_places, strict=True)]
         for target, record in zip(sent, rendered, strict=True):
             target.records.append(record)
             target.owners.append(member)
@@ -615,6 +627,11 @@ async def _outcomes(confirmation: Confirmation, count: int) -> list[Outcome]:
 
 async def _refused(count: int, reason: str) -> list[Outcome]:
     return [Outcome.failed(reason)] * count
+
+
+def _key_place(protocol: str) -> FieldRef | None:
+    prof = find_profile(protocol)
+    return prof.partition_key if prof is not None else None
 
 
 def _failed_parts(
