@@ -15,9 +15,15 @@ logged.
 
 Connections. nats-py reconnects on its own (forever, every `reconnect_wait` seconds)
 and restores the subscriptions, so a lost connection is not an error for the engine:
-`connected` is false meanwhile, `read()` waits, and `connect()` waits up to
+`connected` is false meanwhile, `read_batch()` waits, and `connect()` waits up to
 `connect_timeout` for nats-py. Only a client that never connected, or that nats-py gave
 up on, is built anew.
+
+Batches. nats-py hands each received message to a callback that appends it to a deque;
+`read_batch(limit)` waits for the first and then takes everything buffered (at most
+`limit`, and no more than `max_in_flight` unsettled), with one receive timestamp per
+batch. Settlements are publishes into nats-py's pending buffer, which its flusher task
+writes in one go: a burst of acks is one socket write and no round trip.
 
 Core mode is at-most-once by nature: the server keeps nothing, so `ack()` and `nack()`
 do nothing (a nacked message is gone). Back-pressure: at most `max_in_flight` deliveries
@@ -336,6 +342,11 @@ class NatsConsumer:
         return self._unsettled
 
     @property
+    def buffered(self) -> int:
+        """Messages received and not yet handed out by `read_batch`."""
+        return len(self._buffer)
+
+    @property
     def dropped(self) -> int:
         """Messages nats-py dropped because its pending limits were reached (core)."""
         return self._dropped
@@ -361,16 +372,12 @@ class NatsConsumer:
         self._changed.set()
 
     async def read_batch(self, limit: int) -> list[Delivery]:
-        return [await self._read_one()]
-
-    async def _read_one(self) -> Delivery:
         while True:
             if self._closed:
                 raise EndOfInput("consumer closed")
-            if self._unsettled < self._opts.max_in_flight and self._buffer:
-                msg = self._buffer.popleft()
-                self._space.set()
-                return self._deliver(msg)
+            count = min(limit, self._opts.max_in_flight - self._unsettled, len(self._buffer))
+            if count > 0:
+                return self._take(count)
             # While nats-py reconnects the subscriptions come back by themselves: wait.
             if self._client is None or self._client.is_closed:
                 raise NotConnected("not connected")
@@ -462,10 +469,18 @@ class NatsConsumer:
         if len(self._opts.subjects) > 1 and not info.config.filter_subjects:
             raise nats.errors.Error("several subjects need nats-server 2.10+ (filter_subjects)")
 
-    def _deliver(self, msg: Msg) -> Delivery:
-        self._unsettled += 1
-        record = to_record(msg, self.jetstream, received_at=_now())
-        return Delivery(record, self._settler(msg))
+    def _take(self, count: int) -> list[Delivery]:
+        """The next `count` buffered messages as deliveries, without awaiting anything."""
+        buffer = self._buffer
+        msgs = [buffer.popleft() for _ in range(count)]
+        self._unsettled += count
+        self._space.set()
+        received_at = _now()  # one clock read per batch: they arrived together
+        jetstream = self.jetstream
+        return [
+            Delivery(to_record(msg, jetstream, received_at), self._settler(msg))
+            for msg in msgs
+        ]
 
     def _settler(self, msg: Msg) -> Settle:
         async def settle(ack: bool, reason: str, retry: bool) -> None:
