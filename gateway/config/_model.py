@@ -55,7 +55,7 @@ class RouteConfig:
     messagegroups: tuple[str, ...] = ()  # group ids actually matched (default resolved)
     deliver: Deliver = "cloudevent"
     ambiguity: Ambiguity = "first"
-    inflight: int = 256
+    inflight: int = 4096
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     # The definitions the route matches: its groups' messages, plus the consumer's inline
     # messages when `messagegroups` was not given.

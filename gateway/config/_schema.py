@@ -151,7 +151,9 @@ _ROUTE = Field(
               "When several definitions match one message: take the first declared, or "
               "dead-letter the message.", "first", "deadletter",
               choices=("first", "deadletter"), advanced=True),
-        Field("inflight", "int", "Messages being processed at once on this route.", 256, 256,
+        Field("inflight", "int", "Messages read and not yet settled on this route (the "
+              "window: up to four batches of a quarter of it are in flight at once; the "
+              "source adapter's `max_in_flight` bounds it too).", 4096, 4096,
               check=_positive, schema=_POSITIVE_SCHEMA, advanced=True),
         _RETRY,
     ),
