@@ -58,14 +58,24 @@ class HeaderPairs(dict[str, str]):
 def parse_header_block(raw: bytes) -> HeaderPairs:
     """`Name: Value` CRLF lines -> HeaderPairs; same leniency as nats-py's own parser
     (lines without a colon, non-ASCII or blank-containing names are skipped)."""
-    return HeaderPairs(_parsed_pairs(raw))
+    if len(raw) > _CACHED_BLOCK_MAX:
+        return HeaderPairs(_pairs_of(raw))
+    return HeaderPairs(_cached_pairs(raw))
 
 
 # Messages of one source mostly carry the same header block (a content type, a schema
-# name): parsing it once instead of per message was a fifth of the receive cost. Bounded,
-# so blocks that differ per message (trace ids) only cost a miss.
+# name): parsing it once instead of per message was a fifth of the receive cost. Bounded
+# in entries and in block size, so blocks that differ per message (trace ids) only cost a
+# miss and large ones are not kept.
+_CACHED_BLOCK_MAX = 1024
+
+
 @lru_cache(maxsize=256)
-def _parsed_pairs(raw: bytes) -> tuple[tuple[str, str], ...]:
+def _cached_pairs(raw: bytes) -> tuple[tuple[str, str], ...]:
+    return _pairs_of(raw)
+
+
+def _pairs_of(raw: bytes) -> tuple[tuple[str, str], ...]:
     pairs: list[tuple[str, str]] = []
     for line in raw.split(b"\r\n"):
         name, sep, value = line.partition(b":")

@@ -607,8 +607,10 @@ class NatsProducer:
         client = await self._ready()
         if isinstance(client, str):
             return confirmed([Outcome.failed(client) for _ in messages])
-        if self._pub_acks is not None:
-            return await self._submit_jetstream(client, self._pub_acks, messages)
+        if self._opts.jetstream:
+            acks = self._pub_acks
+            assert acks is not None  # subscribed before the client was kept
+            return await self._submit_jetstream(client, acks, messages)
         return await self._submit_core(client, messages)
 
     async def _ready(self) -> _Client | str:
@@ -729,6 +731,8 @@ class _PubAcks:
 
     async def room(self, timeout: float) -> bool:
         """Wait until fewer than _MAX_UNACKED are waiting; False after `timeout`."""
+        if len(self._waiting) < _MAX_UNACKED:
+            return True
         try:
             async with asyncio.timeout(timeout):
                 while len(self._waiting) >= _MAX_UNACKED:

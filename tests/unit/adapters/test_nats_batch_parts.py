@@ -9,7 +9,13 @@ from typing import Any
 import nats.errors
 from nats.aio.msg import Msg
 
-from adapters._nats_record import HeaderPairs, jetstream_position, parse_header_block, to_record
+from adapters._nats_record import (
+    HeaderPairs,
+    _cached_pairs,
+    jetstream_position,
+    parse_header_block,
+    to_record,
+)
 from adapters.nats import _Batch, _pub_ack_outcome, _PubAcks, _publish_all
 from gateway.ports import Outcome
 from gateway.record import NativeMessage
@@ -52,6 +58,13 @@ def test_parsed_header_blocks_are_not_shared() -> None:
     assert second.pairs == [("Content-Type", "application/json"), ("trace", "a"),
                             ("trace", "b")]
     assert "extra" not in second
+
+
+def test_large_header_blocks_are_parsed_but_not_kept() -> None:
+    raw = b"big: " + b"x" * 4000 + b"\r\n\r\n"
+    before = _cached_pairs.cache_info().currsize
+    assert parse_header_block(raw).pairs == [("big", "x" * 4000)]
+    assert _cached_pairs.cache_info().currsize == before
 
 
 # ====================================================================== publish loop
