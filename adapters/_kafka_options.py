@@ -79,6 +79,15 @@ OPTIONS = OptionSpec(
                  "waits up to 3 x the session timeout for its group assignment"),
         seconds("publish_timeout", 10, "producer: seconds to wait for the broker's ack",
                  "producer"),
+        Option(Field("linger_ms", "int",
+                     "producer: milliseconds a partition's batch waits for more records "
+                     "before it is sent (0: at once); a few let small submits share a "
+                     "produce request", default=5,
+                     check=int_range(0, example=5)), side="producer"),
+        count("max_batch_size", 1048576,
+              "producer: bytes of records per partition in one produce request; stay at or "
+              "below the broker's message.max.bytes (Kafka's default: 1 MiB + 12)",
+              side="producer"),
         seconds("reconnect_max", 10, "producer: longest backoff between reconnects",
                  "producer"),
         Option(Field("sasl_mechanism", "str", "with a username: the SASL mechanism, "

@@ -89,7 +89,7 @@ from aiokafka.errors import (  # type: ignore[import-untyped]
 )
 
 from adapters._kafka_options import MECHANISMS, OPTIONS, SECURITY_PROTOCOLS
-from adapters._kafka_record import KafkaRecordLike, SendArgs, to_record, to_send
+from adapters._kafka_record import KafkaRecordLike, to_record, to_send
 from adapters._reconnect import ReconnectGate
 from adapters._schemes import check_scheme
 from adapters._tls import client_context, describe, probe
@@ -135,6 +135,8 @@ _COMMIT_RETRY_SECONDS = 0.5
 #: How long one getmany() waits for records before read_batch() looks at its own state
 #: again (closed, reconnected); records that arrive meanwhile end the wait at once.
 _POLL_MS = 1000
+#: How often at most a producer moves its deadline on while a batch makes progress.
+_RENEW_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -152,6 +154,8 @@ class KafkaOptions:
     publish_timeout: float
     reconnect_max: float
     acks: int | str = "all"
+    linger_ms: int = 5
+    max_batch_size: int = 1048576
     # Headers every record gets unless it has one of the same name.
     headers: tuple[tuple[str, bytes], ...] = ()
     # aiokafka's security arguments (security_protocol, ssl_context, sasl_*); the password
@@ -179,6 +183,8 @@ class KafkaOptions:
             publish_timeout=cast(float, opts["publish_timeout"]),
             reconnect_max=cast(float, opts["reconnect_max"]),
             acks="all" if acks in (-1, "all") else acks,
+            linger_ms=cast(int, opts["linger_ms"]),
+            max_batch_size=cast(int, opts["max_batch_size"]),
             headers=tuple((name, value.encode()) for name, value in
                           cast(dict[str, str], opts["headers"] or {}).items()),
             security=_security(settings, opts),
@@ -615,14 +621,42 @@ class KafkaConsumer:
 
 # ====================================================================== producer
 
+#: A pending send: aiokafka's future of one record, or the Outcome it already has.
+_Pending = asyncio.Future[Any] | Outcome
+
+
+class _Renewal:
+    """Moves a deadline on while there is progress, so that a wait of a whole batch is
+    bounded per step (a hang), not in total (a long batch). The deadline is renewed at most
+    once per _RENEW_SECONDS: a step costs a clock read, not a timer."""
+
+    __slots__ = ("_budget", "_deadline", "_loop", "_renewed")
+
+    def __init__(self, deadline: asyncio.Timeout, budget: float) -> None:
+        self._deadline = deadline
+        self._budget = budget
+        self._loop = asyncio.get_running_loop()
+        self._renewed = self._loop.time()
+
+    def progress(self) -> None:
+        now = self._loop.time()
+        if now - self._renewed > _RENEW_SECONDS:
+            self._deadline.reschedule(now + self._budget)
+            self._renewed = now
+
 
 class KafkaProducer:
     """Sends records with acks=all and reports each as delivered once the broker has.
 
-    A send that fails for a reason other than the record itself drops the client;
-    the next `write()` reconnects, at most once per backoff interval (doubling up to
-    `reconnect_max`), and meanwhile fails fast with a retryable Outcome. After the first
-    such failure in a batch, the rest of the batch is failed without waiting again.
+    `submit()` hands a batch to aiokafka and returns at once; aiokafka packs the records
+    into per-partition batches of up to `max_batch_size` bytes (waiting `linger_ms` for
+    more) and has one produce request per broker under way, so consecutive submits share
+    requests and keep their order. The Confirmation awaits the records' futures.
+
+    A send that fails for a reason other than the record itself fails the rest of its
+    batch without trying them, and the Confirmation that sees such a failure drops the
+    client; the next `submit()` reconnects, at most once per backoff interval (doubling up
+    to `reconnect_max`), and meanwhile fails fast with a retryable Outcome.
     """
 
     def __init__(self, settings: EndpointSettings) -> None:
@@ -630,6 +664,12 @@ class KafkaProducer:
         self.client_id = settings.client_id or f"xrgw-pub-{uuid.uuid4().hex[:12]}"
         self._client: Any = None  # AIOKafkaProducer
         self._gate = ReconnectGate(self._opts.reconnect_max)
+        # Submits take turns: one that waits for room in aiokafka's batches must not be
+        # overtaken by a later one (order of records across submits).
+        self._turn = asyncio.Lock()
+        # A hung send or acknowledgement is cut off no sooner than one second after
+        # aiokafka's own timeout (request_timeout_ms) would have reported it.
+        self._budget = self._opts.publish_timeout + 1 + _RENEW_SECONDS
 
     @property
     def connected(self) -> bool:
@@ -646,6 +686,8 @@ class KafkaProducer:
             client_id=self.client_id,
             acks=opts.acks,
             enable_idempotence=opts.enable_idempotence,
+            linger_ms=opts.linger_ms,
+            max_batch_size=opts.max_batch_size,
             # Bounds metadata waits and unanswered produce requests: no hang when the
             # broker is gone.
             request_timeout_ms=int(opts.publish_timeout * 1000),
@@ -662,60 +704,72 @@ class KafkaProducer:
         self._client = client
 
     async def submit(self, messages: Sequence[NativeMessage]) -> Confirmation:
-        return confirmed(await self._write(messages))
+        async with self._turn:
+            if self._client is None:
+                reason = await self._try_reconnect()
+                if reason is not None:
+                    return confirmed([Outcome.failed(reason) for _ in messages])
+            client = self._client
+            pending = await self._send_all(client, messages)
+        return self._confirm(client, pending)
 
-    async def _write(self, messages: Sequence[NativeMessage]) -> list[Outcome]:
-        if self._client is None:
-            reason = await self._try_reconnect()
-            if reason is not None:
-                return [Outcome.failed(reason) for _ in messages]
-        client = self._client
-        pending: list[asyncio.Future[Any] | Outcome] = []
-        link_failure: str | None = None
-        for record in messages:
-            if link_failure is not None:
-                pending.append(Outcome.failed(f"not attempted: {link_failure}"))
-                continue
-            try:
-                args = to_send(record, self._opts.topic, self._opts.headers)
-            except ValueError as exc:
-                pending.append(Outcome.failed(str(exc), retryable=False))
-                continue
-            try:
-                pending.append(await self._send(client, args))
-            except Exception as exc:  # aiokafka raises more than KafkaError
-                outcome = _failure(exc)
-                pending.append(outcome)
-                if outcome.retryable:
-                    link_failure = outcome.reason
-        outcomes = [await self._outcome(item) for item in pending]
-        if any(not o.delivered and o.retryable for o in outcomes) and self._client is client:
-            await self._drop_client()  # reconnect (with backoff) on the next write
+    async def _send_all(self, client: Any, messages: Sequence[NativeMessage]) -> list[_Pending]:
+        """aiokafka's futures of the records, sent in order. send() only waits for
+        metadata and for room in the partition's batch (each bounded by
+        request_timeout_ms); the futures resolve once the broker acked the batch."""
+        pending: list[_Pending] = []
+        failure: Outcome | None = None  # of the link: the rest is not attempted
+        topic, headers = self._opts.topic, self._opts.headers
+        send = client.send
+        try:
+            async with asyncio.timeout(self._budget) as deadline:
+                renewal = _Renewal(deadline, self._budget)
+                for record in messages:
+                    try:
+                        args = to_send(record, topic, headers)
+                    except ValueError as exc:
+                        pending.append(Outcome.failed(str(exc), retryable=False))
+                        continue
+                    try:
+                        pending.append(await send(
+                            args.topic, args.value, key=args.key, partition=args.partition,
+                            timestamp_ms=args.timestamp_ms, headers=args.headers,
+                        ))
+                    except Exception as exc:  # aiokafka raises more than KafkaError
+                        outcome = _failure(exc)
+                        pending.append(outcome)
+                        if outcome.retryable:
+                            failure = outcome
+                            break
+                    renewal.progress()
+        except TimeoutError as exc:
+            failure = _failure(exc)
+            pending.append(failure)
+        if failure is not None:
+            skipped = Outcome.failed(f"not attempted: {failure.reason}")
+            pending += [skipped] * (len(messages) - len(pending))
+        return pending
+
+    async def _confirm(self, client: Any, pending: list[_Pending]) -> list[Outcome]:
+        outcomes = await self._outcomes(pending)
+        if self._client is client and any(not o.delivered and o.retryable for o in outcomes):
+            await self._drop_client()  # reconnect (with backoff) on the next submit
         return outcomes
 
-    async def _send(self, client: Any, args: SendArgs) -> asyncio.Future[Any]:
-        # send() only waits for metadata (bounded by request_timeout_ms) and room in the
-        # batch; the returned future resolves once the broker has acked the batch.
-        async with asyncio.timeout(self._opts.publish_timeout + 1):
-            future: asyncio.Future[Any] = await client.send(
-                args.topic,
-                args.value,
-                key=args.key,
-                partition=args.partition,
-                timestamp_ms=args.timestamp_ms,
-                headers=args.headers,
-            )
-        return future
-
-    async def _outcome(self, item: asyncio.Future[Any] | Outcome) -> Outcome:
-        if isinstance(item, Outcome):
-            return item
-        try:
-            async with asyncio.timeout(self._opts.publish_timeout + 1):
-                await item
-        except Exception as exc:  # see _send
-            return _failure(exc)
-        return Outcome.ok()
+    async def _outcomes(self, pending: list[_Pending]) -> list[Outcome]:
+        # aiokafka resolves the futures of a whole batch together, so this waits once per
+        # produce request, not per record; a future that is done costs no wait.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self._budget) as deadline:
+                renewal = _Renewal(deadline, self._budget)
+                for item in pending:
+                    if not isinstance(item, Outcome) and not item.done():
+                        # wait(), not await: a cancelled future must not look like our
+                        # own cancellation (the deadline).
+                        await asyncio.wait((item,))
+                        renewal.progress()
+        # Past the deadline, the futures still pending report the timeout.
+        return [_outcome(item) for item in pending]
 
     async def _try_reconnect(self) -> str | None:
         return await self._gate.try_reconnect(lambda: self._client is not None, self._connect)
@@ -728,6 +782,18 @@ class KafkaProducer:
 
     async def aclose(self) -> None:
         await self._drop_client()
+
+
+def _outcome(item: _Pending) -> Outcome:
+    """The Outcome of one send: its own, or its future's."""
+    if isinstance(item, Outcome):
+        return item
+    if not item.done():
+        return _failure(TimeoutError())
+    if item.cancelled():
+        return Outcome.failed("kafka: send cancelled (producer closed)")
+    exc = item.exception()
+    return Outcome.ok() if exc is None else _failure(exc)
 
 
 def _failure(exc: BaseException) -> Outcome:
