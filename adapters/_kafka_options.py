@@ -69,7 +69,11 @@ OPTIONS = OptionSpec(
                      "producer: headers added to every record (a record's own header of the "
                      "same name wins)", item=Field("value", "str", "header value")),
                side="producer", xregistry=True),
-        count("max_in_flight", 64, "consumer: unsettled deliveries"),
+        # As large as the route's default window: the route reads a quarter of it per
+        # batch and keeps several batches in flight, and at 64 a Kafka source moved half
+        # as much (batches of 64, the next read waiting for the last one's commit).
+        count("max_in_flight", 4096, "consumer: unsettled deliveries (a crash redelivers "
+              "from the first unsettled one)"),
         count("session_timeout_ms", 10000, "consumer: group session timeout"),
         count("heartbeat_interval_ms", 3000, "consumer: group heartbeat interval"),
         Option(Field("enable_idempotence", "bool",
