@@ -58,6 +58,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import ssl
 import time
 import uuid
@@ -87,6 +88,7 @@ from aiokafka.errors import (  # type: ignore[import-untyped]
     UnsupportedForMessageFormatError,
     UnsupportedSaslMechanismError,
 )
+from aiokafka.partitioner import murmur2  # type: ignore[import-untyped]
 
 from adapters._kafka_options import MECHANISMS, OPTIONS, SECURITY_PROTOCOLS
 from adapters._kafka_record import KafkaRecordLike, to_record, to_send
@@ -137,6 +139,8 @@ _COMMIT_RETRY_SECONDS = 0.5
 _POLL_MS = 1000
 #: How often at most a producer moves its deadline on while a batch makes progress.
 _RENEW_SECONDS = 1.0
+#: How many keys' hashes a producer keeps (all are forgotten when it is full).
+_HASHES_KEPT = 4096
 
 
 @dataclass(frozen=True)
@@ -645,6 +649,29 @@ class _Renewal:
             self._renewed = now
 
 
+class _Partitioner:
+    """aiokafka's DefaultPartitioner (the Java client's murmur2 of the key; a random
+    available partition for a record without a key), remembering the hashes of recent
+    keys: murmur2 is pure Python, about as costly as the rest of a send, and a route keys
+    its records by the source's unit of order (few keys, many records)."""
+
+    __slots__ = ("_hashes",)
+
+    def __init__(self) -> None:
+        self._hashes: dict[bytes, int] = {}
+
+    def __call__(self, key: bytes | None, all_partitions: list[int],
+                 available: list[int]) -> int:
+        if key is None:
+            return random.choice(available or all_partitions)
+        hashed = self._hashes.get(key)
+        if hashed is None:
+            if len(self._hashes) >= _HASHES_KEPT:
+                self._hashes.clear()
+            hashed = self._hashes[key] = murmur2(key) & 0x7FFFFFFF
+        return all_partitions[hashed % len(all_partitions)]
+
+
 class KafkaProducer:
     """Sends records with acks=all and reports each as delivered once the broker has.
 
@@ -687,6 +714,7 @@ class KafkaProducer:
             acks=opts.acks,
             enable_idempotence=opts.enable_idempotence,
             linger_ms=opts.linger_ms,
+            partitioner=_Partitioner(),
             max_batch_size=opts.max_batch_size,
             # Bounds metadata waits and unanswered produce requests: no hang when the
             # broker is gone.
