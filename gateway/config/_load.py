@@ -33,7 +33,7 @@ from gateway.config._parse import INVALID, Context, parse
 from gateway.config._routes import RouteChecker
 from gateway.config._schema import CONFIG_SPEC, DEADLETTER_LOG, split_hostport
 from gateway.config._secret import Secret
-from gateway.config._yaml import read_yaml, with_lines
+from gateway.config._yaml import locate, read_yaml
 from gateway.definitions import load_catalog
 from gateway.definitions.model import Catalog
 from gateway.problems import Problem, Problems, json_path
@@ -62,7 +62,7 @@ def load_config_text(
     doc = read_yaml(text, file)
     problems = Problems(list(doc.problems))
     config = _load(doc.data, file, base_dir, environ, problems) if not problems.errors else None
-    return config, with_lines(problems.items, doc, file)
+    return config, locate(problems.items, doc, file)
 
 
 def _load(
