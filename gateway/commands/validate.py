@@ -3,7 +3,9 @@ configuration without running anything; exit 1 with every error.
 
 Problems print as `FILE:LINE:COL: severity: message (JSON path) (fix: ...)`, or without
 `:LINE:COL` where the position is not known; `--format json` writes them as one JSON
-array on stdout instead, and the verdict line goes to stderr."""
+array on stdout instead, and the verdict line goes to stderr. `--no-env` checks a config
+as it is written, away from the machine it is meant for: no environment variables, no
+secret or TLS files (see `gateway.config.load_config`)."""
 
 from __future__ import annotations
 
@@ -20,13 +22,20 @@ EXAMPLES = """\
   xrgw validate store.xreg.json                 check definitions (files, dirs, registry URLs)
   xrgw validate https://registry.example.com    check a registry's export
   xrgw validate -c /etc/xrgw/config.yaml        check a gateway config without running it
+  xrgw validate --no-env -c config.yaml         check it on a workstation: no env, no secrets
   xrgw validate --format json -c config.yaml    problems as a JSON array (editors, CI)
 """
+NO_ENV_NOTE = ("note: --no-env: environment variables, secret files and TLS files were not "
+               "checked")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("docs", nargs="*", help="files, directories or registry URLs")
     parser.add_argument("-c", "--config", help="a gateway configuration file (YAML)")
+    parser.add_argument("--no-env", action="store_true",
+                        help="check the config's structure and references only: leave "
+                             "${VAR} unread (defaults are used), do not read secret or "
+                             "TLS files")
     parser.add_argument("--format", choices=FORMATS, default="text",
                         help="text: one problem a line (FILE:LINE:COL: severity: message); "
                              "json: one JSON array of problems on stdout, the verdict on "
@@ -51,8 +60,10 @@ def _execute(args: argparse.Namespace, report: Report, verdict: TextIO) -> int:
         # with -c.
         from gateway.config import load_config
 
-        config, problems = load_config(args.config)
+        config, problems = load_config(args.config, check_environment=not args.no_env)
         report.add(problems)
+        if args.no_env:
+            print(NO_ENV_NOTE, file=sys.stderr)
         if config is None:
             print(f"invalid: {args.config}: "
                   f"{sum(1 for p in problems if p.is_error)} error(s)", file=verdict)

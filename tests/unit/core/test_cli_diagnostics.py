@@ -1,23 +1,101 @@
-"""`xrgw validate` / `xrgw lint` diagnostics: `FILE:LINE:COL: severity: message` lines
-and `--format json`."""
+"""`xrgw validate` / `xrgw lint` diagnostics: `FILE:LINE:COL: severity: message` lines,
+`--format json`, and `validate --no-env` against the shipped example configs."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from gateway.cli import main
+from gateway.commands.validate import NO_ENV_NOTE
 from gateway.problems import Problem
 
 ROOT = Path(__file__).resolve().parents[3]
 STORE = ROOT / "config/examples/store.xreg.json"
+#: Every gateway config shipped (the *.tests.yaml files are definition test cases).
+EXAMPLE_CONFIGS = sorted(p for p in [*ROOT.glob("config/*.yaml"),
+                                     *ROOT.glob("config/examples/*.yaml")]
+                         if not p.name.endswith(".tests.yaml"))
 JSON_KEYS = {"file", "line", "column", "severity", "path", "message", "fix"}
+
+
+def _variables(path: Path) -> set[str]:
+    return set(re.findall(r"\$\{([A-Za-z_][A-Za-z0-9_]*)", path.read_text()))
+
+
+def test_the_examples_are_all_found():
+    names = {p.name for p in EXAMPLE_CONFIGS}
+    assert {"demo.yaml", "amqp-orders.yaml", "http-webhooks.yaml", "kafka-payments.yaml",
+            "mqtt-telemetry.yaml", "nats-sensors.yaml"} <= names
+
+
+@pytest.mark.parametrize("config", EXAMPLE_CONFIGS, ids=lambda p: p.name)
+def test_every_example_config_passes_validate_no_env_in_a_clean_environment(
+    config, monkeypatch, capsys
+):
+    for name in _variables(config):
+        monkeypatch.delenv(name, raising=False)
+    assert main(["validate", "--no-env", "-c", str(config)]) == 0, capsys.readouterr()
+    out, err = capsys.readouterr()
+    assert f"valid: {config}" in out
+    assert err == NO_ENV_NOTE + "\n"  # one line says what was not checked
+
+
+def test_no_env_does_not_read_the_environment(monkeypatch, capsys):
+    # Values that would fail every check: with --no-env the written defaults are used.
+    config = ROOT / "config/examples/amqp-orders.yaml"
+    monkeypatch.setenv("XRGW_ADMIN_LISTEN", "not-an-address")
+    assert main(["validate", "-c", str(config)]) == 1
+    assert "error: 'not-an-address' is not host:port ($.admin.listen)" in capsys.readouterr().out
+    assert main(["validate", "--no-env", "-c", str(config)]) == 0, capsys.readouterr()
+    monkeypatch.delenv("XRGW_ADMIN_LISTEN")
+    monkeypatch.setenv("XRGW_AMQP_URI", "kafka://wrong-scheme:9092")
+    assert main(["validate", "-c", str(config)]) == 1
+    assert '($.endpoints["orders-amqp"].uri)' in capsys.readouterr().out
+    assert main(["validate", "--no-env", "-c", str(config)]) == 0, capsys.readouterr()
 
 
 def _config(tmp_path: Path, body: str) -> Path:
     path = tmp_path / "gw.yaml"
     path.write_text(f'definitions: ["{STORE}"]\n' + body)
     return path
+
+
+def test_an_unset_variable_in_an_int_field_fails_without_no_env_only(tmp_path, capsys,
+                                                                      monkeypatch):
+    monkeypatch.delenv("XRGW_TEST_INFLIGHT", raising=False)
+    path = _config(tmp_path, "routes:\n  - from: store-mqtt\n    to: [events-kafka]\n"
+                             "    inflight: ${XRGW_TEST_INFLIGHT}\ndeadletter: log\n")
+    assert main(["validate", "-c", str(path)]) == 1
+    out, err = capsys.readouterr()
+    assert f"{path}:5:5: error: environment variable XRGW_TEST_INFLIGHT is not set " \
+           "($.routes[0].inflight) (fix: set XRGW_TEST_INFLIGHT, or give a default: " \
+           "${XRGW_TEST_INFLIGHT:-value})\n" in out
+    assert err == ""
+    assert main(["validate", "--no-env", "-c", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert f"\nvalid: {path}: 1 route(s)" in out
+    assert err == NO_ENV_NOTE + "\n"
+
+
+def test_a_typo_still_fails_with_no_env(tmp_path, capsys):
+    path = _config(tmp_path, "routes:\n  - from: store-mqtt\n    to: [events-kafka]\n"
+                             "    mdoe: structured\ndeadletter: log\n"
+                             "endpoints:\n  store-mqtt: {password_file: absent/pw}\n")
+    assert main(["validate", "--no-env", "-c", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert out.splitlines() == [
+        f"{path}:5:5: error: unknown key 'mdoe' ($.routes[0].mdoe) (fix: did you mean "
+        "'mode'?)",
+        f"invalid: {path}: 1 error(s)",
+    ]
+    # The missing secret file is an error with the environment.
+    fixed = path.read_text().replace("    mdoe: structured\n", "")
+    path.write_text(fixed)
+    assert main(["validate", "-c", str(path)]) == 1
+    assert f"{path}:7:16: error: cannot read secret file" in capsys.readouterr().out
+    assert main(["validate", "--no-env", "-c", str(path)]) == 0
 
 
 def test_problems_in_definitions_print_with_their_line_and_column(tmp_path, capsys):
