@@ -183,3 +183,18 @@ def test_lint_format_json_with_broken_documents(tmp_path, capsys):
 def test_printed_forms(problem, text):
     assert str(problem) == text
 
+
+def test_the_documented_problem_matcher_reads_the_printed_lines(tmp_path, capsys):
+    text = (ROOT / "docs/troubleshooting.md").read_text()
+    start = text.index('{"problemMatcher"')
+    matcher = json.loads(text[start:text.index("}]}]}", start) + 5])
+    pattern = matcher["problemMatcher"][0]["pattern"][0]
+    path = _config(tmp_path, "routes:\n  - from: store-mqtt\n    to: [events-kafka]\n"
+                             "    mdoe: structured\ndeadletter: log\n")
+    main(["validate", "-c", str(path)])
+    [line] = [x for x in capsys.readouterr().out.splitlines() if x.startswith(str(path))]
+    found = re.match(pattern["regexp"], line)
+    assert found is not None, line
+    assert [found.group(pattern[k]) for k in ("file", "line", "column", "severity")] == [
+        str(path), "5", "5", "error"]
+    assert found.group(pattern["message"]).startswith("unknown key 'mdoe' ($.routes[0].mdoe)")
