@@ -17,7 +17,6 @@ binding maps to the key) gets one, chosen by `routes[].partitionkey`:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 
 from gateway.jsontypes import JSON
 from gateway.partitioning import NONE, SOURCE, check_policy
@@ -66,7 +65,9 @@ def keyed(record: NativeMessage, place: FieldRef, key: str | None) -> NativeMess
     `partitionkey` wins) or there is no key."""
     if key is None or record.fields.get(place.field) is not None:
         return record
-    return replace(record, fields={**record.fields, place.field: key})
+    # The constructor, not dataclasses.replace: this runs once per Kafka record.
+    return NativeMessage(record.protocol, {**record.fields, place.field: key}, record.data,
+                         record.payload, record.received_at, record.raw)
 
 
 def _text_at(fields: Mapping[str, JSON], ref: FieldRef) -> str | None:

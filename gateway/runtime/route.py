@@ -33,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -346,18 +345,21 @@ class Route:
         message. Metrics are counted per batch."""
         sent = [_Sent(output) for output in self.outputs]
         messages: list[_Message] = []
-        received: Counter[str] = Counter()
-        received_bytes: Counter[str] = Counter()
-        matched: Counter[str] = Counter()
+        received: dict[str, list[int]] = {}  # protocol -> [messages, bytes]
+        matched: dict[str, int] = {}
         unmatched = 0
         now = datetime.now(UTC)  # one receive time for the batch's messages without one
+        convert_all = self.converter.convert_all
         for delivery in deliveries:
             record = delivery.message
-            received[record.protocol] += 1
-            received_bytes[record.protocol] += body_size(record)
+            counts = received.get(record.protocol)
+            if counts is None:
+                counts = received[record.protocol] = [0, 0]
+            counts[0] += 1
+            counts[1] += body_size(record)
             message = _Message(delivery)
             messages.append(message)
-            conversions = self.converter.convert_all(record, now=now)
+            conversions = convert_all(record, now=now)
             if len(conversions) == 1 and conversions[0].event is None:
                 whole = _Member(record, conversions[0])
                 whole.reason = conversions[0].reason or reasons.UNMATCHED
@@ -373,10 +375,10 @@ class Route:
                     unmatched += member.reason == reasons.UNMATCHED
                     continue
                 assert conversion.match.definition is not None
-                member.definition = conversion.match.definition.xid
-                matched[member.definition] += 1
+                xid = member.definition = conversion.match.definition.xid
+                matched[xid] = matched.get(xid, 0) + 1
                 self._render(member, event, conversion, sent)
-        self._count_intake(received, received_bytes, matched, unmatched)
+        self._count_intake(received, matched, unmatched)
         return _Batch(messages, sent, started)
 
     def _render(self, member: _Member, event: Any, conversion: Conversion,
@@ -399,16 +401,16 @@ class Route:
             target.records.append(record)
             target.owners.append(member)
 
-    def _count_intake(self, received: Counter[str], received_bytes: Counter[str],
-                      matched: Counter[str], unmatched: int) -> None:
-        for protocol, count in received.items():
+    def _count_intake(self, received: dict[str, list[int]], matched: dict[str, int],
+                      unmatched: int) -> None:
+        for protocol, (count, size) in received.items():
             counters = self._received.get(protocol)
             if counters is None:
                 counters = self._received[protocol] = (
                     self.metrics.received.labels(self.source_endpoint, protocol),
                     self.metrics.received_bytes.labels(self.source_endpoint, protocol))
             counters[0].inc(count)
-            counters[1].inc(received_bytes[protocol])
+            counters[1].inc(size)
         for xid, count in matched.items():
             child = self._matched.get(xid)
             if child is None:
