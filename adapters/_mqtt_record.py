@@ -394,10 +394,9 @@ def publish_properties(**values: object) -> Properties:
         value = values.get(name)
         if value is None:
             continue
-        if name in _REPEATABLE:
-            pairs = list(value)  # type: ignore[call-overload]
-            body += b"".join(_encode_property(ident, kind, tuple(p)) for p in pairs)
-            value = [tuple(p) for p in pairs]
+        if kind == _PAIR:  # a list of (name, value) pairs, kept as a list as paho does
+            value = _pairs(value)
+            body += b"".join(_encode_property(ident, kind, pair) for pair in value)
         else:
             body += _encode_property(ident, kind, value)
         present[name] = value
@@ -406,6 +405,13 @@ def publish_properties(**values: object) -> Properties:
         raise ValueError(f"not PUBLISH properties: {sorted(unknown)}")
     present["_packed"] = _varint(len(body)) + bytes(body)
     return props
+
+
+def _pairs(value: object) -> list[tuple[object, ...]]:
+    if not isinstance(value, (list, tuple)) or not all(
+            isinstance(pair, (list, tuple)) for pair in value):
+        raise ValueError(f"UserProperty must be a list of (name, value) pairs, not {value!r}")
+    return [tuple(pair) for pair in value]
 
 
 def _varint(value: int) -> bytes:

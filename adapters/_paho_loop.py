@@ -39,7 +39,6 @@ import contextlib
 import socket
 import ssl
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
@@ -222,7 +221,7 @@ class _BatchingClient(paho.Client):
                                      self._protocol == paho.MQTTv5)
         except (UnusualPacket, UnicodeDecodeError, IndexError):
             return super()._handle_publish()
-        message.timestamp = time.monotonic()
+        message.timestamp = paho.time_func()  # as paho stamps it
         self._handle_on_message(message)
         if message.qos == 1 and not self._manual_ack:
             return self._send_puback(message.mid)

@@ -153,6 +153,9 @@ def _texts(value: object) -> list[str]:
     {"ContentType": "x" * 70000},
     {"ResponseTopic": "\ud800"},
     {"UserProperty": [("a", "b", "c")]},
+    {"UserProperty": ["ab"]},
+    {"UserProperty": 3},
+    {"SubscriptionIdentifier": 5},
     {"ServerKeepAlive": 3},
 ])
 def test_publish_properties_refuse_what_mqtt_cannot_carry(values: dict[str, Any]) -> None:
