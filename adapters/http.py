@@ -35,14 +35,17 @@ limit is refused with 413 before reading; a chunked body is read until it passes
 limit. Either way the connection is closed after the answer.
 
 Producer. Each record is sent with its method (default POST) to the endpoint URI with the
-record's `path` appended; the connection is made per request, so `connect()` only opens
-the client session. One request per record and `write()`: the route owns retries
-(`routes[].retry`). 2xx -> delivered; 408, 429, 5xx, timeouts and connection errors ->
-failed, retryable, with the answer's `Retry-After` (seconds) as `Outcome.retry_after`
-for the route to honour; other statuses -> failed, not retryable (redirects are not
-followed). Records of a batch go one after another, in order; once a record has failed
-because the endpoint could not be reached, the rest of the batch fails at once with the
-same reason instead of each waiting for its own connection error.
+record's `path` appended. `submit()` starts a request per record at once, up to
+`concurrency` in flight (then it waits for answers: back-pressure), each on a kept-alive
+connection of the session's pool (`connect()` only opens the session; connections are
+made as needed and reused), and returns; the Confirmation gathers the answers. HTTP has
+no order to keep: requests of a batch may arrive in any order. One request per record
+and submit: the route owns retries (`routes[].retry`). 2xx -> delivered; 408, 429, 5xx,
+timeouts and connection errors -> failed, retryable, with the answer's `Retry-After`
+(seconds) as `Outcome.retry_after` for the route to honour; other statuses -> failed,
+not retryable (redirects are not followed). Once a request has failed because the
+endpoint could not be reached, the requests of that batch not yet sent fail at once with
+the same reason instead of each waiting for its own connection error.
 """
 
 from __future__ import annotations
@@ -81,7 +84,6 @@ from gateway.ports import (
     EndpointSettings,
     NotConnected,
     Outcome,
-    confirmed,
 )
 from gateway.protocols import HTTP, profile
 from gateway.record import NativeMessage
@@ -107,6 +109,7 @@ class HttpOptions:
     max_header_bytes: int = 8190
     read_timeout: float = 30.0
     keepalive_timeout: float = 75.0
+    concurrency: int = 64  # producer: requests in flight at once
     # producer: the endpoint's method, headers and query for every request
     request: RequestDefaults = field(default_factory=RequestDefaults)
 
@@ -135,6 +138,7 @@ class HttpOptions:
             max_header_bytes=max(256, cast(int, opts["max_header_bytes"])),
             read_timeout=cast(float, opts["read_timeout"]),
             keepalive_timeout=cast(float, opts["keepalive_timeout"]),
+            concurrency=cast(int, opts["concurrency"]),
             request=RequestDefaults(
                 method=cast(str, opts["method"]).upper(),
                 headers=_pairs(opts["headers"]),
@@ -492,9 +496,24 @@ def _authorized(request: web.BaseRequest, expected: tuple[str, bytes]) -> bool:
 
 # ====================================================================== producer
 
+#: How much of an answer's body is read at most to keep its connection for the next
+#: request; an answer longer than that closes the connection instead.
+_DRAIN_MAX = 64 * 1024
+
+
+class _Down:
+    """One submit's knowledge that the endpoint cannot be reached: the first such failure,
+    which the batch's requests not yet sent report at once instead of each trying."""
+
+    __slots__ = ("outcome",)
+
+    def __init__(self) -> None:
+        self.outcome: Outcome | None = None
+
 
 class HttpProducer:
-    """Sends each record as one request and reports it delivered on a 2xx answer."""
+    """Sends each record as one request and reports it delivered on a 2xx answer; up to
+    `concurrency` requests at once over kept-alive connections."""
 
     def __init__(self, settings: EndpointSettings) -> None:
         self._opts = HttpOptions.parse(settings)
@@ -511,6 +530,11 @@ class HttpProducer:
         )
         self._ssl = client_context(settings.tls) if self._opts.scheme == "https" else True
         self._session: aiohttp.ClientSession | None = None
+        # A slot per request in flight: submit waits for one (back-pressure), the request
+        # gives it back when answered. As many pooled connections as slots, so a request
+        # never waits for a connection (that wait would count against its timeout).
+        self._slots = asyncio.Semaphore(self._opts.concurrency)
+        self._requests: set[asyncio.Task[Outcome]] = set()
 
     @property
     def connected(self) -> bool:
@@ -523,37 +547,59 @@ class HttpProducer:
             timeout=aiohttp.ClientTimeout(total=self._opts.timeout),
             auth=self._auth,
             headers=self._headers,
-            connector=aiohttp.TCPConnector(ssl=self._ssl),
+            connector=aiohttp.TCPConnector(ssl=self._ssl, limit=self._opts.concurrency),
         )
 
     async def submit(self, messages: Sequence[NativeMessage]) -> Confirmation:
-        return confirmed(await self._write(messages))
-
-    async def _write(self, messages: Sequence[NativeMessage]) -> list[Outcome]:
+        """Start a request per record (waiting for a free slot when `concurrency` are in
+        flight) and return once all are started; the Confirmation gathers the answers."""
         await self.connect()
-        outcomes: list[Outcome] = []
-        endpoint_down: Outcome | None = None
+        loop = asyncio.get_running_loop()
+        down = _Down()
+        results: list[asyncio.Future[Outcome]] = []
         for record in messages:
             try:
                 args = to_request(record, self._base, self._opts.request)
             except ValueError as exc:
-                outcomes.append(Outcome.failed(str(exc), retryable=False))
+                refused = loop.create_future()
+                refused.set_result(Outcome.failed(str(exc), retryable=False))
+                results.append(refused)
                 continue
-            if endpoint_down is not None:
-                outcomes.append(endpoint_down)
-                continue
-            outcome, unreachable = await self._send(args)
-            if unreachable:
-                endpoint_down = outcome
-            outcomes.append(outcome)
-        return outcomes
+            await self._slots.acquire()
+            results.append(self._start(args, down))
+        return asyncio.gather(*results)
 
     async def aclose(self) -> None:
         session, self._session = self._session, None
         if session is not None:
+            # Closing the pool aborts the requests in flight; each then settles as a
+            # failed Outcome, so every Confirmation handed out still resolves.
             await session.close()
+        if self._requests:
+            await asyncio.wait(self._requests)
 
     # -- internals ---------------------------------------------------------------------
+    def _start(self, args: RequestArgs, down: _Down) -> asyncio.Task[Outcome]:
+        task = asyncio.create_task(self._request(args, down))
+        self._requests.add(task)
+        task.add_done_callback(self._requests.discard)
+        return task
+
+    async def _request(self, args: RequestArgs, down: _Down) -> Outcome:
+        """One record's request in its slot. Never raises: a Confirmation gives an Outcome
+        for every message, so an unforeseen error is that message's failure."""
+        try:
+            if down.outcome is not None:
+                return down.outcome
+            outcome, unreachable = await self._send(args)
+            if unreachable and down.outcome is None:
+                down.outcome = outcome
+            return outcome
+        except Exception as exc:  # e.g. RuntimeError: the session was closed meanwhile
+            return Outcome.failed(f"{type(exc).__name__}: {exc}")
+        finally:
+            self._slots.release()
+
     async def _send(self, args: RequestArgs) -> tuple[Outcome, bool]:
         """The outcome of one request, and whether the endpoint could not be reached."""
         session = self._session
@@ -568,8 +614,8 @@ class HttpProducer:
                 allow_redirects=False,
             ) as response:
                 status = response.status
-                excerpt = (await response.content.read(200)).decode("utf-8", "replace")
                 retry_after = _seconds(response.headers.get("Retry-After"))
+                excerpt = await _excerpt(response.content)
         except TimeoutError:
             return Outcome.failed(f"no answer within {self._opts.timeout} s"), False
         except aiohttp.ClientConnectorCertificateError as exc:
@@ -585,9 +631,24 @@ class HttpProducer:
             return Outcome.failed(f"{type(exc).__name__}: {exc}"), False
         if 200 <= status < 300:
             return Outcome.ok(), False
-        reason = f"HTTP {status}" + (f": {excerpt.strip()}" if excerpt.strip() else "")
+        text = excerpt.decode("utf-8", "replace").strip()
+        reason = f"HTTP {status}" + (f": {text}" if text else "")
         retryable = status in (408, 429) or status >= 500
         return Outcome.failed(reason, retryable=retryable, retry_after=retry_after), False
+
+
+async def _excerpt(content: aiohttp.StreamReader) -> bytes:
+    """The first 200 bytes of an answer's body (a failure's reason). The rest, up to
+    _DRAIN_MAX, is read and dropped: a connection whose answer was not read to its end
+    is closed instead of going back to the pool."""
+    excerpt = await content.read(200)
+    drained = len(excerpt)
+    while drained <= _DRAIN_MAX and not content.at_eof():
+        chunk = await content.read(16 * 1024)
+        if not chunk:
+            break
+        drained += len(chunk)
+    return excerpt
 
 
 def _seconds(value: str | None) -> float | None:
