@@ -388,6 +388,8 @@ class HttpConsumer:
             return response
         if body is None:
             return self._too_large()
+        if self._closed:  # closed while the body arrived: nothing will read or settle it
+            return self._busy()
         record = request_record(request.method, path, query, request.raw_headers, body,
                                 self._received_at())
         pending.delivery = Delivery(record, pending.settle)
