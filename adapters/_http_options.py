@@ -75,7 +75,7 @@ OPTIONS = OptionSpec(
         count("retry_after", 1, "consumer: Retry-After seconds on 503"),
         seconds("timeout", 10, "producer: seconds per request (connect to response)",
                  "producer"),
-        count("concurrency", 64, "producer: requests in flight at once, each on a kept-alive "
+        count("concurrency", 8, "producer: requests in flight at once, each on a kept-alive "
               "connection of its own; a batch beyond it waits for answers", side="producer"),
         count("max_headers", 64, "consumer: more request headers get 400"),
         count("max_header_bytes", 8190, "consumer: a longer request line or header "

@@ -109,7 +109,7 @@ class HttpOptions:
     max_header_bytes: int = 8190
     read_timeout: float = 30.0
     keepalive_timeout: float = 75.0
-    concurrency: int = 64  # producer: requests in flight at once
+    concurrency: int = 8  # producer: requests in flight at once
     # producer: the endpoint's method, headers and query for every request
     request: RequestDefaults = field(default_factory=RequestDefaults)
 

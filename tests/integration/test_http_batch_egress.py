@@ -118,7 +118,7 @@ async def _confirm(producer: HttpProducer, records: Sequence[NativeMessage]) -> 
 async def test_a_batch_is_sent_at_once() -> None:
     """The receiver answers nothing until all five requests are in: records sent one
     after another would never get there."""
-    async with _egress() as (receiver, producer):
+    async with _egress(concurrency=5) as (receiver, producer):
         receiver.gate.clear()
         submitted = asyncio.create_task(_confirm(producer, _records(5)))
         await _until(lambda: receiver.in_flight == 5)
@@ -145,7 +145,7 @@ async def test_concurrency_bounds_requests_and_submit_waits_for_room() -> None:
 
 @asyncio_test
 async def test_submits_in_flight_together_each_confirm_their_own_outcomes() -> None:
-    async with _egress() as (receiver, producer):
+    async with _egress(concurrency=5) as (receiver, producer):
         receiver.gate.clear()
         first = await producer.submit(
             [_record(0, 200), _record(1, 400), _record(2, 503), _record(3, method="B@D")])
