@@ -9,6 +9,14 @@ loop once per message doubles the cost of a message:
   `ApplicationEvent` through an `EventInjector`, and the handler runs the whole queue.
 * proton -> asyncio: `post(item)` queues an item; the first post of a burst schedules one
   `call_soon_threadsafe`, and the asyncio side receives the whole batch as a list.
+  Handlers gather per-message results (received messages, dispositions) in plain lists
+  and post them as one item from `end_of_burst()`, which runs when the reactor has no
+  events left and is about to wait for its sockets (proton's `reactor_quiesced`): one
+  item and one wake-up per socket read, whatever the number of messages in it.
+
+Why so much care: every proton call goes through cffi, which releases the GIL, so each
+hand-over between the threads can cost a GIL switch (up to `sys.getswitchinterval()`);
+per-message hand-overs made a message cost milliseconds once both threads were busy.
 
 One `ProtonThread` is one connection attempt: after the connection is lost the container
 stops and the owner makes a new one (the broker keeps what matters, e.g. queued and
@@ -56,6 +64,13 @@ class LoopHandler(MessagingHandler, Generic[T]):
     def on_xrgw_calls(self, event: Event) -> None:
         assert self.thread is not None
         self.thread.run_calls()
+
+    def on_reactor_quiesced(self, event: Event) -> None:
+        # Dispatched to this handler before proton's own IO handler blocks in select().
+        self.end_of_burst()
+
+    def end_of_burst(self) -> None:
+        """Post what this burst of events produced (override; proton thread only)."""
 
     def crashed(self, exc: BaseException) -> None:
         """The reactor died of `exc` (called on the dead reactor's thread)."""
