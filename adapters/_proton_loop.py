@@ -14,9 +14,11 @@ loop once per message doubles the cost of a message:
   events left and is about to wait for its sockets (proton's `reactor_quiesced`): one
   item and one wake-up per socket read, whatever the number of messages in it.
 
-Why so much care: every proton call goes through cffi, which releases the GIL, so each
-hand-over between the threads can cost a GIL switch (up to `sys.getswitchinterval()`);
-per-message hand-overs made a message cost milliseconds once both threads were busy.
+Why so much care: each hand-over wakes the other thread (a pipe write, a select() that
+returns, and the GIL changing hands; every proton call goes through cffi, which releases
+the GIL, so two busy threads keep trading it). Moved one message per hand-over, a
+message queue -> consumer -> producer -> queue cost about 3 ms of CPU against RabbitMQ;
+moved in bursts, under 0.5 ms.
 
 One `ProtonThread` is one connection attempt: after the connection is lost the container
 stops and the owner makes a new one (the broker keeps what matters, e.g. queued and
