@@ -93,7 +93,8 @@ class Gateway:
                 f"{route_cfg.source}->{','.join(route_cfg.targets)}", route_cfg.source,
                 self.factory.consumer(source, route_cfg.messages), converter, outputs,
                 deadletter=deadletter, metrics=self.metrics, mode=route_cfg.mode,
-                inflight=route_cfg.inflight, retry=route_cfg.retry))
+                inflight=route_cfg.inflight, retry=route_cfg.retry,
+                partition_key=route_cfg.partitionkey))
         self.metrics.definitions.set(sum(len(r.messages) for r in config.routes))
         return routes
 

@@ -57,6 +57,7 @@ class RouteChecker:
         return RouteConfig(
             index=index, source=source_id, targets=targets, mode=mode, messagegroups=groups,
             deliver=deliver, ambiguity=cast(Ambiguity, raw["ambiguity"]),
+            partitionkey=cast(str, raw["partitionkey"]),
             inflight=cast(int, raw["inflight"]),
             retry=RetryPolicy(cast(int, retry["attempts"]), cast(float, retry["initial_backoff"]),
                               cast(float, retry["max_backoff"])),

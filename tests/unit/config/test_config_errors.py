@@ -80,7 +80,7 @@ def test_wrong_types(tmp_path: Path) -> None:
                 'write list of string, e.g. to: ["events-kafka"]'),
         Problem("error", "gw.yaml", "$.routes[0].inflight",
                 'expected integer, got a string ("many") (line 5)',
-                "write integer, e.g. inflight: 256"),
+                "write integer, e.g. inflight: 4096"),
     ]
 
 
