@@ -262,7 +262,8 @@ def log_problem(problem: Problem, prefix: str = "") -> None:
     it is and how to fix it as keys."""
     (log.error if problem.is_error else log.warning)(
         "%s%s", prefix, problem.message,
-        extra=fields(file=problem.file, path=problem.path or None, fix=problem.fix or None))
+        extra=fields(file=problem.file, path=problem.path or None, fix=problem.fix or None,
+                     line=problem.line, column=problem.column))
 
 
 def run(config_path: str, *, log_level: str | None = None) -> int:
