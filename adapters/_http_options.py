@@ -69,7 +69,7 @@ OPTIONS = OptionSpec(
         Option(Field("methods", "list", "consumer: accepted methods (others get 405)",
                      default=["POST", "PUT"], item=_TEXT), side="consumer"),
         count("max_body_bytes", 1024 * 1024, "consumer: larger bodies get 413"),
-        count("max_in_flight", 64, "consumer: requests held at once; more get 503"),
+        count("max_in_flight", 1024, "consumer: requests held at once; more get 503"),
         seconds("settle_timeout", 30, "consumer: seconds to wait for settlement, then 504",
                  "consumer"),
         count("retry_after", 1, "consumer: Retry-After seconds on 503"),
