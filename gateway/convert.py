@@ -7,12 +7,12 @@ either a CloudEvent or a dead-letter reason with an explanation.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from datetime import datetime
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from gateway import reasons
-from gateway.cloudevents.bindings import decode, decode_batch, detect_mode
+from gateway.cloudevents.bindings import BINDINGS, decode, decode_batch, detect_mode
 from gateway.cloudevents.errors import CloudEventError
 from gateway.cloudevents.event import CloudEvent
 from gateway.cloudevents.jsonformat import event_to_json
@@ -31,7 +31,7 @@ class Conversion:
     event: CloudEvent | None = None
     reason: str | None = None  # dead-letter reason code when event is None
     detail: str = ""
-    explain: tuple[Explanation, ...] = field(default_factory=tuple)
+    explain: tuple[Explanation, ...] = ()
     # The CloudEvent the message carried, when it was one (also when it failed to match).
     source_event: CloudEvent | None = None
 
@@ -58,6 +58,10 @@ class Conversion:
         return out
 
 
+# Whether a protocol's messages may carry a CloudEvents batch, per protocol name.
+_BATCHES: dict[str, bool] = {}
+
+
 class Converter:
     def __init__(
         self,
@@ -69,12 +73,18 @@ class Converter:
         listed = list(definitions)
         self.matcher = Matcher(listed, ambiguity=ambiguity, validate_schema=validate_schema)
         self.renderer = EnvelopeRenderer()
-        for definition in listed:  # compile every envelope now, not on the first message
-            self.renderer.template(definition)
+        # Every envelope compiled now, not on the first message; found by the identity of
+        # the matched definition (the matcher returns the objects it was given).
+        self._envelopes = {id(d): self.renderer.template(d) for d in listed}
+        self._match_native = self.matcher.match_native
+        # Per protocol, its binding's `detect` (is there a CloudEvent or a batch at all?).
+        self._detectors = {name: binding.detect for name, binding in BINDINGS.items()}
 
     def convert(
         self, record: NativeMessage, *, explain: bool = True, now: datetime | None = None
     ) -> Conversion:
+        if self._carries_no_event(record):
+            return self._convert_native(record, explain, now)
         try:
             incoming = decode(record)
         except CloudEventError as exc:
@@ -83,13 +93,48 @@ class Converter:
             )
         return self._convert(record, incoming, explain, now)
 
+    def convert_batch(
+        self, records: Sequence[NativeMessage], *, explain: bool = True,
+        now: datetime | None = None,
+    ) -> list[list[Conversion]]:
+        """`convert_all` of each record, in order: what the route calls for each batch it
+        reads. One clock reading serves the whole batch as the receive time of records
+        that do not carry theirs (`received_at`); they were received together."""
+        if now is None:
+            now = datetime.now(UTC)
+        out: list[list[Conversion]] = []
+        append = out.append
+        detectors, match_native, envelopes = self._detectors, self._match_native, self._envelopes
+        for record in records:
+            # `convert_all` of the common record (no CloudEvent, no batch), inline.
+            detect = detectors.get(record.protocol)
+            if detect is None or detect(record) is not None:
+                append(self.convert_all(record, explain=explain, now=now))
+                continue
+            result = match_native(record)
+            definition = result.definition
+            if definition is None:
+                append([self._unconverted(record, result, None, explain)])
+                continue
+            rendered = envelopes[id(definition)].render(record, result.context, now)
+            if isinstance(rendered, RenderError):
+                append([Conversion(record, result, None, rendered.reason, rendered.message)])
+            else:
+                append([Conversion(record, result, rendered)])
+        return out
+
     def convert_all(
         self, record: NativeMessage, *, explain: bool = True, now: datetime | None = None
     ) -> list[Conversion]:
         """Like `convert`, for every event of an HTTP CloudEvents batch (one conversion per
         member, none for an empty batch); any other record gives one conversion."""
-        prof = find_profile(record.protocol)
-        if prof is None or not prof.batches or detect_mode(record) != "batch":
+        batches = _BATCHES.get(record.protocol)
+        if batches is None:
+            prof = find_profile(record.protocol)
+            batches = prof is not None and prof.batches
+            if prof is not None:
+                _BATCHES[record.protocol] = batches
+        if not batches or detect_mode(record) != "batch":
             return [self.convert(record, explain=explain, now=now)]
         try:
             events = decode_batch(record)
@@ -98,6 +143,25 @@ class Converter:
                 record, MatchResult("unmatched"), None, reasons.INVALID_CLOUDEVENT, str(exc))]
         return [self._convert(record, event, explain, now) for event in events]
 
+    def _carries_no_event(self, record: NativeMessage) -> bool:
+        """Whether `decode(record)` is None, without decoding: the binding's `detect` says
+        no mode exactly when its decoder finds no CloudEvent (nor a batch)."""
+        detect = self._detectors.get(record.protocol)
+        return detect is not None and detect(record) is None
+
+    def _convert_native(
+        self, record: NativeMessage, explain: bool, now: datetime | None
+    ) -> Conversion:
+        """`_convert` of a record that carries no CloudEvent: the hot path."""
+        result = self._match_native(record)
+        definition = result.definition
+        if definition is None:  # unmatched or ambiguous
+            return self._unconverted(record, result, None, explain)
+        rendered = self._envelopes[id(definition)].render(record, result.context, now)
+        if isinstance(rendered, RenderError):
+            return Conversion(record, result, None, rendered.reason, rendered.message)
+        return Conversion(record, result, rendered)
+
     def _convert(
         self,
         record: NativeMessage,
@@ -105,25 +169,23 @@ class Converter:
         explain: bool,
         now: datetime | None,
     ) -> Conversion:
-        attributes: Mapping[str, JSON] | None = (
-            incoming.canonical_attributes() if incoming is not None else None
-        )
+        if incoming is None:
+            return self._convert_native(record, explain, now)
+        attributes: Mapping[str, JSON] = incoming.canonical_attributes()
         result = self.matcher.match(record, attributes)
         if not result.matched:
-            reason = reasons.AMBIGUOUS if result.status == "ambiguous" else reasons.UNMATCHED
-            if result.status == "ambiguous":
-                detail = "equally specific definitions: " + ", ".join(
-                    d.xid for d in result.tied
-                )
-                return Conversion(record, result, None, reason, detail, (), incoming)
-            hints = tuple(self.matcher.explain(record, attributes)) if explain else ()
-            return Conversion(record, result, None, reason, "no definition accepts it", hints,
-                              incoming)
-        assert result.definition is not None
-        if incoming is not None:
-            # Already a CloudEvent that conforms to the definition: pass it on unchanged.
-            return Conversion(record, result, incoming, source_event=incoming)
-        rendered = self.renderer.render(result.definition, record, result.context, now)
-        if isinstance(rendered, RenderError):
-            return Conversion(record, result, None, rendered.reason, rendered.message)
-        return Conversion(record, result, rendered)
+            return self._unconverted(record, result, incoming, explain)
+        # Already a CloudEvent that conforms to the definition: pass it on unchanged.
+        return Conversion(record, result, incoming, source_event=incoming)
+
+    def _unconverted(self, record: NativeMessage, result: MatchResult,
+                     incoming: CloudEvent | None, explain: bool) -> Conversion:
+        """The dead-letter conversion of a message no definition takes (or several do)."""
+        reason = reasons.AMBIGUOUS if result.status == "ambiguous" else reasons.UNMATCHED
+        if result.status == "ambiguous":
+            detail = "equally specific definitions: " + ", ".join(d.xid for d in result.tied)
+            return Conversion(record, result, None, reason, detail, (), incoming)
+        attributes = None if incoming is None else incoming.canonical_attributes()
+        hints = tuple(self.matcher.explain(record, attributes)) if explain else ()
+        return Conversion(record, result, None, reason, "no definition accepts it", hints,
+                          incoming)

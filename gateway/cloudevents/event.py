@@ -38,6 +38,9 @@ class CloudEvent(_SdkCloudEvent):
     """
 
     _has_data: bool
+    # The JSON text `data` was parsed from, when the event was rendered from a received
+    # message: a binding sends these bytes instead of serialising `data` again.
+    _raw: bytes | None = None
 
     def __init__(
         self,
@@ -73,18 +76,27 @@ class CloudEvent(_SdkCloudEvent):
 
     @classmethod
     def trusted(
-        cls, attributes: dict[str, AttributeValue], data: EventData = None, has_data: bool = False
+        cls, attributes: dict[str, AttributeValue], data: EventData = None, has_data: bool = False,
+        raw: bytes | None = None,
     ) -> CloudEvent:
         """Build without validation, for values a decoder has already validated.
 
         Takes ownership of `attributes` (no copy): the caller must not change it later.
+        `raw` is the JSON text `data` (a JSON value) was parsed from, if known.
         This is the hot path, hence no checks and no keyword-only arguments.
         """
         event: CloudEvent = _new(cls)
         event._attributes = attributes
         event._data = data  # type: ignore[assignment]
         event._has_data = has_data or data is not None
+        if raw is not None:
+            event._raw = raw
         return event
+
+    @property
+    def raw(self) -> bytes | None:
+        """The JSON text of `data` as received (the same value), when known."""
+        return self._raw
 
     # -- access -------------------------------------------------------------------------
     @property

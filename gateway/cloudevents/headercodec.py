@@ -16,6 +16,11 @@ class HeaderValueError(ValueError):
     """A header value that cannot be decoded (bad escape, bad quoting, invalid UTF-8)."""
 
 
+# Whether a value needs no percent-encoding at all (None when it does): for callers that
+# encode many values, most of them safe, without a call each.
+needs_no_encoding = _SAFE.fullmatch
+
+
 def encode_header_value(value: str) -> str:
     """Percent-encode space, `"`, `%` and everything outside U+0021..U+007E as UTF-8 `%XY`."""
     if _SAFE.fullmatch(value):

@@ -62,7 +62,21 @@ def to_canonical(value: AttributeValue) -> str:
         return str(value)
     if isinstance(value, bytes):
         return base64.b64encode(value).decode("ascii")
-    return format_rfc3339(value)
+    return _format_time(value)
+
+
+# The receive times of a burst are one datetime object (`envelope.render` reuses the
+# parsed `received_at`): each output of each event writes it, so its text is remembered.
+_last_time: tuple[datetime | None, str] = (None, "")
+
+
+def _format_time(value: datetime) -> str:
+    global _last_time
+    if value is _last_time[0]:
+        return _last_time[1]
+    text = format_rfc3339(value)
+    _last_time = (value, text)
+    return text
 
 
 def to_json_value(value: AttributeValue) -> str | bool | int:

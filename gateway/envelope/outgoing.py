@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Literal
 
 from gateway.cloudevents import encode
@@ -103,25 +104,46 @@ def with_defaults(record: NativeMessage, defaults: Mapping[str, JSON],
     if not defaults:
         return record
     fields_in = record.fields
-    missing = {k: v for k, v in defaults.items() if k not in fields_in}
-    if not missing:
-        return record
-    values: dict[str, str] | None = None
-    fields = dict(fields_in)
-    for name, value in missing.items():
+    fields: dict[str, JSON] | None = None
+    for name, value in defaults.items():
+        if name in fields_in:
+            continue
+        if fields is None:
+            fields = dict(fields_in)
         if isinstance(value, str) and "{" in value:
-            if values is None:  # built only when a default is a template
-                values = {}
-                if event is not None:
-                    values.update({k: str(v) for k, v in event.get_attributes().items()})
-                if context is not None:
-                    values.update(context)
-            try:
-                value = Template.parse(value).expand(values)
-            except (TemplateError, KeyError) as exc:
-                raise RenderFailed(f"{name} template {value!r}: no value for {exc}") from exc
+            value = _fill_default(name, value, event, context)
         fields[name] = value
-    return record.replace_fields(fields)
+    return record if fields is None else record.replace_fields(fields)
+
+
+def _fill_default(name: str, text: str, event: CloudEvent | None,
+                  context: Mapping[str, str] | None) -> str:
+    """A templated default filled with the values of the names it uses: the match
+    context's, else the event attribute's (`str` of it)."""
+    template = _default_template(text)
+    if isinstance(template, TemplateError):
+        raise RenderFailed(f"{name} template {text!r}: no value for {template}") from template
+    attributes = event.get_attributes() if event is not None else {}
+    values: dict[str, object] = {}
+    for placeholder in template.names:
+        if context is not None and placeholder in context:
+            values[placeholder] = context[placeholder]
+        elif placeholder in attributes:
+            values[placeholder] = str(attributes[placeholder])
+    try:
+        return template.expand(values)
+    except KeyError as exc:
+        raise RenderFailed(f"{name} template {text!r}: no value for {exc}") from exc
+
+
+@lru_cache(maxsize=1024)
+def _default_template(text: str) -> Template | TemplateError:
+    """A default's template, parsed once (outputs have few defaults; every event fills
+    them), or why it does not parse (reported for each event, as before)."""
+    try:
+        return Template.parse(text)
+    except TemplateError as exc:
+        return exc
 
 
 def with_trace(record: NativeMessage, event: CloudEvent) -> NativeMessage:

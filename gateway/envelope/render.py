@@ -21,17 +21,28 @@ Rules (shared/spec/README.md and the spec's CloudEvents section):
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 from gateway.cloudevents.event import CloudEvent
 from gateway.cloudevents.timestamps import format_rfc3339, parse_rfc3339
 from gateway.definitions.model import MessageDefinition, Property
-from gateway.envelope.ids import event_id
+from gateway.envelope.ids import IdentityReader, event_id, identity_reader, name_uuid, random_uuid
 from gateway.jsontypes import JSON
-from gateway.record import NativeMessage, as_text
+from gateway.protocols import find_profile
+from gateway.record import (
+    _NO_DATA,
+    ContentTypeReader,
+    MetadataReader,
+    NativeMessage,
+    as_text,
+    content_type_reader,
+    metadata_reader,
+)
 from gateway.templates import Template, TemplateError
 
 TIME_SENTINEL = "0000-01-01T00:00:00Z"
@@ -130,6 +141,51 @@ def _check_attribute(name: str, value: Any) -> str | None:
 
 _CORE = ("id", "source", "type", "subject", "dataschema", "datacontenttype")
 
+# The texts a plain-text attribute may render to, per name: no control characters (every
+# attribute) and the attribute's own CloudEvents rule (`_check_attribute`) in one regex.
+_NO_CONTROL = r"\x00-\x1f\x7f-\x9f"  # what `_CONTROL` finds
+_ACCEPTS: dict[str, re.Pattern[str]] = {
+    "id": re.compile(rf"[^{_NO_CONTROL}]+\Z"),
+    "type": re.compile(rf"[^{_NO_CONTROL}]+\Z"),
+    "subject": re.compile(rf"[^{_NO_CONTROL}]+\Z"),
+    "source": re.compile(rf"[^\s{_NO_CONTROL}]+\Z"),  # a URI-reference: no whitespace
+    "dataschema": re.compile(rf"[A-Za-z][A-Za-z0-9+.\-]*:[^\s{_NO_CONTROL}]*\Z"),
+}
+_ANY_TEXT = re.compile(rf"[^{_NO_CONTROL}]*\Z")
+# What a printable text (`str.isprintable`: no control character, no whitespace but the
+# space) needs besides to pass its attribute's regex, per name: 1 nothing, 2 to be
+# non-empty, 3 to be non-empty without spaces; 0 (dataschema, datacontenttype): the
+# regex decides.
+_QUICK = {"id": 2, "type": 2, "subject": 2, "source": 3, "dataschema": 0,
+          "datacontenttype": 0}
+# One templated attribute as `render` fills it: name, the placeholder when the template
+# is that alone, the format string, the `_QUICK` rule, the exact test.
+_FastAttribute = tuple[str, "str | None", str, int, Callable[[str], object]]
+# `EnvelopeTemplate.render`'s plan: the constant attributes, the templated ones, whether
+# to add id, time and datacontenttype, the definition's content type, the dataschema to
+# add, whether to carry trace context.
+_Plan = tuple[dict[str, Any], tuple[_FastAttribute, ...], bool, bool, bool, "str | None",
+              "str | None", bool]
+
+
+@lru_cache(maxsize=4096)
+def _fast_attribute(name: str, whole: str | None, fmt: str) -> _FastAttribute:
+    """One templated attribute as `render` fills it, shared by every template that has
+    it (a large catalog repeats `"subject": "{unit}"` thousands of times: one hot tuple)."""
+    return (sys.intern(name), whole, sys.intern(fmt), _QUICK.get(name, 1), _accepts(name))
+
+
+@lru_cache(maxsize=256)
+def _accepts(name: str) -> Callable[[str], object]:
+    """A test that is not None exactly when a plain text value of attribute `name` is
+    one `render_checked` keeps. `datacontenttype` has a grammar of its own: both checks."""
+    if name == "datacontenttype":
+        def media_type(text: str) -> object:
+            return _ANY_TEXT.match(text) and _MEDIA_TYPE.match(text)
+
+        return media_type
+    return _ACCEPTS.get(name, _ANY_TEXT).match
+
 
 def _check_core(attributes: Mapping[str, Any], names: tuple[str, ...] = _CORE) -> str | None:
     for name in names:
@@ -165,6 +221,11 @@ def _infer_content_type(definition: MessageDefinition) -> str | None:
 
 class EnvelopeTemplate:
     """The compiled `envelopemetadata` of one definition."""
+
+    # Slots: rendering reads the plan from the object itself, not from a dict beside it
+    # (with thousands of definitions, one memory line less to miss per message).
+    __slots__ = ("_fast", "attributes", "content_type", "dataschema", "definition", "error",
+                 "fixed", "required_unfilled", "runtime_checked", "time_from_receive")
 
     def __init__(self, definition: MessageDefinition) -> None:
         self.definition = definition
@@ -209,6 +270,31 @@ class EnvelopeTemplate:
                     f"{definition.xid}: envelopemetadata declares {', '.join(unfilled)} "
                     "required but gives no value to render",
                 )
+        self._plan()
+
+    def _plan(self) -> None:
+        """What `render` does per message, decided once (None: `render_checked` only):
+        the constant attributes, per templated attribute how to fill and check it, and
+        which of id, time, datacontenttype, dataschema and trace context to add."""
+        self._fast: _Plan | None = None
+        fast: list[_FastAttribute] = []
+        for attribute in self.attributes:
+            assert attribute.template is not None
+            fmt = attribute.template.format_string
+            if attribute.type not in _PLAIN_TEXT or fmt is None:
+                return  # typed or digit-named placeholders: `render_checked` only
+            parts = attribute.template.parts
+            # A lone `{name}` is the captured value itself: a dict lookup, no formatting.
+            whole = parts[0].name if len(parts) == 1 else None
+            fast.append(_fast_attribute(attribute.name, whole, fmt))
+        if self.error is not None:
+            return
+        declared = set(self.fixed) | {a.name for a in self.attributes}
+        self._fast = (
+            self.fixed, tuple(fast), "id" not in declared, self.time_from_receive,
+            "datacontenttype" not in declared, self.content_type,
+            self.dataschema if "dataschema" not in declared else None,
+            "traceparent" not in declared)
 
     def _compile(self, name: str, prop: Property) -> None:
         if not _NAME.match(name) or name == "data":
@@ -242,6 +328,74 @@ class EnvelopeTemplate:
         context: Mapping[str, str],
         now: datetime | None = None,
     ) -> CloudEvent | RenderError:
+        """The CloudEvent of `record`, or why there is none.
+
+        The common case in one pass: every templated attribute plain text whose value
+        passes its rule, the native content type (if any) a media type. Anything else
+        (a missing placeholder, a value that breaks a rule, a typed attribute) goes to
+        `render_checked`, which renders from scratch and phrases the error, so the
+        result is always `render_checked`'s."""
+        plan = self._fast
+        if plan is None:
+            return self.render_checked(record, context, now)
+        fixed, fast, fill_id, fill_time, fill_content_type, content_type, dataschema, \
+            fill_trace = plan
+        attributes: dict[str, Any] = fixed.copy()
+        try:
+            for name, whole, fmt, quick, accepts in fast:
+                text = context[whole] if whole is not None else fmt.format_map(context)
+                if text.__class__ is not str:  # a caller's context of other values
+                    text = fmt.format_map(context)
+                # Printable text has no control character and no whitespace but spaces;
+                # anything else (or a rule of its own) is for the attribute's exact regex.
+                printable_ok = quick and text.isprintable() and (
+                    quick == 1 or (text and (quick == 2 or " " not in text)))
+                if not printable_ok and accepts(text) is None:
+                    return self.render_checked(record, context, now)
+                attributes[name] = text
+        except KeyError:
+            return self.render_checked(record, context, now)
+        identity_of, content_type_of, metadata_of = (
+            _FACTS.get(record.protocol) or _facts(record.protocol))
+        if fill_id:
+            identity = identity_of(record)
+            attributes["id"] = random_uuid() if identity is None else name_uuid(identity)
+        if fill_time:
+            received = record.received_at
+            last = _last_time
+            attributes["time"] = (last[1] if received is not None and received == last[0]
+                                  else _receive_time(record, now))
+        if fill_content_type:
+            native = content_type_of(record.fields)
+            if native is not None:
+                if _MEDIA_TYPE.match(native) is None:
+                    return self.render_checked(record, context, now)
+                attributes["datacontenttype"] = native
+            elif content_type is not None:
+                attributes["datacontenttype"] = content_type
+            elif record.data is not _NO_DATA:
+                attributes["datacontenttype"] = "application/json"
+        if dataschema is not None:
+            attributes["dataschema"] = dataschema
+        if fill_trace:
+            parent = metadata_of(record.fields, "traceparent")
+            if parent is not None and _TRACEPARENT.match(parent):
+                attributes["traceparent"] = parent
+                state = metadata_of(record.fields, "tracestate")
+                if state:
+                    attributes["tracestate"] = state
+        if record.data is not _NO_DATA:
+            return CloudEvent.trusted(attributes, record.data, True, record.raw)
+        return CloudEvent.trusted(attributes, record.payload, record.payload is not None)
+
+    def render_checked(
+        self,
+        record: NativeMessage,
+        context: Mapping[str, str],
+        now: datetime | None = None,
+    ) -> CloudEvent | RenderError:
+        """`render` one step at a time, checking each: the reference behaviour, and what
+        phrases every `RenderError`."""
         if self.error is not None:
             return self.error
         attributes: dict[str, Any] = dict(self.fixed)
@@ -301,6 +455,19 @@ _CANONICAL_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?Z\Z")
 
 _TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}\Z")
 
+# Per protocol, how `render` reads a record's identity, content type and metadata (the
+# trace context): `event_id`, `NativeMessage.content_type`, `trace_header`, looked up once.
+Facts = tuple[IdentityReader, ContentTypeReader, MetadataReader]
+_FACTS: dict[str, Facts] = {}
+
+
+def _facts(protocol: str) -> Facts:
+    facts = (identity_reader(protocol), content_type_reader(protocol),
+             metadata_reader(protocol))
+    if find_profile(protocol) is not None:
+        _FACTS[protocol] = facts
+    return facts
+
 
 def _carry_trace_context(record: NativeMessage, attributes: dict[str, Any]) -> None:
     """W3C trace context from the native message into the CloudEvents distributed-tracing
@@ -321,7 +488,8 @@ def trace_header(record: NativeMessage, name: str) -> str | None:
 
 # Adapters stamp receive times at a coarse resolution, so bursts share one string: the
 # last parsed one is remembered.
-_last_time: tuple[str, datetime] = ("", datetime.min)
+# (None at first: an empty `received_at` once matched the initial "" and got a naive time.)
+_last_time: tuple[str | None, datetime] = (None, datetime.min)
 
 
 def _receive_time(record: NativeMessage, now: datetime | None) -> datetime:
@@ -371,4 +539,7 @@ class EnvelopeRenderer:
         context: Mapping[str, str],
         now: datetime | None = None,
     ) -> CloudEvent | RenderError:
-        return self.template(definition).render(record, context, now)
+        template = self._templates.get(definition.xid)
+        if template is None or template.definition is not definition:
+            template = self.template(definition)
+        return template.render(record, context, now)

@@ -7,7 +7,7 @@ placeholder name used twice must carry the same value.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
@@ -22,9 +22,13 @@ from gateway.matching.values import (
     reader_for,
     same_value,
 )
-from gateway.protocols import percent_decoded, token_separator
+from gateway.protocols import FieldAccess, field_access, percent_decoded, token_separator
 from gateway.record import NativeMessage, as_text
 from gateway.templates import Template, TemplateError
+
+# A record and its address split on `/` (when the index found the definition by its
+# shape) -> the captured context, or None when the record does not conform.
+NativeTest = Callable[[NativeMessage, "list[str] | None"], "dict[str, str] | None"]
 
 _STRINGY = {"string", "uritemplate", "uri", "symbol", "any", ""}
 TIME_SENTINEL = "0000-01-01T00:00:00Z"
@@ -45,15 +49,20 @@ class Failure:
 class Check:
     """One compiled constraint. `values` are what the message carries for the field."""
 
-    __slots__ = ("attribute", "check_type", "constant", "declared", "decode", "has_constant",
-                 "label", "literal_weight", "match_fn", "reader", "required", "template")
+    __slots__ = ("access", "attribute", "check_type", "constant", "declared", "decode",
+                 "has_constant", "label", "literal_weight", "match_fn", "reader", "required",
+                 "template")
 
     def __init__(
         self, label: str, prop: Property, reader: Reader | None, attribute: str | None = None,
         decode: bool = False,
         separator: str = "/",
+        access: FieldAccess | None = None,
     ) -> None:
         self.label = label
+        # Where a protocol check reads the record (what `reader` reads), for the matcher's
+        # specialised tests (`gateway.matching.fast`); None for envelope checks.
+        self.access = access
         # Percent-encoded field (HTTP path, query): compare decoded, capture raw then decode.
         self.decode = decode
         self.reader = reader
@@ -171,6 +180,12 @@ class CompiledDefinition:
     # check reduces to reading captures by position (no regex).
     address_check: Check | None = None
     address_captures: tuple[tuple[str, int], ...] | None = None
+    # Set by the matcher when the index keys the definition on its constant address: a
+    # record found that way passes `address_check` (the native test leaves it out).
+    address_exact: bool = False
+    # Set by the matcher: `evaluate(record, None)` as one specialised function
+    # (`gateway.matching.fast`), the captured context or None.
+    native_test: NativeTest = field(default=lambda record, segments: _not_indexed())
 
     @property
     def envelope_only(self) -> bool:
@@ -221,6 +236,10 @@ class CompiledDefinition:
         return passed
 
 
+def _not_indexed() -> dict[str, str] | None:
+    raise AssertionError("native_test of a definition no Matcher has indexed")
+
+
 def compile_definition(definition: MessageDefinition) -> CompiledDefinition:
     fam = family(definition.protocol)
     compiled = CompiledDefinition(definition, fam)
@@ -234,7 +253,9 @@ def compile_definition(definition: MessageDefinition) -> CompiledDefinition:
             check = Check(label, constraint.prop,
                           reader_for(definition.protocol, constraint.field, constraint.name),
                           decode=percent_decoded(definition.protocol, constraint.field),
-                          separator=token_separator(definition.protocol, constraint.field))
+                          separator=token_separator(definition.protocol, constraint.field),
+                          access=field_access(definition.protocol, constraint.field,
+                                              constraint.name))
             if check.constrains or check.declared not in _STRINGY:
                 compiled.protocol_checks.append(check)
     if definition.is_cloudevent:

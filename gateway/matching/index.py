@@ -11,6 +11,7 @@ candidates found this way run their regexes.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -19,6 +20,7 @@ from gateway.matching.compiled import Check, CompiledDefinition
 from gateway.templates import Template
 
 WILD = "\0"  # trie key for a segment holding a placeholder
+_NONE: list[CompiledDefinition] = []  # what a lookup finds when nothing fits (never changed)
 
 
 @dataclass
@@ -70,7 +72,9 @@ class KeyIndex:
     def _add_trie(self, template: Template, compiled: CompiledDefinition) -> None:
         # A placeholder never spans '/', so the segment count of a match is fixed.
         marker = template.expand({n: WILD for n in template.names})
-        segments = marker.split("/")
+        # Interned: thousands of keys share their literal segments ("plant", ""), so a
+        # lookup compares against a few hot strings instead of one copy per definition.
+        segments = [sys.intern(segment) for segment in marker.split("/")]
         positions = tuple(i for i, seg in enumerate(segments) if WILD not in seg)
         shapes = self.shapes.setdefault(len(segments), [])
         shape = next((s for s in shapes if s.literal_positions == positions), None)
@@ -83,25 +87,28 @@ class KeyIndex:
     def lookup(self, key: str | None) -> list[CompiledDefinition]:
         if key is None:
             return self.rest
-        out: list[CompiledDefinition] = []
-        hit = self.exact.get(key)
-        if hit:
-            out.extend(hit)
-        if self.shapes:
-            segments = key.split("/")
+        return self.lookup_split(key, key.split("/") if self.shapes else None)
+
+    def lookup_split(self, key: str, segments: list[str] | None) -> list[CompiledDefinition]:
+        """`lookup(key)` with the key already split on `/` (None when no segmented
+        template is indexed: then nothing needs the segments). The list may be one of
+        the index's own: read it, do not change it."""
+        found: list[CompiledDefinition] = self.exact.get(key) or _NONE
+        if segments is not None:
             shapes = self.shapes.get(len(segments))
             if shapes:
                 for shape in shapes:
-                    found = shape.buckets.get(shape.key_of(segments))
-                    if found:
-                        out.extend(found)
-        for length, bucket in self.prefixes.items():
-            found = bucket.get(key[:length])
-            if found:
-                out.extend(found)
+                    bucket = shape.buckets.get(shape.key_of(segments))
+                    if bucket:
+                        found = found + bucket if found else bucket
+        if self.prefixes:
+            for length, by_prefix in self.prefixes.items():
+                bucket = by_prefix.get(key[:length])
+                if bucket:
+                    found = found + bucket if found else bucket
         if self.rest:
-            out.extend(self.rest)
-        return out
+            found = found + self.rest if found else self.rest
+        return found
 
     def all(self) -> Iterable[CompiledDefinition]:
         for defs in self.exact.values():

@@ -23,12 +23,21 @@ from urllib.parse import unquote
 from gateway.definitions.model import MessageDefinition
 from gateway.jsontypes import JSON
 from gateway.matching.compiled import Check, CompiledDefinition, Failure, compile_definition
+from gateway.matching.fast import Made, definition_test
 from gateway.matching.index import KeyIndex
-from gateway.matching.values import ADDRESS_FIELD, address_of, family
+from gateway.matching.values import (
+    ADDRESS_FIELD,
+    AddressReader,
+    address_of,
+    address_reader,
+    family,
+)
 from gateway.record import NativeMessage
 from gateway.templates import Template
 
 AmbiguityPolicy = Literal["first", "deadletter"]
+# Per protocol: the index of its family, its scalar address field, its address reader.
+_NativeRoute = tuple["KeyIndex | None", "str | None", AddressReader]
 Status = Literal["matched", "unmatched", "ambiguous"]
 
 
@@ -71,6 +80,8 @@ class Matcher:
         self._by_family: dict[str, KeyIndex] = {}
         self._cloudevents = KeyIndex()  # envelope-only definitions, keyed by CE type
         self._schema_validators: dict[str, Any] = {}
+        self._native_routes: dict[str, _NativeRoute] = {}
+        self._made: Made = {}  # the specialised tests, shared by equal constraints
         for definition in definitions:
             self._add(compile_definition(definition))
 
@@ -90,6 +101,13 @@ class Matcher:
             if key_check is not None and key_check.template is not None:
                 compiled.address_captures = _segment_captures(key_check.template)
                 compiled.address_check = key_check
+            elif (key_check is not None and key_check.has_constant
+                  and isinstance(key_check.constant, str) and not key_check.check_type):
+                # Indexed by its constant address: found only when the address is that
+                # text, which the check then accepts (`same_value` of equal text).
+                compiled.address_check = key_check
+                compiled.address_exact = True
+            compiled.native_test = definition_test(compiled, self._made)
         elif definition.is_cloudevent:
             type_check = next(
                 (c for c in compiled.envelope_checks if c.attribute == "type"), None
@@ -122,6 +140,8 @@ class Matcher:
         self, record: NativeMessage, event: Mapping[str, JSON] | None = None
     ) -> MatchResult:
         """Match a record; `event` holds the CloudEvents attributes when it carries one."""
+        if event is None:
+            return self.match_native(record)
         found: list[tuple[CompiledDefinition, dict[str, str]]] = []
         segments: list[str] | None = None
         address = address_of(record)
@@ -139,6 +159,59 @@ class Matcher:
                 outcome = compiled.evaluate(record, event)
             if not isinstance(outcome, Failure):
                 found.append((compiled, outcome))
+        return self._decide(found, record, event)
+
+    def match_native(self, record: NativeMessage) -> MatchResult:
+        """`match(record)` of a record that carries no CloudEvent: the hot path. Each
+        candidate runs its specialised test (`gateway.matching.fast`), not `evaluate`."""
+        route = self._native_routes.get(record.protocol)
+        if route is None:
+            route = self._native_route(record.protocol)
+        index, field, read_address = route
+        if index is None:
+            return MatchResult("unmatched")
+        if field is not None:  # a scalar address (topic, subject, path): read it here
+            address = record.fields.get(field)
+            if address.__class__ is not str and not isinstance(address, str):
+                address = None
+        else:
+            address = read_address(record.fields)
+        segments: list[str] | None = None
+        if address is None:
+            candidates = index.rest
+        else:
+            if index.shapes:
+                segments = address.split("/")
+            candidates = index.lookup_split(address, segments)
+        if len(candidates) == 1:  # the common case: the index left one candidate
+            compiled = candidates[0]
+            context = compiled.native_test(record, segments)
+            if context is None:
+                return MatchResult("unmatched")
+            return MatchResult("matched", compiled.definition, context)
+        found: list[tuple[CompiledDefinition, dict[str, str]]] = []
+        for compiled in candidates:
+            context = compiled.native_test(record, segments)
+            if context is not None:
+                found.append((compiled, context))
+        return self._decide(found, record, None)
+
+    def _native_route(self, protocol: str) -> _NativeRoute:
+        """Where records of `protocol` are looked up, found once per protocol: the index
+        of its family, and its address field when that is a scalar field (else None) or
+        else the reader of the address."""
+        fam = family(protocol)
+        address = ADDRESS_FIELD.get(fam) if fam is not None else None
+        scalar = address[0] if address is not None and address[1] is None else None
+        route = (None if fam is None else self._by_family.get(fam), scalar,
+                 address_reader(protocol))
+        self._native_routes[protocol] = route
+        return route
+
+    def _decide(self, found: list[tuple[CompiledDefinition, dict[str, str]]],
+                record: NativeMessage, event: Mapping[str, JSON] | None) -> MatchResult:
+        """The result from every definition that accepts the message: the most specific
+        wins; a true tie is broken by the schema (when validating) and the policy."""
         if not found:
             return MatchResult("unmatched")
         if len(found) == 1:

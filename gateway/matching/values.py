@@ -6,7 +6,7 @@ Kept apart from the matcher so the Spark compiler and `explain` read fields the 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from urllib.parse import unquote
 
 from gateway.jsontypes import JSON
@@ -132,14 +132,37 @@ ADDRESS_FIELD: dict[str, tuple[str, str | None]] = {
 
 
 def address_of(record: NativeMessage) -> str | None:
-    prof = find_profile(record.protocol)
+    return address_reader(record.protocol)(record.fields)
+
+
+AddressReader = Callable[[Mapping[str, JSON]], "str | None"]
+_ADDRESS_READERS: dict[str, AddressReader] = {}
+
+
+def _no_address(fields: Mapping[str, JSON]) -> None:
+    return None
+
+
+def address_reader(protocol: str) -> AddressReader:
+    """The address of a protocol's records (`ProtocolProfile.address`) as one function of
+    the record's fields, built once per protocol (the matcher reads it for every message)."""
+    reader = _ADDRESS_READERS.get(protocol)
+    if reader is not None:
+        return reader
+    prof = find_profile(protocol)
     if prof is None or prof.address is None:
-        return None
+        return _no_address
     field, name = prof.address.field, prof.address.name
-    value: JSON
-    if name is None:
-        value = record.fields.get(field)  # HTTP: raw, split before decoding
-    else:
-        section = record.fields.get(field)
-        value = section.get(name) if isinstance(section, dict) else None
-    return value if isinstance(value, str) else None
+
+    def scalar(fields: Mapping[str, JSON]) -> str | None:
+        value = fields.get(field)  # HTTP: raw, split before decoding
+        return value if isinstance(value, str) else None
+
+    def member(fields: Mapping[str, JSON]) -> str | None:
+        section = fields.get(field)
+        value = section.get(name or "") if isinstance(section, dict) else None
+        return value if isinstance(value, str) else None
+
+    reader = scalar if name is None else member
+    _ADDRESS_READERS[protocol] = reader
+    return reader

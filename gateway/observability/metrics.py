@@ -168,10 +168,13 @@ def _register_runtime_collectors(registry: CollectorRegistry) -> None:
 
 
 def body_size(message: NativeMessage) -> int:
-    """The body's length in bytes without serialising a parsed JSON body again when the
-    received bytes are known (they are, for everything an adapter receives)."""
-    if message.raw is not None:
-        return len(message.raw)
+    """The body's length in bytes, never serialising a JSON body again: received
+    records and the binary-mode events rendered from them carry their bytes (`raw`),
+    and a record sent without them was serialised once by its producer, which kept the
+    text (`NativeMessage.body_bytes`)."""
+    raw = message.raw
+    if raw is not None:
+        return len(raw)
     if message.payload is not None and not message.has_json_data:
         return len(message.payload)
     return len(message.body_bytes())

@@ -39,7 +39,8 @@ BINDINGS: dict[str, Binding] = {
 
 
 def _binding(protocol: str) -> Binding:
-    binding = BINDINGS.get(normalize_protocol(protocol) or "")
+    # Records carry canonical names: normalising them again for every message is waste.
+    binding = BINDINGS.get(protocol) or BINDINGS.get(normalize_protocol(protocol) or "")
     if binding is None:
         raise ValueError(
             f"no CloudEvents binding for protocol {protocol!r} (known: {', '.join(BINDINGS)})"

@@ -86,7 +86,7 @@ def encode(event: CloudEvent, mode: EncodeMode) -> NativeMessage:
     fields = {APPLICATION_PROPERTIES: properties}
     if content_type is not None:
         fields["properties"] = {"content-type": content_type}
-    return NativeMessage(AMQP, fields, **body_fields(body))
+    return NativeMessage(AMQP, fields, **body_fields(body, event))
 
 
 BINDING = Binding(AMQP, detect, decode, encode)

@@ -43,13 +43,29 @@ def record_body(record: NativeMessage) -> Body:
     return NO_BODY
 
 
-def body_fields(body: Body) -> dict[str, Any]:
-    """NativeMessage keyword arguments for a body: JSON goes to `data`, bytes to `payload`."""
+def body_fields(body: Body, event: CloudEvent | None = None) -> dict[str, Any]:
+    """NativeMessage keyword arguments for a body: JSON goes to `data`, bytes to `payload`.
+
+    When the body is `event`'s data and the event knows the bytes that data was parsed
+    from (it was rendered from a received message), they go along as the record's `raw`:
+    producers and metrics read them instead of serialising the same JSON again, and the
+    body leaves as it came."""
     if isinstance(body, NoBody):
         return {}
     if isinstance(body, bytes):
         return {"payload": body}
+    if event is not None and body is event.data:
+        raw = event.raw
+        if raw is not None and _plain_utf8(raw):
+            return {"data": body, "raw": raw}
     return {"data": body}
+
+
+def _plain_utf8(raw: bytes) -> bool:
+    """Whether JSON text is UTF-8 without a byte order mark: `json.loads` also reads
+    UTF-16 and UTF-32 (NUL bytes among the first two) and a UTF-8 BOM, which must not be
+    sent as `application/json`; every JSON text in UTF-8 starts with an ASCII character."""
+    return bool(raw) and 0 < raw[0] < 0x80 and (len(raw) < 2 or raw[1] != 0)
 
 
 def binary_body(event: CloudEvent) -> tuple[str | None, Body]:
@@ -130,7 +146,9 @@ def binary_event(
     data, has_data = datacodec.from_body(
         declared if isinstance(declared, str) else None, record_body(record)
     )
-    return CloudEvent.trusted(attributes, data, has_data)
+    # The record's parsed body taken as is: the event keeps the bytes it came from.
+    received = record.raw if record.has_json_data and data is record.data else None
+    return CloudEvent.trusted(attributes, data, has_data, received)
 
 
 def content_type_attribute(

@@ -1,45 +1,84 @@
 """Binary-mode attributes carried in prefixed headers: `ce-` (HTTP, NATS) and `ce_` (Kafka).
 
 One pass over the header list finds the content type and every prefixed attribute, so
-a decoder reads the headers once (record.pairs() builds a new list on every call).
+a decoder reads the headers once. `scan` reads the record's list of {name, value}
+entries itself: every received message is scanned, most of them carry no CloudEvent,
+and `record.pairs()` would build a new list with every value's text first.
 """
 
 from __future__ import annotations
-
-from collections.abc import Iterable
 
 from gateway.cloudevents.event import CloudEvent
 from gateway.cloudevents.headercodec import (
     HeaderValueError,
     decode_header_value,
     encode_header_value,
+    needs_no_encoding,
 )
 from gateway.cloudevents.typesystem import to_canonical
 from gateway.jsontypes import JSON
+from gateway.record import as_text
 
 # (attribute name, header name as sent, header value)
 Entry = tuple[str, str, str]
+_SPEC_SIZE = len("specversion")
+_CONTENT_TYPE_SIZE = len("content-type")
 
 
-def scan(
-    pairs: Iterable[tuple[str, str]], prefix: str, lower_names: bool
-) -> tuple[str | None, list[Entry]]:
-    """(Content type, prefixed entries). Prefix and `content-type` match case-insensitively.
+def scan(raw: JSON, prefix: str, lower_names: bool) -> tuple[str | None, list[Entry]]:
+    """(Content type, prefixed entries) of a {name, value} list field (`raw`, as the record
+    holds it; entries as `record.pairs()` reads them). Prefix and `content-type` match
+    case-insensitively; only the values that matter are made text.
 
     `lower_names` folds attribute names to lower case, for protocols whose header names
     are case-insensitive (HTTP, NATS); Kafka keeps them, so `ce_MyExt` is reported.
     """
+    if not isinstance(raw, list):
+        return None, []
     size = len(prefix)
     content_type: str | None = None
     entries: list[Entry] = []
-    for key, value in pairs:
+    for entry in raw:
+        if not isinstance(entry, dict):
+            continue
+        key = entry.get("name", "")
+        if key.__class__ is not str:
+            key = str(key)
         head = key[:size].lower()
         if head == prefix:
             name = key[size:]
-            entries.append((name.lower() if lower_names else name, key, value))
+            entries.append((name.lower() if lower_names else name, key,
+                            as_text(entry.get("value"))))
         elif content_type is None and key.lower() == "content-type":
-            content_type = value
+            content_type = as_text(entry.get("value"))
     return content_type, entries
+
+
+def peek(raw: JSON, prefix: str, lower_names: bool) -> tuple[str | None, bool]:
+    """(Content type, whether a prefixed `specversion` is there): what `detect` needs of
+    `scan(raw, ...)`, without collecting the entries (every received message is peeked
+    at; few are CloudEvents)."""
+    if not isinstance(raw, list):
+        return None, False
+    size = len(prefix)
+    content_type: str | None = None
+    specversion = False
+    for entry in raw:
+        if not isinstance(entry, dict):
+            continue
+        key = entry.get("name", "")
+        if key.__class__ is not str:
+            key = str(key)
+        # Names that can be neither (the usual application headers) cost a length
+        # comparison and one character's case fold, not a lower-cased copy of the name.
+        if len(key) == _SPEC_SIZE + size or len(key) == _CONTENT_TYPE_SIZE:
+            if key[:size].lower() == prefix:
+                name = key[size:]
+                if (name.lower() if lower_names else name) == "specversion":
+                    specversion = True
+            elif content_type is None and key.lower() == "content-type":
+                content_type = as_text(entry.get("value"))
+    return content_type, specversion
 
 
 def has_specversion(entries: list[Entry]) -> bool:
@@ -66,11 +105,12 @@ def collect(entries: list[Entry], problems: list[str], percent_decode: bool) -> 
 def write(event: CloudEvent, prefix: str, percent_encode: bool) -> list[JSON]:
     """Prefixed headers for every attribute except `datacontenttype`, lower-case names."""
     headers: list[JSON] = []
-    for name, value in event.attributes.items():
+    append = headers.append
+    for name, value in event.get_attributes().items():
         if name == "datacontenttype":
             continue
-        text = to_canonical(value)
-        headers.append(
-            {"name": prefix + name, "value": encode_header_value(text) if percent_encode else text}
-        )
+        text = value if value.__class__ is str else to_canonical(value)
+        if percent_encode and needs_no_encoding(text) is None:
+            text = encode_header_value(text)
+        append({"name": prefix + name, "value": text})
     return headers

@@ -37,12 +37,21 @@ def _mode(content_type: str | None, entries: list[headers.Entry]) -> Mode | None
     return "binary" if headers.has_specversion(entries) else None
 
 
+def _scan(record: NativeMessage) -> tuple[str | None, list[headers.Entry]]:
+    return headers.scan(record.fields.get("headers"), PREFIX, lower_names=True)
+
+
 def detect(record: NativeMessage) -> Mode | None:
-    return _mode(*headers.scan(record.pairs("headers"), PREFIX, lower_names=True))
+    content_type, specversion = headers.peek(record.fields.get("headers"), PREFIX,
+                                             lower_names=True)
+    if content_type is not None and mediatype.is_cloudevents(content_type):
+        # Batch or structured: the batch prefix must be tested first (see `_mode`).
+        return "batch" if mediatype.is_cloudevents_batch(content_type) else "structured"
+    return "binary" if specversion else None
 
 
 def decode(record: NativeMessage, extension_types: ExtensionTypes | None) -> CloudEvent | None:
-    content_type, entries = headers.scan(record.pairs("headers"), PREFIX, lower_names=True)
+    content_type, entries = _scan(record)
     mode = _mode(content_type, entries)
     if mode is None:
         return None
@@ -82,7 +91,8 @@ def encode(event: CloudEvent, mode: EncodeMode) -> NativeMessage:
     header_list = headers.write(event, PREFIX, percent_encode=True)
     if content_type is not None:
         header_list.append({"name": "content-type", "value": content_type})
-    return NativeMessage(HTTP, {"method": METHOD, "headers": header_list}, **body_fields(body))
+    return NativeMessage(HTTP, {"method": METHOD, "headers": header_list},
+                         **body_fields(body, event))
 
 
 def encode_batch(events: list[CloudEvent]) -> NativeMessage:

@@ -36,12 +36,20 @@ def _mode(content_type: str | None, entries: list[headers.Entry]) -> Mode | None
     return "binary" if headers.has_specversion(entries) else None
 
 
+def _scan(record: NativeMessage) -> tuple[str | None, list[headers.Entry]]:
+    return headers.scan(record.fields.get("headers"), PREFIX, lower_names=False)
+
+
 def detect(record: NativeMessage) -> Mode | None:
-    return _mode(*headers.scan(record.pairs("headers"), PREFIX, lower_names=False))
+    content_type, specversion = headers.peek(record.fields.get("headers"), PREFIX,
+                                             lower_names=False)
+    if content_type is not None and mediatype.is_cloudevents(content_type):
+        return "structured"
+    return "binary" if specversion else None
 
 
 def decode(record: NativeMessage, extension_types: ExtensionTypes | None) -> CloudEvent | None:
-    content_type, entries = headers.scan(record.pairs("headers"), PREFIX, lower_names=False)
+    content_type, entries = _scan(record)
     mode = _mode(content_type, entries)
     if mode is None:
         return None
@@ -72,7 +80,7 @@ def encode(event: CloudEvent, mode: EncodeMode) -> NativeMessage:
         header_list.append({"name": CONTENT_TYPE, "value": content_type})
     fields["headers"] = header_list
     # No data -> no body: a null-value record (a tombstone on compacted topics).
-    return NativeMessage(KAFKA, fields, **body_fields(body))
+    return NativeMessage(KAFKA, fields, **body_fields(body, event))
 
 
 BINDING = Binding(KAFKA, detect, decode, encode)

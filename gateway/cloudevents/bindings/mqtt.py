@@ -30,21 +30,48 @@ from gateway.record import NativeMessage
 # sdk-go prefixes user properties with "ce-"; the spec uses bare names. We accept both
 # on input (one style per message) and emit bare names.
 _GO_PREFIX = "ce-"
+_GO_SPECVERSION = _GO_PREFIX + "specversion"
+CONTENT_TYPE = "content_type"
+USER_PROPERTIES = "user_properties"
 
 
 def _prefix(record: NativeMessage) -> str | None:
-    names = {name for name, _ in record.pairs("user_properties")}
-    if "specversion" in names:
-        return ""
-    if _GO_PREFIX + "specversion" in names:
-        return _GO_PREFIX
-    return None
+    """"" for bare names, "ce-" for sdk-go's, None when no user property is a
+    `specversion`. Reads the entries as `record.pairs()` does, without building that list
+    of every value's text: most messages are not CloudEvents."""
+    raw = record.fields.get(USER_PROPERTIES)
+    if not isinstance(raw, list):
+        return None
+    found = None
+    for entry in raw:
+        if not isinstance(entry, dict):
+            continue
+        name = entry.get("name", "")
+        if name.__class__ is not str:
+            name = str(name)
+        if name == "specversion":
+            return ""
+        if name == _GO_SPECVERSION:
+            found = _GO_PREFIX
+    return found
 
 
 def detect5(record: NativeMessage) -> Mode | None:
-    if mediatype.is_cloudevents(record.content_type):
+    fields = record.fields
+    content_type = fields.get(CONTENT_TYPE)  # `record.content_type`, read directly
+    if isinstance(content_type, str) and mediatype.is_cloudevents(content_type):
         return "structured"
-    return "binary" if _prefix(record) is not None else None
+    # `_prefix(record) is not None`, inline: every received MQTT 5 message is asked.
+    raw = fields.get(USER_PROPERTIES)
+    if isinstance(raw, list):
+        for entry in raw:
+            if isinstance(entry, dict):
+                name = entry.get("name", "")
+                if name.__class__ is not str:
+                    name = str(name)
+                if name == "specversion" or name == _GO_SPECVERSION:
+                    return "binary"
+    return None
 
 
 def decode5(record: NativeMessage, extension_types: ExtensionTypes | None) -> CloudEvent | None:
@@ -82,14 +109,14 @@ def encode5(event: CloudEvent, mode: EncodeMode) -> NativeMessage:
     # datacontenttype travels as the PUBLISH Content Type, so it is not a user property.
     fields = {
         "user_properties": [
-            {"name": name, "value": to_canonical(value)}
-            for name, value in event.attributes.items()
+            {"name": name, "value": value if value.__class__ is str else to_canonical(value)}
+            for name, value in event.get_attributes().items()
             if name != "datacontenttype"
         ]
     }
     if content_type is not None:
         fields["content_type"] = content_type
-    return NativeMessage(MQTT5, fields, **body_fields(body))
+    return NativeMessage(MQTT5, fields, **body_fields(body, event))
 
 
 def detect311(record: NativeMessage) -> Mode | None:

@@ -33,11 +33,16 @@ from gateway.record import NativeMessage
 PREFIX = "ce-"
 
 
+def _scan(record: NativeMessage) -> tuple[str | None, list[headers.Entry]]:
+    return headers.scan(record.fields.get("headers"), PREFIX, lower_names=True)
+
+
 def detect(record: NativeMessage) -> Mode | None:
-    content_type, entries = headers.scan(record.pairs("headers"), PREFIX, lower_names=True)
-    if mediatype.is_cloudevents(content_type):
+    content_type, specversion = headers.peek(record.fields.get("headers"), PREFIX,
+                                             lower_names=True)
+    if content_type is not None and mediatype.is_cloudevents(content_type):
         return "structured"
-    if headers.has_specversion(entries):
+    if specversion:
         return "binary"
     if content_type is None and sniff_structured(record) is not None:
         return "structured"
@@ -45,7 +50,7 @@ def detect(record: NativeMessage) -> Mode | None:
 
 
 def decode(record: NativeMessage, extension_types: ExtensionTypes | None) -> CloudEvent | None:
-    content_type, entries = headers.scan(record.pairs("headers"), PREFIX, lower_names=True)
+    content_type, entries = _scan(record)
     if mediatype.is_cloudevents(content_type):
         return structured_event(record, content_type, extension_types)
     if not headers.has_specversion(entries):
@@ -73,7 +78,7 @@ def encode(event: CloudEvent, mode: EncodeMode) -> NativeMessage:
         header_list.append(
             {"name": "ce-datacontenttype", "value": encode_header_value(content_type)}
         )
-    return NativeMessage(NATS, {"headers": header_list}, **body_fields(body))
+    return NativeMessage(NATS, {"headers": header_list}, **body_fields(body, event))
 
 
 BINDING = Binding(NATS, detect, decode, encode)

@@ -1,0 +1,350 @@
+"""Each compiled definition as one test function of a native record, built once.
+
+`Check.apply` handles every kind of constraint in one general loop and phrases a
+`Failure`; matching a message needs neither. Here each check becomes a small function
+chosen for its kind when the matcher is built (constant, template, a template that is one
+whole-value placeholder, presence or type only; on a scalar field, a {name, value} list or
+anything else), and the checks of a definition become one function that returns the
+captured context or None. Matching a message then costs a few function calls per
+candidate, whatever the number of definitions (the index finds the candidates).
+
+The rules are `Check.apply`'s, value for value (`tests/unit/core/test_matcher_fast.py`
+compares both on generated definitions and records); `explain` keeps using `apply` for
+its failures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import cast
+from urllib.parse import unquote
+
+from gateway.cloudevents.mediatype import comparable
+from gateway.jsontypes import JSON
+from gateway.matching.compiled import Check, CompiledDefinition, NativeTest
+from gateway.matching.values import conforms, same_value
+from gateway.record import NativeMessage, as_text
+
+# The verdict on one value of a field: accept the check, try the field's next value, or
+# fail the check now (a placeholder captured a different value than before).
+PASS, NEXT, FAIL = 1, 0, -1
+# The tests one matcher has made, by what they are made of: definitions with the same
+# constraints (a large catalog has thousands that differ only in their literal address
+# segments) share one test, so matching touches a few hot functions, not one per
+# definition.
+Made = dict[Hashable, object]
+ValueTest = Callable[[JSON, dict[str, str]], int]
+# One check of a record: True when it holds (captures merged into the context).
+CheckTest = Callable[[NativeMessage, dict[str, str]], bool]
+
+
+def _merge(context: dict[str, str], captures: dict[str, str]) -> int:
+    for name, value in captures.items():
+        seen = context.get(name)
+        if seen is None:
+            context[name] = value
+        elif seen != value:
+            return FAIL
+    return PASS
+
+
+def value_test(check: Check) -> ValueTest:
+    """`Check.apply`'s verdict on one value."""
+    if check.has_constant:
+        return _constant_test(check)
+    if check.template is not None:
+        if check.template.whole_value and not check.decode and not check.check_type:
+            return _whole_value_test(check.template.names[0])
+        return _template_test(check)
+    return _presence_test(check)
+
+
+def _constant_test(check: Check) -> ValueTest:
+    decode, check_type, declared = check.decode, check.check_type, check.declared
+    constant = check.constant
+    text = as_text(constant)
+    media_type = (comparable(constant) if check.attribute == "datacontenttype"
+                  and isinstance(constant, str) else None)
+
+    def test(value: JSON, context: dict[str, str]) -> int:
+        plain = unquote(value) if decode and value.__class__ is str else value
+        if check_type and not conforms(plain, declared):
+            return NEXT
+        if plain.__class__ is str and value.__class__ is str:
+            # `same_value` of text: equal text (as_text of a str is the str itself).
+            if plain == text or value == text:
+                return PASS
+        elif same_value(plain, constant) or same_value(value, constant):
+            return PASS
+        if media_type is not None and isinstance(value, str) and comparable(value) == media_type:
+            return PASS  # media types compare case-insensitively
+        return NEXT
+
+    return test
+
+
+def _whole_value_test(name: str) -> ValueTest:
+    """`{name}` alone: it captures any non-empty text (the regex is `(?s).+`)."""
+
+    def test(value: JSON, context: dict[str, str]) -> int:
+        text = value if value.__class__ is str else as_text(value)
+        if not text:
+            return NEXT
+        seen = context.get(name)
+        if seen is None:
+            context[name] = text
+            return PASS
+        return PASS if seen == text else FAIL
+
+    return test
+
+
+def _template_test(check: Check) -> ValueTest:
+    decode, check_type, declared = check.decode, check.check_type, check.declared
+    match_fn = check.match_fn
+    assert match_fn is not None
+
+    def test(value: JSON, context: dict[str, str]) -> int:
+        if check_type:
+            plain = unquote(value) if decode and value.__class__ is str else value
+            if not conforms(plain, declared):
+                return NEXT
+        text = value if isinstance(value, str) else as_text(value)
+        found = match_fn(text)
+        if found is None:
+            return NEXT
+        captures: dict[str, str] = found.groupdict()
+        if decode:
+            captures = {k: unquote(v) for k, v in captures.items()}
+        return _merge(context, captures)
+
+    return test
+
+
+def _presence_test(check: Check) -> ValueTest:
+    decode, check_type, declared = check.decode, check.check_type, check.declared
+
+    def test(value: JSON, context: dict[str, str]) -> int:
+        plain = unquote(value) if decode and value.__class__ is str else value
+        if check_type and not conforms(plain, declared):
+            return NEXT
+        return PASS
+
+    return test
+
+
+def check_test(check: Check, made: Made | None = None) -> CheckTest:
+    """`Check.apply(check.reader(record), context) is None`, specialised for where the
+    check reads (one scalar field, the entries of a {name, value} list, else its reader).
+
+    With `made`, checks with the same constraint share one test (see `Made`)."""
+    key = None if made is None else _check_key(check)
+    if made is None or key is None:
+        return _check_test(check)
+    found = made.get(key)
+    if found is None:
+        found = made[key] = _check_test(check)
+    return cast(CheckTest, found)
+
+
+def _check_key(check: Check) -> Hashable | None:
+    """Everything `_check_test` builds a test from, or None when a constant is not
+    hashable (an object or array: such a check gets a test of its own)."""
+    constant: Hashable = None
+    if check.has_constant:
+        try:
+            hash(check.constant)
+        except TypeError:
+            return None
+        # The type too: True, 1 and 1.0 are equal keys but different constants.
+        constant = (type(check.constant), check.constant)
+    return ("check", check.access, check.decode, check.check_type, check.declared,
+            check.required, check.has_constant, constant, check.template, check.attribute)
+
+
+def _check_test(check: Check) -> CheckTest:
+    per_value = value_test(check)
+    # No value at all passes only a check that neither requires nor constrains one.
+    absent_ok = not (check.required or check.has_constant or check.template is not None)
+    access = check.access
+    template = check.template
+    if (access is not None and template is not None and template.whole_value
+            and not check.decode and not check.check_type):
+        # The commonest capture (`{name}` of a header or a key): one function, no
+        # per-value call.
+        if access.kind == "scalar":
+            return _scalar_capture(access.field, template.names[0])
+        if access.kind == "pairs" and access.name is not None:
+            return _pairs_capture(access.field, access.name, access.case_insensitive,
+                                  template.names[0])
+    if access is not None and access.kind == "scalar":
+        field = access.field
+
+        def scalar(record: NativeMessage, context: dict[str, str]) -> bool:
+            fields = record.fields
+            if field not in fields:
+                return absent_ok
+            return per_value(fields[field], context) == PASS
+
+        return scalar
+    if access is not None and access.kind == "pairs" and access.name is not None:
+        return _pairs_test(access.field, access.name, access.case_insensitive, per_value,
+                           absent_ok)
+    reader = check.reader
+    assert reader is not None
+
+    def general(record: NativeMessage, context: dict[str, str]) -> bool:
+        values = reader(record)
+        if not values:
+            return absent_ok
+        for value in values:
+            verdict = per_value(value, context)
+            if verdict != NEXT:
+                return verdict == PASS
+        return False
+
+    return general
+
+
+def _scalar_capture(field: str, name: str) -> CheckTest:
+    """`check_test` of `{name}` on a scalar field (`_whole_value_test` of its value)."""
+
+    def test(record: NativeMessage, context: dict[str, str]) -> bool:
+        fields = record.fields
+        if field not in fields:
+            return False
+        value = fields[field]
+        text = value if value.__class__ is str else as_text(value)
+        if not text:
+            return False
+        seen = context.get(name)
+        if seen is None:
+            context[name] = text
+            return True
+        return seen == text
+
+    return test
+
+
+def _pairs_capture(field: str, entry_name: str, case_insensitive: bool, name: str
+                   ) -> CheckTest:
+    """`check_test` of `{name}` on the entries called `entry_name` (`_pairs_test` with
+    `_whole_value_test`)."""
+    wanted = entry_name.lower() if case_insensitive else entry_name
+
+    def test(record: NativeMessage, context: dict[str, str]) -> bool:
+        raw = record.fields.get(field)
+        if not isinstance(raw, list):
+            return False
+        for entry in raw:
+            if not isinstance(entry, dict):
+                continue
+            key = entry.get("name")
+            if not isinstance(key, str) or (key.lower() if case_insensitive else key) != wanted:
+                continue
+            value = entry.get("value")
+            text = value if value.__class__ is str else as_text(value)
+            if not text:
+                continue  # `.+` needs a character: the next entry may have one
+            seen = context.get(name)
+            if seen is None:
+                context[name] = text
+                return True
+            return seen == text
+        return False
+
+    return test
+
+
+def _pairs_test(field: str, name: str, case_insensitive: bool, per_value: ValueTest,
+                absent_ok: bool) -> CheckTest:
+    """The values of the entries called `name`, in order (`values._pairs_reader`), tried
+    as they are found instead of collected first."""
+    wanted = name.lower() if case_insensitive else name
+
+    def test(record: NativeMessage, context: dict[str, str]) -> bool:
+        raw = record.fields.get(field)
+        if not isinstance(raw, list):
+            return absent_ok
+        seen_one = False
+        for entry in raw:
+            if not isinstance(entry, dict):
+                continue
+            key = entry.get("name")
+            if not isinstance(key, str) or (key.lower() if case_insensitive else key) != wanted:
+                continue
+            seen_one = True
+            verdict = per_value(entry.get("value"), context)
+            if verdict != NEXT:
+                return verdict == PASS
+        return absent_ok if not seen_one else False
+
+    return test
+
+
+def definition_test(compiled: CompiledDefinition, made: Made | None = None) -> NativeTest:
+    """`compiled.evaluate(record, None)` as the matcher calls it, minus the Failure: the
+    address captures read by segment position when the index found the definition by
+    its shape (the literal segments already compared), then every other check in
+    declaration order (not the address check of a definition the index found by its
+    constant address: that one holds)."""
+    positions = compiled.address_captures
+    skip = (compiled.address_check if positions is not None or compiled.address_exact
+            else None)
+    tests = tuple(check_test(c, made) for c in compiled.protocol_checks if c is not skip)
+    decode = skip is not None and skip.decode
+    if made is None:
+        return _definition_test(positions, decode, tests)
+    key = ("definition", positions, decode, tests)
+    test = made.get(key)
+    if test is None:
+        test = made[key] = _definition_test(positions, decode, tests)
+    return cast(NativeTest, test)
+
+
+def _definition_test(positions: tuple[tuple[str, int], ...] | None, decode: bool,
+                     tests: tuple[CheckTest, ...]) -> NativeTest:
+    if positions is None:
+        def checks_only(record: NativeMessage, segments: list[str] | None
+                        ) -> dict[str, str] | None:
+            context: dict[str, str] = {}
+            for test in tests:
+                if not test(record, context):
+                    return None
+            return context
+
+        return checks_only
+    if len(positions) == 1 and not decode:
+        (name, index), = positions
+
+        def one_capture(record: NativeMessage, segments: list[str] | None
+                        ) -> dict[str, str] | None:
+            assert segments is not None
+            value = segments[index]
+            if not value:
+                return None  # a placeholder captures a non-empty run
+            context = {name: value}
+            for test in tests:
+                if not test(record, context):
+                    return None
+            return context
+
+        return one_capture
+
+    def captures(record: NativeMessage, segments: list[str] | None) -> dict[str, str] | None:
+        assert segments is not None
+        context: dict[str, str] = {}
+        for name, index in positions:
+            value = segments[index]
+            if not value:
+                return None
+            if decode:
+                value = unquote(value)
+            if context.setdefault(name, value) != value:
+                return None  # same name, same value
+        for test in tests:
+            if not test(record, context):
+                return None
+        return context
+
+    return captures

@@ -1,0 +1,212 @@
+"""The matcher's specialised tests (`gateway.matching.fast`) decide as `Check.apply` does.
+
+`reference_match` is the matcher's general algorithm for a record that carries no
+CloudEvent: the index's candidates, each run through `CompiledDefinition.evaluate` (the
+`Check.apply` loop). Hypothesis draws catalogs of every protocol with constants, templates
+(whole-value, segmented, mixed, repeated names), presence and type-only checks, and
+records built from the same small alphabets, so most of them meet most definitions half
+way; `Matcher.match` must give the same status, definition, context and ties.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gateway.definitions.model import MessageDefinition, OptionConstraint
+from gateway.matching.compiled import CompiledDefinition, Failure
+from gateway.matching.fast import check_test, definition_test
+from gateway.matching.matcher import AmbiguityPolicy, Matcher, MatchResult, _read_captures
+from gateway.matching.values import address_of
+from gateway.record import NativeMessage
+
+from .defs import define, opt
+
+
+def reference_match(matcher: Matcher, record: NativeMessage) -> MatchResult:
+    """`Matcher.match(record)` as it was before the specialised tests."""
+    found: list[tuple[CompiledDefinition, dict[str, str]]] = []
+    segments: list[str] | None = None
+    address = address_of(record)
+    for compiled in matcher.candidates(record, None, address):
+        positions = compiled.address_captures
+        if positions is not None:
+            if segments is None:
+                segments = (address or "").split("/")
+            context = _read_captures(segments, positions, compiled.address_check)
+            if context is None:
+                continue
+            outcome = compiled.evaluate(record, None, context, compiled.address_check)
+        else:
+            outcome = compiled.evaluate(record, None)
+        if not isinstance(outcome, Failure):
+            found.append((compiled, outcome))
+    if not found:
+        return MatchResult("unmatched")
+    best = max(c.specificity for c, _ in found)
+    tied = sorted(((c, ctx) for c, ctx in found if c.specificity == best),
+                  key=lambda pair: pair[0].definition.order)
+    if len(tied) == 1:
+        return MatchResult("matched", tied[0][0].definition, tied[0][1])
+    definitions = tuple(c.definition for c, _ in tied)
+    if matcher.ambiguity == "first":
+        return MatchResult("matched", tied[0][0].definition, tied[0][1], definitions)
+    return MatchResult("ambiguous", None, {}, definitions)
+
+
+def same(a: MatchResult, b: MatchResult) -> None:
+    assert a.status == b.status
+    assert a.definition is b.definition
+    assert list(a.context.items()) == list(b.context.items())  # same captures, same order
+    assert [d.xid for d in a.tied] == [d.xid for d in b.tied]
+
+
+# -- catalogs ---------------------------------------------------------------------------------
+SEGMENTS = ["a", "b", "{x}", "{y}", "{x}-{y}", "c{x}", "{x}{y}", "%2F", "a b"]
+TEXT = st.sampled_from(["a", "b", "1", "true", "", "a-b", "ca", "a%2Fb", "a b", "%", "A"])
+CONSTANTS = st.sampled_from(["a", "b", "1", "true", 1, 2, True, "application/json"])
+TYPES = st.sampled_from(["string", "uritemplate", "integer", "boolean", "number", "uri", "any"])
+# protocol -> (address field, separator, entry fields: (field, names, case-insensitive))
+PROTOCOLS: dict[str, tuple[str, str, list[tuple[str, list[str]]]]] = {
+    "MQTT/5.0": ("topic_name", "/", [("user_properties", ["k", "K"])]),
+    "KAFKA": ("topic", "/", [("headers", ["k", "K"])]),
+    "NATS": ("subject", ".", [("headers", ["k", "K"])]),
+    "HTTP": ("path", "/", [("headers", ["k", "K"]), ("query", ["k", "q%20"])]),
+    "AMQP/1.0": ("properties", "/", [("application-properties", ["k", "K"])]),
+}
+SCALARS = {"MQTT/5.0": ("qos", "content_type"), "KAFKA": ("partition", "key"),
+           "NATS": ("reply-to",), "HTTP": ("method",), "AMQP/1.0": ()}
+
+
+@st.composite
+def templates(draw: st.DrawFn, separator: str) -> str:
+    parts = draw(st.lists(st.sampled_from(SEGMENTS), min_size=1, max_size=4))
+    lead = draw(st.sampled_from(["", separator]))
+    return lead + separator.join(parts)
+
+
+@st.composite
+def constraints(draw: st.DrawFn, protocol: str) -> list[OptionConstraint]:
+    address, separator, entries = PROTOCOLS[protocol]
+    out: list[OptionConstraint] = []
+    kind = draw(st.sampled_from(["template", "constant", "none", "presence"]))
+    value: Any = draw(templates(separator)) if kind == "template" else draw(TEXT)
+    name = "subject" if protocol == "AMQP/1.0" else None
+    if kind in ("template", "constant"):
+        out.append(opt(address, value, name=name, type="uritemplate"))
+    elif kind == "presence":
+        out.append(opt(address, name=name, required=True))
+    for _ in range(draw(st.integers(0, 3))):
+        field, names = draw(st.sampled_from(entries + [(f, []) for f in SCALARS[protocol]]))
+        entry = draw(st.sampled_from(names)) if names else None
+        what = draw(st.sampled_from(["template", "constant", "presence", "type"]))
+        typ = draw(TYPES)
+        if what == "template":
+            out.append(opt(field, draw(st.sampled_from(["{x}", "{y}", "{k}", "p-{x}",
+                                                        "{x}/{y}"])),
+                           name=entry, type="uritemplate"))
+        elif what == "constant":
+            out.append(opt(field, draw(CONSTANTS), name=entry, type=typ))
+        elif what == "presence":
+            out.append(opt(field, name=entry, type=typ, required=True))
+        else:
+            out.append(opt(field, name=entry, type=typ))
+    return out
+
+
+@st.composite
+def catalogs(draw: st.DrawFn) -> tuple[str, list[MessageDefinition]]:
+    protocol = draw(st.sampled_from(sorted(PROTOCOLS)))
+    count = draw(st.integers(1, 6))
+    return protocol, [define(f"d{i}", protocol, draw(constraints(protocol)))
+                      for i in range(count)]
+
+
+VALUES = st.one_of(TEXT, st.sampled_from([1, 2, True, None, 1.5, {"a": 1}, ["a"]]))
+
+
+@st.composite
+def records(draw: st.DrawFn, protocol: str) -> NativeMessage:
+    address, separator, entries = PROTOCOLS[protocol]
+    fields: dict[str, Any] = {}
+    if draw(st.integers(0, 5)):  # mostly with an address
+        parts = draw(st.lists(st.sampled_from(["a", "b", "ca", "a-b", "", "%2F", "1", "a b",
+                                               "c"]), min_size=1, max_size=4))
+        text = draw(st.sampled_from(["", separator])) + separator.join(parts)
+        value: Any = draw(st.sampled_from([text, text, text, 7]))
+        fields[address] = {"subject": value} if protocol == "AMQP/1.0" else value
+    for field, names in entries:
+        if not draw(st.booleans()):
+            continue
+        if field in ("query", "application-properties"):
+            fields[field] = draw(st.dictionaries(st.sampled_from([*names, "z"]), VALUES,
+                                                 max_size=3))
+        else:
+            fields[field] = draw(st.lists(st.fixed_dictionaries(
+                {"name": st.sampled_from([*names, "z"]), "value": VALUES}), max_size=4))
+    for field in SCALARS[protocol]:
+        if draw(st.booleans()):
+            fields[field] = draw(VALUES)
+    return NativeMessage(protocol, fields)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data(), catalogs(), st.sampled_from(["first", "deadletter"]))
+def test_specialised_match_is_the_general_match(data: st.DataObject,
+                                                catalog: tuple[str, list[MessageDefinition]],
+                                                policy: AmbiguityPolicy) -> None:
+    protocol, definitions = catalog
+    matcher = Matcher(definitions, ambiguity=policy)
+    for _ in range(8):
+        record = data.draw(records(protocol))
+        same(matcher.match(record), reference_match(matcher, record))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data(), catalogs())
+def test_each_check_test_agrees_with_apply(data: st.DataObject,
+                                           catalog: tuple[str, list[MessageDefinition]]
+                                           ) -> None:
+    protocol, definitions = catalog
+    matcher = Matcher(definitions)
+    record = data.draw(records(protocol))
+    for compiled in matcher.compiled:
+        for check in compiled.protocol_checks:
+            assert check.reader is not None
+            expected: dict[str, str] = {"x": "a"}
+            passed = check.apply(check.reader(record), expected) is None
+            got: dict[str, str] = {"x": "a"}
+            assert check_test(check)(record, got) is passed
+            if passed:
+                assert got == expected
+
+
+def test_definitions_found_by_shape_read_their_captures_by_position() -> None:
+    d = define("d", "HTTP", [opt("path", "/i/{a}/{b}/{a}", type="uritemplate")])
+    [compiled] = Matcher([d]).compiled
+    test = definition_test(compiled)
+    record = NativeMessage("HTTP", {"path": "/i/x%20y/z/x%20y"})
+    assert test(record, record.fields["path"].split("/")) == {"a": "x y", "b": "z"}
+    assert test(record, ["", "i", "x", "z", "y"]) is None  # same name, other value
+    assert test(record, ["", "i", "", "z", ""]) is None  # a placeholder needs a value
+
+
+@pytest.mark.parametrize("count", [1, 100, 2_000])
+def test_large_catalogs_match_what_the_general_path_matches(count: int) -> None:
+    from bench.bench_matcher import (
+        kafka_definitions,
+        kafka_messages,
+        mqtt_definitions,
+        mqtt_messages,
+    )
+
+    for make_definitions, make_messages in ((mqtt_definitions, mqtt_messages),
+                                            (kafka_definitions, kafka_messages)):
+        matcher = Matcher(make_definitions(count))
+        for record in make_messages(200, count):
+            result = matcher.match(record)
+            assert result.matched
+            same(result, reference_match(matcher, record))

@@ -1,0 +1,151 @@
+"""`EnvelopeTemplate.render` (one pass, a plan decided per definition) gives exactly what
+`render_checked` (the step-by-step reference that phrases every error) gives.
+
+Hypothesis draws envelopes of constant, templated and typed attributes (core ones with
+rules of their own and extensions), contexts whose values break those rules in every way
+the fast path tests for (control characters, whitespace that is not a space, empty
+text, missing placeholders), and records with and without a native content type, trace
+context, identity and receive time.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gateway.cloudevents.event import CloudEvent
+from gateway.definitions.model import MessageDefinition, Property
+from gateway.envelope.render import EnvelopeTemplate, RenderError
+from gateway.record import NativeMessage
+
+from .defs import define, opt, prop
+
+NOW = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
+NAMES = ["id", "source", "type", "subject", "dataschema", "datacontenttype", "time",
+         "traceparent", "myext", "count"]
+TEMPLATES = ["{a}", "{b}", "/s/{a}", "{a}-{b}", "x {a}", "http://h/{a}", "{a}/{b}",
+             "application/{a}", "{0}"]
+CONSTANTS = ["c", "/s", "http://h/s", "application/json", "2026-01-02T03:04:05Z", 7, True]
+# Mostly plain text (the fast path); a typed templated attribute sends every message of
+# its definition to `render_checked`.
+TYPES = ["string", "uritemplate", "any", None] * 4 + ["uri", "integer", "boolean",
+                                                      "timestamp"]
+VALUES = st.sampled_from(["v", "1", "", "a b", "a\tb", "a\x00b", "a\x85b", "a\u2028b",
+                          "a\xa0b", "é", "json", "http://x", "true", "00-" + "a" * 32 + "-"
+                          + "b" * 16 + "-01"])
+
+
+@st.composite
+def envelopes(draw: st.DrawFn) -> dict[str, Property]:
+    names = draw(st.lists(st.sampled_from(NAMES), unique=True, max_size=4))
+    out: dict[str, Property] = {"type": prop("t"), "source": prop("/s")}
+    for name in names:
+        typ = draw(st.sampled_from(TYPES))
+        kind = draw(st.sampled_from(["template", "template", "constant", "none"]))
+        value: Any = (draw(st.sampled_from(TEMPLATES)) if kind == "template"
+                      else draw(st.sampled_from(CONSTANTS)) if kind == "constant" else None)
+        out[name] = Property(type=typ or "", value=value, has_value=value is not None,
+                             required=draw(st.booleans()))
+    return out
+
+
+@st.composite
+def definitions(draw: st.DrawFn) -> MessageDefinition:
+    protocol = draw(st.sampled_from(["MQTT/5.0", "KAFKA", "AMQP/1.0", "HTTP", "NATS"]))
+    extra = draw(st.sampled_from([{}, {"datacontenttype": "text/plain"},
+                                  {"dataschemauri": "http://h/schema"},
+                                  {"dataschemaformat": "JsonSchema/draft-07"}]))
+    return define("d", protocol, [opt("topic_name", "t")], draw(envelopes()), **extra)
+
+
+def metadata(protocol: str, entries: dict[str, str]) -> dict[str, Any]:
+    if protocol == "MQTT/5.0":
+        return {"user_properties": [{"name": k, "value": v} for k, v in entries.items()]}
+    if protocol == "AMQP/1.0":
+        return {"application-properties": dict(entries)}
+    return {"headers": [{"name": k, "value": v} for k, v in entries.items()]}
+
+
+@st.composite
+def records(draw: st.DrawFn, protocol: str) -> NativeMessage:
+    entries: dict[str, str] = {}
+    if draw(st.booleans()):
+        entries["traceparent"] = draw(st.sampled_from(
+            ["00-" + "a" * 32 + "-" + "b" * 16 + "-01", "bad", "00-XX"]))
+        if draw(st.booleans()):
+            entries["tracestate"] = draw(st.sampled_from(["k=v", ""]))
+    content_type = draw(st.sampled_from([None, "application/json", "text/plain; x=y",
+                                         "not a media type", "a/b\x00"]))
+    fields: dict[str, Any] = metadata(protocol, entries)
+    if content_type is not None:
+        if protocol == "MQTT/5.0":
+            fields["content_type"] = content_type
+        elif protocol == "AMQP/1.0":
+            fields["properties"] = {"content-type": content_type}
+        else:
+            fields["headers"].append({"name": "Content-Type", "value": content_type})
+    if protocol == "KAFKA" and draw(st.booleans()):
+        fields.update(topic="t", partition=1, offset=draw(st.integers(0, 9)))
+    received = draw(st.sampled_from([None, "2026-11-21T09:00:00Z", "2026-11-21T09:00:00.5Z",
+                                     "2026-11-21T10:00:00+01:00", "nonsense", ""]))
+    body = draw(st.sampled_from(["json", "bytes", "none"]))
+    if body == "json":
+        return NativeMessage(protocol, fields, data={"v": 1}, received_at=received,
+                             raw=b'{"v": 1}')
+    if body == "bytes":
+        return NativeMessage(protocol, fields, payload=b"\x01", received_at=received)
+    return NativeMessage(protocol, fields, received_at=received)
+
+
+def same_event(fast: CloudEvent | RenderError, checked: CloudEvent | RenderError) -> None:
+    if isinstance(checked, RenderError):
+        assert fast == checked
+        return
+    assert isinstance(fast, CloudEvent)
+    a, b = dict(fast.get_attributes()), dict(checked.get_attributes())
+    assert list(a) == list(b)  # same attributes in the same order (headers keep it)
+    if a["id"] != b["id"]:  # both random: each a version-4 UUID
+        assert uuid.UUID(a["id"]).version == uuid.UUID(b["id"]).version == 4
+        a["id"] = b["id"]
+    assert a == b
+    assert [type(v) for v in a.values()] == [type(v) for v in b.values()]
+    assert (fast.get_data(), fast.has_data) == (checked.get_data(), checked.has_data)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.data(), definitions())
+def test_render_is_render_checked(data: st.DataObject, definition: MessageDefinition) -> None:
+    template = EnvelopeTemplate(definition)
+    assert definition.protocol is not None
+    for _ in range(4):
+        record = data.draw(records(definition.protocol))
+        context = data.draw(st.dictionaries(st.sampled_from(["a", "b"]), VALUES))
+        same_event(template.render(record, context, NOW),
+                   template.render_checked(record, context, NOW))
+
+
+def test_rules_the_fast_path_checks_itself() -> None:
+    """Values the printable shortcut must not wave through (each is `render_checked`'s
+    error), and values it hands to the exact regex that do pass."""
+    d = define("d", "MQTT/5.0", [opt("topic_name", "t")],
+               {"type": prop("{a}"), "source": prop("/s/{a}"), "subject": prop("{a}"),
+                "myext": prop("{a}")})
+    template = EnvelopeTemplate(d)
+    record = NativeMessage("MQTT/5.0", {"topic_name": "t"})
+    for value in ["a b", "a\tb", "", "a\x00", "a\u2028b", "a\xa0b", "é"]:
+        fast = template.render(record, {"a": value}, NOW)
+        same_event(fast, template.render_checked(record, {"a": value}, NOW))
+        assert isinstance(fast, RenderError) == (value != "é")
+
+
+def test_a_rendered_event_keeps_the_bytes_its_data_was_parsed_from() -> None:
+    d = define("d", "MQTT/5.0", [opt("topic_name", "t")], {"type": prop("t"),
+                                                              "source": prop("/s")})
+    record = NativeMessage.from_wire("MQTT/5.0", {"topic_name": "t"}, b'{"v": 1.10}', None)
+    event = EnvelopeTemplate(d).render(record, {}, NOW)
+    assert isinstance(event, CloudEvent)
+    assert event.get_data() == {"v": 1.1} and event.raw == b'{"v": 1.10}'
