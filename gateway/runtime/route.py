@@ -348,9 +348,10 @@ class Route:
         received: dict[str, list[int]] = {}  # protocol -> [messages, bytes]
         matched: dict[str, int] = {}
         unmatched = 0
-        now = datetime.now(UTC)  # one receive time for the batch's messages without one
-        convert_all = self.converter.convert_all
-        for delivery in deliveries:
+        # One receive time for the batch's messages that carry none: received together.
+        converted = self.converter.convert_batch([d.message for d in deliveries],
+                                                 now=datetime.now(UTC))
+        for delivery, conversions in zip(deliveries, converted, strict=True):
             record = delivery.message
             counts = received.get(record.protocol)
             if counts is None:
@@ -359,7 +360,6 @@ class Route:
             counts[1] += body_size(record)
             message = _Message(delivery)
             messages.append(message)
-            conversions = convert_all(record, now=now)
             if len(conversions) == 1 and conversions[0].event is None:
                 whole = _Member(record, conversions[0])
                 whole.reason = conversions[0].reason or reasons.UNMATCHED
