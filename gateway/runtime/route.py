@@ -75,6 +75,8 @@ log = logging.getLogger("xrgw.route")
 #: The most messages one batch takes, so that a large window still holds several batches
 #: in flight (reading and converting the next while the sinks confirm the last).
 MAX_BATCH = 1000
+#: Messages converted between two turns of the event loop (see `_convert_yielding`).
+CONVERT_SLICE = 250
 
 
 @dataclass
@@ -312,7 +314,7 @@ class Route:
             self._inflight_gauge.set(self._inflight)
             started = time.monotonic()
             try:
-                batch = self._convert(deliveries, started)
+                batch = await self._convert_yielding(deliveries, started)
                 for sent in batch.sent:
                     if sent.records:
                         sent.confirmation = await self._submit(sent.output, sent.records)
@@ -339,6 +341,21 @@ class Route:
             self.metrics.publish_errors.labels(output.endpoint_id, "exception").inc(
                 len(records))
             return _refused(len(records), f"{type(exc).__name__}: {exc}")
+
+    async def _convert_yielding(self, deliveries: list[Delivery], started: float) -> _Batch:
+        """`_convert` in slices, giving the event loop a turn between them: a slow batch
+        (a large catalog, a costly definition) must not starve the clients' own tasks on
+        the loop -- Kafka heartbeats, NATS pings, MQTT keepalives -- or the broker drops
+        the consumer while the gateway is merely busy."""
+        batch = self._convert(deliveries[:CONVERT_SLICE], started)
+        for start in range(CONVERT_SLICE, len(deliveries), CONVERT_SLICE):
+            await asyncio.sleep(0)
+            more = self._convert(deliveries[start:start + CONVERT_SLICE], started)
+            batch.messages.extend(more.messages)
+            for sent, added in zip(batch.sent, more.sent, strict=True):
+                sent.records.extend(added.records)
+                sent.owners.extend(added.owners)
+        return batch
 
     def _convert(self, deliveries: list[Delivery], started: float) -> _Batch:
         """Match and render the whole batch in one loop: no task, future or await per
