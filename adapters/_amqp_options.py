@@ -22,7 +22,7 @@ OPTIONS = OptionSpec(
                      "producer: header.durable of records without one (xrgw defaults to "
                      "true; the spec's default is false)", default=True),
                side="producer", xregistry=True),
-        count("max_in_flight", 64, "consumer: link credit = unsettled deliveries at most",
+        count("max_in_flight", 1000, "consumer: link credit = unsettled deliveries at most",
               high=1_000_000),
         Option(Field("nack_outcome", "enum",
                      "consumer, nack(retry=True): released, or modified (delivery-failed: "

@@ -53,9 +53,6 @@ if TYPE_CHECKING:
 __all__ = ["is_json_type", "to_message", "to_record"]
 
 
-
-
-
 # -------------------------------------------------------------------- AMQP -> JSON
 
 
@@ -91,6 +88,8 @@ def to_json(value: object) -> JSON:
 
 
 def _properties(msg: Message) -> dict[str, JSON]:
+    # Each Message attribute is a call into proton-c (through cffi, which releases the
+    # GIL): every member is read once.
     props: dict[str, JSON] = {}
 
     def put(name: str, value: object) -> None:
@@ -98,24 +97,31 @@ def _properties(msg: Message) -> dict[str, JSON]:
             props[name] = to_json(value)
 
     put("message-id", msg.id)
-    if msg.user_id:
-        put("user-id", bytes(msg.user_id))
+    user_id = msg.user_id
+    if user_id:
+        put("user-id", bytes(user_id))
     put("to", msg.address)
     put("subject", msg.subject)
     put("reply-to", msg.reply_to)
     put("correlation-id", msg.correlation_id)
     # proton returns symbol("None") for an absent content type/encoding.
-    if msg.content_type != "None":
-        put("content-type", msg.content_type)
-    if msg.content_encoding != "None":
-        put("content-encoding", msg.content_encoding)
-    if msg.expiry_time:
-        props["absolute-expiry-time"] = rfc3339(msg.expiry_time)
-    if msg.creation_time:
-        props["creation-time"] = rfc3339(msg.creation_time)
-    put("group-id", msg.group_id)
-    if msg.group_sequence or msg.group_id is not None:
-        props["group-sequence"] = int(msg.group_sequence)
+    content_type = msg.content_type
+    if content_type != "None":
+        put("content-type", content_type)
+    content_encoding = msg.content_encoding
+    if content_encoding != "None":
+        put("content-encoding", content_encoding)
+    expiry_time = msg.expiry_time
+    if expiry_time:
+        props["absolute-expiry-time"] = rfc3339(expiry_time)
+    creation_time = msg.creation_time
+    if creation_time:
+        props["creation-time"] = rfc3339(creation_time)
+    group_id = msg.group_id
+    put("group-id", group_id)
+    group_sequence = msg.group_sequence
+    if group_sequence or group_id is not None:
+        props["group-sequence"] = int(group_sequence)
     put("reply-to-group-id", msg.reply_to_group_id)
     return props
 
@@ -130,8 +136,6 @@ def _header(msg: Message) -> dict[str, JSON]:
     if msg.ttl:
         header["ttl"] = round(msg.ttl * 1000)
     return header
-
-
 
 
 def to_record(msg: Message, received_at: str | None = None) -> NativeMessage:

@@ -69,12 +69,14 @@ OPTIONS = OptionSpec(
         Option(Field("methods", "list", "consumer: accepted methods (others get 405)",
                      default=["POST", "PUT"], item=_TEXT), side="consumer"),
         count("max_body_bytes", 1024 * 1024, "consumer: larger bodies get 413"),
-        count("max_in_flight", 64, "consumer: requests held at once; more get 503"),
+        count("max_in_flight", 1024, "consumer: requests held at once; more get 503"),
         seconds("settle_timeout", 30, "consumer: seconds to wait for settlement, then 504",
                  "consumer"),
         count("retry_after", 1, "consumer: Retry-After seconds on 503"),
         seconds("timeout", 10, "producer: seconds per request (connect to response)",
                  "producer"),
+        count("concurrency", 8, "producer: requests in flight at once, each on a kept-alive "
+              "connection of its own; a batch beyond it waits for answers", side="producer"),
         count("max_headers", 64, "consumer: more request headers get 400"),
         count("max_header_bytes", 8190, "consumer: a longer request line or header "
                       "field gets 400"),

@@ -32,6 +32,7 @@ from gateway.record import is_json_media_type as is_json_type
 __all__ = [
     "RequestArgs",
     "is_json_type",
+    "request_record",
     "split_target",
     "to_record",
     "to_request",
@@ -65,10 +66,6 @@ _QUERY_SAFE = "%:@!$'()*+,;/?-._~"
 _VALUE_SAFE = _QUERY_SAFE + "="
 
 
-
-
-
-
 def split_target(target: str) -> tuple[str, str]:
     """(raw path, raw query string) of a request target, absolute-form included."""
     if not target.startswith("/") and "://" in target:
@@ -81,8 +78,8 @@ def split_target(target: str) -> tuple[str, str]:
     return path or "/", query
 
 
-def _query(raw: str) -> dict[str, str]:
-    out: dict[str, str] = {}
+def _query(raw: str) -> dict[str, JSON]:
+    out: dict[str, JSON] = {}
     for part in raw.split("&"):
         if not part:
             continue
@@ -98,6 +95,23 @@ def _text(raw: bytes) -> str:
         return raw.decode("latin-1")  # HTTP's historical charset; never fails
 
 
+# Header names already decoded, with their lower case: senders repeat the same few names
+# on every request, so each is decoded and lowered once. Bounded, so that a sender
+# inventing names cannot grow it: names beyond the bound are decoded every time.
+_NAMES: dict[bytes, tuple[str, str]] = {}
+_NAMES_MAX = 512
+
+
+def _header_name(raw: bytes) -> tuple[str, str]:
+    known = _NAMES.get(raw)
+    if known is None:
+        name = _text(raw)
+        known = (name, name.lower())
+        if len(_NAMES) < _NAMES_MAX:
+            _NAMES[raw] = known
+    return known
+
+
 def to_record(
     method: str,
     target: str,
@@ -107,20 +121,34 @@ def to_record(
 ) -> NativeMessage:
     """The record of one received request; total (never raises on odd input)."""
     path, raw_query = split_target(target)
+    return request_record(method, path, raw_query, raw_headers, body, received_at)
+
+
+def request_record(
+    method: str,
+    path: str,
+    raw_query: str,
+    raw_headers: Sequence[tuple[bytes, bytes]],
+    body: bytes,
+    received_at: str | None = None,
+) -> NativeMessage:
+    """`to_record` for a target already split (`split_target`): the server splits it once
+    to check the path and passes the parts on."""
     headers: list[JSON] = []
     content_type: str | None = None
     for raw_name, raw_value in raw_headers:
-        name, value = _text(raw_name), _text(raw_value)
-        lower = name.lower()
+        name, lower = _header_name(raw_name)
+        value = _text(raw_value)
         if lower == "content-encoding" and value.strip().lower() in _DECODED_ENCODINGS:
             continue
         if lower == "content-type" and content_type is None:
             content_type = value
         headers.append({"name": name, "value": value})
     fields: dict[str, JSON] = {"method": method, "path": path}
-    query = _query(raw_query)
-    if query:
-        fields["query"] = dict(query)
+    if raw_query:
+        query = _query(raw_query)
+        if query:
+            fields["query"] = query
     fields["headers"] = headers
     return NativeMessage.from_wire(HTTP, fields, body, content_type, received_at)
 

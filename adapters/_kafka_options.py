@@ -69,7 +69,11 @@ OPTIONS = OptionSpec(
                      "producer: headers added to every record (a record's own header of the "
                      "same name wins)", item=Field("value", "str", "header value")),
                side="producer", xregistry=True),
-        count("max_in_flight", 64, "consumer: unsettled deliveries"),
+        # As large as the route's default window: the route reads a quarter of it per
+        # batch and keeps several batches in flight, and at 64 a Kafka source moved half
+        # as much (batches of 64, the next read waiting for the last one's commit).
+        count("max_in_flight", 4096, "consumer: unsettled deliveries (a crash redelivers "
+              "from the first unsettled one)"),
         count("session_timeout_ms", 10000, "consumer: group session timeout"),
         count("heartbeat_interval_ms", 3000, "consumer: group heartbeat interval"),
         Option(Field("enable_idempotence", "bool",
@@ -79,6 +83,15 @@ OPTIONS = OptionSpec(
                  "waits up to 3 x the session timeout for its group assignment"),
         seconds("publish_timeout", 10, "producer: seconds to wait for the broker's ack",
                  "producer"),
+        Option(Field("linger_ms", "int",
+                     "producer: milliseconds a partition's batch waits for more records "
+                     "before it is sent (0: at once); a few let small submits share a "
+                     "produce request", default=5,
+                     check=int_range(0, example=5)), side="producer"),
+        count("max_batch_size", 1048576,
+              "producer: bytes of records per partition in one produce request; stay at or "
+              "below the broker's message.max.bytes (Kafka's default: 1 MiB + 12)",
+              side="producer"),
         seconds("reconnect_max", 10, "producer: longest backoff between reconnects",
                  "producer"),
         Option(Field("sasl_mechanism", "str", "with a username: the SASL mechanism, "

@@ -30,8 +30,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from gateway.jsontypes import JSON
 from gateway.protocols import KAFKA
@@ -74,36 +73,39 @@ def _text(raw: bytes) -> str:
 
 
 def to_record(message: KafkaRecordLike, received_at: str | None = None) -> NativeMessage:
-    """The record of one consumed Kafka record; total (never raises on odd input)."""
+    """The record of one consumed Kafka record; total (never raises on odd input).
+    Runs once per consumed record: attributes are read once each."""
     fields: dict[str, JSON] = {
         "topic": message.topic,
-        "partition": int(message.partition),
-        "offset": int(message.offset),
+        "partition": message.partition,
+        "offset": message.offset,
     }
-    if message.timestamp is not None and message.timestamp >= 0:
-        fields["timestamp"] = int(message.timestamp)
-    if message.key is not None:
+    timestamp = message.timestamp
+    if timestamp is not None and timestamp >= 0:
+        fields["timestamp"] = timestamp
+    key = message.key
+    if key is not None:
         try:
-            fields["key"] = bytes(message.key).decode("utf-8")
+            fields["key"] = key.decode("utf-8")
         except UnicodeDecodeError:
-            fields["key_base64"] = base64.b64encode(bytes(message.key)).decode("ascii")
+            fields["key_base64"] = base64.b64encode(key).decode("ascii")
     content_type: str | None = None
-    headers: list[JSON] = []
-    for name, value in message.headers or ():
-        text = "" if value is None else _text(bytes(value))
-        headers.append({"name": name, "value": text})
-        if content_type is None and name.lower() == CONTENT_TYPE:
-            content_type = text
-    if headers:
+    raw_headers = message.headers
+    if raw_headers:
+        headers: list[JSON] = []
+        for name, value in raw_headers:
+            text = "" if value is None else _text(value)
+            headers.append({"name": name, "value": text})
+            if content_type is None and name.lower() == CONTENT_TYPE:
+                content_type = text
         fields["headers"] = headers
-    return NativeMessage.from_wire(
-        KAFKA, fields, bytes(message.value or b""), content_type, received_at
-    )
+    return NativeMessage.from_wire(KAFKA, fields, message.value or b"", content_type,
+                                   received_at)
 
 
-@dataclass(frozen=True)
-class SendArgs:
-    """What `AIOKafkaProducer.send` needs for one record."""
+class SendArgs(NamedTuple):
+    """What `AIOKafkaProducer.send` needs for one record. A NamedTuple: built once per
+    sent record, and a frozen dataclass costs several times as much to build."""
 
     topic: str
     value: bytes | None
@@ -122,13 +124,14 @@ def to_send(record: NativeMessage, default_topic: str | None = None,
     """Send arguments for a record; raises ValueError when it cannot be sent.
     `default_headers` (the endpoint's `headers`) are added unless the record has a header
     of the same name (compared case-insensitively)."""
-    topic = record.get("topic")
+    fields = record.fields  # read directly: this runs once per sent record
+    topic = fields.get("topic")
     if topic is None:
         topic = default_topic
     if not isinstance(topic, str) or not topic:
         raise ValueError("record has no topic (and the producer has no `topic` option)")
     key: bytes | None = None
-    raw_key, raw_key64 = record.get("key"), record.get("key_base64")
+    raw_key, raw_key64 = fields.get("key"), fields.get("key_base64")
     if isinstance(raw_key, str):
         key = raw_key.encode()
     elif isinstance(raw_key64, str):
@@ -136,7 +139,7 @@ def to_send(record: NativeMessage, default_topic: str | None = None,
             key = base64.b64decode(raw_key64, validate=True)
         except (binascii.Error, ValueError) as exc:
             raise ValueError(f"key_base64 is not valid base64: {exc}") from exc
-    partition = _int(record.get("partition"))
+    partition = _int(fields.get("partition"))
     if partition is not None and partition < 0:
         raise ValueError(f"invalid partition {partition}")
     pairs = record.pairs("headers")
@@ -147,4 +150,4 @@ def to_send(record: NativeMessage, default_topic: str | None = None,
         own = {name.lower() for name, _ in headers}
         headers += [(n, v) for n, v in default_headers if n.lower() not in own]
     value = record.body_bytes() if record.has_body else None
-    return SendArgs(topic, value, key, partition, _int(record.get("timestamp")), headers)
+    return SendArgs(topic, value, key, partition, _int(fields.get("timestamp")), headers)

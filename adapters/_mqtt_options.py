@@ -65,7 +65,7 @@ OPTIONS = OptionSpec(
         Option(Field("protocol", "enum", "the MQTT version, from the endpoint's protocol",
                      default="5.0", choices=("5.0", "3.1.1")), derived=True),
         seconds("keepalive", 30, "seconds between keepalive pings"),
-        count("max_in_flight", 64,
+        count("max_in_flight", 1000,
               "consumer: unsettled deliveries (5.0: also the Receive Maximum)", high=65535),
         seconds("connect_timeout", 10, "seconds for TCP connect + CONNACK"),
         seconds("publish_timeout", 10, "producer: seconds to wait for PUBACK/PUBCOMP",

@@ -31,7 +31,7 @@ OPTIONS = OptionSpec(
                side="consumer"),
         Option(Field("jetstream", "bool", "producer: publish through JetStream (wait for "
                      "the PubAck)", default=False), side="producer"),
-        count("max_in_flight", 64, "consumer: unsettled deliveries (JetStream: also the "
+        count("max_in_flight", 4096, "consumer: unsettled deliveries (JetStream: also the "
                "max_ack_pending of a created consumer)"),
         seconds("ack_wait", 30, "consumer, JetStream: seconds until an unacked delivery is "
                  "redelivered (for a created consumer)", "consumer"),

@@ -1,14 +1,32 @@
-"""Drive one paho-mqtt 2 client connection from the asyncio event loop.
+"""Drive one paho-mqtt 2 client connection from the asyncio event loop, in batches.
 
 Why not aiomqtt: it creates its paho client without manual acks and drops messages when
 its queue is full. Why not paho's own thread (loop_start): callbacks would then run on
 another thread, and back-pressure would mean blocking paho's network thread. Instead, as
 aiomqtt does internally, paho's socket is watched with `loop.add_reader/add_writer` and
 `loop_misc` runs once a second, so every paho callback runs on the event loop thread
-and `pause_reading()` pushes back on the broker through TCP.
+and `pause_reading()` pushes back on the broker through TCP. Nothing crosses a thread
+per message: a burst of received messages or of acks costs no hand-over at all.
 
 Only `connect()` leaves the loop: paho's connect resolves and connects a blocking socket,
 so it runs in a worker thread; the socket callbacks it fires are marshalled back.
+
+Batched socket I/O (`_BatchingClient`). Left alone, paho reads a packet with three
+recv() calls (type byte, length bytes, body), parses one packet per `loop_read()` when
+it has no outgoing messages (a consumer), and sends every packet with its own send():
+four system calls and one event-loop turn per message, and one TCP segment per PUBACK.
+The client here reads whatever the socket has with one recv() into a buffer that paho
+parses from, and collects paho's sends into one buffer written with one send() per
+writable event. Received PUBLISH and PUBACK packets are decoded by the codec in
+`adapters/_mqtt_record.py` rather than paho's, which builds two property tables per
+packet (unusual packets still go to paho). It also drops paho's per-packet debug
+lines, which paho formats (properties and all) whenever a log callback is set; only
+errors are kept.
+
+Publish window. paho's own in-flight limit ignores the broker's Receive Maximum and
+scans every outstanding message on each PUBACK; the link keeps its own window instead
+(the Receive Maximum from CONNACK, MQTT 5; `_V311_WINDOW` on 3.1.1) and a backlog of
+messages waiting for a slot, sent in order as PUBACKs free slots.
 
 One `PahoLink` is one connection: after it is lost, make a new one (the broker keeps the
 session; paho's in-memory state of the old connection is deliberately not reused).
@@ -18,23 +36,43 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import ssl
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
 
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode, MQTTProtocolVersion
 from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 
+from adapters._mqtt_record import (
+    ACK_PROPERTIES,
+    PublishArgs,
+    UnusualPacket,
+    ack_success,
+    decode_publish,
+)
 from adapters._tls import describe, describe_text
-from gateway.ports import NotConnected
+from gateway.ports import NotConnected, Outcome
 
-__all__ = ["PahoLink", "PublishResult", "new_properties"]
+__all__ = ["PahoLink", "PublishBatch", "new_properties"]
 
-#: (failure reason or None) of one PUBLISH, resolved on PUBACK/PUBCOMP (QoS 0: on send).
-PublishResult = str | None
+#: Most bytes taken from the socket per readable event (then the loop gets a turn).
+_READ_SIZE = 256 * 1024
+#: Largest piece handed to one TLS send(): one record, and a retried write after
+#: SSLWantWrite then starts with the same bytes, as OpenSSL requires.
+_TLS_CHUNK = 16 * 1024
+#: QoS>=1 publishes in flight on a 3.1.1 connection. 3.1.1 has no flow control to say
+#: how many a broker takes; paho's default is 20. 100 keeps more than a round trip's
+#: worth in flight without flooding a broker that caps in-flight messages per client.
+_V311_WINDOW = 100
+#: The Receive Maximum of an MQTT 5 server that announces none (MQTT 5.0, 3.2.2.3.3).
+_V5_DEFAULT_WINDOW = 65535
+
+_OK = MQTTErrorCode.MQTT_ERR_SUCCESS
 
 
 def new_properties(packet_type: int, **values: object) -> Properties:
@@ -43,6 +81,169 @@ def new_properties(packet_type: int, **values: object) -> Properties:
     for name, value in values.items():
         setattr(props, name, value)
     return props
+
+
+class PublishBatch:
+    """The outcomes of one `publish_batch`, filled in as the broker confirms each message
+    (PUBACK/PUBCOMP; QoS 0: once written). `done` resolves when every one is known;
+    until then an unconfirmed message reports the `unconfirmed` outcome given."""
+
+    __slots__ = ("_remaining", "done", "outcomes")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, size: int, unconfirmed: Outcome) -> None:
+        self.outcomes = [unconfirmed] * size
+        self._remaining = size
+        self.done: asyncio.Future[None] = loop.create_future()
+        if size == 0:
+            self.done.set_result(None)
+
+    def resolve(self, index: int, outcome: Outcome) -> None:
+        """Record the outcome of message `index` (each index is resolved once)."""
+        self.outcomes[index] = outcome
+        self._remaining -= 1
+        if self._remaining == 0 and not self.done.done():
+            self.done.set_result(None)
+
+
+class _BatchingClient(paho.Client):
+    """paho's client with buffered socket I/O, the common packets decoded by
+    `adapters/_mqtt_record.py`, and only its error log lines (see the module docstring).
+    It overrides private paho methods: tests/unit/adapters/test_mqtt_wire.py fails if a
+    paho release renames one, and checks the results against plain paho."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        # Set before paho's __init__, which may already log or close a socket.
+        self._rbuf = b""
+        self._rpos = 0
+        self._eof = False
+        self._recv_error: OSError | None = None
+        self._wbuf = bytearray()
+        self.last_error: str | None = None
+        super().__init__(**kwargs)
+
+    # -- reading: one recv() per readable event, paho parses from the buffer -----------
+    @property
+    def buffered(self) -> int:
+        """Received bytes paho has not taken yet."""
+        return len(self._rbuf) - self._rpos
+
+    def fill(self) -> None:
+        """Append what the socket has now to the read buffer, without blocking: one
+        recv() (TLS: record by record, as each recv() returns one record's data)."""
+        sock = self._sock
+        room = _READ_SIZE - self.buffered
+        if sock is None or room <= 0 or self._eof or self._recv_error is not None:
+            return
+        chunks: list[bytes] = []
+        try:
+            while room > 0:
+                data = sock.recv(room)
+                if not data:
+                    self._eof = True
+                    break
+                chunks.append(data)
+                room -= len(data)
+                if not isinstance(sock, ssl.SSLSocket):
+                    break  # the kernel gave all it had (or `room`)
+        except (BlockingIOError, ssl.SSLWantReadError):
+            pass
+        except ssl.SSLWantWriteError:
+            self._call_socket_register_write()
+        except OSError as exc:
+            self._recv_error = exc  # raised to paho once the buffer is parsed
+        if chunks:
+            rest = self._rbuf[self._rpos:]
+            self._rbuf = chunks[0] if not rest and len(chunks) == 1 else b"".join((rest, *chunks))
+            self._rpos = 0
+
+    def _sock_recv(self, bufsize: int) -> bytes:
+        if self._sock is None:
+            raise ConnectionError("self._sock is None")
+        start, size = self._rpos, len(self._rbuf)
+        if start < size:
+            end = min(start + bufsize, size)
+            self._rpos = end
+            return self._rbuf[start:end]
+        if self._recv_error is not None:
+            raise self._recv_error
+        if self._eof:
+            return b""  # paho's cue for "connection lost"
+        raise BlockingIOError
+
+    # -- writing: paho's sends are collected, one send() per writable event ------------
+    def _sock_send(self, buf: bytes | bytearray) -> int:
+        if self._sock is None:
+            raise ConnectionError("self._sock is None")
+        self._wbuf += buf
+        return len(buf)
+
+    def _packet_write(self) -> MQTTErrorCode:
+        rc = super()._packet_write()
+        try:
+            self._flush()
+        except OSError as exc:
+            self._easy_log(paho.MQTT_LOG_ERR, "failed to send on socket: %s", exc)
+            return MQTTErrorCode.MQTT_ERR_CONN_LOST
+        return rc
+
+    def want_write(self) -> bool:
+        # What the socket did not take yet keeps the writer registered (loop_write asks).
+        return bool(self._wbuf) or super().want_write()
+
+    def _flush(self) -> None:
+        sock = self._sock
+        if sock is None:
+            return
+        tls = isinstance(sock, ssl.SSLSocket)
+        with contextlib.suppress(BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
+            while self._wbuf:
+                sent = sock.send(self._wbuf[:_TLS_CHUNK] if tls else self._wbuf)
+                del self._wbuf[:sent]
+                if not tls:
+                    break  # the kernel took what fits; the rest when writable again
+
+    def _sock_close(self) -> None:
+        # DISCONNECT (paho closes right after "sending" it) and any acks queued before it
+        # still leave, best effort.
+        with contextlib.suppress(OSError):
+            self._flush()
+        self._wbuf.clear()
+        self._rbuf, self._rpos, self._eof, self._recv_error = b"", 0, False, None
+        super()._sock_close()
+
+    # -- the common packets, decoded without paho's Properties machinery --------------
+    def _handle_publish(self) -> MQTTErrorCode:
+        header = self._in_packet["command"]
+        if header & 0x06 not in (0x00, 0x02):
+            return super()._handle_publish()  # QoS 2 (the PUBREC exchange), or invalid
+        try:
+            message = decode_publish(header, self._in_packet["packet"],
+                                     self._protocol == paho.MQTTv5)
+        except (UnusualPacket, UnicodeDecodeError, IndexError):
+            return super()._handle_publish()
+        message.timestamp = paho.time_func()  # as paho stamps it
+        self._handle_on_message(message)
+        if message.qos == 1 and not self._manual_ack:
+            return self._send_puback(message.mid)
+        return _OK
+
+    def _handle_pubackcomp(self, cmd: Literal["PUBACK", "PUBCOMP"]) -> MQTTErrorCode:
+        data = self._in_packet["packet"]
+        reason = ack_success(cmd, data, self._protocol == paho.MQTTv5)
+        if reason is None:
+            return super()._handle_pubackcomp(cmd)  # a failure, or properties: paho's
+        mid = (data[0] << 8) | data[1]
+        with self._out_message_mutex:
+            if mid in self._out_messages:
+                return self._do_on_publish(mid, reason, ACK_PROPERTIES[cmd])
+        return _OK
+
+    # -- logging ----------------------------------------------------------------------
+    def _easy_log(self, level: int, fmt: str, *args: Any) -> None:
+        # paho reports socket and TLS failures only to its log; the last error explains a
+        # refused handshake or a dropped connection better than "Unspecified error".
+        if level == paho.MQTT_LOG_ERR:
+            self.last_error = fmt % args
 
 
 class PahoLink:
@@ -65,7 +266,7 @@ class PahoLink:
         self._loop_thread = threading.get_ident()
         self.v5 = v5
         self._clean_start = clean_start
-        self.client = paho.Client(
+        self.client = _BatchingClient(
             callback_api_version=CallbackAPIVersion.VERSION2,
             client_id=client_id,
             protocol=MQTTProtocolVersion.MQTTv5 if v5 else MQTTProtocolVersion.MQTTv311,
@@ -74,18 +275,21 @@ class PahoLink:
             manual_ack=manual_ack,
             reconnect_on_failure=False,
         )
+        # 0 = no limit in paho: the link keeps the window (see the module docstring).
+        self.client.max_inflight_messages = 0
         if tls is not None:
             self.client.tls_set_context(tls)
         if username:
             self.client.username_pw_set(username, password)
-        # paho reports socket and TLS failures only to its log; the last error explains
-        # a refused handshake or a dropped connection better than "Unspecified error".
-        self._last_error: str | None = None
-        self.client.on_log = self._on_log
         self._on_message_cb = on_message
         self._on_lost_cb = on_lost
         self._connack: asyncio.Future[bool] = self._loop.create_future()
-        self._pending: dict[int, asyncio.Future[PublishResult]] = {}
+        # Publishing: mid -> (batch, index in it, qos) until PUBACK/PUBCOMP (QoS 0: written).
+        self._pending: dict[int, tuple[PublishBatch, int, int]] = {}
+        self._backlog: deque[tuple[PublishArgs, PublishBatch, int]] = deque()
+        self._in_flight = 0  # QoS>=1 publishes sent and not confirmed
+        self._window = _V5_DEFAULT_WINDOW if v5 else _V311_WINDOW
+        self._room = asyncio.Event()  # the backlog shrank, or the link is gone
         self._subacks: dict[int, asyncio.Future[list[int]]] = {}
         # The socket's fd, kept as an int: after paho closes the socket, sock.fileno() is
         # -1 and the loop's registration could no longer be removed by the socket object.
@@ -105,6 +309,11 @@ class PahoLink:
         c.on_socket_close = self._on_socket_close
         c.on_socket_register_write = self._on_register_write
         c.on_socket_unregister_write = self._on_unregister_write
+
+    @property
+    def window(self) -> int:
+        """QoS>=1 publishes that may be unconfirmed at once (the broker's Receive Maximum)."""
+        return self._window
 
     # -- lifecycle ---------------------------------------------------------------------
     async def connect(
@@ -138,16 +347,17 @@ class PahoLink:
             raise NotConnected(f"no CONNACK from {host}:{port} within {timeout}s") from None
         except NotConnected as exc:
             self._teardown()
-            if self._last_error and "CONNACK" not in str(exc):
+            last_error = self.client.last_error
+            if last_error and "CONNACK" not in str(exc):
                 raise NotConnected(f"connection to {host}:{port} lost before CONNACK: "
-                                   f"{describe_text(self._last_error)}") from None
+                                   f"{describe_text(last_error)}") from None
             raise
         return self.session_present
 
     async def subscribe(self, filters: list[tuple[str, int]], timeout: float = 10.0) -> list[int]:
         """Subscribe and return the granted QoS (or reason code >= 0x80) per filter."""
         result, mid = self.client.subscribe(filters)
-        if result != MQTTErrorCode.MQTT_ERR_SUCCESS or mid is None:
+        if result != _OK or mid is None:
             raise NotConnected(f"subscribe failed: {paho.error_string(result)}")
         future: asyncio.Future[list[int]] = self._loop.create_future()
         self._subacks[mid] = future
@@ -155,24 +365,41 @@ class PahoLink:
             granted: list[int] = await future
         return granted
 
-    def publish(
-        self, topic: str, payload: bytes, qos: int, retain: bool, properties: Properties | None
-    ) -> asyncio.Future[PublishResult]:
-        """Send one PUBLISH; the future resolves when the broker confirmed it."""
-        future: asyncio.Future[PublishResult] = self._loop.create_future()
-        if not self.connected:
-            future.set_result("not connected")
-            return future
-        info = self.client.publish(topic, payload, qos, retain, properties)
-        if info.rc != MQTTErrorCode.MQTT_ERR_SUCCESS:
-            future.set_result(f"publish failed: {paho.error_string(info.rc)}")
-        elif info.is_published():  # QoS 0 may complete inside publish()
-            future.set_result(None)
-        else:
-            self._pending[info.mid] = future
-        return future
+    def publish_batch(
+        self, items: Sequence[PublishArgs | Outcome], unconfirmed: Outcome
+    ) -> PublishBatch:
+        """Queue PUBLISHes in order, as many as the window allows at once, the rest in the
+        backlog (sent as PUBACKs come in). An Outcome among `items` is a message that
+        failed before (it keeps its place in the batch). Nothing waits here: the socket
+        write happens when the loop next finds it writable, once for the whole batch."""
+        batch = PublishBatch(self._loop, len(items), unconfirmed)
+        for index, item in enumerate(items):
+            if isinstance(item, Outcome):
+                batch.resolve(index, item)
+            elif not self.connected:
+                batch.resolve(index, Outcome.failed("not connected"))
+            elif self._backlog or (item.qos and self._in_flight >= self._window):
+                # Behind the backlog even at QoS 0: messages leave in submit order.
+                self._backlog.append((item, batch, index))
+            else:
+                self._send(item, batch, index)
+        return batch
+
+    def withdraw(self, batch: PublishBatch) -> None:
+        """Drop the batch's messages that are still waiting for a window slot (they keep
+        the outcome they report now)."""
+        self._backlog = deque(entry for entry in self._backlog if entry[1] is not batch)
+        self._room.set()
+
+    async def wait_for_room(self, limit: int) -> None:
+        """Back-pressure for producers: wait while `limit` or more messages are waiting for
+        a window slot (returns at once when the link is down: publishing then fails)."""
+        while self.connected and len(self._backlog) >= limit:
+            self._room.clear()
+            await self._room.wait()
 
     def ack(self, mid: int, qos: int) -> None:
+        """Queue PUBACK (QoS 1) / PUBCOMP (QoS 2); the acks of a burst leave in one write."""
         if self.connected:
             self.client.ack(mid, qos)
 
@@ -187,21 +414,44 @@ class PahoLink:
                         await asyncio.sleep(0.01)
         self._teardown()
 
+    # -- publishing internals ----------------------------------------------------------
+    def _send(self, args: PublishArgs, batch: PublishBatch, index: int) -> None:
+        try:
+            info = self.client.publish(args.topic, args.payload, args.qos, args.retain,
+                                       args.properties)
+        except ValueError as exc:  # paho's own checks: a wildcard in the topic, too large
+            batch.resolve(index, Outcome.failed(f"invalid message: {exc}", retryable=False))
+            return
+        if info.rc != _OK:
+            batch.resolve(index, Outcome.failed(f"publish failed: {paho.error_string(info.rc)}"))
+        elif args.qos == 0 and info.is_published():
+            batch.resolve(index, Outcome.ok())
+        else:
+            self._pending[info.mid] = (batch, index, args.qos)
+            if args.qos:
+                self._in_flight += 1
+
+    def _send_backlog(self) -> None:
+        backlog = self._backlog
+        sent = False
+        while backlog and self.connected and (
+                backlog[0][0].qos == 0 or self._in_flight < self._window):
+            self._send(*backlog.popleft())
+            sent = True
+        if sent:
+            self._room.set()
+
     # -- back-pressure -----------------------------------------------------------------
     def pause_reading(self) -> None:
         self._paused = True
         self._stop_reader()
 
     def resume_reading(self) -> None:
-        self._paused = False
+        was_paused, self._paused = self._paused, False
         self._start_reader()
-        self._drain_tls_soon()
-
-    def _drain_tls_soon(self) -> None:
-        # A TLS record can hold several MQTT packets: what paho did not take yet sits in
-        # the SSL object, not in the kernel, so the fd does not signal readable again.
-        sock = self.client.socket()
-        if self._reading and isinstance(sock, ssl.SSLSocket) and sock.pending() > 0:
+        if was_paused and self._reading:
+            # Bytes read before the pause wait in the client's buffer (and TLS data in the
+            # SSL object): the fd will not signal them again.
             self._loop.call_soon(self._readable)
 
     def _start_reader(self) -> None:
@@ -222,6 +472,11 @@ class PahoLink:
             self._loop.call_soon_threadsafe(fn)
 
     def _on_socket_open(self, client: paho.Client, userdata: Any, sock: Any) -> None:
+        # The client coalesces its writes itself (one send per burst); Nagle's algorithm
+        # would only hold that send back until the broker's (delayed) ACK of the last.
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
         def opened() -> None:
             self._fd = sock.fileno()
             self._start_reader()
@@ -244,18 +499,29 @@ class PahoLink:
         self._call(unregister)
 
     def _readable(self) -> None:
+        """One recv(), then paho parses every complete packet read (it takes one per
+        loop_read() when it has no outgoing messages), until the consumer pauses."""
         if not self._reading:
             return  # paused (or gone) since this call was scheduled
+        client = self.client
+        client.fill()
         try:
-            self.client.loop_read()
+            client.loop_read()  # also when nothing was read: reports EOF and errors
+            while self._reading and client.buffered:
+                client.loop_read()
         except Exception as exc:  # paho raises on broken sockets; that ends the link
             self._lost(f"read failed: {describe(exc)}")
             return
-        self._drain_tls_soon()
+        if self._backlog:
+            self._send_backlog()  # the PUBACKs just read freed window slots
+        self._more_tls_soon()
 
-    def _on_log(self, client: paho.Client, userdata: Any, level: int, text: str) -> None:
-        if level == paho.MQTT_LOG_ERR:
-            self._last_error = text
+    def _more_tls_soon(self) -> None:
+        # TLS data beyond what one event takes sits in the SSL object, not in the kernel,
+        # so the fd does not signal readable again.
+        sock = self.client.socket()
+        if self._reading and isinstance(sock, ssl.SSLSocket) and sock.pending() > 0:
+            self._loop.call_soon(self._readable)
 
     def _writable(self) -> None:
         try:
@@ -265,7 +531,7 @@ class PahoLink:
 
     async def _misc_loop(self) -> None:
         # Keepalive pings and timeouts; paho returns an error once the socket is gone.
-        while self.client.loop_misc() == MQTTErrorCode.MQTT_ERR_SUCCESS:
+        while self.client.loop_misc() == _OK:
             await asyncio.sleep(1.0)
 
     def _on_connect(
@@ -278,9 +544,13 @@ class PahoLink:
             if str(reason) in ("Not authorized", "Bad user name or password"):
                 hint = " (check the endpoint's username/password or client certificate)"
             self._connack.set_exception(NotConnected(f"CONNACK refused: {reason}{hint}"))
-        else:
-            self.connected = True
-            self._connack.set_result(bool(flags.session_present))
+            return
+        if self.v5:
+            # The broker's flow control: more unacknowledged QoS>=1 PUBLISHes than this
+            # is a protocol error it answers by disconnecting.
+            self._window = int(getattr(props, "ReceiveMaximum", _V5_DEFAULT_WINDOW))
+        self.connected = True
+        self._connack.set_result(bool(flags.session_present))
 
     def _on_disconnect(
         self, client: paho.Client, userdata: Any, flags: Any, reason: ReasonCode, props: Any
@@ -288,8 +558,9 @@ class PahoLink:
         # paho has closed the socket already and holds its (non-reentrant) callback lock:
         # closing the socket again from here would deadlock.
         why = f"disconnected: {reason}"
-        if self._last_error and reason.is_failure:
-            why += f" ({self._last_error})"
+        last_error = self.client.last_error
+        if last_error and reason.is_failure:
+            why += f" ({last_error})"
         self._lost(why, close_socket=False)
 
     def _on_message(self, client: paho.Client, userdata: Any, message: paho.MQTTMessage) -> None:
@@ -299,10 +570,16 @@ class PahoLink:
     def _on_publish(
         self, client: paho.Client, userdata: Any, mid: int, reason: ReasonCode, props: Any
     ) -> None:
-        future = self._pending.pop(mid, None)
-        if future is not None and not future.done():
-            # MQTT 5 PUBACK may carry a failure code (e.g. 0x87 not authorized).
-            future.set_result(f"broker refused: {reason}" if reason.is_failure else None)
+        entry = self._pending.pop(mid, None)
+        if entry is None:
+            return
+        batch, index, qos = entry
+        if qos:
+            self._in_flight -= 1
+        # MQTT 5 PUBACK may carry a failure code (e.g. 0x87 not authorized): a verdict
+        # on the message, so sending it again would not help.
+        batch.resolve(index, Outcome.failed(f"broker refused: {reason}", retryable=False)
+                      if reason.is_failure else Outcome.ok())
 
     def _on_subscribe(
         self, client: paho.Client, userdata: Any, mid: int, reasons: list[ReasonCode], props: Any
@@ -335,11 +612,21 @@ class PahoLink:
         if not self._connack.done():
             self._connack.set_exception(NotConnected(why))
             self._connack.exception()  # mark retrieved: nobody may be waiting
-        publishes, self._pending = self._pending, {}
-        for future in publishes.values():
-            if not future.done():
-                future.set_result(why)
+        self._fail_unconfirmed(why)
         subacks, self._subacks = self._subacks, {}
         for suback in subacks.values():
             if not suback.done():
                 suback.set_exception(NotConnected(why))
+
+    def _fail_unconfirmed(self, why: str) -> None:
+        # The link is gone: every message not confirmed may or may not have arrived, so
+        # each is reported as a retryable failure (the engine sends it again).
+        failed = Outcome.failed(why)
+        pending, self._pending = self._pending, {}
+        backlog, self._backlog = self._backlog, deque()
+        self._in_flight = 0
+        for batch, index, _qos in pending.values():
+            batch.resolve(index, failed)
+        for _args, batch, index in backlog:
+            batch.resolve(index, failed)
+        self._room.set()

@@ -12,24 +12,34 @@ add a client certificate. A refused login fails `connect()` with
 `amqp:unauthorized-access: ... (check the endpoint's username/password)`, a failed
 handshake with `TLS: ...`. The password is never logged nor part of a repr.
 
+Batches. Everything crosses between proton's thread and asyncio in bursts, never one
+message at a time (see `adapters/_proton_loop.py` for why): the messages of one socket
+read reach `read_batch()` as one hand-over with one receive time; the settlements the
+engine makes in one go travel back as one hand-over; a `submit()` is one hand-over, and
+the dispositions of one socket read come back as one.
+
 Settlement (consumer). The receiver link is at-least-once (sender unsettled, receiver
 settles first). `ack()` -> accepted; `nack(retry=True)` -> released (or
 modified(delivery-failed), see `nack_outcome`), so the broker delivers it again;
 `nack(retry=False)` -> rejected (the broker drops or dead-letters it). RabbitMQ 3.x
 closes the session on a modified disposition ("Unrecognised state"), hence the default.
-Deliveries not settled when the link goes (crash, close, connection loss) are requeued
-by the broker. Deliveries of an older connection are stale:
-settling them sends nothing, and they come again on the new one.
+`ack()`/`nack()` return at once: the dispositions gathered until the event loop's next
+turn go to the proton thread together. Deliveries not settled when the link goes (crash,
+close, connection loss) are requeued by the broker. Deliveries of an older connection
+are stale: settling them sends nothing, and they come again on the new one.
 
-Back-pressure: the link is opened with `max_in_flight` credit and one credit is returned
-per settled delivery, so the broker never sends more than `max_in_flight` messages the
-gateway has not settled; `read()` waits while that many are unsettled.
+Back-pressure: the link is opened with `max_in_flight` credit and the credit of settled
+deliveries is returned (one flow per burst of settlements), so the broker never sends
+more than `max_in_flight` messages the gateway has not settled; `read_batch()` hands out
+at most that many unsettled deliveries and waits while they are all out.
 
 Producer: one sender link per target address (`properties.to` of the record, else
-`node`), opened on first use and kept. A message is delivered when the broker accepts it;
-rejected -> failed, not retryable; released/modified -> failed, retryable; a refused link
-(e.g. `amqp:not-found`) fails its messages, not retryable. Broker down: `write()` fails
-fast with a retryable Outcome and reconnects at most once per backoff interval.
+`node`), opened on first use and kept. `submit()` sends pipelined and confirms later
+(see `AmqpProducer`). A message is delivered when the broker accepts it; rejected ->
+failed, not retryable; released/modified -> failed, retryable; a refused link (e.g.
+`amqp:not-found`) fails its messages, not retryable; no disposition within
+`publish_timeout` -> failed, retryable. Broker down: `submit()` fails fast with retryable
+Outcomes and reconnects at most once per backoff interval.
 """
 
 from __future__ import annotations
@@ -40,13 +50,15 @@ import itertools
 import time
 import uuid
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal, cast
 from urllib.parse import unquote, urlsplit
 
-from proton import Condition, Connection, Event, Link, Receiver, Sender, SSLDomain
+from proton import Condition, Connection, Event, Link, Message, Receiver, Sender, SSLDomain
 from proton import Delivery as ProtonDelivery
+from proton.handlers import EndpointStateHandler
 from proton.reactor import AtLeastOnce
 
 from adapters._amqp_options import OPTIONS
@@ -62,7 +74,6 @@ from gateway.ports import (
     EndpointSettings,
     NotConnected,
     Outcome,
-    Settle,
     TlsSettings,
     confirmed,
 )
@@ -182,12 +193,12 @@ def _describe(condition: Condition | None, default: str) -> str:
 
 @dataclass(frozen=True)
 class _Note:
-    """What the proton thread tells the asyncio side."""
+    """What the proton thread tells the asyncio side: one note per burst, not per message."""
 
-    kind: Literal["ready", "lost", "message", "outcome"]
-    token: int = 0
-    record: NativeMessage | None = None
-    outcome: Outcome | None = None
+    kind: Literal["ready", "lost", "messages", "outcomes"]
+    first: int = 0  # messages: the token of records[0]; the others follow, one apart
+    records: Sequence[NativeMessage] = ()
+    outcomes: Sequence[tuple[int, int, Outcome]] = ()  # (submit id, index, outcome)
     reason: str = ""
 
 
@@ -197,6 +208,13 @@ class _Handler(LoopHandler[_Note]):
     def __init__(self, opts: AmqpOptions) -> None:
         # prefetch=0: credit is ours to give (the back-pressure); settlement is ours too.
         super().__init__(prefetch=0, auto_accept=False, auto_settle=True)
+        # Deliveries are read and settled by on_delivery() of the subclasses, not by
+        # proton's message handlers: those look the link up several times per message (a
+        # new wrapper object each time), and every event passed through two more
+        # handlers. Only the endpoint-state handler (opened/closing/error) stays.
+        handlers = self.handlers
+        assert isinstance(handlers, list)  # (MessagingHandler builds a list)
+        self.handlers = [h for h in handlers if isinstance(h, EndpointStateHandler)]
         self.opts = opts
         self.connection: Connection | None = None
         self.closing = False
@@ -238,6 +256,9 @@ class _Handler(LoopHandler[_Note]):
     def lost(self, why: str) -> None:
         """The connection is over: tell asyncio once, then end the reactor."""
         if not self.closing:
+            # What this burst learnt before the loss (dispositions) must not be reported
+            # as lost: that would resend messages the broker has accepted.
+            self.end_of_burst()
             self.closing = True
             self.post(_Note("lost", reason=why))
         self.stop_container()
@@ -252,8 +273,12 @@ class _ReceiverHandler(_Handler):
         self._node = node
         self._receiver: Receiver | None = None
         self._ready = False
-        self._tokens = itertools.count()
+        self._next_token = 0
         self._unsettled: dict[int, ProtonDelivery] = {}
+        # The messages of the current burst, handed over together by end_of_burst().
+        self._burst: list[NativeMessage] = []
+        self._burst_first = 0
+        self._burst_time = ""
 
     def on_start(self, event: Event) -> None:
         super().on_start(event)
@@ -279,24 +304,104 @@ class _ReceiverHandler(_Handler):
     def on_link_closing(self, event: Event) -> None:
         self.lost("the broker detached the link")
 
-    def on_message(self, event: Event) -> None:
-        token = next(self._tokens)
-        assert event.delivery is not None
-        self._unsettled[token] = event.delivery
-        self.post(_Note("message", token, to_record(event.message, received_at=_now())))
-
-    def settle_token(self, token: int, state: int, reason: str) -> None:
-        delivery = self._unsettled.pop(token, None)
-        if delivery is None or self.closing:
+    def on_delivery(self, event: Event) -> None:
+        delivery, receiver = event.delivery, self._receiver
+        if delivery is None or receiver is None or self.closing:
             return
-        if state == ProtonDelivery.MODIFIED:
-            delivery.local.failed = True  # counts the attempt (delivery-count + 1)
-        elif state == ProtonDelivery.REJECTED:
-            delivery.local.condition = Condition("xrgw:rejected", reason or None)
-        delivery.update(state)
-        delivery.settle()
-        if self._receiver is not None and self._receiver.state & Link.LOCAL_ACTIVE:
-            self._receiver.flow(1)  # the settled one's credit goes back: the window slides
+        if delivery.aborted:
+            # The broker gave up sending it: nothing to read; its credit comes back.
+            delivery.settle()
+            receiver.flow(1)
+            return
+        if delivery.partial or not delivery.readable:
+            return  # more frames of this message follow
+        msg = Message()
+        msg.decode(receiver.recv(delivery.pending) or b"")
+        receiver.advance()
+        if not self._burst:
+            self._burst_first = self._next_token
+            # One receive time per burst: its messages came in with one socket read.
+            self._burst_time = _now()
+        self._unsettled[self._next_token] = delivery
+        self._next_token += 1
+        self._burst.append(to_record(msg, received_at=self._burst_time))
+
+    def end_of_burst(self) -> None:
+        if self._burst and not self.closing:
+            burst, self._burst = self._burst, []
+            self.post(_Note("messages", self._burst_first, records=burst))
+
+    def lost(self, why: str) -> None:
+        # The broker requeues what it sent on this link: handing these out would only
+        # create deliveries whose settlement can no longer be sent.
+        self._burst = []
+        super().lost(why)
+
+    def settle_burst(self, settlements: list[tuple[int, int, str]]) -> None:
+        """Send the dispositions of a burst of (token, state, reason) and return their
+        credit with one flow."""
+        if self.closing:
+            return
+        settled = 0
+        for token, state, reason in settlements:
+            delivery = self._unsettled.pop(token, None)
+            if delivery is None:
+                continue
+            if state == ProtonDelivery.MODIFIED:
+                delivery.local.failed = True  # counts the attempt (delivery-count + 1)
+            elif state == ProtonDelivery.REJECTED:
+                delivery.local.condition = Condition("xrgw:rejected", reason or None)
+            delivery.update(state)
+            delivery.settle()
+            settled += 1
+        if settled and self._receiver is not None and self._receiver.state & Link.LOCAL_ACTIVE:
+            self._receiver.flow(settled)  # the settled ones' credit goes back: the window slides
+
+
+class _Settler:
+    """The settlements of one connection, handed to its proton thread once per burst.
+
+    The engine settles a whole batch in one go (each `ack()` returns without waiting), so
+    the dispositions gathered until the event loop's next turn travel together: one
+    hand-over, one flow frame, instead of one thread hop per message.
+    """
+
+    def __init__(
+        self,
+        thread: ProtonThread[_Note],
+        handler: _ReceiverHandler,
+        nack_outcome: Literal["modified", "released"],
+        settled: Callable[[], None],
+    ) -> None:
+        self._thread = thread
+        self._handler = handler
+        self._retry_state = (
+            ProtonDelivery.RELEASED if nack_outcome == "released" else ProtonDelivery.MODIFIED
+        )
+        self._settled = settled
+        self._queued: list[tuple[int, int, str]] = []
+        self._loop = asyncio.get_running_loop()
+
+    async def settle(self, token: int, ack: bool, reason: str, retry: bool) -> None:
+        self._settled()
+        if ack:
+            state = ProtonDelivery.ACCEPTED
+        elif not retry:
+            state = ProtonDelivery.REJECTED
+        else:
+            state = self._retry_state
+        if not self._queued:
+            self._loop.call_soon(self.flush)
+        self._queued.append((token, state, reason))
+
+    def flush(self) -> None:
+        """Hand what was settled so far to the proton thread."""
+        if not self._queued:
+            return
+        settlements, self._queued = self._queued, []
+        handler = self._handler
+        # A stale thread ignores the call: the broker requeued those messages already.
+        self._thread.call(lambda: handler.settle_burst(settlements))
 
 
 class AmqpConsumer:
@@ -308,11 +413,11 @@ class AmqpConsumer:
             raise ValueError("node: a consumer needs a source address")
         self._node: str = self._opts.node
         self._thread: ProtonThread[_Note] | None = None
-        self._handler: _ReceiverHandler | None = None
+        self._settler: _Settler | None = None
         self._ready: asyncio.Future[None] | None = None
         self._connected = False
-        self._buffer: deque[tuple[ProtonThread[_Note], _ReceiverHandler, int, NativeMessage]]
-        self._buffer = deque()
+        # (token, record) of the current connection's received, not yet handed out
+        self._buffer: deque[tuple[int, NativeMessage]] = deque()
         self._unsettled = 0
         self._changed = asyncio.Event()
         self._closed = False
@@ -333,7 +438,8 @@ class AmqpConsumer:
         thread: ProtonThread[_Note] = ProtonThread(
             handler, lambda batch: self._on_batch(thread, batch), "xrgw-amqp-consumer"
         )
-        self._thread, self._handler = thread, handler
+        self._thread = thread
+        self._settler = _Settler(thread, handler, self._opts.nack_outcome, self._settled)
         self._ready = asyncio.get_running_loop().create_future()
         thread.start()
         try:
@@ -349,17 +455,13 @@ class AmqpConsumer:
         self._changed.set()
 
     async def read_batch(self, limit: int) -> list[Delivery]:
-        return [await self._read_one()]
-
-    async def _read_one(self) -> Delivery:
         while True:
             if self._closed:
                 raise EndOfInput("consumer closed")
             # Credit bounds the buffer already; the count guards the caller's side too.
-            if self._unsettled < self._opts.max_in_flight and self._buffer:
-                thread, handler, token, record = self._buffer.popleft()
-                self._unsettled += 1
-                return Delivery(record, self._settler(thread, handler, token))
+            room = min(limit, self._opts.max_in_flight - self._unsettled)
+            if room > 0 and self._buffer:
+                return self._hand_out(min(room, len(self._buffer)))
             if not self._connected:
                 raise NotConnected("not connected")
             self._changed.clear()
@@ -371,32 +473,31 @@ class AmqpConsumer:
         self._changed.set()
 
     # -- internals ---------------------------------------------------------------------
-    def _settler(
-        self, thread: ProtonThread[_Note], handler: _ReceiverHandler, token: int
-    ) -> Settle:
-        async def settle(ack: bool, reason: str, retry: bool) -> None:
-            self._unsettled -= 1
-            self._changed.set()
-            if ack:
-                state = ProtonDelivery.ACCEPTED
-            elif not retry:
-                state = ProtonDelivery.REJECTED
-            elif self._opts.nack_outcome == "released":
-                state = ProtonDelivery.RELEASED
-            else:
-                state = ProtonDelivery.MODIFIED
-            # A stale thread ignores the call: the broker requeued the message already.
-            thread.call(lambda: handler.settle_token(token, state, reason))
+    def _hand_out(self, count: int) -> list[Delivery]:
+        settle = self._settler_of_buffer().settle
+        pop = self._buffer.popleft
+        deliveries: list[Delivery] = []
+        for _ in range(count):
+            token, record = pop()
+            deliveries.append(Delivery(record, partial(settle, token)))
+        self._unsettled += count
+        return deliveries
 
-        return settle
+    def _settler_of_buffer(self) -> _Settler:
+        # The buffer only ever holds the current connection's messages (emptied on loss).
+        assert self._settler is not None
+        return self._settler
+
+    def _settled(self) -> None:
+        self._unsettled -= 1
+        self._changed.set()
 
     def _on_batch(self, thread: ProtonThread[_Note], batch: list[_Note]) -> None:
         if thread is not self._thread:
             return  # an old connection's last words
         for note in batch:
-            if note.kind == "message" and note.record is not None:
-                assert self._handler is not None
-                self._buffer.append((thread, self._handler, note.token, note.record))
+            if note.kind == "messages":
+                self._buffer.extend(enumerate(note.records, note.first))
             elif note.kind == "ready":
                 if self._ready is not None and not self._ready.done():
                     self._ready.set_result(None)
@@ -417,6 +518,10 @@ class AmqpConsumer:
         thread, self._thread = self._thread, None
         self._connected = False
         self._buffer.clear()
+        if self._settler is not None:
+            # Settled just before the close (a drain): queued ahead of the shutdown, so
+            # the dispositions still go out and these are not delivered again.
+            self._settler.flush()
         if thread is not None:
             await thread.stop()
         self._changed.set()
@@ -429,30 +534,44 @@ class _SenderHandler(_Handler):
     def __init__(self, opts: AmqpOptions) -> None:
         super().__init__(opts)
         self._senders: dict[str, Sender] = {}
-        # link name -> delivery tag -> token of the write waiting for the disposition
-        self._pending: dict[str, dict[str | bytes, int]] = {}
+        # delivery tag -> (address, submit id, index) waiting for the disposition; the
+        # tags are ours, unique across the links of the connection
+        self._waiting: dict[str, tuple[str, int, int]] = {}
+        self._tags = itertools.count()
+        # (submit id, index, outcome) of this burst, handed over by end_of_burst()
+        self._outcomes: list[tuple[int, int, Outcome]] = []
 
     def on_connection_opened(self, event: Event) -> None:
         self.post(_Note("ready"))
 
-    def send(self, items: list[tuple[int, NativeMessage]]) -> None:
-        for token, record in items:
-            if self.closing:
-                self.post(_Note("outcome", token, outcome=Outcome.failed("connection closing")))
-                continue
-            try:
-                msg = to_message(record, self.opts.durable)
-            except ValueError as exc:
-                self.post(_Note("outcome", token, outcome=Outcome.failed(str(exc), False)))
-                continue
-            address = msg.address or self.opts.node
-            if not address:
-                failed = Outcome.failed("record has no properties.to and no node is set", False)
-                self.post(_Note("outcome", token, outcome=failed))
-                continue
-            sender = self._senders.get(address) or self._open_sender(address)
-            delivery = msg.send(sender)  # (Sender.send's type also allows raw bytes)
-            self._pending[sender.name][delivery.tag] = token
+    def send(self, submit_id: int, records: list[NativeMessage]) -> None:
+        """Send a submit's records in order, without waiting for any disposition."""
+        for index, record in enumerate(records):
+            failed = self._send(submit_id, index, record)
+            if failed is not None:
+                self._outcomes.append((submit_id, index, failed))
+
+    def _send(self, submit_id: int, index: int, record: NativeMessage) -> Outcome | None:
+        """Put one record on its link; an Outcome when it cannot be sent at all."""
+        if self.closing:
+            return Outcome.failed("connection closing")
+        try:
+            msg = to_message(record, self.opts.durable)
+        except ValueError as exc:
+            return Outcome.failed(str(exc), False)
+        address = msg.address or self.opts.node
+        if not address:
+            return Outcome.failed("record has no properties.to and no node is set", False)
+        sender = self._senders.get(address) or self._open_sender(address)
+        tag = str(next(self._tags))  # (a delivery's tag property reads it back as str)
+        msg.send(sender, tag)
+        self._waiting[tag] = (address, submit_id, index)
+        return None
+
+    def end_of_burst(self) -> None:
+        if self._outcomes:
+            outcomes, self._outcomes = self._outcomes, []
+            self.post(_Note("outcomes", outcomes=outcomes))
 
     def _open_sender(self, address: str) -> Sender:
         # A session of its own per address: RabbitMQ 3.x ends the whole session when it
@@ -465,7 +584,6 @@ class _SenderHandler(_Handler):
         AtLeastOnce().apply(sender)
         sender.open()
         self._senders[address] = sender
-        self._pending[sender.name] = {}
         return sender
 
     def on_session_error(self, event: Event) -> None:
@@ -482,24 +600,17 @@ class _SenderHandler(_Handler):
         retryable = condition is None or str(condition.name) not in _ADDRESS_ERRORS
         self._drop_sender(link, _describe(condition, "link error"), retryable)
 
-    def _resolve(self, event: Event, outcome: Outcome) -> None:
-        link, delivery = event.link, event.delivery
-        if link is None or delivery is None:
-            return
-        token = self._pending.get(link.name, {}).pop(delivery.tag, None)
-        if token is not None:
-            self.post(_Note("outcome", token, outcome=outcome))
-
-    def on_accepted(self, event: Event) -> None:
-        self._resolve(event, Outcome.ok())
-
-    def on_rejected(self, event: Event) -> None:
+    def on_delivery(self, event: Event) -> None:
         delivery = event.delivery
-        why = _describe(delivery.remote.condition if delivery else None, "rejected")
-        self._resolve(event, Outcome.failed(f"broker rejected: {why}", retryable=False))
-
-    def on_released(self, event: Event) -> None:  # released or modified
-        self._resolve(event, Outcome.failed("broker released the message", retryable=True))
+        if delivery is None or not delivery.updated:
+            return
+        outcome = _outcome_of(delivery)
+        if outcome is not None:
+            waiting = self._waiting.pop(delivery.tag, None)
+            if waiting is not None:
+                self._outcomes.append((waiting[1], waiting[2], outcome))
+        if delivery.settled:
+            delivery.settle()  # the broker has forgotten it: so can we
 
     def on_link_error(self, event: Event) -> None:
         link = event.link
@@ -518,16 +629,67 @@ class _SenderHandler(_Handler):
                 del self._senders[address]
                 with contextlib.suppress(Exception):  # the session may be gone already
                     sender.session.close()
-        for token in self._pending.pop(link.name, {}).values():
-            self.post(_Note("outcome", token, outcome=Outcome.failed(why, retryable)))
+                self._fail_waiting(address, Outcome.failed(why, retryable))
+
+    def _fail_waiting(self, address: str, failed: Outcome) -> None:
+        # A scan, but only when a link fails, never per message.
+        for tag, (to, submit_id, index) in list(self._waiting.items()):
+            if to == address:
+                del self._waiting[tag]
+                self._outcomes.append((submit_id, index, failed))
+
+
+def _outcome_of(delivery: ProtonDelivery) -> Outcome | None:
+    """The Outcome of a sent message's disposition; None while it is not terminal."""
+    state = delivery.remote_state
+    if state == ProtonDelivery.ACCEPTED:
+        return Outcome.ok()
+    if state == ProtonDelivery.REJECTED:
+        why = _describe(delivery.remote.condition, "rejected")
+        return Outcome.failed(f"broker rejected: {why}", retryable=False)
+    if state in (ProtonDelivery.RELEASED, ProtonDelivery.MODIFIED):
+        return Outcome.failed("broker released the message", retryable=True)
+    return None
+
+
+class _Submitted:
+    """One submit's outcomes, filled in as the broker's dispositions arrive."""
+
+    __slots__ = ("future", "missing", "outcomes", "timer")
+
+    def __init__(self, size: int, future: asyncio.Future[list[Outcome]]) -> None:
+        self.future = future
+        self.outcomes: list[Outcome | None] = [None] * size
+        self.missing = size
+        self.timer: asyncio.TimerHandle | None = None
+
+    def resolve(self, index: int, outcome: Outcome) -> bool:
+        """Record one message's outcome (the first one counts); True once all are in."""
+        if self.outcomes[index] is None:
+            self.outcomes[index] = outcome
+            self.missing -= 1
+        return self.missing == 0
+
+    def finish(self, rest: Outcome) -> None:
+        """Confirm the submit, `rest` standing in for the outcomes that never came."""
+        if self.timer is not None:
+            self.timer.cancel()
+        if not self.future.done():  # (the caller may have given up and cancelled it)
+            self.future.set_result([rest if o is None else o for o in self.outcomes])
 
 
 class AmqpProducer:
     """Sends records and reports each as delivered only once the broker accepted it.
 
-    When the connection is down, `write()` tries to reconnect, at most once per backoff
-    interval (doubling up to `reconnect_max`); meanwhile it fails fast with a retryable
-    Outcome instead of waiting.
+    `submit()` hands the whole batch to the proton thread at once and returns; the
+    messages go out pipelined (no waiting for one disposition before the next send), and
+    the returned Confirmation resolves when every message has its disposition, or at
+    `publish_timeout` after the submit with the missing ones failed (retryable). The
+    proton thread keeps the order of the submits, and of the messages in each.
+
+    When the connection is down, `submit()` tries to reconnect, at most once per backoff
+    interval (doubling up to `reconnect_max`); meanwhile it fails fast with retryable
+    Outcomes instead of waiting.
     """
 
     def __init__(self, settings: EndpointSettings) -> None:
@@ -536,8 +698,8 @@ class AmqpProducer:
         self._handler: _SenderHandler | None = None
         self._ready: asyncio.Future[None] | None = None
         self._connected = False
-        self._pending: dict[int, asyncio.Future[Outcome]] = {}
-        self._tokens = itertools.count()
+        self._submitted: dict[int, _Submitted] = {}
+        self._submit_ids = itertools.count()
         self._gate = ReconnectGate(self._opts.reconnect_max)
 
     @property
@@ -567,64 +729,59 @@ class AmqpProducer:
         self._connected = True
 
     async def submit(self, messages: Sequence[NativeMessage]) -> Confirmation:
-        return confirmed(await self._write(messages))
-
-    async def _write(self, messages: Sequence[NativeMessage]) -> list[Outcome]:
         if not messages:
-            return []
+            return confirmed([])
         if not self._connected:
             reason = await self._try_reconnect()
             if reason is not None:
-                return [Outcome.failed(reason) for _ in messages]
+                return confirmed([Outcome.failed(reason)] * len(messages))
         thread, handler = self._thread, self._handler
         assert thread is not None and handler is not None
         loop = asyncio.get_running_loop()
-        items: list[tuple[int, NativeMessage]] = []
-        futures: list[asyncio.Future[Outcome]] = []
-        for record in messages:
-            token = next(self._tokens)
-            future: asyncio.Future[Outcome] = loop.create_future()
-            self._pending[token] = future
-            items.append((token, record))
-            futures.append(future)
-        thread.call(lambda: handler.send(items))
-        await asyncio.wait(futures, timeout=self._opts.publish_timeout)
-        outcomes: list[Outcome] = []
-        for (token, _), future in zip(items, futures, strict=True):
-            self._pending.pop(token, None)
-            if future.done():
-                outcomes.append(future.result())
-            else:
-                future.cancel()
-                outcomes.append(Outcome.failed("no disposition from the broker in time"))
-        return outcomes
+        submit_id = next(self._submit_ids)
+        submitted = _Submitted(len(messages), loop.create_future())
+        submitted.timer = loop.call_later(self._opts.publish_timeout, self._expire, submit_id)
+        self._submitted[submit_id] = submitted
+        records = list(messages)  # the caller may reuse its sequence
+        thread.call(lambda: handler.send(submit_id, records))
+        return submitted.future
 
     async def _try_reconnect(self) -> str | None:
         return await self._gate.try_reconnect(lambda: self._connected, self._connect)
+
+    def _expire(self, submit_id: int) -> None:
+        submitted = self._submitted.pop(submit_id, None)
+        if submitted is not None:
+            submitted.finish(Outcome.failed("no disposition from the broker in time"))
 
     def _on_batch(self, thread: ProtonThread[_Note], batch: list[_Note]) -> None:
         if thread is not self._thread:
             return
         for note in batch:
-            if note.kind == "outcome" and note.outcome is not None:
-                future = self._pending.pop(note.token, None)
-                if future is not None and not future.done():
-                    future.set_result(note.outcome)
+            if note.kind == "outcomes":
+                self._resolve(note.outcomes)
             elif note.kind == "ready":
                 if self._ready is not None and not self._ready.done():
                     self._ready.set_result(None)
             elif note.kind == "lost":
                 self._lost(note.reason)
 
+    def _resolve(self, outcomes: Sequence[tuple[int, int, Outcome]]) -> None:
+        for submit_id, index, outcome in outcomes:
+            submitted = self._submitted.get(submit_id)
+            if submitted is not None and submitted.resolve(index, outcome):
+                del self._submitted[submit_id]
+                submitted.finish(outcome)  # (nothing is missing: `rest` is not used)
+
     def _lost(self, why: str) -> None:
         self._connected = False
         if self._ready is not None and not self._ready.done():
             self._ready.set_exception(NotConnected(_hint(why)))
             self._ready.exception()  # mark retrieved: nobody may be waiting
-        pending, self._pending = self._pending, {}
-        for future in pending.values():
-            if not future.done():
-                future.set_result(Outcome.failed(f"connection lost: {why}"))
+        submitted, self._submitted = self._submitted, {}
+        lost = Outcome.failed(f"connection lost: {why}")
+        for waiting in submitted.values():
+            waiting.finish(lost)
 
     async def _drop(self, why: str) -> None:
         thread, self._thread = self._thread, None

@@ -20,11 +20,13 @@ system CAs) and its host name, with `tls.cert_file`/`key_file` as client certifi
 
 Consumer. `connect()` binds a server to the URI's host and port (`http://127.0.0.1:0`
 takes an ephemeral port; `port` and `url` tell which). Each accepted request becomes one
-Delivery, and the request waits for its settlement, so the HTTP status *is* the
-settlement: ack -> 202 Accepted; nack(retry=True) -> 503 with Retry-After (the sender
-retries); nack(retry=False) -> 400 with an RFC 9457 problem body whose `detail` is the
-reason; no settlement within `settle_timeout` -> 504 (a later settlement is ignored). A
-CloudEvents batch is one request and so one record; the core splits it.
+Delivery (`read_batch` hands out every request received so far, in arrival order), and
+the request waits for its settlement, so the HTTP status *is* the settlement: ack -> 202
+Accepted; nack(retry=True) -> 503 with Retry-After (the sender retries); nack(retry=False)
+-> 400 with an RFC 9457 problem body whose `detail` is the reason; no settlement within
+`settle_timeout` -> 504 (a later settlement is ignored). A CloudEvents batch is one
+request and so one record; the core splits it. Settling costs no I/O of its own: it
+wakes the request's handler, which writes the answer on the request's connection.
 
 Back-pressure: at most `max_in_flight` requests are admitted (body being read, queued or
 delivered and unsettled); one more is answered 503 at once, before its body is read, so
@@ -33,14 +35,17 @@ limit is refused with 413 before reading; a chunked body is read until it passes
 limit. Either way the connection is closed after the answer.
 
 Producer. Each record is sent with its method (default POST) to the endpoint URI with the
-record's `path` appended; the connection is made per request, so `connect()` only opens
-the client session. One request per record and `write()`: the route owns retries
-(`routes[].retry`). 2xx -> delivered; 408, 429, 5xx, timeouts and connection errors ->
-failed, retryable, with the answer's `Retry-After` (seconds) as `Outcome.retry_after`
-for the route to honour; other statuses -> failed, not retryable (redirects are not
-followed). Records of a batch go one after another, in order; once a record has failed
-because the endpoint could not be reached, the rest of the batch fails at once with the
-same reason instead of each waiting for its own connection error.
+record's `path` appended. `submit()` starts a request per record at once, up to
+`concurrency` in flight (then it waits for answers: back-pressure), each on a kept-alive
+connection of the session's pool (`connect()` only opens the session; connections are
+made as needed and reused), and returns; the Confirmation gathers the answers. HTTP has
+no order to keep: requests of a batch may arrive in any order. One request per record
+and submit: the route owns retries (`routes[].retry`). 2xx -> delivered; 408, 429, 5xx,
+timeouts and connection errors -> failed, retryable, with the answer's `Retry-After`
+(seconds) as `Outcome.retry_after` for the route to honour; other statuses -> failed,
+not retryable (redirects are not followed). Once a request has failed because the
+endpoint could not be reached, the requests of that batch not yet sent fail at once with
+the same reason instead of each waiting for its own connection error.
 """
 
 from __future__ import annotations
@@ -66,8 +71,8 @@ from adapters._http_options import OPTIONS
 from adapters._http_record import (
     RequestArgs,
     RequestDefaults,
+    request_record,
     split_target,
-    to_record,
     to_request,
 )
 from adapters._schemes import check_scheme
@@ -79,8 +84,6 @@ from gateway.ports import (
     EndpointSettings,
     NotConnected,
     Outcome,
-    Settle,
-    confirmed,
 )
 from gateway.protocols import HTTP, profile
 from gateway.record import NativeMessage
@@ -106,6 +109,7 @@ class HttpOptions:
     max_header_bytes: int = 8190
     read_timeout: float = 30.0
     keepalive_timeout: float = 75.0
+    concurrency: int = 8  # producer: requests in flight at once
     # producer: the endpoint's method, headers and query for every request
     request: RequestDefaults = field(default_factory=RequestDefaults)
 
@@ -134,6 +138,7 @@ class HttpOptions:
             max_header_bytes=max(256, cast(int, opts["max_header_bytes"])),
             read_timeout=cast(float, opts["read_timeout"]),
             keepalive_timeout=cast(float, opts["keepalive_timeout"]),
+            concurrency=cast(int, opts["concurrency"]),
             request=RequestDefaults(
                 method=cast(str, opts["method"]).upper(),
                 headers=_pairs(opts["headers"]),
@@ -169,10 +174,6 @@ def _prefix(path: str) -> tuple[str, bool]:
     return literal, bool(brace)
 
 
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
 def _problem(status: int, detail: str, headers: Mapping[str, str] | None = None) -> web.Response:
     """An RFC 9457 problem response (`about:blank`: the title is the status phrase)."""
     body = {
@@ -191,14 +192,49 @@ def _problem(status: int, detail: str, headers: Mapping[str, str] | None = None)
 
 # ====================================================================== consumer
 
+#: What a waiting request is answered with: the settlement (ack, reason, retry), or None
+#: when none came within `settle_timeout` (504).
+_Verdict = tuple[bool, str, bool] | None
 
-@dataclass(eq=False)  # identity hash: kept in a set
+#: Timer handles may run up to the loop's clock resolution early; a deadline that close
+#: counts as passed, so an early wake-up does not re-arm the timer for the same instant.
+_EARLY = 0.001
+
+
 class _Pending:
     """One admitted request waiting for its delivery's settlement."""
 
-    verdict: asyncio.Future[tuple[bool, str, bool]]
-    delivery: Delivery | None = None
-    abandoned: bool = False  # the request was answered (504, shutdown): ignore settlement
+    __slots__ = ("abandoned", "deadline", "delivery", "verdict")
+
+    def __init__(self, verdict: asyncio.Future[_Verdict]) -> None:
+        self.verdict = verdict
+        self.delivery: Delivery | None = None
+        self.deadline = 0.0  # loop time after which the request is answered 504
+        self.abandoned = False  # answered (504, shutdown, gone): ignore the settlement
+
+    async def settle(self, ack: bool, reason: str, retry: bool) -> None:
+        """The Delivery's settlement hook: the handler answers, this only tells it how.
+        A settlement after a 504 or shutdown changes nothing."""
+        if not self.abandoned and not self.verdict.done():
+            self.verdict.set_result((ack, reason, retry))
+
+
+class _ReceiveTime:
+    """`received_at` text, formatted once per second rather than once per request (the
+    record's resolution is a second anyway)."""
+
+    __slots__ = ("_second", "_text")
+
+    def __init__(self) -> None:
+        self._second = -1
+        self._text = ""
+
+    def __call__(self) -> str:
+        second = int(time.time())
+        if second != self._second:
+            self._second = second
+            self._text = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second))
+        return self._text
 
 
 class HttpConsumer:
@@ -209,10 +245,12 @@ class HttpConsumer:
         self._ssl = server_context(settings.tls) if self._opts.scheme == "https" else None
         self._expected = _expected_authorization(settings)
         self._runner: web.ServerRunner | None = None
-        self._queue: deque[_Pending] = deque()  # waiting for read()
+        self._queue: deque[_Pending] = deque()  # received, not yet handed out
         self._waiting: set[_Pending] = set()  # every request waiting for a settlement
+        self._expiry: asyncio.TimerHandle | None = None  # the next settle_timeout check
         self._admitted = 0
-        self._changed = asyncio.Event()
+        self._arrived = asyncio.Event()
+        self._received_at = _ReceiveTime()
         self._closed = False
         self.port: int | None = None
 
@@ -229,7 +267,14 @@ class HttpConsumer:
 
     @property
     def in_flight(self) -> int:
+        """Requests admitted and not answered yet (body being read, queued, delivered)."""
         return self._admitted
+
+    @property
+    def queued(self) -> int:
+        """Requests received and not yet handed out by read_batch (some may have been
+        answered meanwhile, by a 504 or a client gone, and will be skipped)."""
+        return len(self._queue)
 
     async def connect(self) -> None:
         if self._closed:
@@ -257,27 +302,38 @@ class HttpConsumer:
         self._runner = runner
         address = runner.addresses[0]
         self.port = int(address[1])
-        self._changed.set()
 
     async def read_batch(self, limit: int) -> list[Delivery]:
-        return [await self._read_one()]
-
-    async def _read_one(self) -> Delivery:
+        """Every request received and not yet handed out, at most `limit`, in arrival
+        order. No back-pressure wait here: admission (max_in_flight, else 503) already
+        bounds what can be waiting."""
         while True:
             if self._closed:
                 raise EndOfInput("consumer closed")
-            while self._queue:
-                pending = self._queue.popleft()
-                if not pending.abandoned and pending.delivery is not None:
-                    return pending.delivery
+            batch = self._take(limit)
+            if batch:
+                return batch
             if self._runner is None:
                 raise NotConnected("not listening")
-            self._changed.clear()
-            await self._changed.wait()
+            self._arrived.clear()
+            await self._arrived.wait()
+
+    def _take(self, limit: int) -> list[Delivery]:
+        batch: list[Delivery] = []
+        queue = self._queue
+        while queue and len(batch) < limit:
+            pending = queue.popleft()
+            # A request answered before it was read (504, client gone) is no delivery.
+            if not pending.abandoned and pending.delivery is not None:
+                batch.append(pending.delivery)
+        return batch
 
     async def aclose(self) -> None:
         self._closed = True
-        self._changed.set()
+        self._arrived.set()
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
         # Answer every waiting request 503 (the senders retry later), so the server's
         # shutdown does not wait for settlements that will not come.
         for pending in self._waiting:
@@ -297,7 +353,7 @@ class HttpConsumer:
         if self._expected is not None and not _authorized(request, self._expected):
             return _problem(401, "missing or invalid credentials",
                             {"WWW-Authenticate": self._expected[0]})
-        path, _ = split_target(request.raw_path)
+        path, query = split_target(request.raw_path)
         if not opts.accepts_path(path):
             return _problem(404, f"no webhook at {path}")
         if request.method not in opts.methods:
@@ -311,24 +367,17 @@ class HttpConsumer:
         self._admitted += 1
         pending = _Pending(asyncio.get_running_loop().create_future())
         try:
-            return await self._admitted_request(request, pending)
+            return await self._admitted_request(request, path, query, pending)
         finally:
             pending.abandoned = True  # any later settlement has no request to answer
+            self._waiting.discard(pending)
             self._admitted -= 1
 
     async def _admitted_request(
-        self, request: web.BaseRequest, pending: _Pending
+        self, request: web.BaseRequest, path: str, query: str, pending: _Pending
     ) -> web.StreamResponse:
-        opts = self._opts
-        if request.headers.get("Expect", "").lower() == "100-continue":
-            # Only now, after the checks above, invite the client to send the body.
-            version = request.version
-            await request.writer.write(
-                b"HTTP/%d.%d 100 Continue\r\n\r\n" % (version.major, version.minor)
-            )
         try:
-            async with asyncio.timeout(opts.read_timeout):
-                body = await self._read_body(request)
+            body = await self._body(request)
         except web.RequestPayloadError:  # e.g. a corrupt gzip body
             response = _problem(400, "unreadable body")
             response.force_close()
@@ -339,43 +388,75 @@ class HttpConsumer:
             return response
         if body is None:
             return self._too_large()
-        record = to_record(
-            request.method, request.raw_path, request.raw_headers, body, received_at=_now()
-        )
-        pending.delivery = Delivery(record, self._settler(pending))
+        if self._closed:  # closed while the body arrived: nothing will read or settle it
+            return self._busy()
+        record = request_record(request.method, path, query, request.raw_headers, body,
+                                self._received_at())
+        pending.delivery = Delivery(record, pending.settle)
         self._queue.append(pending)
-        self._waiting.add(pending)
-        self._changed.set()
-        try:
-            async with asyncio.timeout(opts.settle_timeout):
-                ack, reason, retry = await pending.verdict
-        except TimeoutError:
+        self._watch(pending)
+        self._arrived.set()
+        verdict = await pending.verdict
+        if verdict is None:
             return _problem(504, "the message was not settled in time")
-        finally:
-            self._waiting.discard(pending)
+        ack, reason, retry = verdict
         if ack:
             return web.Response(status=202)
         if retry:
             return self._busy()  # the reason may name brokers or downstream answers
         return _problem(400, (reason.splitlines() or ["refused"])[0][:200])
 
-    async def _read_body(self, request: web.BaseRequest) -> bytes | None:
-        """The whole body, or None as soon as it passes max_body_bytes."""
+    async def _body(self, request: web.BaseRequest) -> bytes | None:
+        """The whole body, or None when it passes max_body_bytes. A small body usually
+        arrives with the head: it is taken as it is, without a wait or a timer."""
+        content = request.content
+        if content.is_eof():
+            body = content.read_nowait()
+            return body if len(body) <= self._opts.max_body_bytes else None
+        if request.headers.get("Expect", "").lower() == "100-continue":
+            # Only now, after the admission checks, invite the client to send the body.
+            version = request.version
+            await request.writer.write(
+                b"HTTP/%d.%d 100 Continue\r\n\r\n" % (version.major, version.minor)
+            )
+        async with asyncio.timeout(self._opts.read_timeout):
+            return await self._read_body(content)
+
+    async def _read_body(self, content: aiohttp.StreamReader) -> bytes | None:
         limit = self._opts.max_body_bytes
         body = bytearray()
-        async for chunk in request.content.iter_chunked(64 * 1024):
+        async for chunk in content.iter_chunked(64 * 1024):
             body += chunk
             if len(body) > limit:
                 return None
         return bytes(body)
 
-    def _settler(self, pending: _Pending) -> Settle:
-        async def settle(ack: bool, reason: str, retry: bool) -> None:
-            # The handler answers; a settlement after a 504 or shutdown changes nothing.
-            if not pending.abandoned and not pending.verdict.done():
-                pending.verdict.set_result((ack, reason, retry))
+    # -- settle_timeout ---------------------------------------------------------------------
+    def _watch(self, pending: _Pending) -> None:
+        """Start the request's settle_timeout. One timer serves every waiting request
+        (it runs at the earliest deadline), instead of a timer per request: at most
+        max_in_flight requests wait, so a check walks a short set."""
+        loop = asyncio.get_running_loop()
+        pending.deadline = loop.time() + self._opts.settle_timeout
+        self._waiting.add(pending)
+        if self._expiry is None:
+            self._expiry = loop.call_at(pending.deadline, self._expire)
 
-        return settle
+    def _expire(self) -> None:
+        """Answer 504 to every request past its deadline; re-arm for the next one."""
+        self._expiry = None
+        loop = asyncio.get_running_loop()
+        now = loop.time() + _EARLY
+        following: float | None = None
+        for pending in self._waiting:
+            if pending.verdict.done():
+                continue  # answered; its handler leaves the set when it runs
+            if pending.deadline <= now:
+                pending.verdict.set_result(None)
+            elif following is None or pending.deadline < following:
+                following = pending.deadline
+        if following is not None and not self._closed:
+            self._expiry = loop.call_at(following, self._expire)
 
     def _busy(self) -> web.Response:
         return _problem(503, "cannot take the message now; retry later",
@@ -417,9 +498,24 @@ def _authorized(request: web.BaseRequest, expected: tuple[str, bytes]) -> bool:
 
 # ====================================================================== producer
 
+#: How much of an answer's body is read at most to keep its connection for the next
+#: request; an answer longer than that closes the connection instead.
+_DRAIN_MAX = 64 * 1024
+
+
+class _Down:
+    """One submit's knowledge that the endpoint cannot be reached: the first such failure,
+    which the batch's requests not yet sent report at once instead of each trying."""
+
+    __slots__ = ("outcome",)
+
+    def __init__(self) -> None:
+        self.outcome: Outcome | None = None
+
 
 class HttpProducer:
-    """Sends each record as one request and reports it delivered on a 2xx answer."""
+    """Sends each record as one request and reports it delivered on a 2xx answer; up to
+    `concurrency` requests at once over kept-alive connections."""
 
     def __init__(self, settings: EndpointSettings) -> None:
         self._opts = HttpOptions.parse(settings)
@@ -436,6 +532,11 @@ class HttpProducer:
         )
         self._ssl = client_context(settings.tls) if self._opts.scheme == "https" else True
         self._session: aiohttp.ClientSession | None = None
+        # A slot per request in flight: submit waits for one (back-pressure), the request
+        # gives it back when answered. As many pooled connections as slots, so a request
+        # never waits for a connection (that wait would count against its timeout).
+        self._slots = asyncio.Semaphore(self._opts.concurrency)
+        self._requests: set[asyncio.Task[Outcome]] = set()
 
     @property
     def connected(self) -> bool:
@@ -448,37 +549,59 @@ class HttpProducer:
             timeout=aiohttp.ClientTimeout(total=self._opts.timeout),
             auth=self._auth,
             headers=self._headers,
-            connector=aiohttp.TCPConnector(ssl=self._ssl),
+            connector=aiohttp.TCPConnector(ssl=self._ssl, limit=self._opts.concurrency),
         )
 
     async def submit(self, messages: Sequence[NativeMessage]) -> Confirmation:
-        return confirmed(await self._write(messages))
-
-    async def _write(self, messages: Sequence[NativeMessage]) -> list[Outcome]:
+        """Start a request per record (waiting for a free slot when `concurrency` are in
+        flight) and return once all are started; the Confirmation gathers the answers."""
         await self.connect()
-        outcomes: list[Outcome] = []
-        endpoint_down: Outcome | None = None
+        loop = asyncio.get_running_loop()
+        down = _Down()
+        results: list[asyncio.Future[Outcome]] = []
         for record in messages:
             try:
                 args = to_request(record, self._base, self._opts.request)
             except ValueError as exc:
-                outcomes.append(Outcome.failed(str(exc), retryable=False))
+                refused = loop.create_future()
+                refused.set_result(Outcome.failed(str(exc), retryable=False))
+                results.append(refused)
                 continue
-            if endpoint_down is not None:
-                outcomes.append(endpoint_down)
-                continue
-            outcome, unreachable = await self._send(args)
-            if unreachable:
-                endpoint_down = outcome
-            outcomes.append(outcome)
-        return outcomes
+            await self._slots.acquire()
+            results.append(self._start(args, down))
+        return asyncio.gather(*results)
 
     async def aclose(self) -> None:
         session, self._session = self._session, None
         if session is not None:
+            # Closing the pool aborts the requests in flight; each then settles as a
+            # failed Outcome, so every Confirmation handed out still resolves.
             await session.close()
+        if self._requests:
+            await asyncio.wait(self._requests)
 
     # -- internals ---------------------------------------------------------------------
+    def _start(self, args: RequestArgs, down: _Down) -> asyncio.Task[Outcome]:
+        task = asyncio.create_task(self._request(args, down))
+        self._requests.add(task)
+        task.add_done_callback(self._requests.discard)
+        return task
+
+    async def _request(self, args: RequestArgs, down: _Down) -> Outcome:
+        """One record's request in its slot. Never raises: a Confirmation gives an Outcome
+        for every message, so an unforeseen error is that message's failure."""
+        try:
+            if down.outcome is not None:
+                return down.outcome
+            outcome, unreachable = await self._send(args)
+            if unreachable and down.outcome is None:
+                down.outcome = outcome
+            return outcome
+        except Exception as exc:  # e.g. RuntimeError: the session was closed meanwhile
+            return Outcome.failed(f"{type(exc).__name__}: {exc}")
+        finally:
+            self._slots.release()
+
     async def _send(self, args: RequestArgs) -> tuple[Outcome, bool]:
         """The outcome of one request, and whether the endpoint could not be reached."""
         session = self._session
@@ -493,8 +616,8 @@ class HttpProducer:
                 allow_redirects=False,
             ) as response:
                 status = response.status
-                excerpt = (await response.content.read(200)).decode("utf-8", "replace")
                 retry_after = _seconds(response.headers.get("Retry-After"))
+                excerpt = await _excerpt(response.content)
         except TimeoutError:
             return Outcome.failed(f"no answer within {self._opts.timeout} s"), False
         except aiohttp.ClientConnectorCertificateError as exc:
@@ -510,9 +633,24 @@ class HttpProducer:
             return Outcome.failed(f"{type(exc).__name__}: {exc}"), False
         if 200 <= status < 300:
             return Outcome.ok(), False
-        reason = f"HTTP {status}" + (f": {excerpt.strip()}" if excerpt.strip() else "")
+        text = excerpt.decode("utf-8", "replace").strip()
+        reason = f"HTTP {status}" + (f": {text}" if text else "")
         retryable = status in (408, 429) or status >= 500
         return Outcome.failed(reason, retryable=retryable, retry_after=retry_after), False
+
+
+async def _excerpt(content: aiohttp.StreamReader) -> bytes:
+    """The first 200 bytes of an answer's body (a failure's reason). The rest, up to
+    _DRAIN_MAX, is read and dropped: a connection whose answer was not read to its end
+    is closed instead of going back to the pool."""
+    excerpt = await content.read(200)
+    drained = len(excerpt)
+    while drained <= _DRAIN_MAX and not content.at_eof():
+        chunk = await content.read(16 * 1024)
+        if not chunk:
+            break
+        drained += len(chunk)
+    return excerpt
 
 
 def _seconds(value: str | None) -> float | None:

@@ -18,8 +18,14 @@ Settlement. Offsets are committed by the adapter (auto commit off), only for ack
 deliveries and per partition in order: the committed offset is one past the highest
 *contiguous* settled offset, so an ack of offset 7 commits nothing while offset 5 is
 unsettled, and a restart redelivers everything from the first unsettled offset on.
-Commits run in a background task that coalesces acks (one commit request per burst, not
-per message); `aclose()` and a partition revocation flush them first.
+Settling does no I/O: an ack marks its offset and moves the partition's commit point; a
+background task then commits every partition that moved in one request, so a burst of
+acks (the engine settles a batch at a time) costs one commit, not one per message.
+`aclose()` and a partition revocation flush the commits first.
+
+`read_batch(limit)` hands over what aiokafka has prefetched (`getmany`), at most `limit`
+and at most the free room below `max_in_flight`, partition by partition, each in offset
+order.
 
 `nack(retry=True)` of offset N seeks the partition back to N: N and every later
 delivery of that partition still in flight become stale (settling them does nothing),
@@ -28,7 +34,7 @@ therefore redone, which is at-least-once. `nack(retry=False)` counts as an ack (
 caller dead-lettered or gave up on the record). Deliveries of a revoked partition or an
 older connection are stale too: the new owner starts from the committed offset.
 
-Back-pressure: at most `max_in_flight` deliveries are unsettled; `read()` waits and no
+Back-pressure: at most `max_in_flight` deliveries are unsettled; `read_batch()` waits and no
 record is taken from aiokafka meanwhile, and aiokafka does not refetch a partition whose
 prefetched batch is not consumed, so nothing more is read from the broker. So that the
 group does not evict a consumer that is merely waiting (aiokafka's max.poll.interval),
@@ -44,7 +50,7 @@ group's committed offset (or where `autooffsetreset` starts). Not aiokafka's pos
 that runs ahead with prefetched records.
 
 The consumer leaves broker connectivity to aiokafka, which reconnects on its own;
-errors aiokafka raises from a read make `read()` raise NotConnected.
+errors aiokafka raises from a read make `read_batch()` raise NotConnected.
 """
 
 from __future__ import annotations
@@ -52,9 +58,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import ssl
 import time
 import uuid
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -63,7 +71,6 @@ from aiokafka import (  # type: ignore[import-untyped]  # no py.typed
     AIOKafkaConsumer,
     AIOKafkaProducer,
     ConsumerRebalanceListener,
-    TopicPartition,
 )
 from aiokafka.errors import (  # type: ignore[import-untyped]
     AuthenticationFailedError,
@@ -81,9 +88,10 @@ from aiokafka.errors import (  # type: ignore[import-untyped]
     UnsupportedForMessageFormatError,
     UnsupportedSaslMechanismError,
 )
+from aiokafka.partitioner import murmur2  # type: ignore[import-untyped]
 
 from adapters._kafka_options import MECHANISMS, OPTIONS, SECURITY_PROTOCOLS
-from adapters._kafka_record import KafkaRecordLike, SendArgs, to_record, to_send
+from adapters._kafka_record import KafkaRecordLike, to_record, to_send
 from adapters._reconnect import ReconnectGate
 from adapters._schemes import check_scheme
 from adapters._tls import client_context, describe, probe
@@ -96,7 +104,6 @@ from gateway.ports import (
     NotConnected,
     Outcome,
     PartitionLag,
-    Settle,
     confirmed,
 )
 from gateway.protocols import KAFKA, profile
@@ -123,10 +130,17 @@ _VERDICTS: tuple[type[BaseException], ...] = (
     ValueError,
 )
 
-#: How long read() waits with a full window before it keeps the group membership alive.
+#: How long read_batch() waits with a full window before it keeps the group membership alive.
 _KEEPALIVE_SECONDS = 60.0
 #: Pause between retries of a failed offset commit.
 _COMMIT_RETRY_SECONDS = 0.5
+#: How long one getmany() waits for records before read_batch() looks at its own state
+#: again (closed, reconnected); records that arrive meanwhile end the wait at once.
+_POLL_MS = 1000
+#: How often at most a producer moves its deadline on while a batch makes progress.
+_RENEW_SECONDS = 1.0
+#: How many keys' hashes a producer keeps (all are forgotten when it is full).
+_HASHES_KEPT = 4096
 
 
 @dataclass(frozen=True)
@@ -144,6 +158,8 @@ class KafkaOptions:
     publish_timeout: float
     reconnect_max: float
     acks: int | str = "all"
+    linger_ms: int = 5
+    max_batch_size: int = 1048576
     # Headers every record gets unless it has one of the same name.
     headers: tuple[tuple[str, bytes], ...] = ()
     # aiokafka's security arguments (security_protocol, ssl_context, sasl_*); the password
@@ -171,6 +187,8 @@ class KafkaOptions:
             publish_timeout=cast(float, opts["publish_timeout"]),
             reconnect_max=cast(float, opts["reconnect_max"]),
             acks="all" if acks in (-1, "all") else acks,
+            linger_ms=cast(int, opts["linger_ms"]),
+            max_batch_size=cast(int, opts["max_batch_size"]),
             headers=tuple((name, value.encode()) for name, value in
                           cast(dict[str, str], opts["headers"] or {}).items()),
             security=_security(settings, opts),
@@ -276,14 +294,48 @@ async def _stop_quietly(client: Any, timeout: float) -> None:
 # ====================================================================== consumer
 
 
+class _Partition:
+    """What this member tracks of one assigned partition."""
+
+    __slots__ = ("next", "slots", "tp")
+
+    def __init__(self, tp: Any) -> None:
+        self.tp = tp
+        # Delivered offsets not yet committed, in offset order; the acked prefix is popped
+        # as it forms. A deque, not a dict: popping the front of a dict leaves holes that
+        # every later `next(iter())` walks over.
+        self.slots: deque[_Slot] = deque()
+        self.next: int | None = None  # the offset after the last one handed out
+
+
 class _Slot:
-    """One delivered, not yet committed offset. Identity matters: a settlement counts
-    only while its slot is still the one registered for that offset."""
+    """One delivered, not yet committed offset, and its settlement (the Delivery's Settle
+    hook: one object per record rather than a closure and its cells)."""
 
-    __slots__ = ("acked",)
+    __slots__ = ("acked", "consumer", "live", "offset", "part")
 
-    def __init__(self) -> None:
+    def __init__(self, consumer: KafkaConsumer, part: _Partition, offset: int) -> None:
+        self.consumer = consumer
+        self.part = part
+        self.offset = offset
         self.acked = False
+        # False once the offset is no longer ours to settle: revoked, reconnected, or
+        # superseded by a rewind (the offset is delivered again under a new slot).
+        self.live = True
+
+    async def __call__(self, ack: bool, reason: str, retry: bool) -> None:
+        # No I/O here: the engine settles a whole batch in a burst; the commit runs in the
+        # background task, once for the burst.
+        consumer = self.consumer
+        consumer._unsettled -= 1
+        consumer._changed.set()
+        if not self.live:
+            return
+        if ack or not retry:
+            self.acked = True
+            consumer._advance(self.part)
+        else:
+            consumer._rewind(self.part, self.offset)
 
 
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]  # untyped base
@@ -308,10 +360,8 @@ class KafkaConsumer:
             raise ValueError("consumergroup: a consumer needs a consumer group")
         self.client_id = settings.client_id or f"xrgw-{self._opts.group}"
         self._client: Any = None  # AIOKafkaConsumer
-        # Per assigned partition: delivered offsets not yet committed, in offset order.
-        self._pending: dict[Any, dict[int, _Slot]] = {}
+        self._parts: dict[Any, _Partition] = {}  # per assigned partition
         self._dirty: dict[Any, int] = {}  # partition -> offset to commit
-        self._next: dict[Any, int] = {}  # partition -> offset after the last handed out
         self._commit_task: asyncio.Task[None] | None = None
         self._commit_lock = asyncio.Lock()
         self._unsettled = 0
@@ -359,33 +409,43 @@ class KafkaConsumer:
         self._changed.set()
 
     async def read_batch(self, limit: int) -> list[Delivery]:
-        return [await self._read_one()]
-
-    async def _read_one(self) -> Delivery:
         while True:
-            if self._closed:
-                raise EndOfInput("consumer closed")
-            client = self._client
-            if client is None:
-                raise NotConnected("not connected")
-            if self._unsettled >= self._opts.max_in_flight:
+            client = self._live_client()
+            room = self._opts.max_in_flight - self._unsettled
+            if room <= 0:
                 await self._wait_for_room(client)
                 continue
             if self._paused:
                 self._paused = False
                 client.resume(*client.assignment())
-            try:
-                record: KafkaRecordLike = await client.getone()
-            except ConsumerStoppedError:
-                if self._closed:
-                    raise EndOfInput("consumer closed") from None
-                raise NotConnected("consumer stopped") from None
-            except KafkaError as exc:
-                await self._drop_client()
-                raise NotConnected(f"kafka: {exc!r}") from None
+            fetched = await self._fetch(client, min(limit, room))
             if client is not self._client:
-                continue  # reconnected or closed while waiting: the record is stale
-            return self._deliver(record)
+                continue  # reconnected or closed while waiting: the records are stale
+            if fetched:
+                return self._deliver(fetched)
+
+    def _live_client(self) -> Any:
+        if self._closed:
+            raise EndOfInput("consumer closed")
+        if self._client is None:
+            raise NotConnected("not connected")
+        return self._client
+
+    async def _fetch(self, client: Any, most: int) -> dict[Any, list[KafkaRecordLike]]:
+        """What aiokafka has prefetched, at most `most` records (empty after _POLL_MS
+        without any)."""
+        try:
+            fetched: dict[Any, list[KafkaRecordLike]] = await client.getmany(
+                timeout_ms=_POLL_MS, max_records=most
+            )
+        except ConsumerStoppedError:
+            if self._closed:
+                raise EndOfInput("consumer closed") from None
+            raise NotConnected("consumer stopped") from None
+        except KafkaError as exc:
+            await self._drop_client()
+            raise NotConnected(f"kafka: {exc!r}") from None
+        return fetched
 
     async def aclose(self) -> None:
         if self._closed:
@@ -407,10 +467,10 @@ class KafkaConsumer:
             # Both are lower bounds of the true end: the fetch's high watermark may be
             # older, a broker's ListOffsets answer may be short (Tansu's is).
             end = max(listed[tp], client.highwater(tp) or 0)
-            pending = self._pending.get(tp)
-            # The first pending offset is the first unsettled one: _advance() removes the
-            # settled prefix.
-            done = next(iter(pending)) if pending else self._next.get(tp)
+            part = self._parts.get(tp)
+            # The first slot is the first unsettled offset: _advance() pops the settled
+            # prefix.
+            done = None if part is None else part.slots[0].offset if part.slots else part.next
             if done is None:
                 done = await self._start_offset(client, tp, end)
             lags.append(PartitionLag(tp.topic, tp.partition, max(0, end - done)))
@@ -427,55 +487,58 @@ class KafkaConsumer:
         return end
 
     # -- delivery and settlement ----------------------------------------------------------
-    def _deliver(self, record: KafkaRecordLike) -> Delivery:
-        tp = TopicPartition(record.topic, record.partition)
-        slot = _Slot()
-        self._pending.setdefault(tp, {})[record.offset] = slot
-        self._next[tp] = record.offset + 1
-        self._unsettled += 1
-        return Delivery(
-            to_record(record, received_at=_now()), self._settler(tp, record.offset, slot)
-        )
+    def _deliver(self, fetched: dict[Any, list[KafkaRecordLike]]) -> list[Delivery]:
+        """Deliveries of a getmany() answer: partition by partition, each in offset order
+        (the only order Kafka defines)."""
+        received_at = _now()  # one clock read per batch: the records arrived together
+        out: list[Delivery] = []
+        for tp, records in fetched.items():
+            part = self._parts.get(tp)
+            if part is None:
+                part = self._parts[tp] = _Partition(tp)
+            slots = part.slots
+            for record in records:
+                slot = _Slot(self, part, record.offset)
+                slots.append(slot)
+                out.append(Delivery(to_record(record, received_at), slot))
+            part.next = records[-1].offset + 1
+        self._unsettled += len(out)
+        return out
 
-    def _settler(self, tp: Any, offset: int, slot: _Slot) -> Settle:
-        async def settle(ack: bool, reason: str, retry: bool) -> None:
-            self._unsettled -= 1
-            self._changed.set()
-            pending = self._pending.get(tp)
-            if pending is None or pending.get(offset) is not slot:
-                return  # stale: revoked, reconnected, or superseded by a rewind
-            if ack or not retry:
-                slot.acked = True
-                self._advance(tp, pending)
-            else:
-                self._rewind(tp, pending, offset)
-
-        return settle
-
-    def _advance(self, tp: Any, pending: dict[int, _Slot]) -> None:
-        """Commit past the acked prefix; offsets are in delivery (= offset) order."""
+    def _advance(self, part: _Partition) -> None:
+        """Commit past the acked prefix; slots are in delivery (= offset) order."""
+        slots = part.slots
         commit_to: int | None = None
-        while pending:
-            first = next(iter(pending))
-            if not pending[first].acked:
-                break
-            del pending[first]
-            commit_to = first + 1
-        if commit_to is not None:
-            self._dirty[tp] = commit_to
-            if self._commit_task is None or self._commit_task.done():
-                self._commit_task = asyncio.create_task(self._commit_loop())
+        while slots and slots[0].acked:
+            commit_to = slots.popleft().offset + 1
+        if commit_to is None:
+            return  # an ack past a gap: nothing contiguous to commit yet
+        self._dirty[part.tp] = commit_to
+        task = self._commit_task
+        if task is None or task.done():
+            self._commit_task = asyncio.create_task(self._commit_loop())
 
-    def _rewind(self, tp: Any, pending: dict[int, _Slot], offset: int) -> None:
+    def _rewind(self, part: _Partition, offset: int) -> None:
         # Forget `offset` and everything after it (their settlements become no-ops) and
         # fetch again from there; aiokafka drops the partition's prefetched records.
-        for later in [o for o in pending if o >= offset]:
-            del pending[later]
-        self._next[tp] = offset
+        slots = part.slots
+        while slots and slots[-1].offset >= offset:
+            slots.pop().live = False
+        part.next = offset
         if self._client is not None:
-            self._client.seek(tp, offset)
+            self._client.seek(part.tp, offset)
+
+    def _forget(self, part: _Partition) -> None:
+        """The partition's deliveries are no longer ours to settle (the new owner starts
+        from the committed offset)."""
+        for slot in part.slots:
+            slot.live = False
+        part.slots.clear()
 
     async def _commit_loop(self) -> None:
+        # Started by the first ack of a burst; it runs once the settling task yields, so
+        # one request commits every partition the burst advanced. Acks that arrive while a
+        # commit is under way make the next one.
         while self._dirty and self._client is not None:
             client = self._client
             batch, self._dirty = self._dirty, {}
@@ -489,7 +552,7 @@ class KafkaConsumer:
             except KafkaError as exc:
                 log.warning("kafka commit failed, retrying", extra=fields(error=exc))
                 for tp, offset in batch.items():
-                    if tp in self._pending:
+                    if tp in self._parts:
                         self._dirty.setdefault(tp, offset)  # a newer offset wins
                 await asyncio.sleep(_COMMIT_RETRY_SECONDS)
 
@@ -536,12 +599,14 @@ class KafkaConsumer:
             except KafkaError as exc:
                 log.warning("kafka commit on revocation failed", extra=fields(error=exc))
         for tp in revoked:
-            self._pending.pop(tp, None)
-            self._next.pop(tp, None)
+            part = self._parts.pop(tp, None)
+            if part is not None:
+                self._forget(part)
 
     def _assigned(self, assigned: Sequence[Any]) -> None:
         for tp in assigned:
-            self._pending.setdefault(tp, {})
+            if tp not in self._parts:
+                self._parts[tp] = _Partition(tp)
 
     async def _drop_client(self) -> None:
         client = self._client
@@ -549,9 +614,10 @@ class KafkaConsumer:
             return
         await self._flush_commits(self._opts.connect_timeout)
         self._client = None
-        self._pending.clear()
+        for part in self._parts.values():
+            self._forget(part)
+        self._parts.clear()
         self._dirty.clear()
-        self._next.clear()
         self._paused = False
         await _stop_quietly(client, self._opts.connect_timeout)
         self._changed.set()
@@ -559,14 +625,65 @@ class KafkaConsumer:
 
 # ====================================================================== producer
 
+#: A pending send: aiokafka's future of one record, or the Outcome it already has.
+_Pending = asyncio.Future[Any] | Outcome
+
+
+class _Renewal:
+    """Moves a deadline on while there is progress, so that a wait of a whole batch is
+    bounded per step (a hang), not in total (a long batch). The deadline is renewed at most
+    once per _RENEW_SECONDS: a step costs a clock read, not a timer."""
+
+    __slots__ = ("_budget", "_deadline", "_loop", "_renewed")
+
+    def __init__(self, deadline: asyncio.Timeout, budget: float) -> None:
+        self._deadline = deadline
+        self._budget = budget
+        self._loop = asyncio.get_running_loop()
+        self._renewed = self._loop.time()
+
+    def progress(self) -> None:
+        now = self._loop.time()
+        if now - self._renewed > _RENEW_SECONDS:
+            self._deadline.reschedule(now + self._budget)
+            self._renewed = now
+
+
+class _Partitioner:
+    """aiokafka's DefaultPartitioner (the Java client's murmur2 of the key; a random
+    available partition for a record without a key), remembering the hashes of recent
+    keys: murmur2 is pure Python, about as costly as the rest of a send, and a route keys
+    its records by the source's unit of order (few keys, many records)."""
+
+    __slots__ = ("_hashes",)
+
+    def __init__(self) -> None:
+        self._hashes: dict[bytes, int] = {}
+
+    def __call__(self, key: bytes | None, all_partitions: list[int],
+                 available: list[int]) -> int:
+        if key is None:
+            return random.choice(available or all_partitions)
+        hashed = self._hashes.get(key)
+        if hashed is None:
+            if len(self._hashes) >= _HASHES_KEPT:
+                self._hashes.clear()
+            hashed = self._hashes[key] = murmur2(key) & 0x7FFFFFFF
+        return all_partitions[hashed % len(all_partitions)]
+
 
 class KafkaProducer:
     """Sends records with acks=all and reports each as delivered once the broker has.
 
-    A send that fails for a reason other than the record itself drops the client;
-    the next `write()` reconnects, at most once per backoff interval (doubling up to
-    `reconnect_max`), and meanwhile fails fast with a retryable Outcome. After the first
-    such failure in a batch, the rest of the batch is failed without waiting again.
+    `submit()` hands a batch to aiokafka and returns at once; aiokafka packs the records
+    into per-partition batches of up to `max_batch_size` bytes (waiting `linger_ms` for
+    more) and has one produce request per broker under way, so consecutive submits share
+    requests and keep their order. The Confirmation awaits the records' futures.
+
+    A send that fails for a reason other than the record itself fails the rest of its
+    batch without trying them, and the Confirmation that sees such a failure drops the
+    client; the next `submit()` reconnects, at most once per backoff interval (doubling up
+    to `reconnect_max`), and meanwhile fails fast with a retryable Outcome.
     """
 
     def __init__(self, settings: EndpointSettings) -> None:
@@ -574,6 +691,12 @@ class KafkaProducer:
         self.client_id = settings.client_id or f"xrgw-pub-{uuid.uuid4().hex[:12]}"
         self._client: Any = None  # AIOKafkaProducer
         self._gate = ReconnectGate(self._opts.reconnect_max)
+        # Submits take turns: one that waits for room in aiokafka's batches must not be
+        # overtaken by a later one (order of records across submits).
+        self._turn = asyncio.Lock()
+        # A hung send or acknowledgement is cut off no sooner than one second after
+        # aiokafka's own timeout (request_timeout_ms) would have reported it.
+        self._budget = self._opts.publish_timeout + 1 + _RENEW_SECONDS
 
     @property
     def connected(self) -> bool:
@@ -590,6 +713,9 @@ class KafkaProducer:
             client_id=self.client_id,
             acks=opts.acks,
             enable_idempotence=opts.enable_idempotence,
+            linger_ms=opts.linger_ms,
+            partitioner=_Partitioner(),
+            max_batch_size=opts.max_batch_size,
             # Bounds metadata waits and unanswered produce requests: no hang when the
             # broker is gone.
             request_timeout_ms=int(opts.publish_timeout * 1000),
@@ -606,60 +732,72 @@ class KafkaProducer:
         self._client = client
 
     async def submit(self, messages: Sequence[NativeMessage]) -> Confirmation:
-        return confirmed(await self._write(messages))
+        async with self._turn:
+            if self._client is None:
+                reason = await self._try_reconnect()
+                if reason is not None:
+                    return confirmed([Outcome.failed(reason) for _ in messages])
+            client = self._client
+            pending = await self._send_all(client, messages)
+        return self._confirm(client, pending)
 
-    async def _write(self, messages: Sequence[NativeMessage]) -> list[Outcome]:
-        if self._client is None:
-            reason = await self._try_reconnect()
-            if reason is not None:
-                return [Outcome.failed(reason) for _ in messages]
-        client = self._client
-        pending: list[asyncio.Future[Any] | Outcome] = []
-        link_failure: str | None = None
-        for record in messages:
-            if link_failure is not None:
-                pending.append(Outcome.failed(f"not attempted: {link_failure}"))
-                continue
-            try:
-                args = to_send(record, self._opts.topic, self._opts.headers)
-            except ValueError as exc:
-                pending.append(Outcome.failed(str(exc), retryable=False))
-                continue
-            try:
-                pending.append(await self._send(client, args))
-            except Exception as exc:  # aiokafka raises more than KafkaError
-                outcome = _failure(exc)
-                pending.append(outcome)
-                if outcome.retryable:
-                    link_failure = outcome.reason
-        outcomes = [await self._outcome(item) for item in pending]
-        if any(not o.delivered and o.retryable for o in outcomes) and self._client is client:
-            await self._drop_client()  # reconnect (with backoff) on the next write
+    async def _send_all(self, client: Any, messages: Sequence[NativeMessage]) -> list[_Pending]:
+        """aiokafka's futures of the records, sent in order. send() only waits for
+        metadata and for room in the partition's batch (each bounded by
+        request_timeout_ms); the futures resolve once the broker acked the batch."""
+        pending: list[_Pending] = []
+        failure: Outcome | None = None  # of the link: the rest is not attempted
+        topic, headers = self._opts.topic, self._opts.headers
+        send = client.send
+        try:
+            async with asyncio.timeout(self._budget) as deadline:
+                renewal = _Renewal(deadline, self._budget)
+                for record in messages:
+                    try:
+                        args = to_send(record, topic, headers)
+                    except ValueError as exc:
+                        pending.append(Outcome.failed(str(exc), retryable=False))
+                        continue
+                    try:
+                        pending.append(await send(
+                            args.topic, args.value, key=args.key, partition=args.partition,
+                            timestamp_ms=args.timestamp_ms, headers=args.headers,
+                        ))
+                    except Exception as exc:  # aiokafka raises more than KafkaError
+                        outcome = _failure(exc)
+                        pending.append(outcome)
+                        if outcome.retryable:
+                            failure = outcome
+                            break
+                    renewal.progress()
+        except TimeoutError as exc:
+            failure = _failure(exc)
+            pending.append(failure)
+        if failure is not None:
+            skipped = Outcome.failed(f"not attempted: {failure.reason}")
+            pending += [skipped] * (len(messages) - len(pending))
+        return pending
+
+    async def _confirm(self, client: Any, pending: list[_Pending]) -> list[Outcome]:
+        outcomes = await self._outcomes(pending)
+        if self._client is client and any(not o.delivered and o.retryable for o in outcomes):
+            await self._drop_client()  # reconnect (with backoff) on the next submit
         return outcomes
 
-    async def _send(self, client: Any, args: SendArgs) -> asyncio.Future[Any]:
-        # send() only waits for metadata (bounded by request_timeout_ms) and room in the
-        # batch; the returned future resolves once the broker has acked the batch.
-        async with asyncio.timeout(self._opts.publish_timeout + 1):
-            future: asyncio.Future[Any] = await client.send(
-                args.topic,
-                args.value,
-                key=args.key,
-                partition=args.partition,
-                timestamp_ms=args.timestamp_ms,
-                headers=args.headers,
-            )
-        return future
-
-    async def _outcome(self, item: asyncio.Future[Any] | Outcome) -> Outcome:
-        if isinstance(item, Outcome):
-            return item
-        try:
-            async with asyncio.timeout(self._opts.publish_timeout + 1):
-                await item
-        except Exception as exc:  # see _send
-            return _failure(exc)
-        return Outcome.ok()
+    async def _outcomes(self, pending: list[_Pending]) -> list[Outcome]:
+        # aiokafka resolves the futures of a whole batch together, so this waits once per
+        # produce request, not per record; a future that is done costs no wait.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self._budget) as deadline:
+                renewal = _Renewal(deadline, self._budget)
+                for item in pending:
+                    if not isinstance(item, Outcome) and not item.done():
+                        # wait(), not await: a cancelled future must not look like our
+                        # own cancellation (the deadline).
+                        await asyncio.wait((item,))
+                        renewal.progress()
+        # Past the deadline, the futures still pending report the timeout.
+        return [_outcome(item) for item in pending]
 
     async def _try_reconnect(self) -> str | None:
         return await self._gate.try_reconnect(lambda: self._client is not None, self._connect)
@@ -672,6 +810,18 @@ class KafkaProducer:
 
     async def aclose(self) -> None:
         await self._drop_client()
+
+
+def _outcome(item: _Pending) -> Outcome:
+    """The Outcome of one send: its own, or its future's."""
+    if isinstance(item, Outcome):
+        return item
+    if not item.done():
+        return _failure(TimeoutError())
+    if item.cancelled():
+        return Outcome.failed("kafka: send cancelled (producer closed)")
+    exc = item.exception()
+    return Outcome.ok() if exc is None else _failure(exc)
 
 
 def _failure(exc: BaseException) -> Outcome:

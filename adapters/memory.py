@@ -20,7 +20,6 @@ from gateway.ports import (
     NotConnected,
     Outcome,
     Settle,
-    confirmed,
 )
 from gateway.record import NativeMessage
 
@@ -77,18 +76,21 @@ class MemoryConsumer:
         self._connected = True
 
     async def read_batch(self, limit: int) -> list[Delivery]:
-        return [await self._read_one()]
-
-    async def _read_one(self) -> Delivery:
+        """Everything queued, up to `limit` and the room left under `max_in_flight`;
+        waits while there is nothing (or no room)."""
         while True:
             if self._closed:
                 raise EndOfInput("consumer closed")
             if not self._connected:
                 raise NotConnected("not connected")
-            if self._queue and self._unsettled < self._max_in_flight:
-                message = self._queue.popleft()
-                self._unsettled += 1
-                return Delivery(message, self._settler(message))
+            room = min(limit, self._max_in_flight - self._unsettled)
+            if self._queue and room > 0:
+                batch: list[Delivery] = []
+                while self._queue and len(batch) < room:
+                    message = self._queue.popleft()
+                    batch.append(Delivery(message, self._settler(message)))
+                self._unsettled += len(batch)
+                return batch
             if self._close_when_empty and not self._queue and self._unsettled == 0:
                 raise EndOfInput("input exhausted")
             self._changed.clear()
@@ -146,7 +148,10 @@ class MemoryProducer:
         self._connected = True
 
     async def submit(self, messages: Sequence[NativeMessage]) -> Confirmation:
-        return confirmed(await self._write(messages))
+        """Pipelined like a real producer: returns at once; the confirmation is a task
+        that runs `_write` (tests override it to slow or observe writes). Tasks start in
+        creation order, so successive submits are written in order."""
+        return asyncio.ensure_future(self._write(list(messages)))
 
     async def _write(self, messages: Sequence[NativeMessage]) -> list[Outcome]:
         outcomes: list[Outcome] = []

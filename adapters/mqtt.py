@@ -16,22 +16,38 @@ Settlement. The consumer connects with manual acks, clean start off (unless
 `cleanstart`) and a stable client id (default derived from URI and filters), so the
 broker keeps unacknowledged QoS>=1 messages across restarts. `ack()` sends PUBACK (QoS
 1) / PUBCOMP (QoS 2). MQTT has no negative ack, and a broker resends unacked messages
-only on reconnect, so `nack(retry=True)` closes the connection: `read()` raises
+only on reconnect, so `nack(retry=True)` closes the connection: `read_batch()` raises
 NotConnected, the engine calls `connect()` again, and the broker redelivers every
 unacked message (DUP set). Deliveries of an older connection are stale: settling them
 sends nothing (their packet ids belong to the old connection) and they are redelivered,
 which keeps at-least-once. `nack(retry=False)` acks: the caller has given up on the
-message (dead-lettered it). QoS 0 has nothing to settle.
+message (dead-lettered it). QoS 0 has nothing to settle. Settling does not wait for
+the network: the PUBACKs of a burst of settlements go out together in the link's next
+socket write (MQTT 3.1.1 wants them in receive order; the engine settles in order).
 
 QoS 2 caveat: paho answers PUBREC on receipt, which hands the message over for good; an
 unacked QoS 2 message is not redelivered after a reconnect. Use QoS 1 when the gateway
 must see a message again after a failure.
 
-Back-pressure: at most `max_in_flight` deliveries are unsettled (`read()` waits), and at
-most `max_in_flight` received ones are buffered; when the buffer is full the socket is
-no longer read, so TCP pushes back on the broker. With MQTT 5 the broker's Receive
-Maximum enforces the same bound for QoS>=1 before anything is sent. A buffer held full
-for longer than the keepalive makes paho drop the connection (redelivery follows).
+Batches. `read_batch(limit)` waits for the first message, then returns every message
+the link has parsed so far (at most `limit`, and at most as many as the unsettled limit
+leaves room for), with one receive timestamp for the batch. The link parses everything
+one socket read brought in before the loop resumes the reader, so the messages of a
+burst reach the buffer together and wake the reader once.
+
+Back-pressure: at most `max_in_flight` deliveries are unsettled (`read_batch()` waits),
+and at most `max_in_flight` received ones are buffered; when the buffer is full the
+socket is no longer read, so TCP pushes back on the broker. With MQTT 5 the broker's
+Receive Maximum enforces the same bound for QoS>=1 before anything is sent. A buffer
+held full for longer than the keepalive makes paho drop the connection (redelivery
+follows).
+
+Publishing. `submit()` converts the batch and hands it to the link in one call, which
+sends as many QoS>=1 PUBLISHes as the broker's Receive Maximum allows (MQTT 5; 100 on
+3.1.1) in one socket write and keeps the rest in order in a backlog, sent as PUBACKs
+free the window; `submit()` itself waits only when that backlog is long
+(`_MAX_BACKLOG`). The Confirmation resolves when every message of the batch is
+confirmed (PUBACK/PUBCOMP; QoS 0: once written) or `publish_timeout` after submit.
 """
 
 from __future__ import annotations
@@ -45,6 +61,7 @@ import uuid
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, cast
 from urllib.parse import unquote, urlsplit
 
@@ -53,8 +70,8 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from adapters._mqtt_options import OPTIONS
-from adapters._mqtt_record import to_publish, to_record
-from adapters._paho_loop import PahoLink, new_properties
+from adapters._mqtt_record import PublishArgs, to_publish, to_record
+from adapters._paho_loop import PahoLink, PublishBatch, new_properties
 from adapters._reconnect import ReconnectGate
 from adapters._schemes import check_scheme
 from adapters._tls import client_context, wants_tls
@@ -65,7 +82,6 @@ from gateway.ports import (
     EndpointSettings,
     NotConnected,
     Outcome,
-    Settle,
     confirmed,
 )
 from gateway.protocols import MQTT5, MQTT311, profile
@@ -139,6 +155,13 @@ def _link_security(settings: EndpointSettings, opts: MqttOptions) -> dict[str, A
     username = settings.username or (unquote(url.username) if url.username else None)
     password = settings.password or (unquote(url.password) if url.password else None)
     return {"tls": opts.tls, "username": username, "password": password}
+
+
+#: What a message reports when its PUBACK/PUBCOMP did not come within publish_timeout.
+_UNCONFIRMED = Outcome.failed("no PUBACK/PUBCOMP in time")
+#: Messages waiting for a slot in the broker's window beyond which `submit` waits:
+#: enough to keep the window full between two submits, without an unbounded queue.
+_MAX_BACKLOG = 4096
 
 
 def _now() -> str:
@@ -239,17 +262,12 @@ class MqttConsumer:
         self._changed.set()
 
     async def read_batch(self, limit: int) -> list[Delivery]:
-        return [await self._read_one()]
-
-    async def _read_one(self) -> Delivery:
         while True:
             if self._closed:
                 raise EndOfInput("consumer closed")
-            if self._unsettled < self._opts.max_in_flight and self._buffer:
-                generation, message = self._buffer.popleft()
-                if self._link is not None and len(self._buffer) < self._opts.max_in_flight:
-                    self._link.resume_reading()
-                return self._deliver(generation, message)
+            room = min(limit, self._opts.max_in_flight - self._unsettled)
+            if room > 0 and self._buffer:
+                return self._take(room)
             if not self.connected:
                 raise NotConnected("not connected")
             self._changed.clear()
@@ -261,9 +279,21 @@ class MqttConsumer:
         self._changed.set()
 
     # -- internals ---------------------------------------------------------------------
-    def _deliver(self, generation: int, message: paho.MQTTMessage) -> Delivery:
+    def _take(self, count: int) -> list[Delivery]:
+        """Up to `count` buffered messages as deliveries, in order received."""
+        buffer = self._buffer
+        taken = [buffer.popleft() for _ in range(min(count, len(buffer)))]
+        self._unsettled += len(taken)
+        if self._link is not None and len(buffer) < self._opts.max_in_flight:
+            self._link.resume_reading()
+        received_at = _now()  # one clock read per batch: they arrived together
+        return [self._deliver(generation, message, received_at)
+                for generation, message in taken]
+
+    def _deliver(self, generation: int, message: paho.MQTTMessage,
+                 received_at: str) -> Delivery:
         try:
-            record = to_record(message, self._opts.v5, received_at=_now())
+            record = to_record(message, self._opts.v5, received_at)
         except (UnicodeDecodeError, ValueError):
             # A non-compliant broker can pass a topic that is not UTF-8 (paho's `topic`
             # then raises). Keep the message so it can be dead-lettered, with the topic's
@@ -272,30 +302,32 @@ class MqttConsumer:
             record = NativeMessage(
                 MQTT5 if self._opts.v5 else MQTT311,
                 {"topic_name": topic, "qos": int(message.qos), "retain": bool(message.retain)},
-                payload=bytes(message.payload) or None, received_at=_now())
-        self._unsettled += 1
-        return Delivery(record, self._settler(generation, message.mid, message.qos))
+                payload=bytes(message.payload) or None, received_at=received_at)
+        return Delivery(record, partial(self._settle, generation, message.mid, message.qos))
 
-    def _settler(self, generation: int, mid: int, qos: int) -> Settle:
-        async def settle(ack: bool, reason: str, retry: bool) -> None:
-            self._unsettled -= 1
-            self._changed.set()
-            current = generation == self._generation and self._link is not None
-            if qos == 0 or not current:
-                return  # nothing to send, or a stale packet id (it will be redelivered)
-            assert self._link is not None
-            if ack or not retry:
-                self._link.ack(mid, qos)
-            else:
-                # No nack in MQTT: the broker resends unacked messages on reconnect.
-                await self._drop_link()
-
-        return settle
+    async def _settle(self, generation: int, mid: int, qos: int,
+                      ack: bool, reason: str, retry: bool) -> None:
+        # Synchronous unless the connection must go: the engine settles a batch in a burst,
+        # and the PUBACKs queued here leave together in the link's next socket write.
+        self._unsettled -= 1
+        self._changed.set()
+        link = self._link
+        if qos == 0 or generation != self._generation or link is None:
+            return  # nothing to send, or a stale packet id (it will be redelivered)
+        if ack or not retry:
+            link.ack(mid, qos)
+        else:
+            # No nack in MQTT: the broker resends unacked messages on reconnect.
+            await self._drop_link()
 
     def _on_message(self, message: paho.MQTTMessage) -> None:
-        self._buffer.append((self._generation, message))
-        if (self._link is not None and not self._subscribing
-                and len(self._buffer) >= self._opts.max_in_flight):
+        # Called by the link for each message of a burst it parses, on the loop thread:
+        # appending is the whole hand-over, and the reader wakes once per burst (setting
+        # the event again is a no-op until the reader has cleared it).
+        buffer = self._buffer
+        buffer.append((self._generation, message))
+        if (len(buffer) >= self._opts.max_in_flight and self._link is not None
+                and not self._subscribing):
             self._link.pause_reading()
         self._changed.set()
 
@@ -322,7 +354,7 @@ class MqttConsumer:
 class MqttProducer:
     """Publishes records and reports each as delivered only after PUBACK/PUBCOMP.
 
-    When the connection is down, `write()` tries to reconnect, at most once per backoff
+    When the connection is down, `submit()` tries to reconnect, at most once per backoff
     interval (doubling up to `reconnect_max`); meanwhile it fails fast with a retryable
     Outcome instead of waiting.
     """
@@ -333,6 +365,7 @@ class MqttProducer:
         self.client_id = settings.client_id or f"xrgw-pub-{uuid.uuid4().hex[:12]}"
         self._link: PahoLink | None = None
         self._gate = ReconnectGate(self._opts.reconnect_max)
+        self._order = asyncio.Lock()
 
     @property
     def connected(self) -> bool:
@@ -363,42 +396,43 @@ class MqttProducer:
         self._link = link
 
     async def submit(self, messages: Sequence[NativeMessage]) -> Confirmation:
-        return confirmed(await self._write(messages))
+        # The lock is FIFO: a submit waiting for room keeps its place, so batches reach
+        # the link (and the wire) in submit order.
+        async with self._order:
+            if not self.connected:
+                reason = await self._try_reconnect()
+                if reason is not None:
+                    return confirmed([Outcome.failed(reason) for _ in messages])
+            link = self._link
+            assert link is not None
+            await link.wait_for_room(_MAX_BACKLOG)
+            deadline = asyncio.get_running_loop().time() + self._opts.publish_timeout
+            batch = link.publish_batch([self._publish_args(r, link.v5) for r in messages],
+                                       _UNCONFIRMED)
+        return self._confirm(link, batch, deadline)
 
-    async def _write(self, messages: Sequence[NativeMessage]) -> list[Outcome]:
-        if not self.connected:
-            reason = await self._try_reconnect()
-            if reason is not None:
-                return [Outcome.failed(reason) for _ in messages]
-        link = self._link
-        assert link is not None
-        pending: list[asyncio.Future[str | None] | Outcome] = []
-        for record in messages:
-            try:
-                args = to_publish(record, link.v5, self._opts.qos, self._opts.retain)
-            except ValueError as exc:
-                pending.append(Outcome.failed(str(exc), retryable=False))
-                continue
-            pending.append(
-                link.publish(args.topic, args.payload, args.qos, args.retain, args.properties)
-            )
-        return [await self._outcome(item) for item in pending]
+    def _publish_args(self, record: NativeMessage, v5: bool) -> PublishArgs | Outcome:
+        try:
+            return to_publish(record, v5, self._opts.qos, self._opts.retain)
+        except ValueError as exc:
+            return Outcome.failed(str(exc), retryable=False)
 
     async def _try_reconnect(self) -> str | None:
         return await self._gate.try_reconnect(lambda: self.connected, self._connect)
 
-    async def _outcome(self, item: asyncio.Future[str | None] | Outcome) -> Outcome:
-        if isinstance(item, Outcome):
-            return item
+    @staticmethod
+    async def _confirm(link: PahoLink, batch: PublishBatch, deadline: float) -> list[Outcome]:
+        """The batch's outcomes once every message is confirmed, or at the deadline
+        (`publish_timeout` after submit) with the unconfirmed ones failed, retryable."""
         try:
-            async with asyncio.timeout(self._opts.publish_timeout):
-                failure = await item
+            async with asyncio.timeout_at(deadline):
+                await batch.done
         except TimeoutError:
-            return Outcome.failed("no PUBACK/PUBCOMP in time")
-        if failure is None:
-            return Outcome.ok()
-        # "broker refused" is a verdict on the message; everything else is the link.
-        return Outcome.failed(failure, retryable=not failure.startswith("broker refused"))
+            # Its messages still waiting for a window slot are not sent any more: the
+            # engine sends them again, and a late copy would only be a duplicate.
+            link.withdraw(batch)
+            return list(batch.outcomes)  # a copy: late PUBACKs still fill in the batch
+        return batch.outcomes
 
     async def aclose(self) -> None:
         link, self._link = self._link, None

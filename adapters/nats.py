@@ -15,9 +15,15 @@ logged.
 
 Connections. nats-py reconnects on its own (forever, every `reconnect_wait` seconds)
 and restores the subscriptions, so a lost connection is not an error for the engine:
-`connected` is false meanwhile, `read()` waits, and `connect()` waits up to
+`connected` is false meanwhile, `read_batch()` waits, and `connect()` waits up to
 `connect_timeout` for nats-py. Only a client that never connected, or that nats-py gave
 up on, is built anew.
+
+Batches. nats-py hands each received message to a callback that appends it to a deque;
+`read_batch(limit)` waits for the first and then takes everything buffered (at most
+`limit`, and no more than `max_in_flight` unsettled), with one receive timestamp per
+batch. Settlements are publishes into nats-py's pending buffer, which its flusher task
+writes in one go: a burst of acks is one socket write and no round trip.
 
 Core mode is at-most-once by nature: the server keeps nothing, so `ack()` and `nack()`
 do nothing (a nacked message is gone). Back-pressure: at most `max_in_flight` deliveries
@@ -34,11 +40,15 @@ after a gateway restart. An existing durable keeps its own settings (a warning n
 differences in `max_ack_pending`). `backlog()` (the `xrgw_consumer_pending` metric) asks
 the server for the durable's `num_pending + num_ack_pending`; core mode has no backlog.
 
-Producer. Core publish reports delivered after a PING/PONG round trip (the server has
-read everything before it): that is all core NATS confirms. With `jetstream: true` each
-record is delivered once its PubAck arrives. While disconnected, `write()` fails fast
-with retryable outcomes instead of letting nats-py buffer the messages. JetStream stores
-no reply subject: a record's `reply-to` is not sent with `jetstream: true`.
+Producer. `submit()` publishes the whole batch into nats-py's buffer and returns; the
+confirmation follows. Core: one PING/PONG round trip per batch, the PING written behind
+the batch's publishes (the server has read everything before it): that is all core NATS
+confirms, and if the round trip fails the whole batch is reported retryable. With
+`jetstream: true` each record carries its own reply subject on one inbox subscription
+and is delivered once its PubAck arrives; the batch waits for all of them together,
+until `publish_timeout`. While disconnected, `submit()` fails fast with retryable
+outcomes instead of letting nats-py buffer the messages. JetStream stores no reply
+subject: a record's `reply-to` is not sent with `jetstream: true`.
 """
 
 from __future__ import annotations
@@ -47,6 +57,7 @@ import asyncio
 import contextlib
 import hashlib
 import importlib.util
+import json
 import logging
 import os
 import ssl
@@ -62,7 +73,7 @@ import nats.js.errors
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
-from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo, PubAck
+from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo
 
 from adapters._nats_options import OPTIONS
 from adapters._nats_record import parse_header_block, to_publish, to_record
@@ -191,6 +202,18 @@ class _Client(NatsClient):
     @staticmethod
     def _parse_header_lines(raw: bytes) -> dict[str, str]:
         return parse_header_block(raw)
+
+    async def _send_ping(self, future: asyncio.Future[Any] | None = None) -> None:
+        # nats-py (2.16) writes PING straight to the socket, ahead of the publishes still
+        # in its pending buffer (its flusher task writes those later), so the PONG that
+        # `flush()` waits for would confirm nothing about them: the core producer's
+        # delivered-after-flush needs them written first, as the flusher would.
+        transport = self._transport
+        if self._pending and transport is not None and self.is_connected:
+            transport.writelines(self._pending[:])
+            self._pending = []
+            self._pending_data_size = 0
+        await super()._send_ping(future)
 
 
 _Callback = Callable[[], Awaitable[None]]
@@ -336,6 +359,11 @@ class NatsConsumer:
         return self._unsettled
 
     @property
+    def buffered(self) -> int:
+        """Messages received and not yet handed out by `read_batch`."""
+        return len(self._buffer)
+
+    @property
     def dropped(self) -> int:
         """Messages nats-py dropped because its pending limits were reached (core)."""
         return self._dropped
@@ -361,16 +389,12 @@ class NatsConsumer:
         self._changed.set()
 
     async def read_batch(self, limit: int) -> list[Delivery]:
-        return [await self._read_one()]
-
-    async def _read_one(self) -> Delivery:
         while True:
             if self._closed:
                 raise EndOfInput("consumer closed")
-            if self._unsettled < self._opts.max_in_flight and self._buffer:
-                msg = self._buffer.popleft()
-                self._space.set()
-                return self._deliver(msg)
+            count = min(limit, self._opts.max_in_flight - self._unsettled, len(self._buffer))
+            if count > 0:
+                return self._take(count)
             # While nats-py reconnects the subscriptions come back by themselves: wait.
             if self._client is None or self._client.is_closed:
                 raise NotConnected("not connected")
@@ -462,10 +486,18 @@ class NatsConsumer:
         if len(self._opts.subjects) > 1 and not info.config.filter_subjects:
             raise nats.errors.Error("several subjects need nats-server 2.10+ (filter_subjects)")
 
-    def _deliver(self, msg: Msg) -> Delivery:
-        self._unsettled += 1
-        record = to_record(msg, self.jetstream, received_at=_now())
-        return Delivery(record, self._settler(msg))
+    def _take(self, count: int) -> list[Delivery]:
+        """The next `count` buffered messages as deliveries, without awaiting anything."""
+        buffer = self._buffer
+        msgs = [buffer.popleft() for _ in range(count)]
+        self._unsettled += count
+        self._space.set()
+        received_at = _now()  # one clock read per batch: they arrived together
+        jetstream = self.jetstream
+        return [
+            Delivery(to_record(msg, jetstream, received_at), self._settler(msg))
+            for msg in msgs
+        ]
 
     def _settler(self, msg: Msg) -> Settle:
         async def settle(ack: bool, reason: str, retry: bool) -> None:
@@ -528,14 +560,24 @@ class NatsConsumer:
 
 # ====================================================================== producer
 
+#: JetStream publishes awaiting their PubAck, per producer; `submit` waits (up to
+#: `publish_timeout`) for room beyond that. The engine's own window usually binds first;
+#: this keeps a runaway caller from growing the reply table without bound.
+_MAX_UNACKED = 16_384
+
+_NO_PUBACK = Outcome.failed("no PubAck in time")
+
 
 class NatsProducer:
-    """Publishes records; delivered after a flush round trip (core) or a PubAck."""
+    """Publishes batches; a batch is delivered after one flush round trip (core) or when
+    its PubAcks arrived (JetStream). `submit` returns once the batch is in nats-py's
+    buffer, so the next batch follows on the wire while this one is being confirmed."""
 
     def __init__(self, settings: EndpointSettings) -> None:
         self._settings = settings
         self._opts = NatsOptions.parse(settings)
         self._client: _Client | None = None
+        self._pub_acks: _PubAcks | None = None  # JetStream: the client's reply inbox
         self._gate = ReconnectGate(self._opts.reconnect_max)
 
     @property
@@ -550,103 +592,246 @@ class NatsProducer:
         if client is not None and not client.is_closed:
             await _await_reconnect(client, self._opts.connect_timeout)
             return
-        self._client = None
-        self._client = await _open(self._settings, self._opts, self._on_error, _nothing)
+        await self._drop_client("connection closed")
+        client = await _open(self._settings, self._opts, self._on_error, _nothing)
+        if self._opts.jetstream:
+            try:
+                self._pub_acks = await _PubAcks.start(client)
+            except (nats.errors.Error, TimeoutError) as exc:
+                with contextlib.suppress(Exception):
+                    await client.close()
+                raise NotConnected(f"cannot subscribe to the PubAck inbox: {exc!r}") from exc
+        self._client = client
 
     async def submit(self, messages: Sequence[NativeMessage]) -> Confirmation:
-        return confirmed(await self._write(messages))
+        client = await self._ready()
+        if isinstance(client, str):
+            return confirmed([Outcome.failed(client) for _ in messages])
+        if self._opts.jetstream:
+            acks = self._pub_acks
+            assert acks is not None  # subscribed before the client was kept
+            return await self._submit_jetstream(client, acks, messages)
+        return await self._submit_core(client, messages)
 
-    async def _write(self, messages: Sequence[NativeMessage]) -> list[Outcome]:
+    async def _ready(self) -> _Client | str:
+        """The connected client, or at once why there is none."""
         if self._client is None or self._client.is_closed:
-            reason = await self._try_reconnect()
+            reason = await self._gate.try_reconnect(
+                lambda: self._client is not None and not self._client.is_closed, self._connect
+            )
             if reason is not None:
-                return [Outcome.failed(reason) for _ in messages]
+                return reason
         client = self._client
         assert client is not None
         if not client.is_connected:
             # nats-py would buffer and send later; the engine wants an answer now.
-            return [Outcome.failed("not connected (nats-py is reconnecting)") for _ in messages]
-        if self._opts.jetstream:
-            return await self._write_jetstream(client, messages)
-        return await self._write_core(client, messages)
+            return "not connected (nats-py is reconnecting)"
+        return client
 
-    async def _write_core(
+    async def _submit_core(
         self, client: _Client, messages: Sequence[NativeMessage]
-    ) -> list[Outcome]:
-        outcomes: list[Outcome | None] = []
-        for record in messages:
-            try:
-                args = to_publish(record)
-                await client.publish(args.subject, args.payload, args.reply, args.headers)
-            except ValueError as exc:
-                outcomes.append(Outcome.failed(str(exc), retryable=False))
-            except nats.errors.Error as exc:
-                outcomes.append(_failure(exc))
-            else:
-                outcomes.append(None)  # sent; confirmed by the flush below
-        if any(o is None for o in outcomes):
-            try:
-                await client.flush(timeout=max(1, round(self._opts.publish_timeout)))
-            except (nats.errors.Error, TimeoutError) as exc:
-                failed = Outcome.failed(f"no flush round trip: {exc!r}")
-                return [o if o is not None else failed for o in outcomes]
+    ) -> Confirmation:
+        outcomes = await _publish_all(client, messages, lambda _: "")
+        if all(o is not None for o in outcomes):
+            return confirmed(cast(list[Outcome], outcomes))
+        # One PING for the whole batch, sent behind its publishes (see _Client._send_ping).
+        return asyncio.create_task(self._flushed(client, outcomes))
+
+    async def _flushed(self, client: _Client, outcomes: list[Outcome | None]) -> list[Outcome]:
+        try:
+            await client.flush(timeout=max(1, round(self._opts.publish_timeout)))
+        except (nats.errors.Error, TimeoutError) as exc:
+            # Which of the batch the server read is unknown: all may be sent again.
+            failed = Outcome.failed(f"no flush round trip: {exc!r}")
+            return [o if o is not None else failed for o in outcomes]
         return [o if o is not None else Outcome.ok() for o in outcomes]
 
-    async def _write_jetstream(
-        self, client: _Client, messages: Sequence[NativeMessage]
-    ) -> list[Outcome]:
-        js = client.jetstream()
-        pending: list[asyncio.Future[PubAck] | Outcome] = []
-        for record in messages:
-            try:
-                args = to_publish(record)
-                # publish_async keeps the order and lets the batch wait for its PubAcks
-                # together (one round trip, not one per message).
-                future = await js.publish_async(
-                    args.subject,
-                    args.payload,
-                    wait_stall=self._opts.publish_timeout,
-                    headers=args.headers,
-                )
-            except ValueError as exc:
-                pending.append(Outcome.failed(str(exc), retryable=False))
-            except nats.errors.Error as exc:
-                pending.append(_failure(exc))
-            else:
-                pending.append(future)
-        deadline = time.monotonic() + self._opts.publish_timeout
-        return [await _pub_ack(item, deadline) for item in pending]
-
-    async def _try_reconnect(self) -> str | None:
-        return await self._gate.try_reconnect(
-            lambda: self._client is not None and not self._client.is_closed, self._connect
-        )
+    async def _submit_jetstream(
+        self, client: _Client, acks: _PubAcks, messages: Sequence[NativeMessage]
+    ) -> Confirmation:
+        timeout = self._opts.publish_timeout
+        if not await acks.room(timeout):
+            return confirmed([Outcome.failed("too many PubAcks outstanding") for _ in messages])
+        batch = _Batch(acks, len(messages), asyncio.get_running_loop().time() + timeout)
+        unsent = await _publish_all(client, messages, batch.expect)
+        for index, outcome in enumerate(unsent):
+            if outcome is not None:
+                batch.unsent(index, outcome)
+        return asyncio.create_task(batch.confirmed())
 
     async def _on_error(self, exc: Exception) -> None:
         log.debug("NATS client error", extra=fields(error=exc))
 
-    async def aclose(self) -> None:
+    async def _drop_client(self, reason: str) -> None:
         client, self._client = self._client, None
+        acks, self._pub_acks = self._pub_acks, None
+        if acks is not None:
+            acks.abandon(reason)  # their PubAcks went to the old connection's inbox
         if client is not None:
             with contextlib.suppress(Exception):
                 await client.close()
+
+    async def aclose(self) -> None:
+        await self._drop_client("producer closed")
 
 
 async def _nothing() -> None:
     return None
 
 
-async def _pub_ack(item: asyncio.Future[PubAck] | Outcome, deadline: float) -> Outcome:
-    if isinstance(item, Outcome):
-        return item
+async def _publish_all(
+    client: _Client,
+    messages: Sequence[NativeMessage],
+    reply_of: Callable[[int], str],
+) -> list[Outcome | None]:
+    """Publish in order into nats-py's buffer (no awaiting the network unless that buffer
+    is full): the failure of each message that was not sent, None for the sent ones.
+    `reply_of(i)` is the reply subject of message i ("": the record's own)."""
+    outcomes: list[Outcome | None] = [None] * len(messages)
+    for index, record in enumerate(messages):
+        try:
+            args = to_publish(record)
+            await client.publish(args.subject, args.payload, reply_of(index) or args.reply,
+                                 args.headers)
+        except ValueError as exc:
+            outcomes[index] = Outcome.failed(str(exc), retryable=False)
+        except nats.errors.Error as exc:
+            outcome = outcomes[index] = _failure(exc)
+            if outcome.retryable:
+                # The connection, not the message: the rest would only follow it, and
+                # sending them would put them on the wire ahead of this one's retry.
+                for rest in range(index + 1, len(messages)):
+                    outcomes[rest] = outcome
+                break
+    return outcomes
+
+
+class _PubAcks:
+    """The PubAcks of a client's JetStream publishes: one wildcard inbox subscription,
+    a reply subject per message (`<inbox>.<n>`), answers routed to the message's batch.
+    (nats-py's `publish_async` does the same, but with a future, a done callback and a
+    wait_for task per message, and a new inbox per `jetstream()` context.)"""
+
+    def __init__(self, prefix: str) -> None:
+        self._prefix = prefix
+        self._serial = 0
+        self._waiting: dict[str, tuple[_Batch, int]] = {}
+        self._room = asyncio.Event()
+        self._room.set()
+
+    @classmethod
+    async def start(cls, client: _Client) -> _PubAcks:
+        acks = cls(client.new_inbox() + ".")
+        await client.subscribe(acks._prefix + "*", cb=acks._on_reply)
+        return acks
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    async def room(self, timeout: float) -> bool:
+        """Wait until fewer than _MAX_UNACKED are waiting; False after `timeout`."""
+        if len(self._waiting) < _MAX_UNACKED:
+            return True
+        try:
+            async with asyncio.timeout(timeout):
+                while len(self._waiting) >= _MAX_UNACKED:
+                    self._room.clear()
+                    await self._room.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    def expect(self, batch: _Batch, index: int) -> str:
+        """A new reply subject whose answer settles message `index` of `batch`."""
+        self._serial += 1
+        reply = f"{self._prefix}{self._serial}"
+        self._waiting[reply] = (batch, index)
+        return reply
+
+    def forget(self, reply: str) -> None:
+        """No answer is awaited on `reply` any more (not sent, or timed out)."""
+        if self._waiting.pop(reply, None) is not None and len(self._waiting) < _MAX_UNACKED:
+            self._room.set()
+
+    def abandon(self, reason: str) -> None:
+        """Fail every publish still waiting: its answer can no longer arrive."""
+        waiting, self._waiting = self._waiting, {}
+        failed = Outcome.failed(reason)
+        for batch, index in waiting.values():
+            batch.settle(index, failed)
+        self._room.set()
+
+    async def _on_reply(self, msg: Msg) -> None:
+        entry = self._waiting.pop(msg.subject, None)
+        if entry is None:
+            return  # its batch stopped waiting (timeout, closed)
+        if len(self._waiting) < _MAX_UNACKED:
+            self._room.set()
+        batch, index = entry
+        batch.settle(index, _pub_ack_outcome(msg))
+
+
+class _Batch:
+    """One JetStream `submit`: its outcomes fill in as the PubAcks arrive; `confirmed()`
+    waits for the last one, or until the deadline (one timer per batch)."""
+
+    def __init__(self, acks: _PubAcks, size: int, deadline: float) -> None:
+        self._acks = acks
+        self._deadline = deadline
+        self.outcomes: list[Outcome | None] = [None] * size
+        self._replies: list[str] = [""] * size
+        self._remaining = size
+        self._done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def expect(self, index: int) -> str:
+        reply = self._replies[index] = self._acks.expect(self, index)
+        return reply
+
+    def unsent(self, index: int, outcome: Outcome) -> None:
+        """Message `index` was not sent: no PubAck to wait for."""
+        self._acks.forget(self._replies[index])
+        self.settle(index, outcome)
+
+    def settle(self, index: int, outcome: Outcome) -> None:
+        if self.outcomes[index] is None:
+            self.outcomes[index] = outcome
+            self._count_down()
+
+    def _count_down(self) -> None:
+        self._remaining -= 1
+        if self._remaining == 0 and not self._done.done():
+            self._done.set_result(None)
+
+    async def confirmed(self) -> list[Outcome]:
+        if self._remaining:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout_at(self._deadline):
+                    await self._done
+        for index, outcome in enumerate(self.outcomes):
+            if outcome is None:
+                self._acks.forget(self._replies[index])
+        return [o if o is not None else _NO_PUBACK for o in self.outcomes]
+
+
+def _pub_ack_outcome(msg: Msg) -> Outcome:
+    """The answer of JetStream to one publish: a PubAck, an API error, or "no responders"
+    (no stream takes the subject)."""
+    if msg.headers and msg.headers.get("Status") == "503":
+        return _failure(nats.js.errors.NoStreamResponseError())
     try:
-        async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
-            await item
-    except TimeoutError:
-        item.cancel()  # frees nats-py's slot for pending async publishes
-        return Outcome.failed("no PubAck in time")
-    except nats.errors.Error as exc:
-        return _failure(exc)
+        answer = json.loads(msg.data)
+    except (ValueError, UnicodeDecodeError):
+        return Outcome.failed(f"unreadable PubAck {msg.data[:80]!r}")
+    error = answer.get("error") if isinstance(answer, dict) else None
+    if isinstance(error, dict):
+        code = error.get("code")
+        code = code if isinstance(code, int) else 0
+        return Outcome.failed(
+            f"JetStream refused: {error.get('description')} (code {code}, err_code "
+            f"{error.get('err_code')})",
+            retryable=code >= 500,
+        )
     return Outcome.ok()
 
 
@@ -655,9 +840,6 @@ def _failure(exc: nats.errors.Error) -> Outcome:
     if isinstance(exc, nats.js.errors.NoStreamResponseError):
         # No stream takes the subject -- or JetStream is still starting after a restart.
         return Outcome.failed("no JetStream stream answered for the subject")
-    if isinstance(exc, nats.js.errors.APIError):
-        code = exc.code or 0
-        return Outcome.failed(f"JetStream refused: {exc}", retryable=code >= 500)
     permanent = (
         nats.errors.BadSubjectError,
         nats.errors.BadHeaderError,

@@ -93,7 +93,8 @@ class Gateway:
                 f"{route_cfg.source}->{','.join(route_cfg.targets)}", route_cfg.source,
                 self.factory.consumer(source, route_cfg.messages), converter, outputs,
                 deadletter=deadletter, metrics=self.metrics, mode=route_cfg.mode,
-                inflight=route_cfg.inflight, retry=route_cfg.retry))
+                inflight=route_cfg.inflight, retry=route_cfg.retry,
+                partition_key=route_cfg.partitionkey))
         self.metrics.definitions.set(sum(len(r.messages) for r in config.routes))
         return routes
 
@@ -261,7 +262,8 @@ def log_problem(problem: Problem, prefix: str = "") -> None:
     it is and how to fix it as keys."""
     (log.error if problem.is_error else log.warning)(
         "%s%s", prefix, problem.message,
-        extra=fields(file=problem.file, path=problem.path or None, fix=problem.fix or None))
+        extra=fields(file=problem.file, path=problem.path or None, fix=problem.fix or None,
+                     line=problem.line, column=problem.column))
 
 
 def run(config_path: str, *, log_level: str | None = None) -> int:

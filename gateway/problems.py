@@ -2,16 +2,22 @@
 
 Loaders and validators never stop at the first problem: they collect every `Problem`
 and return them together. Each one names the file, the JSON path inside it, what is
-wrong and how to fix it, so an operator can act without reading our code.
+wrong and how to fix it, so an operator can act without reading our code. Where the
+text of the file is known, a problem also carries its line and column, and prints in the
+`FILE:LINE:COL: severity: message` form that editors and CI problem matchers read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import dataclasses
+import re
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
 Severity = Literal["error", "warning"]
+#: A place in a text: 1-based line and column.
+Position = tuple[int, int]
 
 
 @dataclass(frozen=True)
@@ -21,11 +27,27 @@ class Problem:
     path: str
     message: str
     fix: str = ""
+    # 1-based; None when the position is not known (a registry's export, a whole file).
+    line: int | None = None
+    column: int | None = None
 
     def __str__(self) -> str:
-        where = f"{self.file}: {self.path}" if self.path else self.file
+        """`FILE:LINE:COL: severity: message (JSON path) (fix: ...)`, the form of compiler
+        diagnostics; without a known line `FILE: severity: ...`. The JSON path is kept
+        in both: it is the one locator every problem has, also in the fallback form."""
+        where = self.file
+        if self.line is not None:
+            where += f":{self.line}" + (f":{self.column}" if self.column is not None else "")
         text = f"{where}: {self.severity}: {self.message}"
+        if self.path and self.path != "$":
+            text += f" ({self.path})"
         return f"{text} (fix: {self.fix})" if self.fix else text
+
+    def to_json(self) -> dict[str, object]:
+        """The problem as `xrgw validate --format json` writes it."""
+        return {"file": self.file, "line": self.line, "column": self.column,
+                "severity": self.severity, "path": self.path, "message": self.message,
+                "fix": self.fix}
 
     @property
     def is_error(self) -> bool:
@@ -69,6 +91,42 @@ class DefinitionsError(Exception):
         self.problems = list(problems)
         lines = "\n".join(f"  {p}" for p in self.problems)
         super().__init__(f"{len(self.problems)} problem(s) in definitions:\n{lines}")
+
+
+_LAST_SEGMENT = re.compile(r'(\.[^.\[]+|\[\d+\]|\["[^"]*"\])$')
+
+
+def parent_path(path: str) -> str | None:
+    """`$.a.b[2]` -> `$.a.b`; None for `$` and for a path this cannot split."""
+    if not path or path == "$":
+        return None
+    shorter = _LAST_SEGMENT.sub("", path)
+    return None if shorter == path else shorter
+
+
+def position_of(path: str, positions: Mapping[str, Position]) -> Position | None:
+    """The position of `path`, else of its nearest parent that has one (a missing key is
+    reported at the mapping it is missing from). The document root is not a position:
+    a problem of the whole file stays without a line."""
+    current: str | None = path
+    while current is not None and current != "$":
+        found = positions.get(current)
+        if found is not None:
+            return found
+        current = parent_path(current)
+    return None
+
+
+def with_positions(problems: Iterable[Problem], file: str,
+                   positions: Mapping[str, Position]) -> list[Problem]:
+    """The problems, those of `file` without a line given the position of their path."""
+    out: list[Problem] = []
+    for problem in problems:
+        found = (position_of(problem.path, positions)
+                 if problem.file == file and problem.line is None else None)
+        out.append(problem if found is None else
+                   dataclasses.replace(problem, line=found[0], column=found[1]))
+    return out
 
 
 def json_path(*parts: str | int) -> str:

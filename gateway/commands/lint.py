@@ -3,7 +3,13 @@ with an example message (one JSON object a line), then their count.
 
 Everything goes to stdout, as with `xrgw validate`: the problems of the documents, the
 overlaps and the summary are the command's report, and both commands' reports can be
-piped or captured the same way. A line that starts with `{` is an overlap."""
+piped or captured the same way. A line that starts with `{` is an overlap.
+
+With `--format json` stdout is one JSON array instead, as `xrgw validate --format json`
+writes it: the documents' problems, then one entry per overlap in the same shape (placed
+at the first definition of the pair; a warning, an error with `--strict`) with the pair
+and the witness message as extra keys; the count goes to stderr.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +17,9 @@ import argparse
 import json
 import sys
 
-from gateway.commands.loading import load_definitions
+from gateway.commands.loading import FORMATS, Report
+from gateway.definitions import load_catalog
+from gateway.problems import Problem
 
 NAME = "lint"
 HELP = "find definitions that can match the same message"
@@ -19,22 +27,49 @@ EXAMPLES = """\
   xrgw lint store.xreg.json                    overlapping pairs, each with a witness message
   xrgw lint --strict definitions/              exit 1 when any pair overlaps (for CI)
   xrgw lint defs/ | grep '^{' | jq .example    only the witness messages
+  xrgw lint --format json defs/                problems and overlaps as one JSON array
 """
+OVERLAP_FIX = "make one of the two more specific (a constant header, a narrower template)"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("docs", nargs="+")
     parser.add_argument("--strict", action="store_true", help="exit 1 when overlaps exist")
+    parser.add_argument("--format", choices=FORMATS, default="text",
+                        help="text: problems one a line, overlaps as JSON lines; json: one "
+                             "JSON array of problems and overlaps (default: text)")
 
 
 def execute(args: argparse.Namespace) -> int:
+    report = Report(sys.stdout, args.format)
+    try:
+        return _execute(args, report)
+    finally:
+        report.finish()
+
+
+def _execute(args: argparse.Namespace, report: Report) -> int:
     from gateway.matching.lint import find_overlaps
 
-    catalog = load_definitions(args.docs, sys.stdout)
-    if catalog is None:
+    summary = sys.stdout if args.format == "text" else sys.stderr
+    catalog = load_catalog(list(args.docs))
+    report.add(catalog.warnings)
+    if catalog.errors:
+        report.add(catalog.errors)
+        print(f"xrgw: {len(catalog.errors)} error(s) in definitions", file=summary)
         return 1
     overlaps = find_overlaps(list(catalog.messages()))
     for overlap in overlaps:
-        print(json.dumps(overlap.to_json(), ensure_ascii=False))
-    print(f"{len(overlaps)} overlapping pair(s)")
+        if args.format == "text":
+            print(json.dumps(overlap.to_json(), ensure_ascii=False))
+            continue
+        first = catalog.message(overlap.first)
+        where = first.provenance if first is not None else None
+        problem = Problem("error" if args.strict else "warning",
+                          where.file if where else "", where.path if where else "",
+                          f"{overlap.first} and {overlap.second} can match the same message",
+                          OVERLAP_FIX)
+        [located] = report.locate([problem])
+        report.add_entry(located, **overlap.to_json())
+    print(f"{len(overlaps)} overlapping pair(s)", file=summary)
     return 1 if overlaps and args.strict else 0

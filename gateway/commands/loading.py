@@ -1,22 +1,58 @@
 """Loading shared by the subcommands: xRegistry documents and gateway configurations,
-with every problem found on the way printed one a line."""
+with every problem found on the way reported one a line (or as one JSON array)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Literal, TextIO
 
 from gateway.definitions import load_catalog
 from gateway.definitions.model import Catalog
+from gateway.definitions.positions import with_document_positions
 from gateway.problems import Problem
 
 if TYPE_CHECKING:
     from gateway.config import GatewayConfig
 
+Format = Literal["text", "json"]
+FORMATS: tuple[Format, ...] = ("text", "json")
+
+
+class Report:
+    """Where a command's problems go: printed as they come, one a line (`text`), or
+    collected and written as one JSON array by `finish` (`json`), so that the output is
+    a single document a program can read whole. Either way each problem in a local
+    document gets its line and column first."""
+
+    def __init__(self, out: TextIO, form: Format = "text") -> None:
+        self.out = out
+        self.form = form
+        self.entries: list[dict[str, object]] = []
+
+    def add(self, problems: Iterable[Problem]) -> None:
+        for problem in self.locate(problems):
+            self.add_entry(problem)
+
+    @staticmethod
+    def locate(problems: Iterable[Problem]) -> list[Problem]:
+        return with_document_positions(problems)
+
+    def add_entry(self, problem: Problem, **extra: object) -> None:
+        """One problem, with `extra` keys in the JSON form (the text form is the problem's
+        line; a command with more to print prints it itself)."""
+        if self.form == "json":
+            self.entries.append({**problem.to_json(), **extra})
+        else:
+            print(str(problem), file=self.out)
+
+    def finish(self) -> None:
+        if self.form == "json":
+            print(json.dumps(self.entries, indent=2, ensure_ascii=False), file=self.out)
+
 
 def print_problems(problems: Iterable[Problem], out: TextIO) -> None:
-    for problem in problems:
-        print(str(problem), file=out)
+    Report(out).add(problems)
 
 
 def load_definitions(docs: Sequence[str], err: TextIO) -> Catalog | None:

@@ -2,7 +2,9 @@
 `EndpointConfig` with final address, credentials, TLS files and merged options.
 
 This is the one place that reads files named by the config (secrets, TLS material): a
-missing file should fail `xrgw validate`, not the first connect an hour later.
+missing file should fail `xrgw validate`, not the first connect an hour later. Unless the
+environment is not checked (`xrgw validate --no-env`): then no file is read or required,
+and a value holding an unread `${NAME}` is not checked (its address, its option value).
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ from typing import cast
 from gateway.config._adapter_options import has_adapters, option_spec
 from gateway.config._addresses import check_uri, definition_addresses, server_list
 from gateway.config._model import EndpointConfig
+from gateway.config._parse import holds_unresolved
 from gateway.config._secret import Secret
 from gateway.definitions.checks import suggest, where
 from gateway.definitions.model import Catalog, Endpoint
 from gateway.jsontypes import JSON, JSONObject
-from gateway.options import COMMON_OPTIONS, OptionSpec
+from gateway.options import COMMON_OPTIONS, Option, OptionSpec
 from gateway.ports import TlsSettings
 from gateway.problems import Problem, Problems, json_path
 from gateway.protocols import PROTOCOLS
@@ -32,11 +35,14 @@ FILE_OPTIONS = ("creds_file", "nkey_seed_file")
 
 
 class EndpointResolver:
-    def __init__(self, catalog: Catalog, file: str, base_dir: Path, problems: Problems) -> None:
+    def __init__(self, catalog: Catalog, file: str, base_dir: Path, problems: Problems, *,
+                 check_environment: bool = True, unresolved: set[str] | None = None) -> None:
         self.catalog = catalog
         self.file = file
         self.base_dir = base_dir
         self.problems = problems
+        self.check_environment = check_environment
+        self.unresolved = unresolved or set()
 
     def check_ids(self, overrides: Mapping[str, Override]) -> None:
         known = sorted(self.catalog.endpoints)
@@ -90,6 +96,8 @@ class EndpointResolver:
     ) -> tuple[tuple[str, ...], tuple[str, ...]]:
         eid = endpoint.endpoint_id
         uri = _str(over.get("uri"))
+        if uri is not None and json_path("endpoints", eid, "uri") in self.unresolved:
+            return (uri,), ()  # an address still to come from the environment
         if uri is not None:
             issue = check_uri(uri, endpoint.protocol)
             if issue is not None:
@@ -117,7 +125,9 @@ class EndpointResolver:
         if isinstance(value, str):
             return value
         name = _str(over.get(f"{key}_file"))
-        return None if name is None else self._read_secret(eid, f"{key}_file", name)
+        if name is None or not self.check_environment:
+            return None  # a secret file is the machine's: --no-env does not read it
+        return self._read_secret(eid, f"{key}_file", name)
 
     def _password(self, eid: str, over: Override) -> Secret | None:
         value = self._credential(eid, over, "password")
@@ -147,7 +157,7 @@ class EndpointResolver:
         for key in ("ca_file", "cert_file", "key_file"):
             name = _str(raw.get(key))
             files[key] = None if name is None else str(self._path(name))
-            if name is not None and not self._path(name).is_file():
+            if name is not None and self.check_environment and not self._path(name).is_file():
                 self.problems.error(self.file, json_path("endpoints", eid, "tls", key),
                                     f"file '{self._path(name)}' does not exist",
                                     "correct the path (relative paths start at the config "
@@ -162,7 +172,7 @@ class EndpointResolver:
                 continue
             path = self._path(name)
             options[key] = str(path)
-            if not path.is_file():
+            if self.check_environment and not path.is_file():
                 self.problems.error(self.file, json_path("endpoints", eid, "options", key),
                                     f"file '{path}' does not exist",
                                     "correct the path (relative paths start at the config "
@@ -184,8 +194,16 @@ class EndpointResolver:
                 merged[str(key)] = _merge(merged.get(str(key)), value)
             return merged
         values = self._document_options(endpoint, spec, document)
-        configured = spec.validate(override, "config", self.file, ("endpoints", eid, "options"),
+        # An option the adapter knows whose value is an unread `${NAME}` is passed on
+        # unchecked; its name is still checked with the others.
+        unread = {str(k): v for k, v in override.items()
+                  if _settable(spec, str(k))
+                  and holds_unresolved(self.unresolved,
+                                       json_path("endpoints", eid, "options", str(k)))}
+        configured = spec.validate({k: v for k, v in override.items() if str(k) not in unread},
+                                   "config", self.file, ("endpoints", eid, "options"),
                                    self.problems)
+        configured.update(spec.canonical(unread))
         for name, value in configured.items():
             values[name] = _merge(values.get(name), value)
         return values
@@ -212,6 +230,12 @@ class EndpointResolver:
     def _path(self, name: str) -> Path:
         path = Path(name).expanduser()
         return path if path.is_absolute() else self.base_dir / path
+
+
+def _settable(spec: OptionSpec, name: str) -> bool:
+    """Whether `name` is an option an operator may set (not unsupported, not derived)."""
+    entry = spec.lookup(name)
+    return isinstance(entry, Option) and not entry.derived
 
 
 def _merge(base: JSON | None, over: object) -> JSON:

@@ -5,6 +5,11 @@ final values. Keys are left alone: an id that changes with the environment would
 config's meaning depend on where it runs. `$${` writes a literal `${`. As in a shell,
 `:-` also applies when the variable is set but empty. Values are never echoed in problems:
 they may be secrets.
+
+With `read_environment=False` (`xrgw validate --no-env`) no variable is read: a default
+is used where one is written, and a reference without one is left as written, its path
+recorded in `unresolved` so later checks leave that value alone (`${PORT}` is not an
+integer, but the value it stands for may be).
 """
 
 from __future__ import annotations
@@ -21,11 +26,15 @@ Parts = tuple[str | int, ...]
 
 
 class Substitution:
-    def __init__(self, file: str, environ: Mapping[str, str] | None = None) -> None:
+    def __init__(self, file: str, environ: Mapping[str, str] | None = None, *,
+                 read_environment: bool = True) -> None:
         self.file = file
-        self.environ = os.environ if environ is None else environ
+        self.environ: Mapping[str, str] | None = (
+            None if not read_environment else os.environ if environ is None else environ)
         self.problems: list[Problem] = []
         self.substituted: set[str] = set()  # JSON paths whose value came from a variable
+        # JSON paths whose value still holds a `${NAME}` (only without the environment).
+        self.unresolved: set[str] = set()
 
     def apply(self, value: object, parts: Parts = ()) -> object:
         if isinstance(value, dict):
@@ -62,6 +71,11 @@ class Substitution:
                         "write ${NAME} or ${NAME:-default}: NAME is letters, digits and _")
             return ""
         name, default = parsed.group(1), parsed.group(2)
+        if self.environ is None:
+            if default is not None:
+                return default
+            self.unresolved.add(path)
+            return f"${{{expr}}}"
         value = self.environ.get(name)
         if value:
             return value

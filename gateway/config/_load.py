@@ -8,6 +8,12 @@ Stages, each collecting every problem it finds before the next one runs:
   5. endpoints resolved (addresses, files)  `_endpoints.py`
 A stage runs only when the previous one had no errors: checking routes against a
 half-parsed config would produce follow-on problems that hide the real one.
+
+`check_environment=False` (`xrgw validate --no-env`) checks the config as written, away
+from the machine it is meant for: no `${VAR}` is read (defaults are used; a reference
+without one is left as written and its value is not type-, value- or reference-checked),
+secret files are not read and the existence of TLS, CA and credential files is not
+checked. Everything else is checked as always. Such a config is for reporting only.
 """
 
 from __future__ import annotations
@@ -29,11 +35,11 @@ from gateway.config._model import (
     RouteConfig,
     ShutdownConfig,
 )
-from gateway.config._parse import INVALID, Context, parse
+from gateway.config._parse import INVALID, Context, holds_unresolved, parse
 from gateway.config._routes import RouteChecker
 from gateway.config._schema import CONFIG_SPEC, DEADLETTER_LOG, split_hostport
 from gateway.config._secret import Secret
-from gateway.config._yaml import read_yaml, with_lines
+from gateway.config._yaml import locate, read_yaml
 from gateway.definitions import load_catalog
 from gateway.definitions.model import Catalog
 from gateway.problems import Problem, Problems, json_path
@@ -42,7 +48,8 @@ Raw = dict[str, object]
 
 
 def load_config(
-    path: str | Path, *, environ: Mapping[str, str] | None = None
+    path: str | Path, *, environ: Mapping[str, str] | None = None,
+    check_environment: bool = True,
 ) -> tuple[GatewayConfig | None, list[Problem]]:
     """Load and check a config file; `environ` replaces `os.environ` (tests)."""
     file = str(path)
@@ -52,52 +59,71 @@ def load_config(
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         return None, [Problem("error", file, "$", f"cannot read the config file: {reason}",
                               "check the path given with -c and the file's permissions")]
-    return load_config_text(text, file, Path(path).parent, environ=environ)
+    return load_config_text(text, file, Path(path).parent, environ=environ,
+                            check_environment=check_environment)
 
 
 def load_config_text(
-    text: str, file: str, base_dir: Path, *, environ: Mapping[str, str] | None = None
+    text: str, file: str, base_dir: Path, *, environ: Mapping[str, str] | None = None,
+    check_environment: bool = True,
 ) -> tuple[GatewayConfig | None, list[Problem]]:
     """The same from a string; relative paths in it are resolved against `base_dir`."""
     doc = read_yaml(text, file)
     problems = Problems(list(doc.problems))
-    config = _load(doc.data, file, base_dir, environ, problems) if not problems.errors else None
-    return config, with_lines(problems.items, doc, file)
+    config = (_load(doc.data, file, base_dir, environ, check_environment, problems)
+              if not problems.errors else None)
+    return config, locate(problems.items, doc, file)
 
 
 def _load(
     data: object, file: str, base_dir: Path, environ: Mapping[str, str] | None,
-    problems: Problems,
+    check_environment: bool, problems: Problems,
 ) -> GatewayConfig | None:
     if not isinstance(data, dict):
         got = "empty" if data is None else "not a mapping"
         problems.error(file, "$", f"the config is {got}",
                        "write a mapping with at least definitions, routes and deadletter")
         return None
-    substitution = Substitution(file, environ)
+    substitution = Substitution(file, environ, read_environment=check_environment)
     data = substitution.apply(data)
     problems.extend(substitution.problems)
-    ctx = Context(file, problems, substitution.substituted)
+    ctx = Context(file, problems, substitution.substituted, substitution.unresolved)
     parsed = parse(CONFIG_SPEC, data, (), ctx)
     if parsed is INVALID or problems.errors:
         return None
-    return _check(cast(Raw, parsed), file, base_dir, problems)
+    env = _Environment(check_environment, substitution.unresolved)
+    return _check(cast(Raw, parsed), file, base_dir, env, problems)
 
 
-def _check(raw: Raw, file: str, base_dir: Path, problems: Problems) -> GatewayConfig | None:
-    sources = _sources(cast(list[object], raw["definitions"]), file, base_dir, problems)
+class _Environment:
+    """How much of the machine a load looks at: all of it, or (`--no-env`) nothing, with
+    the paths of the `${NAME}`s left unread."""
+
+    def __init__(self, checked: bool, unresolved: set[str]) -> None:
+        self.checked = checked
+        self.unresolved = unresolved
+
+    def holds_unresolved(self, *parts: str | int) -> bool:
+        return holds_unresolved(self.unresolved, json_path(*parts))
+
+
+def _check(raw: Raw, file: str, base_dir: Path, env: _Environment,
+           problems: Problems) -> GatewayConfig | None:
+    sources, skipped = _sources(cast(list[object], raw["definitions"]), file, base_dir, env,
+                                problems)
     catalog = load_catalog([s.location for s in sources],
                            access={s.location: s.access() for s in sources if s.is_registry})
     problems.extend(catalog.problems)
-    unread = any(p.is_error and p.path == "$" for p in catalog.problems)
-    checker = RouteChecker(catalog, file, problems, unread_sources=unread)
+    unread = skipped or any(p.is_error and p.path == "$" for p in catalog.problems)
+    checker = RouteChecker(catalog, file, problems, unread_sources=unread,
+                           unresolved=env.unresolved)
     raw_routes = cast(list[Raw], raw["routes"])
     routes = [checker.route(i, r) for i, r in enumerate(raw_routes)]
     deadletter = cast(str, raw["deadletter"])
     if deadletter != DEADLETTER_LOG:
         checker.deadletter(deadletter)
     endpoints = _endpoints(cast(dict[str, Raw] | None, raw["endpoints"]) or {}, checker.used,
-                           catalog, file, base_dir, problems, unread)
+                           catalog, file, base_dir, env, problems, unread)
     if problems.errors:
         return None
     return GatewayConfig(
@@ -115,10 +141,20 @@ def _check(raw: Raw, file: str, base_dir: Path, problems: Problems) -> GatewayCo
 
 
 def _sources(
-    items: list[object], file: str, base_dir: Path, problems: Problems
-) -> list[DefinitionSource]:
+    items: list[object], file: str, base_dir: Path, env: _Environment, problems: Problems
+) -> tuple[list[DefinitionSource], bool]:
+    """The sources to load, and whether any was left out (`--no-env`: it names a
+    variable not read, or a CA file not on this machine)."""
     out: list[DefinitionSource] = []
+    skipped = False
     for i, item in enumerate(items):
+        if env.holds_unresolved("definitions", i):
+            skipped = True
+            problems.warning(file, json_path("definitions", i),
+                             "not loaded: the source names an environment variable, which "
+                             "--no-env does not read; routes are not checked against it",
+                             "check with the environment: xrgw validate -c without --no-env")
+            continue
         if isinstance(item, str):
             path = Path(item).expanduser()
             out.append(DefinitionSource(str(path if path.is_absolute() else base_dir / path)))
@@ -129,6 +165,16 @@ def _sources(
         if ca_file is not None:
             path = Path(ca_file).expanduser()
             ca_file = str(path if path.is_absolute() else base_dir / path)
+            if not Path(ca_file).is_file() and not env.checked:
+                # The registry cannot be verified without its CA; not loading it is the
+                # honest outcome, and the file's absence is the environment's business.
+                skipped = True
+                problems.warning(file, json_path("definitions", i),
+                                 f"not loaded: its ca_file '{ca_file}' is not on this machine, "
+                                 "and --no-env does not require it",
+                                 "check with the environment: xrgw validate -c without "
+                                 "--no-env")
+                continue
             if not Path(ca_file).is_file():
                 problems.error(file, json_path("definitions", i, "ca_file"),
                                f"file '{ca_file}' does not exist",
@@ -136,14 +182,15 @@ def _sources(
                                "directory)")
         out.append(DefinitionSource(cast(str, entry["url"]), cast(float, entry["poll"]), headers,
                                     ca_file))
-    return out
+    return out, skipped
 
 
 def _endpoints(
     overrides: dict[str, Raw], used: dict[str, str], catalog: Catalog, file: str,
-    base_dir: Path, problems: Problems, unread_sources: bool = False,
+    base_dir: Path, env: _Environment, problems: Problems, unread_sources: bool = False,
 ) -> dict[str, EndpointConfig]:
-    resolver = EndpointResolver(catalog, file, base_dir, problems)
+    resolver = EndpointResolver(catalog, file, base_dir, problems,
+                                check_environment=env.checked, unresolved=env.unresolved)
     if not unread_sources:  # else the unread source is the root cause, reported once
         resolver.check_ids(overrides)
     out: dict[str, EndpointConfig] = {}

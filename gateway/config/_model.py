@@ -55,7 +55,8 @@ class RouteConfig:
     messagegroups: tuple[str, ...] = ()  # group ids actually matched (default resolved)
     deliver: Deliver = "cloudevent"
     ambiguity: Ambiguity = "first"
-    inflight: int = 256
+    partitionkey: str = "source"
+    inflight: int = 4096
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     # The definitions the route matches: its groups' messages, plus the consumer's inline
     # messages when `messagegroups` was not given.

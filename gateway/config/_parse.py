@@ -27,6 +27,12 @@ class Context:
     # Paths whose string came from `${VAR}` substitution: there `"256"` may stand for an
     # int, since an environment variable cannot carry a type.
     substituted: set[str] = field(default_factory=set)
+    # Paths whose string still holds a `${NAME}` nobody read (`xrgw validate --no-env`):
+    # the value it stands for is unknown, so its type and value checks are not made.
+    unresolved: set[str] = field(default_factory=set)
+
+    def holds_unresolved(self, parts: Parts) -> bool:
+        return holds_unresolved(self.unresolved, json_path(*parts))
 
     def error(self, parts: Parts, message: str, fix: str) -> None:
         self.problems.error(self.file, json_path(*parts), message, fix)
@@ -35,9 +41,15 @@ class Context:
         self.problems.warning(self.file, json_path(*parts), message, fix)
 
 
+def holds_unresolved(unresolved: set[str], path: str) -> bool:
+    """Whether the value at `path`, or one below it, holds an unread `${NAME}`."""
+    return bool(unresolved) and any(u == path or u.startswith((f"{path}.", f"{path}["))
+                                    for u in unresolved)
+
+
 def parse(spec: Field, value: object, parts: Parts, ctx: Context) -> object:
     result = _parse_kind(spec, value, parts, ctx)
-    if result is not INVALID and spec.check is not None:
+    if result is not INVALID and spec.check is not None and not ctx.holds_unresolved(parts):
         issue = spec.check(result)
         if issue is not None:
             ctx.error(parts, *issue)
@@ -47,7 +59,10 @@ def parse(spec: Field, value: object, parts: Parts, ctx: Context) -> object:
 
 def _parse_kind(spec: Field, value: object, parts: Parts, ctx: Context) -> object:
     kind = spec.kind
-    from_env = json_path(*parts) in ctx.substituted
+    path = json_path(*parts)
+    from_env = path in ctx.substituted
+    if path in ctx.unresolved and isinstance(value, str) and kind in _TYPED_SCALARS:
+        return _stand_in(spec)
     if kind == "any":
         return value
     if kind == "str" and isinstance(value, str):
@@ -136,6 +151,23 @@ def _parse_object(spec: Field, value: dict[object, object], parts: Parts, ctx: C
         else:
             out[member.name] = member.default
     return INVALID if INVALID in out.values() else out
+
+
+#: Kinds an environment variable's text can stand for (`"256"` an int, `"30s"` a duration).
+_TYPED_SCALARS = ("int", "bool", "duration", "seconds", "enum")
+
+
+def _stand_in(spec: Field) -> object:
+    """A value of `spec`'s type for an unread `${NAME}`: its default, else its example.
+    It stands in only so the later stages (references, endpoints) can run; nothing is
+    run with a config loaded without its environment."""
+    if not isinstance(spec.default, _Marker):
+        return spec.default
+    if spec.example is not None:
+        parsed = parse(spec, spec.example, (), Context("", Problems()))
+        if parsed is not INVALID:
+            return parsed
+    return None
 
 
 def _fits(spec: Field, value: object) -> bool:

@@ -25,7 +25,7 @@ _READS = ("consumer", "subscriber")
 
 class RouteChecker:
     def __init__(self, catalog: Catalog, file: str, problems: Problems,
-                 unread_sources: bool = False) -> None:
+                 unread_sources: bool = False, unresolved: set[str] | None = None) -> None:
         self.catalog = catalog
         self.file = file
         self.problems = problems
@@ -33,6 +33,9 @@ class RouteChecker:
         # most likely in it, and that error already names the root cause.
         self.unread_sources = unread_sources
         self.used: dict[str, str] = {}  # endpoint id -> JSON path that first needed it
+        # Paths holding a `${NAME}` left unread (`--no-env`): the id or value it stands
+        # for is unknown, so it is not looked up.
+        self.unresolved = unresolved or set()
 
     def route(self, index: int, raw: Mapping[str, object]) -> RouteConfig | None:
         base: tuple[str | int, ...] = ("routes", index)
@@ -57,6 +60,7 @@ class RouteChecker:
         return RouteConfig(
             index=index, source=source_id, targets=targets, mode=mode, messagegroups=groups,
             deliver=deliver, ambiguity=cast(Ambiguity, raw["ambiguity"]),
+            partitionkey=cast(str, raw["partitionkey"]),
             inflight=cast(int, raw["inflight"]),
             retry=RetryPolicy(cast(int, retry["attempts"]), cast(float, retry["initial_backoff"]),
                               cast(float, retry["max_backoff"])),
@@ -70,6 +74,8 @@ class RouteChecker:
         self, endpoint_id: str, parts: tuple[str | int, ...], usages: tuple[str, ...]
     ) -> Endpoint | None:
         path = json_path(*parts)
+        if path in self.unresolved:
+            return None
         endpoint = self.catalog.endpoints.get(endpoint_id)
         role = " or ".join(usages)
         if endpoint is None and self.unread_sources:
@@ -99,6 +105,8 @@ class RouteChecker:
         self, target: Endpoint, mode: Mode, deliver: Deliver, base: tuple[str | int, ...]
     ) -> None:
         eid = target.endpoint_id
+        if {json_path(*base, "mode"), json_path(*base, "deliver")} & self.unresolved:
+            return  # the mode or delivery is the environment's, not known here
         if deliver == "native":
             if not self.catalog.messages_for_endpoint(eid):
                 self.problems.error(
@@ -135,13 +143,16 @@ class RouteChecker:
             where: tuple[str | int, ...] = (*base, "from")
         else:
             ids = tuple(self._group(str(g), (*base, "messagegroups", j))
-                        for j, g in enumerate(cast(list[object], raw_groups)))
+                        for j, g in enumerate(cast(list[object], raw_groups))
+                        if json_path(*base, "messagegroups", j) not in self.unresolved)
             messages = tuple(m for g in ids if g in self.catalog.groups
                              for m in self.catalog.groups[g].messages)
             where = (*base, "messagegroups")
         # Unknown groups were reported already; "nothing to match" would only repeat that.
-        complete = all(g in self.catalog.groups for g in ids) if raw_groups is not None \
-            else source is not None
+        # Nor is it known when a group is an unread `${NAME}`.
+        complete = (all(g in self.catalog.groups for g in ids)
+                    and len(ids) == len(cast(list[object], raw_groups))
+                    if raw_groups is not None else source is not None)
         if not messages and complete:
             self.problems.error(self.file, json_path(*where),
                                 "the route has no message definitions to match",

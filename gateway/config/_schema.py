@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from gateway.config._addresses import accepted_forms
 from gateway.config._spec import OPTIONAL, REQUIRED, Field
+from gateway.partitioning import check_policy
 
 DEADLETTER_LOG = "log"
 PORT_MAX = 65535
@@ -67,6 +68,13 @@ def _distinct_listeners(value: object) -> tuple[str, str] | None:
     if health == listen and not str(listen).endswith(":0"):
         return ("health_listen is the same address as listen",
                 "give health_listen another port (e.g. 0.0.0.0:9465), or leave it out")
+    return None
+
+
+def _partition_key(value: object) -> tuple[str, str] | None:
+    problem = check_policy(value) if isinstance(value, str) else None
+    if problem is not None:
+        return problem, "write source, none, or a template such as {storeid}"
     return None
 
 
@@ -151,7 +159,15 @@ _ROUTE = Field(
               "When several definitions match one message: take the first declared, or "
               "dead-letter the message.", "first", "deadletter",
               choices=("first", "deadletter"), advanced=True),
-        Field("inflight", "int", "Messages being processed at once on this route.", 256, 256,
+        Field("partitionkey", "str",
+              "Key of records sent to outputs that partition by key (Kafka) when the event "
+              "has no partitionkey: source (the source's unit of order: MQTT topic, NATS "
+              "subject, Kafka key, AMQP group-id or subject), none (keyless), or a template "
+              "filled from the match context such as {storeid}.", "source", "{storeid}",
+              check=_partition_key),
+        Field("inflight", "int", "Messages read and not yet settled on this route (the "
+              "window: up to four batches of a quarter of it are in flight at once; the "
+              "source adapter's `max_in_flight` bounds it too).", 4096, 4096,
               check=_positive, schema=_POSITIVE_SCHEMA, advanced=True),
         _RETRY,
     ),

@@ -1,19 +1,20 @@
-"""Reading the config YAML: the data, the line of every JSON path, and syntax problems.
+"""Reading the config YAML: the data, the position of every JSON path, and syntax problems.
 
-Problems name JSON paths, but an operator edits lines; keeping each node's line lets the
-loader say both. Duplicate keys are reported because PyYAML silently keeps the last one,
-which hides a half-edited config. Syntax errors carry line and column but not PyYAML's
-snippet of the line, which could show a secret written in the file.
+Problems name JSON paths, but an operator edits lines; keeping each node's line and column
+lets the loader say both. A mapping member is placed at its key (an unknown or misspelt
+key is what is wrong; a nested block starts only on the next line), a list item at the
+item. Duplicate keys are reported because PyYAML silently keeps the last one, which hides
+a half-edited config. Syntax errors carry line and column but not PyYAML's snippet of the
+line, which could show a secret written in the file.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import yaml
 
-from gateway.problems import Problem, json_path
+from gateway.problems import Position, Problem, json_path, with_positions
 
 Parts = tuple[str | int, ...]
 # Aliases let a few lines expand into billions of values ("billion laughs"); everything
@@ -28,7 +29,7 @@ class _TooLarge(Exception):
 @dataclass
 class YamlDocument:
     data: object = None
-    lines: dict[str, int] = field(default_factory=dict)  # JSON path -> 1-based line
+    positions: dict[str, Position] = field(default_factory=dict)  # JSON path -> place
     problems: list[Problem] = field(default_factory=list)
 
 
@@ -47,14 +48,15 @@ def read_yaml(text: str, file: str) -> YamlDocument:
             doc.data = loader.construct_document(node)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         what = exc.problem or exc.context or "invalid YAML"
         start = exc.context_mark if exc.problem_mark else None
         if exc.context and start is not None:
             # PyYAML notices a missing `]` or `}` only on a later line; say where it opened.
             what += f" ({exc.context} at line {start.line + 1}, column {start.column + 1})"
-        doc.problems.append(Problem("error", file, "$", f"YAML syntax error{where}: {what}",
-                                    "fix the YAML syntax there (indentation, quotes, colons)"))
+        doc.problems.append(Problem(
+            "error", file, "$", f"YAML syntax error: {what}",
+            "fix the YAML syntax there (indentation, quotes, colons)",
+            line=mark.line + 1 if mark else None, column=mark.column + 1 if mark else None))
         doc.data = None
     except yaml.YAMLError as exc:
         doc.problems.append(Problem("error", file, "$", f"YAML error: {_first_line(exc)}",
@@ -80,10 +82,13 @@ def _first_line(exc: Exception) -> str:
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
-def _walk(node: yaml.Node, parts: Parts, doc: YamlDocument, file: str) -> None:
-    if len(doc.lines) >= MAX_NODES:
+def _walk(node: yaml.Node, parts: Parts, doc: YamlDocument, file: str,
+          at: yaml.Mark | None = None) -> None:
+    """Record the position of `node` (or of `at`, its key) and of everything below it."""
+    if len(doc.positions) >= MAX_NODES:
         raise _TooLarge
-    doc.lines.setdefault(json_path(*parts), node.start_mark.line + 1)
+    mark = at or node.start_mark
+    doc.positions.setdefault(json_path(*parts), (mark.line + 1, mark.column + 1))
     if isinstance(node, yaml.MappingNode):
         seen: set[str] = set()
         for key_node, value_node in node.value:
@@ -91,39 +96,18 @@ def _walk(node: yaml.Node, parts: Parts, doc: YamlDocument, file: str) -> None:
                 continue
             key = str(key_node.value)
             if key in seen:
+                # Placed at the repeat: the first one is where the path's position is.
                 doc.problems.append(Problem(
-                    "error", file, json_path(*parts, key),
-                    f"key '{key}' appears twice (line {key_node.start_mark.line + 1})",
-                    "keep one of them: YAML would silently use the last"))
+                    "error", file, json_path(*parts, key), f"key '{key}' appears twice",
+                    "keep one of them: YAML would silently use the last",
+                    line=key_node.start_mark.line + 1, column=key_node.start_mark.column + 1))
             seen.add(key)
-            _walk(value_node, (*parts, key), doc, file)
+            _walk(value_node, (*parts, key), doc, file, key_node.start_mark)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             _walk(item, (*parts, i), doc, file)
 
 
-_LAST_SEGMENT = re.compile(r'(\.[^.\[]+|\[\d+\]|\["[^"]*"\])$')
-
-
-def with_lines(problems: list[Problem], doc: YamlDocument, file: str) -> list[Problem]:
-    """Append `(line N)` to the problems of `file`, from the path or its nearest parent."""
-    out: list[Problem] = []
-    for problem in problems:
-        line = _line_of(problem.path, doc.lines) if problem.file == file else None
-        if line is None or "line " in problem.message:
-            out.append(problem)
-        else:
-            out.append(Problem(problem.severity, problem.file, problem.path,
-                               f"{problem.message} (line {line})", problem.fix))
-    return out
-
-
-def _line_of(path: str, lines: dict[str, int]) -> int | None:
-    while path and path != "$":
-        if path in lines:
-            return lines[path]
-        shorter = _LAST_SEGMENT.sub("", path)
-        if shorter == path:
-            return None
-        path = shorter
-    return None
+def locate(problems: list[Problem], doc: YamlDocument, file: str) -> list[Problem]:
+    """The problems of `file` with the line and column of their path or nearest parent."""
+    return with_positions(problems, file, doc.positions)

@@ -148,8 +148,9 @@ def parse_json(raw: bytes, name: str) -> JSON | Problem:
     try:
         return as_json(json.loads(text))
     except json.JSONDecodeError as exc:
-        return _error(name, f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
-                      f"fix the JSON syntax near line {exc.lineno}, column {exc.colno}")
+        return Problem("error", name, "$", f"malformed JSON: {exc.msg}",
+                       "fix the JSON syntax there (commas, quotes, brackets)",
+                       line=exc.lineno, column=exc.colno)
     except RecursionError:
         return _error(name, "JSON nesting is too deep", "flatten the document")
 
@@ -159,10 +160,11 @@ def parse_yaml(raw: bytes, name: str) -> JSON | Problem:
         return as_json(yaml.safe_load(raw))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        return _error(name, f"malformed YAML: {problem}{where}",
-                      f"fix the YAML syntax{where.replace(' at', ' near')}")
+        return Problem("error", name, "$", f"malformed YAML: {problem}",
+                       "fix the YAML syntax there (indentation, quotes, colons)",
+                       line=mark.line + 1 if mark else None,
+                       column=mark.column + 1 if mark else None)
     except RecursionError:
         return _error(name, "YAML nesting is too deep", "flatten the document")
 

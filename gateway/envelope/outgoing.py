@@ -150,10 +150,13 @@ def with_trace(record: NativeMessage, event: CloudEvent) -> NativeMessage:
     """Also carry the CloudEvent's W3C trace context as the protocol's own `traceparent`
     header, so tracers that know nothing of CloudEvents continue the trace. A header the
     record already has is kept."""
-    attrs = event.get_attributes()
-    trace = {k: attrs[k] for k in ("traceparent", "tracestate") if isinstance(attrs.get(k), str)}
-    if not trace:
-        return record
+    parent = event.get("traceparent")
+    if not isinstance(parent, str):
+        return record  # the common case, decided without copying the attributes
+    trace = {"traceparent": parent}
+    state = event.get("tracestate")
+    if isinstance(state, str):
+        trace["tracestate"] = state
     prof = find_profile(record.protocol)
     if prof is None or prof.metadata is None:
         return record  # MQTT 3.1.1 has no headers

@@ -20,19 +20,20 @@ import sys
 from datetime import UTC, datetime
 
 #: The structured keys a log call may carry (through `fields()`), in output order.
-FIELDS = ("route", "endpoint", "definition", "reason", "error_kind", "error", "file", "path",
-          "fix")
+FIELDS = ("route", "endpoint", "definition", "reason", "error_kind", "error", "file", "line",
+          "column", "path", "fix")
 
 
 def fields(*, route: str | None = None, endpoint: str | None = None,
            definition: str | None = None, reason: str | None = None,
            error: BaseException | str | None = None, file: str | None = None,
-           path: str | None = None, fix: str | None = None) -> dict[str, object]:
+           path: str | None = None, fix: str | None = None, line: int | None = None,
+           column: int | None = None) -> dict[str, object]:
     """`extra=` of a log call: the given keys become JSON keys of the line. An exception
     gives `error_kind` (its type) and `error` (its text)."""
     given: dict[str, object] = {
         "route": route, "endpoint": endpoint, "definition": definition, "reason": reason,
-        "file": file, "path": path, "fix": fix,
+        "file": file, "path": path, "fix": fix, "line": line, "column": column,
     }
     if isinstance(error, BaseException):
         given["error_kind"] = type(error).__name__

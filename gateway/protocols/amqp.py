@@ -72,7 +72,8 @@ AMQP_PROFILE = ProtocolProfile(
         aliases={"address": "node"},
     ),
     address=FieldRef("properties", "subject"),
-    ordering=Ordering("link"),  # one link, one order
+    ordering=Ordering("link", source_key=(FieldRef("properties", "group-id"),
+                                          FieldRef("properties", "subject"))),
     identity=Identity("amqp", (IdentityPart(FieldRef("properties", "message-id")),)),
     metadata=Metadata("application-properties", "section"),
     content_type=FieldRef("properties", "content-type"),

@@ -49,7 +49,7 @@ NATS_PROFILE = ProtocolProfile(
         output_fields=(("subject", "subject"),),
     ),
     address=FieldRef("subject"),
-    ordering=Ordering("key", ("subject",)),
+    ordering=Ordering("key", ("subject",), source_key=(FieldRef("subject"),)),
     identity=Identity("nats", (IdentityPart(FieldRef("stream")),
                                IdentityPart(FieldRef("sequence")))),
     metadata=Metadata("headers", "pairs", ignore_case=True, text_values=True),

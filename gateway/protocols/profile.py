@@ -103,6 +103,10 @@ class Ordering:
 
     scope: OrderScope
     fields: tuple[str, ...] = ()
+    # What names a message's unit of order at the source, for keying the outputs that
+    # partition by key (`ProtocolProfile.partition_key`): the first of these places that
+    # holds a text (MQTT topic, NATS subject, Kafka key, AMQP group-id, else subject).
+    source_key: tuple[FieldRef, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -227,6 +231,10 @@ class ProtocolProfile:
     identity: Identity | None = None
     metadata: Metadata | None = None  # None: no metadata (MQTT 3.1.1)
     content_type: FieldRef | None = None
+    # Where an output record's partitioning key goes (Kafka `key`): without a
+    # `partitionkey` the route fills it from the source's unit of order, so that the
+    # messages of one MQTT topic stay in one partition (`routes[].partitionkey`).
+    partition_key: FieldRef | None = None
     # CloudEvents binary mode needs metadata to carry the attributes.
     binary_mode: bool = True
     # One message may carry a batch of CloudEvents (HTTP `cloudevents-batch+json`).

@@ -1,22 +1,31 @@
 """A route: one consumer endpoint to one or more producer endpoints, at least once.
 
-    reader ──► window (bounded) ──► lanes (ordered per key) ──► convert ──► outputs
-                                                                  │            │
-                                                                  └► dead letter ◄┘
+    pump:    read_batch ──► convert + render (one tight loop) ──► submit to each output ─┐
+                 ▲                                                                      │
+                 └──────── window (bounded: messages read, not yet settled) ◄──────┐    │
+    settler: await confirmations in order ──► retry failures ──► dead letter ──► settle ◄┘
 
-- The reader stops pulling when `inflight` messages are unsettled: back-pressure reaches
-  the broker through the adapter (credit, receive maximum, paused partitions ...).
-- Messages with the same ordering key (Kafka topic+partition, MQTT topic, NATS subject,
-  AMQP: all) are processed one after the other, so per-key order is kept; different keys
-  run concurrently.
-- Each event is rendered for each output by `gateway.envelope.outgoing` (binding or native
-  message, defaults, trace headers); the route reads, converts, renders, sends, settles.
-- A source message is acked only when every output confirmed it, or when the dead letter
-  took it. Output failures are retried here, and only here (producers make one attempt
-  per write), with exponential backoff and jitter, waiting at least as long as a
-  receiver's Retry-After asks (up to the policy's longest backoff); past the budget the
-  message is dead-lettered as `undeliverable`. When the dead letter itself fails, the
-  message is nacked for redelivery: intake slows down rather than dropping.
+- The batch is the unit: the pump takes what the consumer has (at most the free part of
+  the `inflight` window), converts it without a task or future per message, and hands
+  each output its records in one `submit`. It does not wait for the sinks: the next batch
+  is read and submitted while earlier ones are still being confirmed, so a route's
+  throughput is not 1 / (sink round trip).
+- Order: there is one pump, and producers send the batches of successive `submit` calls
+  in order (the contract), so every output receives messages in the order the source
+  gave them; the settler settles sources in that same order. So the order per Kafka
+  partition, MQTT topic, NATS subject or AMQP link is kept on the happy path. A message
+  whose send failed is sent again by the settler after later ones may have gone out:
+  under sink failures order is kept only as far as the sink's own client keeps it
+  (Kafka's idempotent producer retries inside the client, in order).
+- A source message is acked only when every output confirmed each of its events, or the
+  dead letter took them. Failed sends are retried here, and only here (producers make one
+  attempt), for the batch's failed records together, with exponential backoff and jitter,
+  waiting at least as long as a receiver's Retry-After asks (up to the policy's longest
+  backoff); past the budget a record's message is dead-lettered as `undeliverable`. When
+  the dead letter itself fails, the route holds the batch and tries again (intake stops:
+  back-pressure, not dropping); only a stopping route nacks it for redelivery.
+- Back-pressure: the pump stops reading while `inflight` messages are unsettled, and the
+  adapter passes that on to the broker (credit, receive maximum, paused partitions ...).
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from gateway import reasons
@@ -43,22 +53,30 @@ from gateway.envelope.outgoing import (
 from gateway.jsontypes import JSON
 from gateway.matching.matcher import Explanation
 from gateway.observability.logs import fields
-from gateway.observability.metrics import Metrics, body_size, route_children
+from gateway.observability.metrics import Metrics, body_size, observe_many, route_children
 from gateway.ports import (
+    Confirmation,
     Consumer,
     Delivery,
     EndOfInput,
     NotConnected,
+    Outcome,
     Producer,
-    read_one,
-    write,
 )
 from gateway.protocols import HTTP, find_profile
+from gateway.protocols.profile import FieldRef
 from gateway.record import NativeMessage
 from gateway.runtime.backlog import watch_backlog
+from gateway.runtime.keys import SOURCE, PartitionKeys, keyed
 from gateway.runtime.retry import RetryPolicy
 
 log = logging.getLogger("xrgw.route")
+
+#: The most messages one batch takes, so that a large window still holds several batches
+#: in flight (reading and converting the next while the sinks confirm the last).
+MAX_BATCH = 1000
+#: Messages converted between two turns of the event loop (see `_convert_yielding`).
+CONVERT_SLICE = 250
 
 
 @dataclass
@@ -74,14 +92,65 @@ class Output:
 
 
 def ordering_key(record: NativeMessage) -> object:
-    """The lane of a message (`ProtocolProfile.ordering`): None runs it on its own."""
+    """The unit of order of a message (`ProtocolProfile.ordering`): None when it has
+    none (HTTP requests are independent)."""
     prof = find_profile(record.protocol)
     if prof is None or prof.ordering.scope == "none":
-        return None  # HTTP: independent requests, no order to keep
+        return None
     if prof.ordering.scope == "link":
         return prof.name  # AMQP: one link, one order
     values = tuple(record.fields.get(name) for name in prof.ordering.fields)
     return values[0] if len(values) == 1 else values
+
+
+# -- one batch on its way through the route ---------------------------------------------------
+
+
+class _Member:
+    """One event of a source message (an HTTP batch has several; everything else one):
+    what failed about it, if anything, and the dead letter to write when something did."""
+
+    __slots__ = ("conversion", "definition", "failures", "reason", "source")
+
+    def __init__(self, source: NativeMessage, conversion: Conversion) -> None:
+        self.source = source
+        self.conversion = conversion
+        self.definition: str | None = None
+        self.reason: str | None = None  # a dead-letter reason once something failed
+        self.failures: list[str] = []
+
+
+class _Message:
+    """One delivery of the batch and its members."""
+
+    __slots__ = ("delivery", "members", "whole")
+
+    def __init__(self, delivery: Delivery) -> None:
+        self.delivery = delivery
+        self.members: list[_Member] = []
+        # The whole message failed to convert: dead-letter it as it came.
+        self.whole: _Member | None = None
+
+
+class _Sent:
+    """What one output was given in one submit: records and the members they belong to."""
+
+    __slots__ = ("confirmation", "output", "owners", "records")
+
+    def __init__(self, output: Output) -> None:
+        self.output = output
+        self.records: list[NativeMessage] = []
+        self.owners: list[_Member] = []
+        self.confirmation: Confirmation | None = None
+
+
+class _Batch:
+    __slots__ = ("messages", "sent", "started")
+
+    def __init__(self, messages: list[_Message], sent: list[_Sent], started: float) -> None:
+        self.messages = messages
+        self.sent = sent
+        self.started = started
 
 
 class Route:
@@ -96,9 +165,10 @@ class Route:
         deadletter: Output | None,
         metrics: Metrics,
         mode: Mode = "binary",
-        inflight: int = 256,
+        inflight: int = 4096,
         retry: RetryPolicy | None = None,
-        lanes: int = 16,
+        max_batch: int | None = None,
+        partition_key: str = SOURCE,
     ) -> None:
         self.name = name
         self.source_endpoint = source_endpoint
@@ -110,22 +180,28 @@ class Route:
         self.deadletter = deadletter
         self.metrics = metrics
         self.mode: Mode = mode
+        self.keys = PartitionKeys(partition_key)
+        # Where each output keeps its partitioning key (Kafka), if it has one to fill.
+        self._key_places: list[FieldRef | None] = [
+            _key_place(o.protocol) if self.keys.enabled else None for o in self.outputs]
+        self._keyed = any(place is not None for place in self._key_places)
         self.retry = retry or RetryPolicy()
         self.inflight_limit = inflight
-        self._window = asyncio.Semaphore(inflight)
-        self._lanes: list[asyncio.Queue[tuple[Delivery, float]]] = [
-            asyncio.Queue() for _ in range(lanes)
-        ]
-        self._lane_tasks: list[asyncio.Task[None]] = []
-        self._reader: asyncio.Task[None] | None = None
+        # A quarter of the window per batch: up to four batches are in flight at once.
+        self.max_batch = max_batch or max(1, min(MAX_BATCH, inflight // 4))
+        self._inflight = 0
+        self._room = asyncio.Event()
+        self._room.set()
+        self._batches: asyncio.Queue[_Batch] = asyncio.Queue()
+        self._pump: asyncio.Task[None] | None = None
+        self._settler: asyncio.Task[None] | None = None
         self._backlog: asyncio.Task[None] | None = None
         self._starter: asyncio.Task[None] | None = None
-        self._inflight = 0
         self._idle = asyncio.Event()
         self._idle.set()
         self._stopping = False
         # Prometheus `labels()` costs a lock and a dict lookup per call: the children
-        # this route uses on every message are looked up once.
+        # this route uses on every batch are looked up once.
         self._inflight_gauge, self._processing = route_children(metrics, name, inflight)
         self._received: dict[str, tuple[Any, Any]] = {}  # protocol -> (messages, bytes)
         self._matched: dict[str, Any] = {}
@@ -156,8 +232,8 @@ class Route:
     async def _start(self) -> None:
         for output in self._all_outputs():
             await self._connect(output.endpoint_id, output.producer)
-        self._lane_tasks = [asyncio.create_task(self._lane(q)) for q in self._lanes]
-        self._reader = asyncio.create_task(self._read_loop())
+        self._settler = asyncio.create_task(self._settle_loop())
+        self._pump = asyncio.create_task(self._pump_loop())
         self._backlog = asyncio.create_task(
             watch_backlog(self.source_endpoint, self.consumer, self.metrics))
 
@@ -165,8 +241,8 @@ class Route:
         """Until the consumer reports the end of its input (finite inputs, tests)."""
         assert self._starter is not None, "start() first"
         await self._starter
-        assert self._reader is not None
-        await self._reader
+        assert self._pump is not None
+        await self._pump
 
     async def stop(self, grace: float) -> None:
         """Stop intake, let in-flight messages finish (up to `grace` seconds), close."""
@@ -174,7 +250,7 @@ class Route:
         if self._starter is not None and not self._starter.done():
             self._starter.cancel()
             await asyncio.gather(self._starter, return_exceptions=True)
-        for task in (self._reader, self._backlog):
+        for task in (self._pump, self._backlog):
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
@@ -183,9 +259,9 @@ class Route:
         except TimeoutError:
             log.warning("%d message(s) still in flight after %.1fs grace", self._inflight,
                         grace, extra=fields(route=self.name))
-        for task in self._lane_tasks:
-            task.cancel()
-        await asyncio.gather(*self._lane_tasks, return_exceptions=True)
+        if self._settler is not None:
+            self._settler.cancel()
+            await asyncio.gather(self._settler, return_exceptions=True)
         await self.consumer.aclose()
 
     async def wait_idle(self) -> None:
@@ -209,218 +285,394 @@ class Route:
                 attempt += 1
                 await asyncio.sleep(delay)
 
-    # -- intake -----------------------------------------------------------------------------
-    async def _read_loop(self) -> None:
+    # -- intake: read, convert, submit ----------------------------------------------------------
+    async def _pump_loop(self) -> None:
         await self._connect(self.source_endpoint, self.consumer)
         while not self._stopping:
-            await self._window.acquire()
+            free = self.inflight_limit - self._inflight
+            if free <= 0:
+                self._room.clear()
+                await self._room.wait()
+                continue
             try:
-                delivery = await read_one(self.consumer)
-            except asyncio.CancelledError:
-                self._window.release()
-                raise
+                deliveries = await self.consumer.read_batch(min(free, self.max_batch))
             except EndOfInput:
-                self._window.release()
                 return
             except NotConnected:
-                self._window.release()
                 self.metrics.connected.labels(self.source_endpoint).set(0)
                 await self._connect(self.source_endpoint, self.consumer)
                 continue
             except Exception:
-                self._window.release()
                 log.exception("consumer failed; reconnecting",
                               extra=fields(route=self.name, endpoint=self.source_endpoint))
                 await asyncio.sleep(self.retry.delay(0))
                 continue
-            self._inflight += 1
+            if not deliveries:
+                continue
+            self._inflight += len(deliveries)
             self._idle.clear()
             self._inflight_gauge.set(self._inflight)
-            key = ordering_key(delivery.message)
+            started = time.monotonic()
             try:
-                lane = hash(key) % len(self._lanes) if key is not None else (
-                    self._inflight % len(self._lanes))
-            except TypeError:
-                # An address field of the wrong type (a list, a map) is unhashable; it
-                # used to end the read loop, i.e. all intake of the route (found by
-                # tests/fuzz). Such a record has no order to keep.
-                lane = self._inflight % len(self._lanes)
-            self._lanes[lane].put_nowait((delivery, time.monotonic()))
-
-    async def _lane(self, queue: asyncio.Queue[tuple[Delivery, float]]) -> None:
-        while True:
-            delivery, started = await queue.get()
-            try:
-                await self._process(delivery)
-            except Exception:  # the daemon never crashes on a message
-                log.exception("unexpected error; message will be redelivered",
-                              extra=fields(route=self.name))
-                await _settle_quietly(delivery, "internal error", retry=True)
-            finally:
-                self._processing.observe(time.monotonic() - started)
-                self._inflight -= 1
-                self._inflight_gauge.set(self._inflight)
-                self._window.release()
-                if self._inflight == 0:
-                    self._idle.set()
-
-    # -- one message ------------------------------------------------------------------------
-    async def _process(self, delivery: Delivery) -> None:
-        record = delivery.message
-        counters = self._received.get(record.protocol)
-        if counters is None:
-            counters = self._received[record.protocol] = (
-                self.metrics.received.labels(self.source_endpoint, record.protocol),
-                self.metrics.received_bytes.labels(self.source_endpoint, record.protocol))
-        counters[0].inc()
-        counters[1].inc(body_size(record))
-        conversions = self.converter.convert_all(record)
-        if len(conversions) == 1 and conversions[0].event is None:
-            # The whole message failed: dead-letter it as it came.
-            conversion = conversions[0]
-            if conversion.reason == reasons.UNMATCHED:
-                self.metrics.unmatched.labels(self.source_endpoint).inc()
-            await self._dead_letter(delivery, conversion.reason or reasons.UNMATCHED,
-                                    conversion.detail, conversion.explain)
-            return
-        # One event, or the members of an HTTP batch: each is delivered or dead-lettered
-        # on its own; the source is settled when all of them are.
-        if len(conversions) == 1:
-            outcomes = [await self._deliver(conversions[0], record)]
-        else:
-            outcomes = await asyncio.gather(*(self._deliver(c, record) for c in conversions))
-        if all(outcomes):
-            await delivery.ack()
-        else:
-            await delivery.nack("dead letter failed", retry=True)
-
-    async def _deliver(self, conversion: Conversion, source: NativeMessage) -> bool:
-        """Deliver one converted event (or dead-letter it); False only when even the dead
-        letter failed, so the source must be redelivered."""
-        event = conversion.event
-        if event is None:
-            if conversion.reason == reasons.UNMATCHED:
-                self.metrics.unmatched.labels(self.source_endpoint).inc()
-            return await self._dead_letter_record(
-                _member(source, conversion), conversion.reason or reasons.UNMATCHED,
-                conversion.detail, conversion.explain)
-        assert conversion.match.definition is not None
-        xid = conversion.match.definition.xid
-        matched = self._matched.get(xid)
-        if matched is None:
-            matched = self._matched[xid] = self.metrics.matched.labels(self.source_endpoint, xid)
-        matched.inc()
-        outgoing: list[tuple[Output, NativeMessage]] = []
-        for output, output_format in zip(self.outputs, self._formats, strict=True):
-            try:
-                outgoing.append((output, output_format.render(event, conversion.match.context)))
-            except RenderFailed as exc:
-                return await self._dead_letter_record(
-                    _member(source, conversion), reasons.UNDELIVERABLE,
-                    f"{output.endpoint_id}: {exc}", definition=xid)
-        if len(outgoing) == 1:  # no gather (and its task) for the common single output
-            failures = [await self._send(*outgoing[0])]
-        else:
-            failures = await asyncio.gather(*(self._send(o, r) for o, r in outgoing))
-        failed = [f for f in failures if f is not None]
-        if not failed:
-            return True
-        return await self._dead_letter_record(
-            _member(source, conversion), reasons.UNDELIVERABLE, "; ".join(failed),
-            definition=xid)
-
-    async def _send(self, output: Output, record: NativeMessage) -> str | None:
-        """Write with retries; None when confirmed, else why it was given up. The route is
-        the one owner of retries: a producer makes one attempt per write and may say how
-        long the receiver wants it to wait (`Outcome.retry_after`), which the next attempt
-        honours within the policy's longest backoff."""
-        reason = "not attempted"
-        retry_after: float | None = None
-        for attempt in range(self.retry.attempts):
-            if attempt:
-                await asyncio.sleep(self.retry.delay(attempt - 1, at_least=retry_after))
-                retry_after = None
-            try:
-                # No explicit connect() here: producers reconnect inside write() behind a
-                # backoff gate and fail fast meanwhile, so a dead sink costs one quick
-                # failure per attempt instead of a connect timeout per message.
-                [outcome] = await write(output.producer, [record])
+                batch = await self._convert_yielding(deliveries, started)
+                for sent in batch.sent:
+                    if sent.records:
+                        sent.confirmation = await self._submit(sent.output, sent.records)
             except asyncio.CancelledError:
+                await self._give_back(deliveries, "stopping")
+                self._free(len(deliveries), started)
                 raise
-            except Exception as exc:
-                reason = f"{type(exc).__name__}: {exc}"
-                self.metrics.publish_errors.labels(output.endpoint_id, "exception").inc()
-                self._track_connection(output)
+            except Exception:  # the daemon never crashes on a message
+                log.exception("unexpected error; batch will be redelivered",
+                              extra=fields(route=self.name))
+                await self._give_back(deliveries, "internal error")
+                self._free(len(deliveries), started)
                 continue
-            if outcome.delivered:
-                messages, size = self._published[output.endpoint_id]
-                messages.inc()
-                size.inc(body_size(record))
-                self._track_connection(output)
-                return None
-            self._track_connection(output)
-            reason = outcome.reason or "failed"
-            retry_after = outcome.retry_after
+            self._batches.put_nowait(batch)
+
+    async def _submit(self, output: Output, records: list[NativeMessage]) -> Confirmation:
+        """Submit; a producer that raises (it should report Outcomes instead) fails the
+        whole submission, retryably."""
+        try:
+            return await output.producer.submit(records)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.metrics.publish_errors.labels(output.endpoint_id, "exception").inc(
+                len(records))
+            return _refused(len(records), f"{type(exc).__name__}: {exc}")
+
+    async def _convert_yielding(self, deliveries: list[Delivery], started: float) -> _Batch:
+        """`_convert` in slices, giving the event loop a turn between them: a slow batch
+        (a large catalog, a costly definition) must not starve the clients' own tasks on
+        the loop -- Kafka heartbeats, NATS pings, MQTT keepalives -- or the broker drops
+        the consumer while the gateway is merely busy."""
+        batch = self._convert(deliveries[:CONVERT_SLICE], started)
+        for start in range(CONVERT_SLICE, len(deliveries), CONVERT_SLICE):
+            await asyncio.sleep(0)
+            more = self._convert(deliveries[start:start + CONVERT_SLICE], started)
+            batch.messages.extend(more.messages)
+            for sent, added in zip(batch.sent, more.sent, strict=True):
+                sent.records.extend(added.records)
+                sent.owners.extend(added.owners)
+        return batch
+
+    def _convert(self, deliveries: list[Delivery], started: float) -> _Batch:
+        """Match and render the whole batch in one loop: no task, future or await per
+        message. Metrics are counted per batch."""
+        sent = [_Sent(output) for output in self.outputs]
+        messages: list[_Message] = []
+        received: dict[str, list[int]] = {}  # protocol -> [messages, bytes]
+        matched: dict[str, int] = {}
+        unmatched = 0
+        # One receive time for the batch's messages that carry none: received together.
+        converted = self.converter.convert_batch([d.message for d in deliveries],
+                                                 now=datetime.now(UTC))
+        for delivery, conversions in zip(deliveries, converted, strict=True):
+            record = delivery.message
+            counts = received.get(record.protocol)
+            if counts is None:
+                counts = received[record.protocol] = [0, 0]
+            counts[0] += 1
+            counts[1] += body_size(record)
+            message = _Message(delivery)
+            messages.append(message)
+            if len(conversions) == 1 and conversions[0].event is None:
+                whole = _Member(record, conversions[0])
+                whole.reason = conversions[0].reason or reasons.UNMATCHED
+                unmatched += whole.reason == reasons.UNMATCHED
+                message.whole = whole
+                continue
+            for conversion in conversions:
+                member = _Member(record, conversion)
+                message.members.append(member)
+                event = conversion.event
+                if event is None:
+                    member.reason = conversion.reason or reasons.UNMATCHED
+                    unmatched += member.reason == reasons.UNMATCHED
+                    continue
+                assert conversion.match.definition is not None
+                xid = member.definition = conversion.match.definition.xid
+                matched[xid] = matched.get(xid, 0) + 1
+                self._render(member, event, conversion, sent)
+        self._count_intake(received, matched, unmatched)
+        return _Batch(messages, sent, started)
+
+    def _render(self, member: _Member, event: Any, conversion: Conversion,
+                sent: list[_Sent]) -> None:
+        """Render `member` for every output; if one cannot take it, it goes to none of
+        them (dead-lettered as undeliverable)."""
+        rendered: list[NativeMessage] = []
+        for target, output_format in zip(sent, self._formats, strict=True):
+            try:
+                rendered.append(output_format.render(event, conversion.match.context))
+            except RenderFailed as exc:
+                member.reason = reasons.UNDELIVERABLE
+                member.failures.append(f"{target.output.endpoint_id}: {exc}")
+                return
+        if self._keyed:
+            key = self.keys.key(member.source, conversion.match.context)
+            rendered = [record if place is None else keyed(record, place, key)
+                        for record, place in zip(rendered, self._key_places, strict=True)]
+        for target, record in zip(sent, rendered, strict=True):
+            target.records.append(record)
+            target.owners.append(member)
+
+    def _count_intake(self, received: dict[str, list[int]], matched: dict[str, int],
+                      unmatched: int) -> None:
+        for protocol, (count, size) in received.items():
+            counters = self._received.get(protocol)
+            if counters is None:
+                counters = self._received[protocol] = (
+                    self.metrics.received.labels(self.source_endpoint, protocol),
+                    self.metrics.received_bytes.labels(self.source_endpoint, protocol))
+            counters[0].inc(count)
+            counters[1].inc(size)
+        for xid, count in matched.items():
+            child = self._matched.get(xid)
+            if child is None:
+                child = self._matched[xid] = self.metrics.matched.labels(
+                    self.source_endpoint, xid)
+            child.inc(count)
+        if unmatched:
+            self.metrics.unmatched.labels(self.source_endpoint).inc(unmatched)
+
+    # -- settlement: confirm, retry, dead-letter, settle in order ---------------------------------
+    async def _settle_loop(self) -> None:
+        while True:
+            batch = await self._batches.get()
+            try:
+                await self._finish(batch)
+            except asyncio.CancelledError:
+                await self._give_back([m.delivery for m in batch.messages], "stopping")
+                self._release(batch)
+                raise
+            except Exception:  # the daemon never crashes on a message
+                log.exception("unexpected error; batch will be redelivered",
+                              extra=fields(route=self.name))
+                await self._give_back([m.delivery for m in batch.messages], "internal error")
+            self._release(batch)
+
+    def _release(self, batch: _Batch) -> None:
+        self._free(len(batch.messages), batch.started)
+
+    def _free(self, count: int, started: float) -> None:
+        """`count` messages are settled: their window slots are free again."""
+        observe_many(self._processing, time.monotonic() - started, count)
+        self._inflight -= count
+        self._inflight_gauge.set(self._inflight)
+        self._room.set()
+        if self._inflight == 0:
+            self._idle.set()
+
+    async def _finish(self, batch: _Batch) -> None:
+        for sent in batch.sent:
+            if sent.confirmation is not None:
+                await self._confirm(sent)
+        failed = await self._dead_letter_batch(batch.messages)
+        for message in batch.messages:
+            if message in failed:
+                await message.delivery.nack("dead letter failed", retry=True)
+            else:
+                await message.delivery.ack()
+
+    async def _confirm(self, sent: _Sent) -> None:
+        """Wait for one output's confirmation of a batch; retry what failed; mark the
+        members whose records are given up."""
+        assert sent.confirmation is not None
+        outcomes = await _outcomes(sent.confirmation, len(sent.records))
+        output = sent.output
+        failed = self._account(output, sent.records, outcomes)
+        if failed:
+            reasons_given = await self._retry(output, [sent.records[i] for i in failed],
+                                              [outcomes[i] for i in failed])
+            for index, why in zip(failed, reasons_given, strict=True):
+                if why is not None:
+                    member = sent.owners[index]
+                    member.reason = reasons.UNDELIVERABLE
+                    member.failures.append(f"{output.endpoint_id}: {why}")
+        self._track_connection(output)
+
+    def _account(self, output: Output, records: Sequence[NativeMessage],
+                 outcomes: Sequence[Outcome]) -> list[int]:
+        """Count delivered records and failures; the indexes of the failed ones."""
+        failed = [i for i, outcome in enumerate(outcomes) if not outcome.delivered]
+        delivered = len(outcomes) - len(failed)
+        if delivered:
+            messages, size = self._published[output.endpoint_id]
+            messages.inc(delivered)
+            if failed:
+                skip = set(failed)
+                size.inc(sum(body_size(r) for i, r in enumerate(records) if i not in skip))
+            else:
+                size.inc(sum(body_size(r) for r in records))
+        for i in failed:
             self.metrics.publish_errors.labels(
-                output.endpoint_id, "retryable" if outcome.retryable else "rejected").inc()
-            if not outcome.retryable:
+                output.endpoint_id, "retryable" if outcomes[i].retryable else "rejected").inc()
+        return failed
+
+    async def _retry(self, output: Output, records: list[NativeMessage],
+                     outcomes: list[Outcome]) -> list[str | None]:
+        """Send failed records again, together, within the retry policy; for each record
+        None once delivered, else why it was given up. The route is the one owner of
+        retries: a producer makes one attempt and may say how long the receiver wants it
+        to wait (`Outcome.retry_after`), which the next attempt honours within the
+        policy's longest backoff."""
+        why: list[str | None] = [o.reason or "failed" for o in outcomes]
+        todo = [i for i, o in enumerate(outcomes) if o.retryable]
+        for attempt in range(1, self.retry.attempts):
+            if not todo:
                 break
-        return f"{output.endpoint_id}: {reason}"
+            waits = [outcomes[i].retry_after for i in todo]
+            asked = max((w for w in waits if w is not None), default=None)
+            await asyncio.sleep(self.retry.delay(attempt - 1, at_least=asked))
+            batch = [records[i] for i in todo]
+            # No explicit connect() here: producers reconnect inside submit() behind a
+            # backoff gate and fail fast meanwhile, so a dead sink costs one quick failure
+            # per attempt instead of a connect timeout per message.
+            again = await _outcomes(await self._submit(output, batch), len(batch))
+            failed = set(self._account(output, batch, again))
+            still = []
+            for position, index in enumerate(todo):
+                outcome = again[position]
+                outcomes[index] = outcome
+                if position not in failed:
+                    why[index] = None
+                    continue
+                why[index] = outcome.reason or "failed"
+                if outcome.retryable:
+                    still.append(index)
+            todo = still
+            self._track_connection(output)
+        return why
 
     def _track_connection(self, output: Output) -> None:
         """Keep `xrgw_endpoint_connected` in step with the producer (which reconnects on
-        its own inside write())."""
+        its own inside submit())."""
         up = output.producer.connected
         if self._up.get(output.endpoint_id) != up:
             self._up[output.endpoint_id] = up
             self.metrics.connected.labels(output.endpoint_id).set(1 if up else 0)
 
-    async def _dead_letter(self, delivery: Delivery, reason: str, detail: str,
-                           explain: Sequence[Explanation] = ()) -> None:
-        if await self._dead_letter_record(delivery.message, reason, detail, explain):
-            await delivery.ack()
-        else:
-            await delivery.nack(f"dead letter failed ({reason})", retry=True)
+    # -- dead letters -------------------------------------------------------------------------
+    async def _dead_letter_batch(self, messages: Sequence[_Message]) -> set[_Message]:
+        """Dead-letter what failed of a batch's messages, in one submit; the messages
+        whose dead letter failed (they are nacked for redelivery)."""
+        letters: list[tuple[_Message, NativeMessage, str, str | None]] = []
+        for message in messages:
+            for original, member, detail, explain in _failed_parts(message):
+                reason = member.reason or reasons.UNMATCHED
+                if self.deadletter is None:
+                    # `deadletter: log` in the config: counted and logged, then acked.
+                    log.warning("dropped message: %s", detail, extra=fields(
+                        route=self.name, endpoint=self.source_endpoint, reason=reason,
+                        definition=member.definition))
+                    self.metrics.dropped.labels(reason).inc()
+                    continue
+                record = deadletter_record(
+                    original, protocol=self.deadletter.protocol, reason=reason,
+                    detail=detail, explain=explain, source_endpoint=self.source_endpoint)
+                letters.append((message, with_defaults(record, self.deadletter.defaults),
+                                reason, member.definition))
+        if not letters or self.deadletter is None:
+            return set()
+        return await self._hold_until_dead_lettered(self.deadletter, letters)
 
-    async def _dead_letter_record(self, original: NativeMessage, reason: str, detail: str,
-                                  explain: Sequence[Explanation] = (), *,
-                                  definition: str | None = None) -> bool:
-        """Send `original` to the dead letter; False when the dead letter failed.
-        `definition` is the matched definition's xid, when one matched."""
-        if self.deadletter is None:
-            # `deadletter: log` in the config: counted and logged, then acked.
-            log.warning("dropped message: %s", detail, extra=fields(
-                route=self.name, endpoint=self.source_endpoint, reason=reason,
-                definition=definition))
-            self.metrics.dropped.labels(reason).inc()
-            return True
-        record = deadletter_record(
-            original, protocol=self.deadletter.protocol, reason=reason, detail=detail,
-            explain=explain, source_endpoint=self.source_endpoint)
-        record = with_defaults(record, self.deadletter.defaults)
-        # The dead letter is the last resort: while it is down, hold the message (and its
-        # window slot) and keep trying. Held slots fill the window, so intake stops --
-        # back-pressure instead of dropping, and instead of nacking into a redelivery
-        # storm. Only a stopping route gives the message back to the source.
+    async def _hold_until_dead_lettered(
+        self, deadletter: Output,
+        letters: list[tuple[_Message, NativeMessage, str, str | None]],
+    ) -> set[_Message]:
+        """The dead letter is the last resort: while it is down, hold the batch (and its
+        window slots) and keep trying. Held slots fill the window, so intake stops --
+        back-pressure instead of dropping, and instead of nacking into a redelivery storm.
+        Only a stopping route gives the messages back to the source."""
         warned = False
         while True:
-            failure = await self._send(self.deadletter, record)
-            if failure is None:
-                self.metrics.deadletter.labels(reason).inc()
+            records = [letter[1] for letter in letters]
+            outcomes = await _outcomes(await self._submit(deadletter, records), len(records))
+            failed = self._account(deadletter, records, outcomes)
+            why: list[str | None] = [None] * len(records)
+            if failed:
+                retried = await self._retry(deadletter, [records[i] for i in failed],
+                                            [outcomes[i] for i in failed])
+                for index, reason in zip(failed, retried, strict=True):
+                    why[index] = reason
+            self._track_connection(deadletter)
+            for (_, _, reason, _), failure in zip(letters, why, strict=True):
+                if failure is None:
+                    self.metrics.deadletter.labels(reason).inc()
+            remaining = [letter for letter, failure in zip(letters, why, strict=True)
+                         if failure is not None]
+            if not remaining:
                 if warned:
                     log.info("dead letter is back", extra=fields(
-                        route=self.name, endpoint=self.deadletter.endpoint_id))
-                return True
-            where = fields(route=self.name, endpoint=self.deadletter.endpoint_id,
-                           reason=reason, definition=definition, error=failure)
+                        route=self.name, endpoint=deadletter.endpoint_id))
+                return set()
+            first = next(f for f in why if f is not None)
+            where = fields(route=self.name, endpoint=deadletter.endpoint_id,
+                           reason=remaining[0][2], definition=remaining[0][3],
+                           error=f"{deadletter.endpoint_id}: {first}")
             if self._stopping:
-                log.error("dead letter failed; message nacked for redelivery", extra=where)
-                return False
+                log.error("dead letter failed; %d message(s) nacked for redelivery",
+                          len(remaining), extra=where)
+                return {letter[0] for letter in remaining}
             if not warned:
                 log.error("dead letter failed; holding messages until it is back",
                           extra=where)
                 warned = True
+            letters = remaining
             await asyncio.sleep(self.retry.max_backoff)
+
+    async def _give_back(self, deliveries: Sequence[Delivery], reason: str) -> None:
+        for delivery in deliveries:
+            if not delivery.settled:
+                await _settle_quietly(delivery, reason, retry=True)
+
+
+async def _outcomes(confirmation: Confirmation, count: int) -> list[Outcome]:
+    """The outcomes of a confirmation; a confirmation that raises (it should not) fails
+    all of its records, retryably."""
+    try:
+        outcomes = await confirmation
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        return [Outcome.failed(f"{type(exc).__name__}: {exc}")] * count
+    if len(outcomes) != count:
+        return [Outcome.failed(f"producer reported {len(outcomes)} outcomes for "
+                               f"{count} messages")] * count
+    return outcomes
+
+
+async def _refused(count: int, reason: str) -> list[Outcome]:
+    return [Outcome.failed(reason)] * count
+
+
+def _key_place(protocol: str) -> FieldRef | None:
+    prof = find_profile(protocol)
+    return prof.partition_key if prof is not None else None
+
+
+def _failed_parts(
+    message: _Message,
+) -> list[tuple[NativeMessage, _Member, str, Sequence[Explanation]]]:
+    """What to dead-letter of one message: the whole message when it failed to convert,
+    else each failed member (original, member, detail, explanation)."""
+    whole = message.whole
+    if whole is not None:
+        return [(whole.source, whole, whole.conversion.detail, whole.conversion.explain)]
+    parts: list[tuple[NativeMessage, _Member, str, Sequence[Explanation]]] = []
+    for member in message.members:
+        if member.reason is None:
+            continue
+        conversion = member.conversion
+        if member.failures:
+            parts.append((_member(member.source, conversion), member,
+                          "; ".join(member.failures), ()))
+        else:
+            parts.append((_member(member.source, conversion), member, conversion.detail,
+                          conversion.explain))
+    return parts
 
 
 def _member(source: NativeMessage, conversion: Conversion) -> NativeMessage:
@@ -435,4 +687,4 @@ async def _settle_quietly(delivery: Delivery, reason: str, retry: bool) -> None:
         log.debug("delivery already settled", exc_info=True)
 
 
-__all__ = ["HTTP", "Output", "Route", "ordering_key"]
+__all__ = ["HTTP", "MAX_BATCH", "Output", "Route", "ordering_key"]

@@ -269,7 +269,9 @@ async def test_ingress_port_in_use_is_not_connected() -> None:
 
 @dataclass
 class Receiver:
-    """A webhook receiver answering from a script of statuses (then 200); failures carry
+    """A webhook receiver answering from a script of statuses (then 200), or with the
+    status a request names in its `X-Answer` header (the requests of one batch are sent
+    at once, so their arrival order is not theirs); failures carry
     `Retry-After: <retry_after>` when it is set. `arrived` holds each request's arrival
     (time.monotonic())."""
 
@@ -297,7 +299,8 @@ class Receiver:
         self.arrived.append(time.monotonic())
         headers = [(k, v) for k, v in request.headers.items()]
         self.seen.append((request.method, request.raw_path, headers, await request.read()))
-        status = self.statuses.popleft() if self.statuses else 200
+        named = request.headers.get("X-Answer")
+        status = int(named) if named else self.statuses.popleft() if self.statuses else 200
         if status < 400:
             return web.Response(status=status)
         extra = {"Retry-After": self.retry_after} if self.retry_after is not None else None
@@ -311,6 +314,11 @@ def _producer(url: str, **options: Any) -> HttpProducer:
 def _record(**fields: Any) -> NativeMessage:
     data = fields.pop("data", {"n": 1})
     return NativeMessage("HTTP", fields, data)
+
+
+def _answered(status: int) -> NativeMessage:
+    """A record the receiver answers with `status`."""
+    return _record(headers=[{"name": "X-Answer", "value": str(status)}])
 
 
 @asynccontextmanager
@@ -381,9 +389,9 @@ async def test_egress_408_429_5xx_are_retryable_after_one_request_each() -> None
 
 @asyncio_test
 async def test_egress_reports_retry_after_in_seconds_without_waiting() -> None:
-    async with _egress(429, 503, retry_after="30") as (receiver, producer):
+    async with _egress(retry_after="30") as (receiver, producer):
         started = time.monotonic()
-        first, second = await _write(producer, _record(), _record())
+        first, second = await _write(producer, _answered(429), _answered(503))
         assert time.monotonic() - started < 5.0  # reported, not waited out
         assert first.retry_after == 30.0 and first.retryable and "429" in (first.reason or "")
         assert second.retry_after == 30.0 and "503" in (second.reason or "")
@@ -396,8 +404,8 @@ async def test_egress_reports_retry_after_in_seconds_without_waiting() -> None:
 
 @asyncio_test
 async def test_egress_400_not_retried() -> None:
-    async with _egress(400) as (receiver, producer):
-        bad, good = await _write(producer, _record(), _record())
+    async with _egress() as (receiver, producer):
+        bad, good = await _write(producer, _answered(400), _answered(200))
         assert not bad.delivered and not bad.retryable
         assert bad.reason == "HTTP 400: nope"
         assert good.delivered

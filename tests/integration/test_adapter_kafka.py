@@ -148,7 +148,7 @@ async def test_round_trip_key_headers_json_binary(tansu: Tansu) -> None:
             await delivery.ack()
         with pytest.raises(AlreadySettled):
             await got[0].ack()
-        waiting = asyncio.create_task(consumer.read())
+        waiting = asyncio.create_task(read_one(consumer))
         await asyncio.sleep(0.2)
     finally:
         await consumer.aclose()

@@ -555,6 +555,15 @@ def _check_binding(observed: Observed, mode: str, cell: str) -> None:
         assert observed.header("content-type") == "application/json", cell
 
 
+def _source_key(inp: str, mode: str, sfx: str) -> bytes | None:
+    """The Kafka key an output gets from its source: MQTT topic, Kafka key, NATS subject,
+    AMQP subject (no group-id sent); HTTP has no unit of order."""
+    dev = _device(inp, mode)
+    address = _addresses(sfx, mode)[inp].replace("{device}", dev)
+    return {"mqtt": address.encode(), "kafka": dev.encode(), "nats": address.encode(),
+            "amqp": dev.encode(), "http": None}[inp]
+
+
 CELLS = [pytest.param(i, o, m, id=f"{i}-to-{o}-{m}") for m in MODES for i in INPUTS
          for o in OUTPUTS]
 
@@ -587,7 +596,9 @@ def test_cell(matrix: MatrixRun, inp: str, out: str, mode: str) -> None:
         assert observed.address == f"/out/{mode}/{matrix.sfx}", cell
     elif out == "kafka":
         assert observed.address == f"out-{mode}-{matrix.sfx}", cell
-        assert observed.extra["key"] is None, cell  # no partitionkey attribute, no key
+        # No partitionkey attribute: keyed by the source's unit of order (partitionkey:
+        # source), so a partitioned topic keeps each source topic/subject/key in order.
+        assert observed.extra["key"] == _source_key(inp, mode, matrix.sfx), cell
     elif out == "nats":
         assert observed.address == f"out.{mode}.{matrix.sfx}", cell
     elif out == "http":

@@ -501,7 +501,7 @@ def _egress(url: str, tls: TlsSettings | None, password: str | None = TOKEN) -> 
 
 async def _send_one(producer: HttpProducer, consumer: HttpConsumer | None) -> Any:
     record = NativeMessage("HTTP", {"method": "POST", "path": "/hook"}, data={"x": 1})
-    task = asyncio.ensure_future(producer.write([record]))
+    task = asyncio.ensure_future(write(producer, [record]))
     if consumer is not None:
         done, _ = await asyncio.wait({task}, timeout=1)
         if not done:  # the request got through: settle it

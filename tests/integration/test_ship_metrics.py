@@ -352,7 +352,7 @@ def test_dashboard_and_alert_metrics_exist_in_a_real_scrape(
         assert labels <= scraped[name], f"{name} lacks {labels - scraped[name]}"
     for text in (first_text, second_text, third_text):
         assert "_created" not in text
-    assert re.search(r'xrgw_messages_inflight_limit\{route="in-mqtt->out-nats"\} 256\.0',
+    assert re.search(r'xrgw_messages_inflight_limit\{route="in-mqtt->out-nats"\} 4096\.0',
                      first_text)
     received = re.search(r'xrgw_received_bytes_total\{endpoint="in-http",protocol="HTTP"\} '
                          r'([0-9.e+]+)', first_text)

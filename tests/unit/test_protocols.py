@@ -99,11 +99,16 @@ def test_an_unknown_protocol_has_no_profile() -> None:
 
 
 @pytest.mark.parametrize(("protocol", "fam", "address", "ordering"), [
-    (MQTT5, MQTT_FAMILY, FieldRef("topic_name"), Ordering("key", ("topic_name",))),
-    (MQTT311, MQTT_FAMILY, FieldRef("topic_name"), Ordering("key", ("topic_name",))),
-    (AMQP, AMQP, FieldRef("properties", "subject"), Ordering("link")),
-    (KAFKA, KAFKA, FieldRef("topic"), Ordering("key", ("topic", "partition"))),
-    (NATS, NATS, FieldRef("subject"), Ordering("key", ("subject",))),
+    (MQTT5, MQTT_FAMILY, FieldRef("topic_name"),
+     Ordering("key", ("topic_name",), (FieldRef("topic_name"),))),
+    (MQTT311, MQTT_FAMILY, FieldRef("topic_name"),
+     Ordering("key", ("topic_name",), (FieldRef("topic_name"),))),
+    (AMQP, AMQP, FieldRef("properties", "subject"),
+     Ordering("link", (), (FieldRef("properties", "group-id"),
+                           FieldRef("properties", "subject")))),
+    (KAFKA, KAFKA, FieldRef("topic"),
+     Ordering("key", ("topic", "partition"), (FieldRef("key"),))),
+    (NATS, NATS, FieldRef("subject"), Ordering("key", ("subject",), (FieldRef("subject"),))),
     (HTTP, HTTP, FieldRef("path"), Ordering("none")),
 ])
 def test_family_address_and_ordering(protocol: str, fam: str, address: FieldRef,

@@ -39,8 +39,8 @@ def test_unknown_key_is_an_error_with_suggestion(tmp_path: Path) -> None:
     text = DEFS + ("routes:\n  - from: store-mqtt\n    to: [events-kafka]\n    mdoe: structured\n"
                    "deadletter: store-deadletter\n")
     assert _only(_problems(tmp_path, text)) == Problem(
-        "error", "gw.yaml", "$.routes[0].mdoe", "unknown key 'mdoe' (line 5)",
-        "did you mean 'mode'?")
+        "error", "gw.yaml", "$.routes[0].mdoe", "unknown key 'mdoe'",
+        "did you mean 'mode'?", line=5, column=5)
 
 
 def test_a_misspelt_password_is_an_error_not_a_silent_anonymous_login(tmp_path: Path) -> None:
@@ -76,24 +76,26 @@ def test_wrong_types(tmp_path: Path) -> None:
                    "deadletter: store-deadletter\n")
     assert _problems(tmp_path, text) == [
         Problem("error", "gw.yaml", "$.routes[0].to",
-                'expected list of string, got a string ("events-kafka") (line 4)',
-                'write list of string, e.g. to: ["events-kafka"]'),
+                'expected list of string, got a string ("events-kafka")',
+                'write list of string, e.g. to: ["events-kafka"]', line=4, column=5),
         Problem("error", "gw.yaml", "$.routes[0].inflight",
-                'expected integer, got a string ("many") (line 5)',
-                "write integer, e.g. inflight: 256"),
+                'expected integer, got a string ("many")',
+                "write integer, e.g. inflight: 4096", line=5, column=5),
     ]
 
 
 def test_value_checks(tmp_path: Path) -> None:
     text = DEFS + ("routes:\n  - from: store-mqtt\n    to: []\n    inflight: 0\n    mode: binery\n"
                    "deadletter: store-deadletter\nadmin: {listen: localhost}\n")
-    found = {p.path: (p.message, p.fix) for p in _problems(tmp_path, text)}
-    assert found["$.routes[0].to"][0] == "'to' is empty (line 4)"
-    assert found["$.routes[0].inflight"] == ("must be greater than 0, not 0 (line 5)",
-                                            "use a positive integer such as 256")
-    assert found["$.routes[0].mode"] == ("'binery' is not one of binary, structured (line 6)",
-                                        "did you mean 'binary'? write one of: binary, structured")
-    assert found["$.admin.listen"][0] == "'localhost' is not host:port (line 8)"
+    found = {p.path: (p.message, p.fix, p.line, p.column) for p in _problems(tmp_path, text)}
+    assert found["$.routes[0].to"][::2] == ("'to' is empty", 4)
+    assert found["$.routes[0].inflight"] == ("must be greater than 0, not 0",
+                                            "use a positive integer such as 256", 5, 5)
+    assert found["$.routes[0].mode"] == ("'binery' is not one of binary, structured",
+                                        "did you mean 'binary'? write one of: binary, structured",
+                                        6, 5)
+    assert found["$.admin.listen"][::2] == ("'localhost' is not host:port", 8)
+    assert found["$.admin.listen"][3] == 9  # `listen` inside `admin: {listen: localhost}`
 
 
 def test_bad_durations(tmp_path: Path) -> None:
@@ -103,9 +105,9 @@ def test_bad_durations(tmp_path: Path) -> None:
     fix = "write a number with a unit: 500ms, 30s, 2m, 1h (or combined: 1m30s)"
     assert _problems(tmp_path, text) == [
         Problem("error", "gw.yaml", "$.routes[0].retry.initial_backoff",
-                "expected duration, got an integer (30) (line 5)", fix),
-        Problem("error", "gw.yaml", "$.shutdown.grace", "'30 secs' is not a duration (line 7)",
-                fix),
+                "expected duration, got an integer (30)", fix, line=5, column=13),
+        Problem("error", "gw.yaml", "$.shutdown.grace", "'30 secs' is not a duration", fix,
+                line=7, column=12),
     ]
 
 
@@ -122,11 +124,11 @@ def test_unknown_endpoints(tmp_path: Path) -> None:
                    "deadletter: store-deadletter\nendpoints:\n  stor-mqtt: {uri: 'mqtt://h:1883'}\n")
     assert _problems(tmp_path, text) == [
         Problem("error", "gw.yaml", "$.routes[0].to[1]",
-                "no endpoint 'events-natz' in the definitions (line 4)",
-                "did you mean 'events-nats'?"),
+                "no endpoint 'events-natz' in the definitions",
+                "did you mean 'events-nats'?", line=4, column=24),
         Problem("error", "gw.yaml", '$.endpoints["stor-mqtt"]',
-                "no endpoint 'stor-mqtt' in the definitions (line 7)",
-                "did you mean 'store-mqtt'?"),
+                "no endpoint 'stor-mqtt' in the definitions",
+                "did you mean 'store-mqtt'?", line=7, column=3),
     ]
 
 
@@ -135,7 +137,8 @@ def test_unknown_message_group(tmp_path: Path) -> None:
                    "    messagegroups: [stor]\ndeadletter: store-deadletter\n")
     assert _only(_problems(tmp_path, text)) == Problem(
         "error", "gw.yaml", "$.routes[0].messagegroups[0]",
-        "no message group 'stor' in the definitions (line 5)", "did you mean 'store'?")
+        "no message group 'stor' in the definitions", "did you mean 'store'?",
+        line=5, column=21)
 
 
 def test_wrong_usage(tmp_path: Path) -> None:
@@ -144,14 +147,15 @@ def test_wrong_usage(tmp_path: Path) -> None:
     assert _problems(tmp_path, text) == [
         Problem("error", "gw.yaml", "$.routes[0].from",
                 "endpoint 'events-kafka' has usage producer, but consumer or subscriber is "
-                "needed here (line 3)",
-                fix.format("consumer or subscriber", "consumer", "events-kafka")),
+                "needed here",
+                fix.format("consumer or subscriber", "consumer", "events-kafka"),
+                line=3, column=5),
         Problem("error", "gw.yaml", "$.routes[0].to[0]",
-                "endpoint 'store-mqtt' has usage consumer, but producer is needed here (line 4)",
-                fix.format("producer", "producer", "store-mqtt")),
+                "endpoint 'store-mqtt' has usage consumer, but producer is needed here",
+                fix.format("producer", "producer", "store-mqtt"), line=4, column=10),
         Problem("error", "gw.yaml", "$.deadletter",
-                "endpoint 'store-mqtt' has usage consumer, but producer is needed here (line 5)",
-                fix.format("producer", "producer", "store-mqtt")),
+                "endpoint 'store-mqtt' has usage consumer, but producer is needed here",
+                fix.format("producer", "producer", "store-mqtt"), line=5, column=1),
     ]
 
 
@@ -162,11 +166,11 @@ def test_scheme_mismatch_and_bad_host(tmp_path: Path) -> None:
                    "  store-mqtt: {uri: 'mqtt://u:pw-secret@:1883'}\n")
     assert sorted(_problems(tmp_path, text), key=lambda p: p.path) == [
         Problem("error", "gw.yaml", '$.endpoints["events-kafka"].uri',
-                "'nats://h:4222' does not fit protocol KAFKA: the scheme must be kafka:// "
-                "(line 7)", "write e.g. uri: kafka://host1:9092,host2:9092"),
+                "'nats://h:4222' does not fit protocol KAFKA: the scheme must be kafka://",
+                "write e.g. uri: kafka://host1:9092,host2:9092", line=7, column=18),
         Problem("error", "gw.yaml", '$.endpoints["store-mqtt"].uri',
-                "'mqtt://u:***@:1883' has no valid host and port (line 8)",
-                "write e.g. uri: mqtt://host:1883"),
+                "'mqtt://u:***@:1883' has no valid host and port",
+                "write e.g. uri: mqtt://host:1883", line=8, column=16),
     ]
 
 
@@ -186,8 +190,9 @@ def test_mqtt311_binary_is_impossible(tmp_path: Path) -> None:
     assert _only(_problems(tmp_path, text)) == Problem(
         "error", "gw.yaml", "$.routes[0].mode",
         "mode binary is impossible towards 'legacy-mqtt': MQTT/3.1.1 has no message properties "
-        "to carry CloudEvents attributes (line 3)",
-        "use mode: structured, or make 'legacy-mqtt' an MQTT/5.0 endpoint")
+        "to carry CloudEvents attributes",
+        "use mode: structured, or make 'legacy-mqtt' an MQTT/5.0 endpoint",
+        line=3, column=5)  # no `mode:` written: the route itself
     structured = text.replace("legacy-mqtt]\n", "legacy-mqtt]\n    mode: structured\n")
     assert _problems(tmp_path, structured) == []
 
@@ -198,8 +203,9 @@ def test_template_endpoint_needs_an_override(tmp_path: Path) -> None:
         "deadletter: store-deadletter\n")
     assert _only(_problems(tmp_path, text)) == Problem(
         "error", "gw.yaml", "$.routes[0].to[0]",
-        "endpoint 'template-amqp' is a template (deployed: false) and needs an address (line 4)",
-        "add the address to the config: endpoints: {template-amqp: {uri: ...}}")
+        "endpoint 'template-amqp' is a template (deployed: false) and needs an address",
+        "add the address to the config: endpoints: {template-amqp: {uri: ...}}",
+        line=4, column=10)
     fixed = text + "endpoints:\n  template-amqp: {uri: 'amqps://broker:5671'}\n"
     assert _problems(tmp_path, fixed) == []
 
@@ -210,8 +216,8 @@ def test_missing_env_var(tmp_path: Path) -> None:
                    "  store-mqtt: {password: '${MQTT_PASSWORD}'}\n")
     assert _only(_problems(tmp_path, text)) == Problem(
         "error", "gw.yaml", '$.endpoints["store-mqtt"].password',
-        "environment variable MQTT_PASSWORD is not set (line 7)",
-        "set MQTT_PASSWORD, or give a default: ${MQTT_PASSWORD:-value}")
+        "environment variable MQTT_PASSWORD is not set",
+        "set MQTT_PASSWORD, or give a default: ${MQTT_PASSWORD:-value}", line=7, column=16)
 
 
 def test_missing_secret_file(tmp_path: Path) -> None:
@@ -220,33 +226,34 @@ def test_missing_secret_file(tmp_path: Path) -> None:
                    "  store-mqtt: {password_file: nope/pw}\n")
     assert _only(_problems(tmp_path, text)) == Problem(
         "error", "gw.yaml", '$.endpoints["store-mqtt"].password_file',
-        f"cannot read secret file '{tmp_path / 'nope/pw'}': No such file or directory (line 7)",
+        f"cannot read secret file '{tmp_path / 'nope/pw'}': No such file or directory",
         "create the file or correct the path (relative paths start at the config file's "
-        "directory)")
+        "directory)", line=7, column=16)
 
 
 def test_password_and_password_file_conflict(tmp_path: Path) -> None:
     text = DEFS + ("routes:\n  - from: store-mqtt\n    to: [events-kafka]\n"
                    "deadletter: store-deadletter\nendpoints:\n"
                    "  store-mqtt: {password: x, password_file: pw}\n")
-    assert _only(_problems(tmp_path, text)).message == (
-        "both password and password_file are given (line 7)")
+    found = _only(_problems(tmp_path, text))
+    assert (found.message, found.line, found.column) == (
+        "both password and password_file are given", 7, 3)
 
 
 def test_yaml_syntax_error_names_the_line(tmp_path: Path) -> None:
     text = DEFS + "routes:\n  - from: store-mqtt\n    to: [events-kafka\ndeadletter: x\n"
     assert _only(_problems(tmp_path, text)) == Problem(
         "error", "gw.yaml", "$",
-        "YAML syntax error at line 5, column 11: expected ',' or ']', but got ':' "
+        "YAML syntax error: expected ',' or ']', but got ':' "
         "(while parsing a flow sequence at line 4, column 9)",
-        "fix the YAML syntax there (indentation, quotes, colons)")
+        "fix the YAML syntax there (indentation, quotes, colons)", line=5, column=11)
 
 
 def test_duplicate_key(tmp_path: Path) -> None:
     text = DEFS + "routes: []\nroutes: []\ndeadletter: log\n"
     assert _problems(tmp_path, text)[0] == Problem(
-        "error", "gw.yaml", "$.routes", "key 'routes' appears twice (line 3)",
-        "keep one of them: YAML would silently use the last")
+        "error", "gw.yaml", "$.routes", "key 'routes' appears twice",
+        "keep one of them: YAML would silently use the last", line=3, column=1)
 
 
 def test_unreadable_and_empty_config(tmp_path: Path) -> None:

@@ -99,7 +99,7 @@ def test_environment_references_are_accepted_where_the_gateway_substitutes_them(
 
 
 def test_defaults_are_the_specs() -> None:
-    assert _node("routes[].inflight")["default"] == 256
+    assert _node("routes[].inflight")["default"] == 4096
     assert _node("shutdown.grace")["default"] == "30s"
     assert _node("admin.listen")["default"] == "127.0.0.1:9464"
     assert _node("routes[].mode")["default"] == "binary"

@@ -69,7 +69,7 @@ def test_defaults(tmp_path: Path) -> None:
     config = _load(tmp_path, BASE)
     route = config.routes[0]
     assert (route.mode, route.deliver, route.ambiguity, route.inflight) == (
-        "binary", "cloudevent", "first", 256)
+        "binary", "cloudevent", "first", 4096)
     assert route.retry == RetryPolicy(5, 0.2, 10.0)
     assert (config.log.level, config.log.format, config.shutdown.grace) == ("info", "json", 30.0)
     assert (config.admin.host, config.admin.port) == ("127.0.0.1", 9464)

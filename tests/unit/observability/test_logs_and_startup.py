@@ -91,6 +91,7 @@ def test_invalid_config_is_json_lines_and_exit_1(tmp_path: Path) -> None:
     lines = _json_lines(result.stdout)
     errors = [e for e in lines if e["level"] == "error"]
     assert any(e.get("path") == "$.routes[0].mode" and e.get("file") == str(config)
+               and (e.get("line"), e.get("column")) == (1, 29)  # at `mode:`
                and "fix" in e for e in errors), errors
     assert errors[-1]["message"] == "not started: the configuration has errors"
 

@@ -268,3 +268,39 @@ def test_http_batch_members_are_delivered_or_dead_lettered_one_by_one():
     [dead] = dlq.written
     assert deadletter_metadata(dead)["xrgw-reason"] == "unmatched"
     assert dead.data["id"] == "2"  # only the member that failed, as a structured event
+
+
+def test_a_large_batch_is_converted_in_slices_with_loop_turns_between():
+    """A slow batch must not starve the clients' tasks on the loop (Kafka heartbeats):
+    conversion gives the loop a turn every CONVERT_SLICE messages."""
+    from gateway.runtime.route import CONVERT_SLICE
+
+    ticks = 0
+    seen: list[tuple[int, int]] = []  # (records in the call, ticks when called)
+
+    async def ticker():
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    async def scenario():
+        route, consumer, out, _, _ = build([sale(n % 5) for n in range(1000)], inflight=4000)
+        route.max_batch = 1000
+        convert_batch = route.converter.convert_batch
+
+        def observed(records, **kwargs):
+            seen.append((len(records), ticks))
+            return convert_batch(records, **kwargs)
+
+        route.converter.convert_batch = observed
+        consumer._max_in_flight = 4000
+        task = asyncio.create_task(ticker())
+        await run_to_end(route, consumer)
+        task.cancel()
+        return out
+
+    out = asyncio.run(scenario())
+    assert len(out.written) == 1000
+    assert [n for n, _ in seen] == [CONVERT_SLICE] * (1000 // CONVERT_SLICE)
+    assert all(b > a for (_, a), (_, b) in zip(seen, seen[1:], strict=False))

@@ -1,0 +1,179 @@
+"""The asyncio side of the AMQP adapter's batches, without a broker: the proton thread is
+replaced by a stand-in that records what would be handed over, and the notes the proton
+thread would post are fed in directly."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, cast
+
+import pytest
+from proton import Delivery as ProtonDelivery
+
+from adapters._proton_loop import ProtonThread
+from adapters.amqp import AmqpConsumer, AmqpProducer, _Note, _ReceiverHandler, _Settler
+from gateway.ports import EndpointSettings, NotConnected, Outcome
+from gateway.record import NativeMessage
+
+URL = "amqp://127.0.0.1:1"  # never connected to
+
+
+class _Thread:
+    """Stands in for a ProtonThread: keeps the calls instead of running them."""
+
+    def __init__(self) -> None:
+        self.calls: list[Callable[[], None]] = []
+
+    def call(self, fn: Callable[[], None]) -> None:
+        self.calls.append(fn)
+
+
+class _Handler:
+    """Stands in for the receiver handler: records each burst of settlements."""
+
+    def __init__(self) -> None:
+        self.bursts: list[list[tuple[int, int, str]]] = []
+
+    def settle_burst(self, settlements: list[tuple[int, int, str]]) -> None:
+        self.bursts.append(settlements)
+
+
+def _records(numbers: range) -> list[NativeMessage]:
+    return [NativeMessage("AMQP/1.0", {}, {"n": n}) for n in numbers]
+
+
+def _consumer(max_in_flight: int) -> tuple[AmqpConsumer, _Thread, _Handler]:
+    consumer = AmqpConsumer(EndpointSettings(
+        URL, options={"node": "/queue/q", "max_in_flight": max_in_flight}))
+    thread, handler = _Thread(), _Handler()
+    consumer._thread = cast(ProtonThread[_Note], thread)
+    consumer._settler = _Settler(cast(ProtonThread[_Note], thread),
+                                 cast(_ReceiverHandler, handler), "released",
+                                 consumer._settled)
+    consumer._connected = True
+    return consumer, thread, handler
+
+
+def _producer(**options: Any) -> tuple[AmqpProducer, _Thread]:
+    producer = AmqpProducer(EndpointSettings(URL, options={"node": "/queue/q", **options}))
+    thread = _Thread()
+    producer._thread = cast(ProtonThread[_Note], thread)
+    producer._handler = cast(Any, object())  # (its send() is never run here)
+    producer._connected = True
+    return producer, thread
+
+
+def _numbers(deliveries: list[Any]) -> list[int]:
+    return [d.message.data["n"] for d in deliveries]
+
+
+def test_read_batch_takes_several_bursts_up_to_limit_and_window() -> None:
+    async def run() -> None:
+        consumer, thread, _ = _consumer(max_in_flight=6)
+        consumer._on_batch(cast(ProtonThread[_Note], thread), [
+            _Note("messages", 0, records=_records(range(3))),
+            _Note("messages", 3, records=_records(range(3, 8))),
+        ])
+        assert _numbers(await consumer.read_batch(4)) == [0, 1, 2, 3]
+        assert _numbers(await consumer.read_batch(100)) == [4, 5]  # the window is full
+        assert consumer.unsettled == 6
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.1):
+                await consumer.read_batch(100)
+
+    asyncio.run(run())
+
+
+def test_a_burst_of_settlements_is_one_hand_over() -> None:
+    async def run() -> None:
+        consumer, thread, handler = _consumer(max_in_flight=10)
+        consumer._on_batch(cast(ProtonThread[_Note], thread),
+                           [_Note("messages", 7, records=_records(range(4)))])
+        deliveries = await consumer.read_batch(10)
+        await deliveries[0].ack()
+        await deliveries[1].nack("later")
+        await deliveries[2].nack("poison", retry=False)
+        await deliveries[3].ack()
+        assert consumer.unsettled == 0  # counted at once: the window slides now
+        assert thread.calls == []  # handed over at the loop's next turn, not per message
+        await asyncio.sleep(0)
+        assert len(thread.calls) == 1
+        thread.calls[0]()
+        assert handler.bursts == [[
+            (7, ProtonDelivery.ACCEPTED, ""),
+            (8, ProtonDelivery.RELEASED, "later"),
+            (9, ProtonDelivery.REJECTED, "poison"),
+            (10, ProtonDelivery.ACCEPTED, ""),
+        ]]
+
+    asyncio.run(run())
+
+
+def test_a_lost_connection_drops_what_was_not_handed_out() -> None:
+    async def run() -> None:
+        consumer, thread, _ = _consumer(max_in_flight=10)
+        consumer._on_batch(cast(ProtonThread[_Note], thread), [
+            _Note("messages", 0, records=_records(range(3))),
+            _Note("lost", reason="connection closed"),
+        ])
+        with pytest.raises(NotConnected):
+            await consumer.read_batch(10)
+
+    asyncio.run(run())
+
+
+def test_outcomes_in_any_order_confirm_in_message_order() -> None:
+    async def run() -> None:
+        producer, thread = _producer()
+        confirmation = await producer.submit(_records(range(3)))
+        assert len(thread.calls) == 1  # the whole batch in one hand-over
+        post = producer._on_batch
+        rejected = Outcome.failed("broker rejected: amqp:invalid-field", retryable=False)
+        post(cast(ProtonThread[_Note], thread),
+             [_Note("outcomes", outcomes=[(0, 2, Outcome.ok()), (0, 1, rejected)])])
+        assert isinstance(confirmation, asyncio.Future) and not confirmation.done()
+        post(cast(ProtonThread[_Note], thread),
+             [_Note("outcomes", outcomes=[(0, 0, Outcome.ok())])])
+        assert await confirmation == [Outcome.ok(), rejected, Outcome.ok()]
+
+    asyncio.run(run())
+
+
+def test_missing_dispositions_fail_at_publish_timeout() -> None:
+    async def run() -> None:
+        producer, thread = _producer(publish_timeout=0.1)
+        confirmation = await producer.submit(_records(range(2)))
+        producer._on_batch(cast(ProtonThread[_Note], thread),
+                           [_Note("outcomes", outcomes=[(0, 0, Outcome.ok())])])
+        async with asyncio.timeout(2):
+            delivered, missing = await confirmation
+        assert delivered.delivered
+        assert not missing.delivered and missing.retryable
+        assert "in time" in (missing.reason or "")
+        # A disposition arriving late changes nothing and is not an error.
+        producer._on_batch(cast(ProtonThread[_Note], thread),
+                           [_Note("outcomes", outcomes=[(0, 1, Outcome.ok())])])
+
+    asyncio.run(run())
+
+
+def test_a_lost_connection_fails_what_is_unconfirmed_of_every_submit() -> None:
+    async def run() -> None:
+        producer, thread = _producer()
+        first = await producer.submit(_records(range(2)))
+        second = await producer.submit(_records(range(2, 3)))
+        assert len(thread.calls) == 2  # in submit order
+        producer._on_batch(cast(ProtonThread[_Note], thread), [
+            _Note("outcomes", outcomes=[(0, 0, Outcome.ok())]),
+            _Note("lost", reason="disconnected"),
+        ])
+        kept, lost = await first
+        [lost_too] = await second
+        assert kept.delivered
+        for outcome in (lost, lost_too):
+            assert not outcome.delivered and outcome.retryable
+            assert outcome.reason == "connection lost: disconnected"
+        assert not producer.connected
+
+    asyncio.run(run())

@@ -1,0 +1,33 @@
+"""The Kafka producer's batching options: defaults, overrides, refusals."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from adapters.kafka import KafkaOptions
+from gateway.ports import EndpointSettings
+
+
+def _parse(**options: Any) -> KafkaOptions:
+    return KafkaOptions.parse(EndpointSettings("kafka://127.0.0.1:9092", options=options))
+
+
+def test_batching_defaults() -> None:
+    opts = _parse()
+    # A single partition's throughput is one batch per round trip: aiokafka's 16 KiB
+    # default would cap it at about 80 records of 200 bytes.
+    assert (opts.linger_ms, opts.max_batch_size) == (5, 1 << 20)
+
+
+def test_batching_overrides() -> None:
+    opts = _parse(linger_ms=0, max_batch_size=65536)
+    assert (opts.linger_ms, opts.max_batch_size) == (0, 65536)
+
+
+@pytest.mark.parametrize(("name", "value"), [("linger_ms", -1), ("max_batch_size", 0),
+                                              ("linger_ms", "soon")])
+def test_batching_refusals_name_the_option(name: str, value: object) -> None:
+    with pytest.raises(ValueError, match=name):
+        _parse(**{name: value})
