@@ -13,6 +13,8 @@ Two catalogs, each with definitions that look like real ones:
   captures; messages carry no correlation data, so every id is random.
 - kafka: one constant topic per definition, a templated key and header; messages carry
   topic, partition and offset, so every id is the name-based UUID of that identity.
+- topic: like kafka, but every definition on one topic, told apart by a constant
+  `type` header (the index splits that topic's bucket by the header).
 
 Messages are built as the adapters build them (`NativeMessage.from_wire`: parsed JSON
 data plus the bytes it came from). Per size:
@@ -123,12 +125,43 @@ def kafka_messages(count: int, n_defs: int, seed: int = 7) -> list[NativeMessage
 
 
 # definitions(count), messages(count, definitions, seed), the output of the events
+def shared_topic_definitions(count: int) -> list[MessageDefinition]:
+    return [
+        _definition(i, "KAFKA", (
+            OptionConstraint("topic", None, Property("string", "measurements", True)),
+            OptionConstraint("key", None, Property("uritemplate", "{device}", True)),
+            OptionConstraint("headers", "type", Property("string", f"m{i}", True)),
+            OptionConstraint("headers", "unit", Property("uritemplate", "{unit}", True)),
+        ), f"/plants/p{i % 97}/devices/{{device}}")
+        for i in range(count)
+    ]
+
+
+def shared_topic_messages(count: int, n_defs: int, seed: int = 7) -> list[NativeMessage]:
+    rng = random.Random(seed)
+    out = []
+    for k in range(count):
+        i = rng.randrange(n_defs)
+        out.append(NativeMessage.from_wire(
+            "KAFKA",
+            {"topic": "measurements", "partition": k % 4, "offset": k, "key": f"dev{k % 50}",
+             "timestamp": 1795251600000,
+             "headers": [{"name": "type", "value": f"m{i}"},
+                         {"name": "unit", "value": "celsius"},
+                         {"name": "content-type", "value": "application/json"}]},
+            json.dumps({"value": k, "status": "ok"}).encode(), "application/json",
+            RECEIVED_AT))
+    return out
+
+
 Catalog = tuple[Callable[[int], list[MessageDefinition]],
                 Callable[[int, int, int], list[NativeMessage]], OutputFormat]
 CATALOGS: dict[str, Catalog] = {
     "mqtt": (mqtt_definitions, mqtt_messages,
              OutputFormat("KAFKA", defaults={"topic": "measurements"})),
     "kafka": (kafka_definitions, kafka_messages,
+              OutputFormat("NATS", defaults={"subject": "measurements.{device}"})),
+    "topic": (shared_topic_definitions, shared_topic_messages,
               OutputFormat("NATS", defaults={"subject": "measurements.{device}"})),
 }
 
@@ -180,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--sizes", default="1,100,10000",
                         help="numbers of definitions, comma-separated")
-    parser.add_argument("--catalogs", default="mqtt,kafka",
+    parser.add_argument("--catalogs", default="mqtt,kafka,topic",
                         help=f"comma-separated, of {', '.join(CATALOGS)}")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)

@@ -17,10 +17,19 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 
 from gateway.matching.compiled import Check, CompiledDefinition
+from gateway.matching.narrow import Narrowed, narrowed
+from gateway.record import NativeMessage
 from gateway.templates import Template
 
 WILD = "\0"  # trie key for a segment holding a placeholder
 _NONE: list[CompiledDefinition] = []  # what a lookup finds when nothing fits (never changed)
+
+
+def _narrow(bucket: list[CompiledDefinition], record: NativeMessage | None
+            ) -> list[CompiledDefinition]:
+    if record is not None and isinstance(bucket, Narrowed):
+        return bucket.narrow(record)
+    return bucket
 
 
 @dataclass
@@ -84,30 +93,47 @@ class KeyIndex:
         key = shape.key_of(segments)
         shape.buckets.setdefault(key, []).append(compiled)
 
-    def lookup(self, key: str | None) -> list[CompiledDefinition]:
-        if key is None:
-            return self.rest
-        return self.lookup_split(key, key.split("/") if self.shapes else None)
+    def narrow_large_buckets(self) -> None:
+        """Split every large bucket once more (`matching.narrow`); call when all the
+        definitions are added."""
+        self.exact = {key: narrowed(bucket) for key, bucket in self.exact.items()}
+        for shapes in self.shapes.values():
+            for shape in shapes:
+                shape.buckets = {key: narrowed(b) for key, b in shape.buckets.items()}
+        self.prefixes = {length: {prefix: narrowed(b) for prefix, b in by_prefix.items()}
+                         for length, by_prefix in self.prefixes.items()}
+        self.rest = narrowed(self.rest)
 
-    def lookup_split(self, key: str, segments: list[str] | None) -> list[CompiledDefinition]:
-        """`lookup(key)` with the key already split on `/` (None when no segmented
-        template is indexed: then nothing needs the segments). The list may be one of
-        the index's own: read it, do not change it."""
-        found: list[CompiledDefinition] = self.exact.get(key) or _NONE
+    def lookup(self, key: str | None, record: NativeMessage | None = None
+               ) -> list[CompiledDefinition]:
+        """The candidates for `key`; with the record, large buckets narrowed by it."""
+        if key is None:
+            return _narrow(self.rest, record)
+        return self.lookup_split(key, key.split("/") if self.shapes else None, record)
+
+    def lookup_split(self, key: str, segments: list[str] | None,
+                     record: NativeMessage | None = None) -> list[CompiledDefinition]:
+        """`lookup(key, record)` with the key already split on `/` (None when no
+        segmented template is indexed: then nothing needs the segments). The list may be
+        one of the index's own: read it, do not change it."""
+        found = _narrow(self.exact.get(key) or _NONE, record)
         if segments is not None:
             shapes = self.shapes.get(len(segments))
             if shapes:
                 for shape in shapes:
                     bucket = shape.buckets.get(shape.key_of(segments))
                     if bucket:
+                        bucket = _narrow(bucket, record)
                         found = found + bucket if found else bucket
         if self.prefixes:
             for length, by_prefix in self.prefixes.items():
                 bucket = by_prefix.get(key[:length])
                 if bucket:
+                    bucket = _narrow(bucket, record)
                     found = found + bucket if found else bucket
         if self.rest:
-            found = found + self.rest if found else self.rest
+            rest = _narrow(self.rest, record)
+            found = found + rest if found else rest
         return found
 
     def all(self) -> Iterable[CompiledDefinition]:

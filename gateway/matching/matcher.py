@@ -84,6 +84,8 @@ class Matcher:
         self._made: Made = {}  # the specialised tests, shared by equal constraints
         for definition in definitions:
             self._add(compile_definition(definition))
+        for index in self._by_family.values():
+            index.narrow_large_buckets()
 
     def _add(self, compiled: CompiledDefinition) -> None:
         definition = compiled.definition
@@ -128,7 +130,7 @@ class Matcher:
         fam = family(record.protocol)
         index = self._by_family.get(fam) if fam is not None else None
         if index is not None:
-            out = index.lookup(address if address is not None else address_of(record))
+            out = index.lookup(address if address is not None else address_of(record), record)
         if event is not None:
             event_type = event.get("type")
             extra = self._cloudevents.lookup(event_type if isinstance(event_type, str) else None)
@@ -178,11 +180,11 @@ class Matcher:
             address = read_address(record.fields)
         segments: list[str] | None = None
         if address is None:
-            candidates = index.rest
+            candidates = index.lookup(None, record)
         else:
             if index.shapes:
                 segments = address.split("/")
-            candidates = index.lookup_split(address, segments)
+            candidates = index.lookup_split(address, segments, record)
         if len(candidates) == 1:  # the common case: the index left one candidate
             compiled = candidates[0]
             context = compiled.native_test(record, segments)

@@ -20,18 +20,22 @@ from gateway.definitions.model import MessageDefinition, OptionConstraint
 from gateway.matching.compiled import CompiledDefinition, Failure
 from gateway.matching.fast import check_test, definition_test
 from gateway.matching.matcher import AmbiguityPolicy, Matcher, MatchResult, _read_captures
-from gateway.matching.values import address_of
+from gateway.matching.narrow import Narrowed
+from gateway.matching.values import address_of, family
 from gateway.record import NativeMessage
 
 from .defs import define, opt
 
 
 def reference_match(matcher: Matcher, record: NativeMessage) -> MatchResult:
-    """`Matcher.match(record)` as it was before the specialised tests."""
+    """`Matcher.match(record)` as it was before the specialised tests (and before large
+    buckets were narrowed by the record)."""
     found: list[tuple[CompiledDefinition, dict[str, str]]] = []
     segments: list[str] | None = None
     address = address_of(record)
-    for compiled in matcher.candidates(record, None, address):
+    fam = family(record.protocol)
+    index = matcher._by_family.get(fam) if fam is not None else None
+    for compiled in [] if index is None else index.lookup(address):
         positions = compiled.address_captures
         if positions is not None:
             if segments is None:
@@ -120,7 +124,7 @@ def constraints(draw: st.DrawFn, protocol: str) -> list[OptionConstraint]:
 @st.composite
 def catalogs(draw: st.DrawFn) -> tuple[str, list[MessageDefinition]]:
     protocol = draw(st.sampled_from(sorted(PROTOCOLS)))
-    count = draw(st.integers(1, 6))
+    count = draw(st.sampled_from([1, 2, 3, 4, 6, 12, 30]))  # large buckets get narrowed
     return protocol, [define(f"d{i}", protocol, draw(constraints(protocol)))
                       for i in range(count)]
 
@@ -210,3 +214,106 @@ def test_large_catalogs_match_what_the_general_path_matches(count: int) -> None:
             result = matcher.match(record)
             assert result.matched
             same(result, reference_match(matcher, record))
+
+
+def test_thousands_of_definitions_on_one_topic_are_narrowed_by_a_header() -> None:
+    """One Kafka topic, told apart by a header (some by the key, a few by nothing): a
+    message runs the tests of a handful of definitions, and matches as before."""
+    definitions = [define(f"t{i}", "KAFKA", [opt("topic", "all"), opt("headers", f"type{i}",
+                                                                          name="type")])
+                   for i in range(2000)]
+    definitions += [define(f"k{i}", "KAFKA", [opt("topic", "all"), opt("key", f"key{i}")])
+                    for i in range(50)]
+    definitions += [define("any", "KAFKA", [opt("topic", "all"), opt("headers", "{t}",
+                                                                      name="type")])]
+    matcher = Matcher(definitions)
+    index = matcher._by_family["KAFKA"]
+    for fields in ({"headers": [{"name": "type", "value": "type7"}]},
+                   {"headers": [{"name": "Type", "value": "type7"},
+                                {"name": "type", "value": "type1999"}]},
+                   {"key": "key3"}, {"key": "key3", "headers": [{"name": "type", "value": 5}]},
+                   {}, {"headers": [{"name": "type", "value": "nothing"}]}):
+        record = NativeMessage("KAFKA", {"topic": "all", **fields})
+        assert len(index.lookup("all", record)) <= 3
+        same(matcher.match(record), reference_match(matcher, record))
+    record = NativeMessage("KAFKA", {"topic": "all",
+                                     "headers": [{"name": "type", "value": "type7"}]})
+    assert matcher.match(record).tied == ()  # t7 is more specific than `any`
+    assert matcher.match(record).definition is definitions[7]
+
+
+NARROW_CONSTANTS = st.sampled_from(["a", "b", "1", 1, True, "true", 1.5, "a/b", "a b", "",
+                                    None, "A"])
+NARROW_VALUES = st.sampled_from(["a", "b", "1", 1, True, "true", 1.5, "a%2Fb", "a%20b",
+                                 "a/b", "", None, "A", [1], {"a": 1}])
+
+
+@st.composite
+def one_address_catalogs(draw: st.DrawFn) -> tuple[str, list[MessageDefinition]]:
+    """Many definitions on one address, told apart by constants of one or two fields:
+    the bucket is split (and split again)."""
+    protocol, field, names = draw(st.sampled_from([
+        ("HTTP", "query", ["k", "q%20"]), ("HTTP", "headers", ["k", "K"]),
+        ("KAFKA", "headers", ["k", "j"]), ("AMQP/1.0", "application-properties", ["k", "j"]),
+        ("MQTT/5.0", "user_properties", ["k", "K"])]))
+    address = {"HTTP": "path", "KAFKA": "topic", "AMQP/1.0": "properties",
+               "MQTT/5.0": "topic_name"}[protocol]
+    address_name = "subject" if protocol == "AMQP/1.0" else None
+    out = []
+    for i in range(draw(st.integers(9, 40))):
+        options = [opt(address, "/x", name=address_name)]
+        # Mostly a constant of the first entry (that is what gets the bucket split), some
+        # with a second entry, a template or nothing.
+        chosen = [names[0]] if draw(st.integers(0, 7)) else []
+        chosen += draw(st.lists(st.sampled_from(names[1:]), max_size=1))
+        for name in chosen:
+            if draw(st.integers(0, 7)):
+                options.append(opt(field, draw(NARROW_CONSTANTS), name=name,
+                                   type=draw(st.sampled_from(["string", "integer", "any"])),
+                                   has_value=True))
+            else:
+                options.append(opt(field, "{v}", name=name, type="uritemplate"))
+        out.append(define(f"n{i}", protocol, options))
+    return protocol, out
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data(), one_address_catalogs(), st.sampled_from(["first", "deadletter"]))
+def test_narrowed_buckets_keep_every_definition_a_record_can_match(
+        data: st.DataObject, catalog: tuple[str, list[MessageDefinition]],
+        policy: AmbiguityPolicy) -> None:
+    protocol, definitions = catalog
+    matcher = Matcher(definitions, ambiguity=policy)
+    address = {"HTTP": {"path": "/x"}, "KAFKA": {"topic": "/x"},
+               "AMQP/1.0": {"properties": {"subject": "/x"}},
+               "MQTT/5.0": {"topic_name": "/x"}}[protocol]
+    for _ in range(8):
+        values = data.draw(st.lists(st.tuples(st.sampled_from(["k", "K", "j", "q%20", "q "]),
+                                              NARROW_VALUES), max_size=3))
+        if protocol == "HTTP" and data.draw(st.booleans()):
+            fields = {"query": dict(values)}
+        elif protocol == "AMQP/1.0":
+            fields = {"application-properties": dict(values)}
+        else:
+            fields = {"headers" if protocol != "MQTT/5.0" else "user_properties":
+                      [{"name": k, "value": v} for k, v in values]}
+        record = NativeMessage(protocol, {**address, **fields})
+        same(matcher.match(record), reference_match(matcher, record))
+
+
+@pytest.mark.parametrize(("constant", "value"), [
+    ("a/b", "a%2Fb"),  # a percent-encoded field: compared decoded
+    ("a b", "a%20b"),
+    (True, True), ("true", True), (1, "1"), ("1", 1),  # values compared as text
+    ("", ""),
+])
+def test_a_split_bucket_finds_what_the_constant_check_accepts(constant: Any,
+                                                              value: Any) -> None:
+    others = ["x", "y", "z", "w", "v", "u", "t", "s", "r"]
+    definitions = [define(f"n{i}", "HTTP", [opt("path", "/x"),
+                                            opt("query", c, name="k", has_value=True)])
+                   for i, c in enumerate([constant, *others])]
+    matcher = Matcher(definitions)
+    assert isinstance(matcher._by_family["HTTP"].exact["/x"], Narrowed)
+    result = matcher.match(NativeMessage("HTTP", {"path": "/x", "query": {"k": value}}))
+    assert result.definition is definitions[0]
