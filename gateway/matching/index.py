@@ -116,14 +116,18 @@ class KeyIndex:
         """`lookup(key, record)` with the key already split on `/` (None when no
         segmented template is indexed: then nothing needs the segments). The list may be
         one of the index's own: read it, do not change it."""
-        found = _narrow(self.exact.get(key) or _NONE, record)
+        # (`bucket.__class__ is Narrowed`: the test of `_narrow`, inline on this path.)
+        found = self.exact.get(key) or _NONE
+        if found.__class__ is Narrowed and record is not None:
+            found = found.narrow(record)
         if segments is not None:
             shapes = self.shapes.get(len(segments))
             if shapes:
                 for shape in shapes:
                     bucket = shape.buckets.get(shape.key_of(segments))
                     if bucket:
-                        bucket = _narrow(bucket, record)
+                        if bucket.__class__ is Narrowed and record is not None:
+                            bucket = bucket.narrow(record)
                         found = found + bucket if found else bucket
         if self.prefixes:
             for length, by_prefix in self.prefixes.items():

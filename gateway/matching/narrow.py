@@ -44,8 +44,16 @@ class Narrowed(list[CompiledDefinition]):
 
     def narrow(self, record: NativeMessage) -> list[CompiledDefinition]:
         """The definitions of the bucket `record` may match. Read it, do not change it."""
+        values = self.reader(record)
+        others = self.others
+        if len(values) == 1 and not others and not self.decode:  # the common case
+            value = values[0]
+            hit = self.by_text.get(value if value.__class__ is str else as_text(value))
+            if hit is None:
+                return _NONE
+            return hit.narrow(record) if hit.__class__ is Narrowed else hit
         texts: list[str] = []  # each text once: a repeated header must not repeat a hit
-        for value in self.reader(record):
+        for value in values:
             text = value if value.__class__ is str else as_text(value)
             if text not in texts:
                 texts.append(text)
@@ -59,7 +67,6 @@ class Narrowed(list[CompiledDefinition]):
             if hit:  # the sub-buckets of distinct texts hold distinct definitions
                 hit = hit.narrow(record) if isinstance(hit, Narrowed) else hit
                 found = found + hit if found else hit
-        others = self.others
         if others:
             others = others.narrow(record) if isinstance(others, Narrowed) else others
             found = found + others if found else others
