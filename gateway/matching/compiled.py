@@ -165,7 +165,7 @@ def _merge(context: dict[str, str], captures: Mapping[str, str]) -> str | None:
     return None
 
 
-@dataclass
+@dataclass(slots=True)
 class CompiledDefinition:
     definition: MessageDefinition
     family: str | None
