@@ -63,9 +63,16 @@ class OutputFormat:
     def render(self, event: CloudEvent, context: Mapping[str, str]) -> NativeMessage:
         """The record for `event`; `context` holds the placeholders the match captured.
         Raises RenderFailed."""
-        record = self._native(event, context) if self.deliver == "native" else self._binding(
-            event)
-        return with_trace(with_defaults(record, self.defaults, event, context), event)
+        if self.deliver == "native":
+            record = self._native(event, context)
+            return with_trace(with_defaults(record, self.defaults, event, context), event)
+        record = self._binding(event)
+        fields = record.fields
+        # The binding built these fields just now, for this record alone: the defaults go
+        # into them, not into a copy under a second record.
+        assert isinstance(fields, dict)
+        _add_defaults(fields, self.defaults, event, context)
+        return with_trace(record, event)
 
     def _binding(self, event: CloudEvent) -> NativeMessage:
         try:
@@ -101,19 +108,22 @@ def with_defaults(record: NativeMessage, defaults: Mapping[str, JSON],
     """`record` with every default it lacks; a string default may hold placeholders,
     filled from the event's attributes and then the match `context` (which wins).
     Raises RenderFailed naming a placeholder without a value."""
-    if not defaults:
+    if not defaults or all(name in record.fields for name in defaults):
         return record
-    fields_in = record.fields
-    fields: dict[str, JSON] | None = None
+    fields = dict(record.fields)
+    _add_defaults(fields, defaults, event, context)
+    return record.replace_fields(fields)
+
+
+def _add_defaults(fields: dict[str, JSON], defaults: Mapping[str, JSON],
+                  event: CloudEvent | None, context: Mapping[str, str] | None) -> None:
+    """`with_defaults`, into `fields` themselves."""
     for name, value in defaults.items():
-        if name in fields_in:
+        if name in fields:
             continue
-        if fields is None:
-            fields = dict(fields_in)
         if isinstance(value, str) and "{" in value:
             value = _fill_default(name, value, event, context)
         fields[name] = value
-    return record if fields is None else record.replace_fields(fields)
 
 
 def _fill_default(name: str, text: str, event: CloudEvent | None,

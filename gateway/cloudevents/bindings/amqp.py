@@ -80,7 +80,7 @@ def encode(event: CloudEvent, mode: EncodeMode) -> NativeMessage:
     content_type, body = binary_body(event)
     properties: dict[str, JSON] = {
         PREFIX + name: to_json_value(value)
-        for name, value in event.attributes.items()
+        for name, value in event.get_attributes().items()
         if name != "datacontenttype"
     }
     fields = {APPLICATION_PROPERTIES: properties}
