@@ -7,6 +7,7 @@ placeholder name used twice must carry the same value.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -87,10 +88,21 @@ class Check:
                 self.has_constant = True
                 self.constant = value
                 self.literal_weight = len(as_text(value)) + 1
-        # Hot-path shortcuts: the compiled regex's bound match, and whether a type check
-        # can fail at all (string-like declarations accept any value).
-        self.match_fn = self.template.regex.match if self.template is not None else None
+        # The template regex's bound match, compiled on first use (`matcher`): most
+        # templates never need it (the index reads address captures by segment, `{name}`
+        # alone captures the whole value), and compiling 10,000 of them was half the
+        # start-up of a large catalog.
+        self.match_fn: Callable[[str], re.Match[str] | None] | None = None
+        # Whether a type check can fail at all (string-like declarations accept any value).
         self.check_type = self.declared not in _STRINGY
+
+    def matcher(self) -> Callable[[str], re.Match[str] | None]:
+        """The template's anchored regex `match` (the check must have a template)."""
+        match_fn = self.match_fn
+        if match_fn is None:
+            assert self.template is not None
+            match_fn = self.match_fn = self.template.regex.match
+        return match_fn
 
     @property
     def constrains(self) -> bool:
@@ -112,7 +124,7 @@ class Check:
                 return Failure(self.label, self.expected(), "nothing (field absent)")
             return None
         last_got = values[0]
-        match_fn = self.match_fn
+        match_fn = self.matcher() if self.template is not None else None
         for value in values:
             plain = unquote(value) if self.decode and value.__class__ is str else value
             if self.check_type and not conforms(plain, self.declared):

@@ -101,8 +101,7 @@ def _whole_value_test(name: str) -> ValueTest:
 
 def _template_test(check: Check) -> ValueTest:
     decode, check_type, declared = check.decode, check.check_type, check.declared
-    match_fn = check.match_fn
-    assert match_fn is not None
+    match_fn = check.matcher()
 
     def test(value: JSON, context: dict[str, str]) -> int:
         if check_type:
