@@ -195,6 +195,9 @@ class CompiledDefinition:
     # Set by the matcher when the index keys the definition on its constant address: a
     # record found that way passes `address_check` (the native test leaves it out).
     address_exact: bool = False
+    # Set when the index splits a large bucket by constant checks (`matching.narrow`):
+    # those of this definition's checks a record found through the split always passes.
+    narrowed_checks: tuple[Check, ...] = ()
     # Set by the matcher: `evaluate(record, None)` as one specialised function
     # (`gateway.matching.fast`), the captured context or None.
     native_test: NativeTest = field(default=lambda record, segments: _not_indexed())

@@ -286,11 +286,13 @@ def definition_test(compiled: CompiledDefinition, made: Made | None = None) -> N
     address captures read by segment position when the index found the definition by
     its shape (the literal segments already compared), then every other check in
     declaration order (not the address check of a definition the index found by its
-    constant address: that one holds)."""
+    constant address, nor the constants a split bucket found it by: those hold)."""
     positions = compiled.address_captures
     skip = (compiled.address_check if positions is not None or compiled.address_exact
             else None)
-    tests = tuple(check_test(c, made) for c in compiled.protocol_checks if c is not skip)
+    known = compiled.narrowed_checks
+    tests = tuple(check_test(c, made) for c in compiled.protocol_checks
+                  if c is not skip and c not in known)
     decode = skip is not None and skip.decode
     if made is None:
         return _definition_test(positions, decode, tests)

@@ -86,6 +86,9 @@ class Matcher:
             self._add(compile_definition(definition))
         for index in self._by_family.values():
             index.narrow_large_buckets()
+        for compiled in self.compiled:
+            if compiled.narrowed_checks:  # the split decides these checks: test the rest
+                compiled.native_test = definition_test(compiled, self._made)
 
     def _add(self, compiled: CompiledDefinition) -> None:
         definition = compiled.definition

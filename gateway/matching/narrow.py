@@ -109,6 +109,11 @@ def narrowed(bucket: list[CompiledDefinition], depth: int = _DEPTH,
     split = {id(compiled) for compiled, _ in members}
     others = [compiled for compiled in bucket if id(compiled) not in split]
     used = used | {key}
+    for compiled, member_check in members:
+        if not member_check.check_type:
+            # Found only by a value whose text is the constant's: the check holds (no type
+            # to check besides), and the definition's own test can leave it out.
+            compiled.narrowed_checks = (*compiled.narrowed_checks, member_check)
     check = members[0][1]
     assert check.reader is not None
     return Narrowed(bucket, check.reader, check.decode,
