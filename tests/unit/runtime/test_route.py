@@ -2,6 +2,7 @@
 ordering, metrics."""
 
 import asyncio
+import itertools
 import time
 from pathlib import Path
 
@@ -303,4 +304,4 @@ def test_a_large_batch_is_converted_in_slices_with_loop_turns_between():
     out = asyncio.run(scenario())
     assert len(out.written) == 1000
     assert [n for n, _ in seen] == [CONVERT_SLICE] * (1000 // CONVERT_SLICE)
-    assert all(b > a for (_, a), (_, b) in zip(seen, seen[1:], strict=False))
+    assert all(b > a for (_, a), (_, b) in itertools.pairwise(seen))
