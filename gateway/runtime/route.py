@@ -262,6 +262,11 @@ class Route:
         if self._settler is not None:
             self._settler.cancel()
             await asyncio.gather(self._settler, return_exceptions=True)
+        # Batches the grace did not reach go back to the source for redelivery.
+        while not self._batches.empty():
+            batch = self._batches.get_nowait()
+            await self._give_back([m.delivery for m in batch.messages], "stopping")
+            self._release(batch)
         await self.consumer.aclose()
 
     async def wait_idle(self) -> None:

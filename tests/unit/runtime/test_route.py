@@ -2,6 +2,7 @@
 ordering, metrics."""
 
 import asyncio
+import itertools
 import time
 from pathlib import Path
 
@@ -303,4 +304,32 @@ def test_a_large_batch_is_converted_in_slices_with_loop_turns_between():
     out = asyncio.run(scenario())
     assert len(out.written) == 1000
     assert [n for n, _ in seen] == [CONVERT_SLICE] * (1000 // CONVERT_SLICE)
-    assert all(b > a for (_, a), (_, b) in zip(seen, seen[1:], strict=False))
+    assert all(b > a for (_, a), (_, b) in itertools.pairwise(seen))
+
+
+def test_stop_gives_back_every_batch_still_waiting_for_its_sink():
+    """Batches submitted but unconfirmed when the grace runs out are nacked for
+    redelivery, not left unsettled: the one being confirmed and those queued behind."""
+    gate = asyncio.Event()  # never set: the sink never confirms
+
+    class StuckProducer(MemoryProducer):
+        async def _write(self, messages):
+            await gate.wait()
+            return await super()._write(messages)
+
+    async def scenario():
+        route, consumer, _, _, _ = build([sale(n % 3) for n in range(30)],
+                                         out=StuckProducer(), inflight=8)
+        await route.start()
+        for _ in range(100):
+            if route.inflight == 8:
+                break
+            await asyncio.sleep(0.01)
+        await route.stop(grace=0.1)
+        return consumer, route
+
+    consumer, route = asyncio.run(scenario())
+    assert route.max_batch == 2  # so four batches were waiting
+    assert not consumer.acked
+    assert len(consumer.nacked) == 8 and all(n.retry for n in consumer.nacked)
+    assert route.inflight == 0
