@@ -140,7 +140,7 @@ def source(shape: Shape, protocol: str) -> list[str]:
 
 def _attribute(n: int, name: str, whole: str | None, quick: int) -> list[str]:
     """Fill one templated attribute; a text the printable shortcut cannot vouch for goes
-    to the attribute's exact test (`render.QUICK`: 1 any printable text, 2 non-empty,
+    to the attribute's exact test (`render._QUICK`: 1 any printable text, 2 non-empty,
     3 non-empty without spaces, 0 the exact test only)."""
     if whole is None:
         lines = [f"text = fmt{n}.format_map(context)"]

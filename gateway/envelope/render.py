@@ -150,6 +150,8 @@ _ANY_TEXT = re.compile(rf"[^{_NO_CONTROL}]*\Z")
 # regex decides.
 _QUICK = {"id": 2, "type": 2, "subject": 2, "source": 3, "dataschema": 0,
           "datacontenttype": 0}
+
+
 @lru_cache(maxsize=256)
 def _accepts(name: str) -> Callable[[str], object]:
     """A test that is not None exactly when a plain text value of attribute `name` is
