@@ -317,3 +317,51 @@ def test_a_split_bucket_finds_what_the_constant_check_accepts(constant: Any,
     assert isinstance(matcher._by_family["HTTP"].exact["/x"], Narrowed)
     result = matcher.match(NativeMessage("HTTP", {"path": "/x", "query": {"k": value}}))
     assert result.definition is definitions[0]
+
+
+def test_thousands_of_key_templates_on_one_topic_are_narrowed_by_their_first_segment(
+        ) -> None:
+    """One Kafka topic, definitions told apart by the literal first segment of a templated
+    key (`shop7/{storeid}/...`): a message runs the tests of the definitions of its key's
+    first segment (and of those whose first segment is a placeholder), as before."""
+    definitions = [define(f"s{i}", "KAFKA", [
+        opt("topic", "all"),
+        opt("key", f"shop{i}/{{storeid}}/cashierdesk/{{cdid}}", type="uritemplate")])
+        for i in range(2000)]
+    definitions += [define("any", "KAFKA", [opt("topic", "all"),
+                                            opt("key", "{x}/9/cashierdesk/{y}",
+                                                type="uritemplate")]),
+                    define("joined", "KAFKA", [opt("topic", "all"),
+                                               opt("key", "shop{n}/{s}", type="uritemplate")])]
+    matcher = Matcher(definitions)
+    index = matcher._by_family["KAFKA"]
+    for key in ("shop7/1/cashierdesk/2", "shop1999/9/cashierdesk/x", "shop7", "shop7/",
+                "shop77/1/cashierdesk/2", "nothing/1/cashierdesk/2", b"shop3/1/cashierdesk/2",
+                "", "/shop7/1/cashierdesk/2"):
+        record = NativeMessage("KAFKA", {"topic": "all", "key": key})
+        assert len(index.lookup("all", record)) <= 3
+        same(matcher.match(record), reference_match(matcher, record))
+    record = NativeMessage("KAFKA", {"topic": "all", "key": "shop7/1/cashierdesk/2"})
+    assert matcher.match(record).definition is definitions[7]
+    assert matcher.match(record).context == {"storeid": "1", "cdid": "2"}
+
+
+KEY_TEMPLATES = st.sampled_from(["a/{v}", "b/{v}", "a/b/{v}", "{v}/a", "a", "a/b", "ab/{v}",
+                                 "a{v}/c", "a/{v}/{w}", "{v}", "/a/{v}", "a//{v}"])
+KEY_VALUES = st.sampled_from(["a/x", "a", "a/", "ab/x", "a/b", "a/b/c", "b/x/y", "x/a",
+                              b"a/x", 7, "", "/a/x", "a//x", "ax/c", None])
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data(), st.lists(KEY_TEMPLATES, min_size=9, max_size=40),
+       st.sampled_from(["first", "deadletter"]))
+def test_buckets_split_by_a_first_segment_keep_every_definition_a_record_can_match(
+        data: st.DataObject, templates: list[str], policy: AmbiguityPolicy) -> None:
+    definitions = [define(f"k{i}", "KAFKA", [opt("topic", "t"),
+                                             opt("key", t, type="uritemplate")])
+                   for i, t in enumerate(templates)]
+    matcher = Matcher(definitions, ambiguity=policy)
+    for _ in range(8):
+        key = data.draw(KEY_VALUES)
+        record = NativeMessage("KAFKA", {"topic": "t", **({} if key is None else {"key": key})})
+        same(matcher.match(record), reference_match(matcher, record))
