@@ -38,6 +38,7 @@ from gateway.observability.logs import fields
 from gateway.observability.metrics import Metrics
 from gateway.ports import Consumer, Producer
 from gateway.problems import Problem
+from gateway.runtime.heap import settle_heap
 from gateway.runtime.route import Output, Route
 
 log = logging.getLogger("xrgw.daemon")
@@ -140,6 +141,7 @@ class Gateway:
             log.error("start-up failed", extra=fields(error=exc))
             await self.stop()
             return EXIT_STARTUP
+        settle_heap()  # the catalog and clients out of the collector's scans (see heap.py)
         watcher = asyncio.create_task(self._watch())
         while not self._stop.is_set():
             stop = asyncio.create_task(self._stop.wait())
@@ -149,7 +151,8 @@ class Gateway:
             reload.cancel()
             if self._reload.is_set() and not self._stop.is_set():
                 self._reload.clear()
-                await self.reload()
+                if await self.reload():
+                    settle_heap()
         watcher.cancel()
         await self.stop()
         return 0

@@ -1,0 +1,260 @@
+"""Benchmark: the gateway's memory with a full in-flight window, and under a slow sink.
+
+Not a test: run by hand, from the repository root (the broker harness imports), e.g.
+
+    python -m bench.bench_memory                       # window 10,000, 1 KB messages
+    python -m bench.bench_memory --definitions 10000 --seconds 120 --json out.json
+
+What it does:
+
+* starts Tansu (Kafka) on a loopback ephemeral port with the broker harness, and a slow
+  HTTP sink in this process: every request is answered 204 after `--sink-delay` seconds,
+  so the gateway's HTTP producer (`concurrency` requests at once) drains far slower than
+  the Kafka source can be read;
+* pre-loads `--messages` (default 3 x the window) JSON messages of `--size` bytes into one
+  Kafka topic, keys spread over 64 devices;
+* runs the real daemon (`xrgw run`, a child process) with one Kafka -> HTTP route whose
+  `inflight` window is `--window`, and one message definition (plus `--definitions - 1`
+  others on other key prefixes);
+* samples the child's resident set (VmRSS from /proc) and the route's
+  `xrgw_messages_inflight` gauge (admin /metrics) every `--interval` seconds for
+  `--seconds`.
+
+Reported: RSS at idle (started, nothing read yet), when the window first fills, its peak,
+at the end, and the slope of a least-squares line through the samples taken while the
+window was full (MB per minute: flat is ~0), plus how many messages the sink received.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from harness.brokers import Tansu, free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+DEVICES = 64
+
+
+def documents(kafka: str, topic: str, sink: str, definitions: int) -> dict[str, Any]:
+    def message(prefix: str) -> dict[str, Any]:
+        return {"protocol": "KAFKA", "envelope": "CloudEvents/1.0",
+                "protocoloptions": {"topic": topic, "key": {
+                    "type": "uritemplate", "value": prefix + "/{dev}"}},
+                "envelopemetadata": {
+                    "type": {"value": f"com.example.{prefix}.reading"},
+                    "source": {"type": "uritemplate", "value": "/devices/{dev}"}}}
+
+    messages = {"reading": message("dev")}
+    messages.update({f"other{i}": message(f"other{i}") for i in range(definitions - 1)})
+    return {
+        "specversion": "1.0-rc2",
+        "endpoints": {
+            "src": {"usage": ["consumer"], "protocol": "KAFKA",
+                    "protocoloptions": {"endpoints": [{"uri": kafka}], "topic": topic,
+                                        "consumergroup": f"mem-{topic}"},
+                    "messagegroups": ["#/messagegroups/mem"]},
+            "dst": {"usage": ["producer"], "protocol": "HTTP",
+                    "protocoloptions": {"endpoints": [{"uri": sink}], "method": "POST"}},
+        },
+        "messagegroups": {"mem": {"envelope": "CloudEvents/1.0", "messages": messages}},
+    }
+
+
+def write_config(workdir: Path, kafka: str, topic: str, sink: str, admin: int,
+                 args: argparse.Namespace) -> Path:
+    (workdir / "mem.xreg.json").write_text(json.dumps(
+        documents(kafka, topic, sink, args.definitions)))
+    config = workdir / "gateway.yaml"
+    config.write_text(f"""definitions: [mem.xreg.json]
+routes:
+  - from: src
+    to: [dst]
+    mode: binary
+    inflight: {args.window}
+deadletter: log
+admin: {{listen: "127.0.0.1:{admin}"}}
+log: {{level: warning}}
+""")
+    return config
+
+
+async def preload(bootstrap: str, topic: str, count: int, size: int) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
+    finally:
+        await admin.close()
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, acks="all")
+    await producer.start()
+    try:
+        pad = "x" * max(0, size - 60)
+        futures = []
+        for seq in range(count):
+            body = json.dumps({"seq": seq, "dev": seq % DEVICES, "pad": pad}).encode()
+            futures.append(await producer.send(topic, body,
+                                               key=f"dev/{seq % DEVICES}".encode()))
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+
+
+class SlowSink:
+    """An HTTP endpoint that answers every request after a fixed delay."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self.received = 0
+        self.port = free_port()
+        self._runner: web.AppRunner | None = None
+
+    async def handle(self, request: web.Request) -> web.Response:
+        await request.read()
+        await asyncio.sleep(self.delay)
+        self.received += 1
+        return web.Response(status=204)
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_post("/{tail:.*}", self.handle)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def inflight(admin: int) -> float | None:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{admin}/metrics", timeout=2) as r:
+            text = r.read().decode()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("xrgw_messages_inflight{"):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def slope_per_minute(samples: list[tuple[float, float]]) -> float:
+    """Least-squares slope of (seconds, MB), in MB per minute."""
+    if len(samples) < 3:
+        return float("nan")
+    n = len(samples)
+    mean_t = sum(t for t, _ in samples) / n
+    mean_m = sum(m for _, m in samples) / n
+    den = sum((t - mean_t) ** 2 for t, _ in samples)
+    num = sum((t - mean_t) * (m - mean_m) for t, m in samples)
+    return num / den * 60 if den else float("nan")
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    with Tansu() as kafka:
+        bootstrap = kafka.bootstrap_servers
+        topic = f"mem-{os.getpid()}-{int(time.time())}"
+        sink = SlowSink(args.sink_delay)
+        await sink.start()
+        workdir = Path(tempfile.mkdtemp(prefix="xrgw-mem-"))
+        admin = free_port()
+        config = write_config(workdir, kafka.url, topic, f"http://127.0.0.1:{sink.port}/in",
+                              admin, args)
+        count = args.messages or args.window * 3
+        print(f"pre-loading {count} x {args.size} B ...", file=sys.stderr)
+        await preload(bootstrap, topic, count, args.size)
+        cmd = [sys.executable, "-c",
+               "import sys; from gateway.cli import main; sys.exit(main())",
+               "run", "-c", str(config)]
+        child = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        result: dict[str, Any] = {"window": args.window, "size": args.size,
+                                  "definitions": args.definitions, "messages": count,
+                                  "sink_delay_s": args.sink_delay}
+        try:
+            start = time.monotonic()
+            samples: list[tuple[float, float, float | None]] = []
+            idle = None
+            while time.monotonic() - start < args.seconds:
+                await asyncio.sleep(args.interval)
+                if child.poll() is not None:
+                    raise SystemExit(f"the gateway exited with {child.returncode}")
+                level = await asyncio.to_thread(inflight, admin)
+                mb = rss_mb(child.pid)
+                if idle is None and level is not None:
+                    idle = mb
+                samples.append((time.monotonic() - start, mb, level))
+                print(f"  {samples[-1][0]:6.1f} s  rss {mb:7.1f} MB  inflight {level}",
+                      file=sys.stderr)
+            full = [(t, m) for t, m, lv in samples if lv is not None
+                    and lv >= args.window * 0.95]
+            result.update({
+                "rss_idle_mb": idle,
+                "rss_window_full_mb": full[0][1] if full else None,
+                "rss_peak_mb": max(m for _, m, _ in samples),
+                "rss_end_mb": samples[-1][1],
+                "seconds_full": (full[-1][0] - full[0][0]) if full else 0.0,
+                "slope_mb_per_min_full": slope_per_minute(full),
+                "max_inflight": max((lv or 0) for _, _, lv in samples),
+                "sink_received": sink.received,
+            })
+        finally:
+            child.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(30)
+            if child.poll() is None:
+                child.kill()
+            await sink.stop()
+    return result
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--window", type=int, default=10_000, help="the route's inflight window")
+    p.add_argument("--size", type=int, default=1024, help="message body bytes")
+    p.add_argument("--messages", type=int, default=0, help="pre-loaded (default 3 x window)")
+    p.add_argument("--definitions", type=int, default=1)
+    p.add_argument("--sink-delay", type=float, default=0.05,
+                   help="seconds the sink takes per request")
+    p.add_argument("--seconds", type=float, default=60.0, help="how long to sample")
+    p.add_argument("--interval", type=float, default=1.0)
+    p.add_argument("--json", help="also write the result to this JSON file")
+    args = p.parse_args()
+    result = asyncio.run(run(args))
+    print(json.dumps(result, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+    full = result["rss_window_full_mb"]
+    print(f"\nwindow {args.window} x {args.size} B, {args.definitions} definition(s): "
+          f"RSS idle {result['rss_idle_mb']:.0f} MB, window full "
+          f"{full if full is None else round(full)} MB, peak {result['rss_peak_mb']:.0f} MB, "
+          f"end {result['rss_end_mb']:.0f} MB; slope while full "
+          f"{result['slope_mb_per_min_full']:+.2f} MB/min over {result['seconds_full']:.0f} s; "
+          f"sink received {result['sink_received']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
