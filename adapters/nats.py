@@ -76,7 +76,7 @@ from nats.aio.subscription import Subscription
 from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo
 
 from adapters._nats_options import OPTIONS
-from adapters._nats_record import parse_header_block, to_publish, to_record
+from adapters._nats_record import parse_header_block, publish_frame, to_publish, to_record
 from adapters._reconnect import ReconnectGate
 from adapters._schemes import check_scheme
 from adapters._tls import client_context, describe
@@ -214,6 +214,26 @@ class _Client(NatsClient):
             self._pending = []
             self._pending_data_size = 0
         await super()._send_ping(future)
+
+    async def send_frames(self, frames: list[bytes], size: int) -> None:
+        """Queue ready-made PUB/HPUB frames (`publish_frame`) as nats-py's `publish`
+        queues one: the same state checks, buffer limit and flusher wake-up, once per
+        batch. Raises what `publish` raises for the connection."""
+        if self.is_closed:
+            raise nats.errors.ConnectionClosedError
+        if self.is_draining_pubs:
+            raise nats.errors.ConnectionDrainingError
+        if not self.is_connected and (self._max_pending_size <= 0
+                                      or size + self._pending_data_size > self._max_pending_size):
+            raise nats.errors.OutboundBufferLimitError
+        self.stats["out_msgs"] += len(frames)
+        self.stats["out_bytes"] += size
+        self._pending.extend(frames)
+        self._pending_data_size += size
+        if 0 < self._max_pending_size < self._pending_data_size:
+            await self._flush_pending(force_flush=True)
+        if self._flush_queue is not None and self._flush_queue.empty():
+            await self._flush_pending()
 
 
 _Callback = Callable[[], Awaitable[None]]
@@ -688,21 +708,31 @@ async def _publish_all(
     is full): the failure of each message that was not sent, None for the sent ones.
     `reply_of(i)` is the reply subject of message i ("": the record's own)."""
     outcomes: list[Outcome | None] = [None] * len(messages)
+    frames: list[bytes] = []
+    sent: list[int] = []
+    size = 0
+    max_payload = client.max_payload
     for index, record in enumerate(messages):
         try:
             args = to_publish(record)
-            await client.publish(args.subject, args.payload, reply_of(index) or args.reply,
-                                 args.headers)
+            if len(args.payload) > max_payload:
+                raise ValueError(f"payload of {len(args.payload)} bytes is over the server's "
+                                 f"max_payload of {max_payload}")
+            frame = publish_frame(args, reply_of(index))
         except ValueError as exc:
             outcomes[index] = Outcome.failed(str(exc), retryable=False)
+            continue
+        frames.append(frame)
+        sent.append(index)
+        size += len(args.payload)
+    if frames:
+        try:
+            await client.send_frames(frames, size)
         except nats.errors.Error as exc:
-            outcome = outcomes[index] = _failure(exc)
-            if outcome.retryable:
-                # The connection, not the message: the rest would only follow it, and
-                # sending them would put them on the wire ahead of this one's retry.
-                for rest in range(index + 1, len(messages)):
-                    outcomes[rest] = outcome
-                break
+            # The connection, not the messages: none of the batch was queued.
+            outcome = _failure(exc)
+            for index in sent:
+                outcomes[index] = outcome
     return outcomes
 
 

@@ -7,13 +7,17 @@ import asyncio
 from typing import Any
 
 import nats.errors
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from nats.aio.msg import Msg
 
 from adapters._nats_record import (
     HeaderPairs,
+    PublishArgs,
     _cached_pairs,
     jetstream_position,
     parse_header_block,
+    publish_frame,
     to_record,
 )
 from adapters.nats import _Batch, _pub_ack_outcome, _PubAcks, _publish_all
@@ -71,20 +75,20 @@ def test_large_header_blocks_are_parsed_but_not_kept() -> None:
 
 
 class _Client:
-    """Records publishes; the `fail_at`-th raises `error`."""
+    """Records the frames a batch queues; raises `error` instead when given one."""
 
-    def __init__(self, fail_at: int = -1, error: Exception | None = None) -> None:
-        self.published: list[tuple[str, bytes, str]] = []
-        self._fail_at = fail_at
+    max_payload = 16
+
+    def __init__(self, error: Exception | None = None) -> None:
+        self.frames: list[bytes] = []
+        self.sizes: list[int] = []
         self._error = error
 
-    async def publish(self, subject: str, payload: bytes, reply: str,
-                      headers: Any = None) -> None:
-        if len(self.published) == self._fail_at:
-            self.published.append(("<failed>", b"", ""))
-            assert self._error is not None
+    async def send_frames(self, frames: list[bytes], size: int) -> None:
+        if self._error is not None:
             raise self._error
-        self.published.append((subject, payload, reply))
+        self.frames.extend(frames)
+        self.sizes.append(size)
 
 
 def _records(count: int) -> list[NativeMessage]:
@@ -92,26 +96,75 @@ def _records(count: int) -> list[NativeMessage]:
             for n in range(count)]
 
 
-def test_a_link_failure_fails_the_rest_of_the_batch_unsent() -> None:
-    client = _Client(fail_at=2, error=nats.errors.ConnectionClosedError())
+def test_a_link_failure_fails_the_whole_batch_unsent() -> None:
+    client = _Client(error=nats.errors.ConnectionClosedError())
     outcomes = asyncio.run(_publish_all(client, _records(5), lambda _: ""))  # type: ignore[arg-type]
-    assert outcomes[:2] == [None, None]
-    failed = outcomes[2]
+    failed = outcomes[0]
     assert failed is not None and failed.retryable
-    assert outcomes[3:] == [failed, failed]
-    assert len(client.published) == 3  # 3 and 4 never went out ahead of 2's retry
+    assert outcomes == [failed] * 5
+    assert client.frames == []  # nothing queued: no message goes out ahead of a retry
 
 
 def test_a_message_failure_does_not_stop_the_batch() -> None:
-    client = _Client(fail_at=1, error=nats.errors.MaxPayloadError())
+    client = _Client()
     records = [*_records(3)]
+    records.insert(1, NativeMessage("NATS", {"subject": "big"}, payload=b"x" * 17))
     records.insert(2, NativeMessage("NATS", {}, payload=b"no subject"))
+    records.insert(3, NativeMessage("NATS", {"subject": "bad", "headers": [
+        {"name": "bad name", "value": "v"}]}, payload=b"bad header"))
     outcomes = asyncio.run(_publish_all(client, records, lambda i: f"r.{i}"))  # type: ignore[arg-type]
-    too_big, no_subject = outcomes[1], outcomes[2]
-    assert outcomes[0] is None and outcomes[3] is None
-    assert too_big is not None and not too_big.retryable
-    assert no_subject is not None and not no_subject.retryable
-    assert [p[2] for p in client.published] == ["r.0", "", "r.3"]  # reply subjects
+    assert [o is None for o in outcomes] == [True, False, False, False, True, True]
+    assert all(o is not None and not o.retryable for o in outcomes[1:4])
+    assert client.frames == [b"PUB s.0 r.0 1\r\n0\r\n", b"PUB s.1 r.4 1\r\n1\r\n",
+                             b"PUB s.2 r.5 1\r\n2\r\n"]
+    assert client.sizes == [3]  # payload bytes, as nats-py counts its pending buffer
+
+
+# What nats-py's own `publish` writes, to hold `publish_frame` to it.
+NAMES = st.sampled_from(["a", "Content-Type", "ce-id", " x ", "", "bad name", "k:v", "é",
+                         "ce_time", "X-1"])
+TEXTS = st.text(st.sampled_from("ab \r\n\t:é\u00ff"), max_size=6)
+SUBJECTS = st.sampled_from(["s", "a.b.c", "", "a b", "a\r\nPUB x 1", "é.x", "a\tb",
+                            "\ud800"])
+
+
+def _nats_py_frame(subject: str, reply: str, payload: bytes,
+                   headers: HeaderPairs | None) -> bytes | str:
+    from nats.aio import client as nats_client
+
+    try:
+        nats_client._validate_subject(subject)
+        if reply:
+            nats_client._validate_subject(reply)
+    except nats.errors.Error:
+        return "refused"
+    client = nats_client.Client()
+    queued: list[bytes] = []
+
+    async def capture(cmd: bytes, priority: bool = False) -> None:
+        queued.append(cmd)
+
+    client._send_command = capture  # type: ignore[method-assign]
+    try:
+        asyncio.run(client._send_publish(subject, reply, payload, len(payload), headers))
+    except (nats.errors.Error, UnicodeEncodeError):
+        return "refused"
+    [frame] = queued
+    return frame
+
+
+@settings(max_examples=300, deadline=None)
+@given(SUBJECTS, st.sampled_from(["", "r.1", "a b"]), st.binary(max_size=8),
+       st.one_of(st.none(), st.lists(st.tuples(NAMES, TEXTS), max_size=4)))
+def test_publish_frame_is_what_nats_py_queues(subject: str, reply: str, payload: bytes,
+                                             pairs: list[tuple[str, str]] | None) -> None:
+    headers = None if pairs is None else HeaderPairs(pairs)
+    expected = _nats_py_frame(subject, reply, payload, headers)
+    try:
+        got: bytes | str = publish_frame(PublishArgs(subject, reply, payload, headers))
+    except ValueError:
+        got = "refused"
+    assert got == expected
 
 
 # ====================================================================== PubAcks
