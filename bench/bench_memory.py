@@ -7,13 +7,18 @@ Not a test: run by hand, from the repository root (the broker harness imports), 
 
 What it does:
 
-* starts Tansu (Kafka) on a loopback ephemeral port with the broker harness, and a slow
-  HTTP sink in this process: every request is answered 204 after `--sink-delay` seconds,
-  so the gateway's HTTP producer (`concurrency` requests at once) drains far slower than
-  the Kafka source can be read;
-* pre-loads `--messages` (default 3 x the window) JSON messages of `--size` bytes into one
+* starts Tansu (Kafka, the source) and nats-server (the sink, core NATS) on loopback
+  ephemeral ports with the broker harness, and makes the sink slow to confirm: the
+  gateway reaches the NATS server through a proxy that passes what the gateway sends at
+  once and holds what the server answers for `--rtt` seconds (a distant broker). Each
+  batch of publishes is confirmed by a PONG `--rtt` late, so the window fills and stays
+  full while the sink drains at most window / rtt messages per second. (A sink that stops
+  reading would not fill it: TCP back-pressure then holds the route's pump, and so does
+  the HTTP producer at its `concurrency` requests -- the window never grows past a
+  batch or two, which is the memory bound for those);
+* pre-loads `--messages` (default 10 x the window) JSON messages of `--size` bytes into one
   Kafka topic, keys spread over 64 devices;
-* runs the real daemon (`xrgw run`, a child process) with one Kafka -> HTTP route whose
+* runs the real daemon (`xrgw run`, a child process) with one Kafka -> NATS route whose
   `inflight` window is `--window`, and one message definition (plus `--definitions - 1`
   others on other key prefixes);
 * samples the child's resident set (VmRSS from /proc) and the route's
@@ -22,7 +27,8 @@ What it does:
 
 Reported: RSS at idle (started, nothing read yet), when the window first fills, its peak,
 at the end, and the slope of a least-squares line through the samples taken while the
-window was full (MB per minute: flat is ~0), plus how many messages the sink received.
+window was full, leaving out the first third of them (MB per minute: flat is ~0), plus how
+many messages the sink received.
 """
 
 from __future__ import annotations
@@ -41,11 +47,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from aiohttp import web
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from harness.brokers import Tansu, free_port
+from harness.brokers import NatsServer, Tansu, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 DEVICES = 64
@@ -69,8 +74,8 @@ def documents(kafka: str, topic: str, sink: str, definitions: int) -> dict[str, 
                     "protocoloptions": {"endpoints": [{"uri": kafka}], "topic": topic,
                                         "consumergroup": f"mem-{topic}"},
                     "messagegroups": ["#/messagegroups/mem"]},
-            "dst": {"usage": ["producer"], "protocol": "HTTP",
-                    "protocoloptions": {"endpoints": [{"uri": sink}], "method": "POST"}},
+            "dst": {"usage": ["producer"], "protocol": "NATS",
+                    "protocoloptions": {"endpoints": [{"uri": sink}], "subject": "mem.out"}},
         },
         "messagegroups": {"mem": {"envelope": "CloudEvents/1.0", "messages": messages}},
     }
@@ -90,6 +95,9 @@ routes:
 deadletter: log
 admin: {{listen: "127.0.0.1:{admin}"}}
 log: {{level: warning}}
+endpoints:
+  src:
+    options: {{max_in_flight: {args.window}}}
 """)
     return config
 
@@ -115,31 +123,79 @@ async def preload(bootstrap: str, topic: str, count: int, size: int) -> None:
         await producer.stop()
 
 
-class SlowSink:
-    """An HTTP endpoint that answers every request after a fixed delay."""
+class Counter:
+    """Counts what reaches the sink subject (a plain subscription of its own)."""
 
-    def __init__(self, delay: float) -> None:
-        self.delay = delay
+    def __init__(self) -> None:
         self.received = 0
-        self.port = free_port()
-        self._runner: web.AppRunner | None = None
+        self._client: Any = None
 
-    async def handle(self, request: web.Request) -> web.Response:
-        await request.read()
-        await asyncio.sleep(self.delay)
-        self.received += 1
-        return web.Response(status=204)
+    async def start(self, url: str) -> None:
+        import nats
 
-    async def start(self) -> None:
-        app = web.Application()
-        app.router.add_post("/{tail:.*}", self.handle)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
+        async def count(_msg: Any) -> None:
+            self.received += 1
+
+        self._client = await nats.connect(url)
+        await self._client.subscribe("mem.out", cb=count, pending_msgs_limit=1_000_000)
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                await self._client.close()
+
+
+class DelayProxy:
+    """TCP proxy to `upstream`: client bytes pass at once, server bytes `delay` s late
+    (in order; those of a connection's first second at once, so its handshake is not
+    held past the client's connect timeout)."""
+
+    def __init__(self, upstream_port: int, delay: float) -> None:
+        self.upstream_port = upstream_port
+        self.delay = delay
+        self.port = free_port()
+        self._server: asyncio.Server | None = None
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        await asyncio.gather(self._pipe(reader, up_writer, 0.0),
+                             self._pipe(up_reader, writer, self.delay),
+                             return_exceptions=True)
+        for w in (writer, up_writer):
+            w.close()
+
+    @staticmethod
+    async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                    delay: float) -> None:
+        loop = asyncio.get_running_loop()
+        held: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
+
+        async def release() -> None:
+            while True:
+                due, chunk = await held.get()
+                if not chunk:
+                    writer.close()
+                    return
+                await asyncio.sleep(max(0.0, due - loop.time()))
+                writer.write(chunk)
+                await writer.drain()
+
+        releaser = asyncio.create_task(release())
+        handshake = loop.time() + 1.0  # INFO/CONNECT/PONG of the connect pass at once
+        try:
+            while chunk := await reader.read(1 << 16):
+                now = loop.time()
+                held.put_nowait((now + delay if now > handshake else now, chunk))
+        finally:
+            held.put_nowait((loop.time() + delay, b""))
+            await asyncio.gather(releaser, return_exceptions=True)
 
 
 def rss_mb(pid: int) -> float:
@@ -174,16 +230,19 @@ def slope_per_minute(samples: list[tuple[float, float]]) -> float:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    with Tansu() as kafka:
+    with Tansu() as kafka, NatsServer() as nats_server:
         bootstrap = kafka.bootstrap_servers
         topic = f"mem-{os.getpid()}-{int(time.time())}"
-        sink = SlowSink(args.sink_delay)
-        await sink.start()
+        sink = Counter()
+        await sink.start(nats_server.url)
         workdir = Path(tempfile.mkdtemp(prefix="xrgw-mem-"))
         admin = free_port()
-        config = write_config(workdir, kafka.url, topic, f"http://127.0.0.1:{sink.port}/in",
+        assert nats_server.port is not None
+        proxy = DelayProxy(nats_server.port, args.rtt)
+        await proxy.start()
+        config = write_config(workdir, kafka.url, topic, f"nats://127.0.0.1:{proxy.port}",
                               admin, args)
-        count = args.messages or args.window * 3
+        count = args.messages or args.window * 10
         print(f"pre-loading {count} x {args.size} B ...", file=sys.stderr)
         await preload(bootstrap, topic, count, args.size)
         cmd = [sys.executable, "-c",
@@ -192,7 +251,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         child = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
         result: dict[str, Any] = {"window": args.window, "size": args.size,
                                   "definitions": args.definitions, "messages": count,
-                                  "sink_delay_s": args.sink_delay}
+                                  "sink_rtt_s": args.rtt}
         try:
             start = time.monotonic()
             samples: list[tuple[float, float, float | None]] = []
@@ -216,7 +275,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 "rss_peak_mb": max(m for _, m, _ in samples),
                 "rss_end_mb": samples[-1][1],
                 "seconds_full": (full[-1][0] - full[0][0]) if full else 0.0,
-                "slope_mb_per_min_full": slope_per_minute(full),
+                # The first third of the full period is the allocator settling in.
+                "slope_mb_per_min_full": slope_per_minute(full[len(full) // 3:]),
                 "max_inflight": max((lv or 0) for _, _, lv in samples),
                 "sink_received": sink.received,
             })
@@ -227,6 +287,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             if child.poll() is None:
                 child.kill()
             await sink.stop()
+            await proxy.stop()
     return result
 
 
@@ -234,10 +295,10 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--window", type=int, default=10_000, help="the route's inflight window")
     p.add_argument("--size", type=int, default=1024, help="message body bytes")
-    p.add_argument("--messages", type=int, default=0, help="pre-loaded (default 3 x window)")
+    p.add_argument("--messages", type=int, default=0, help="pre-loaded (default 10 x window)")
     p.add_argument("--definitions", type=int, default=1)
-    p.add_argument("--sink-delay", type=float, default=0.05,
-                   help="seconds the sink takes per request")
+    p.add_argument("--rtt", type=float, default=5.0,
+                   help="seconds the sink's answers are held back")
     p.add_argument("--seconds", type=float, default=60.0, help="how long to sample")
     p.add_argument("--interval", type=float, default=1.0)
     p.add_argument("--json", help="also write the result to this JSON file")
