@@ -15,6 +15,7 @@ its failures.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Hashable
 from typing import cast
 from urllib.parse import unquote
@@ -101,14 +102,20 @@ def _whole_value_test(name: str) -> ValueTest:
 
 def _template_test(check: Check) -> ValueTest:
     decode, check_type, declared = check.decode, check.check_type, check.declared
-    match_fn = check.matcher()
+    # The regex is compiled when the first value reaches it, not here: of a catalog of
+    # 10,000 definitions with their own key templates most never see a message, and
+    # compiling them all was most of the start-up.
+    match_fn: Callable[[str], re.Match[str] | None] | None = None
 
     def test(value: JSON, context: dict[str, str]) -> int:
+        nonlocal match_fn
         if check_type:
             plain = unquote(value) if decode and value.__class__ is str else value
             if not conforms(plain, declared):
                 return NEXT
         text = value if isinstance(value, str) else as_text(value)
+        if match_fn is None:
+            match_fn = check.matcher()
         found = match_fn(text)
         if found is None:
             return NEXT
