@@ -1,0 +1,155 @@
+"""A native record as the learner sees it: the values at each place a definition can
+constrain, read through the protocol's profile (no per-protocol code here).
+
+A place (`Slot`) is a segment of the address (`topic_name[3]`, `properties.subject[0]`),
+a whole scalar field (`qos`, `key`), a named entry (`headers.action`,
+`user_properties.eventType`) or a section member (`application-properties.state`).
+Per-delivery coordinates (Kafka partition and offset, JetStream sequence, MQTT correlation
+data, AMQP message-id) are the profile's identity parts: they identify one message, never
+a kind of message, so they are not places.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gateway.jsontypes import JSON
+from gateway.protocols import FieldRef, FieldSpec, ProtocolProfile, find_profile
+from gateway.record import NativeMessage, as_text
+
+#: Longer values are cut: they are kept for counting, and a value this long is an id or
+#: a payload, never a constant worth splitting on.
+MAX_VALUE_LENGTH = 200
+#: Field types whose values are delivery parameters, never what tells messages apart.
+_NOT_SPLITTABLE = frozenset({"integer", "boolean", "timestamp", "binary"})
+
+
+@dataclass(frozen=True, order=True)
+class Slot:
+    field: str
+    member: str | None = None  # entry or section member name
+    index: int | None = None  # segment of the address
+
+    @property
+    def path(self) -> str:
+        text = self.field if self.member is None else f"{self.field}.{self.member}"
+        return text if self.index is None else f"{text}[{self.index}]"
+
+    @property
+    def is_segment(self) -> bool:
+        return self.index is not None
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One record, read: its shape, the value at each place, its body."""
+
+    protocol: str
+    segments: int  # address segments; 0 when the record has no address
+    values: dict[Slot, tuple[str, JSON]]  # place -> (text, value as received)
+    body: JSON  # the JSON body, or None
+    has_json_body: bool
+    content_type: str | None
+    splittable: frozenset[Slot]
+
+
+def address_ref(protocol: str) -> tuple[FieldRef | None, str]:
+    """The protocol's address place and the separator of its segments."""
+    prof = find_profile(protocol)
+    if prof is None or prof.address is None:
+        return None, "/"
+    spec = prof.definition_field(prof.address.field)
+    return prof.address, "/" if spec is None else spec.separator
+
+
+def observe(record: NativeMessage) -> Observation:
+    prof = find_profile(record.protocol)
+    values: dict[Slot, tuple[str, JSON]] = {}
+    splittable: set[Slot] = set()
+    segments = 0
+    if prof is not None:
+        skipped = _identity_refs(prof)
+        for name, spec, member, raw in _entries(prof, record):
+            ref = FieldRef(name, member)
+            if ref in skipped:
+                continue
+            text = as_text(raw)[:MAX_VALUE_LENGTH]
+            if ref == prof.address:
+                parts = text.split(_separator(spec))
+                segments = len(parts)
+                for index, part in enumerate(parts):
+                    slot = Slot(name, member, index)
+                    values[slot] = (part, part)
+                    splittable.add(slot)
+                continue
+            slot = Slot(name, member)
+            values[slot] = (text, raw)
+            if _value_type(spec, member) not in _NOT_SPLITTABLE:
+                splittable.add(slot)
+    return Observation(record.protocol, segments, values,
+                       record.data if record.has_json_data else None,
+                       record.has_json_data, record.content_type, frozenset(splittable))
+
+
+def _separator(spec: FieldSpec) -> str:
+    return spec.separator
+
+
+def _value_type(spec: FieldSpec, member: str | None) -> str:
+    if spec.kind == "section" and member is not None:
+        return spec.member_type(member) or "any"
+    return spec.type
+
+
+def _identity_refs(prof: ProtocolProfile) -> set[FieldRef]:
+    if prof.identity is None:
+        return set()
+    return {part.ref for part in prof.identity.parts if part.ref != prof.address}
+
+
+def _entries(prof: ProtocolProfile, record: NativeMessage
+             ) -> list[tuple[str, FieldSpec, str | None, JSON]]:
+    """(field, its definition spec, entry/member name or None, value) of every place the
+    record fills; fields a definition cannot constrain are skipped."""
+    out: list[tuple[str, FieldSpec, str | None, JSON]] = []
+    for name, kind in prof.record_fields.items():
+        spec = prof.definition_field(name)
+        raw = record.fields.get(name)
+        if spec is None or raw is None:
+            continue
+        if kind == "pairs" and isinstance(raw, list):
+            seen: set[str] = set()
+            for entry in raw:
+                if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+                    continue
+                key = str(entry["name"])
+                if spec.case_insensitive_names:
+                    key = key.lower()
+                if key not in seen:  # the first entry of a name is the one matched
+                    seen.add(key)
+                    out.append((name, spec, key, entry.get("value")))
+        elif kind in ("object", "strmap") and isinstance(raw, dict):
+            out.extend((name, spec, member, value) for member, value in raw.items())
+        elif kind not in ("pairs", "object", "strmap"):
+            out.append((name, spec, None, raw))
+    return out
+
+
+def body_fields(body: JSON, cap: int = 256) -> dict[str, list[str]]:
+    """Text of each scalar of a JSON object body (top level and one level down) -> the
+    field paths that carry it: what a placeholder can be named after."""
+    out: dict[str, list[str]] = {}
+    if not isinstance(body, dict):
+        return out
+    count = 0
+    for key, value in body.items():
+        items = [(key, value)]
+        if isinstance(value, dict):
+            items = [(f"{key}.{inner}", v) for inner, v in value.items()]
+        for path, scalar in items:
+            if count >= cap:
+                return out
+            if isinstance(scalar, (str, int, float)) and not isinstance(scalar, bool):
+                out.setdefault(as_text(scalar), []).append(path)
+                count += 1
+    return out
