@@ -32,9 +32,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "summary)")
     parser.add_argument("--format", choices=["text", "json"], default="text",
                         help="the summary: text (default) or one JSON document")
-    parser.add_argument("--max-constant-values", type=_positive, default=16, metavar="N",
+    parser.add_argument("--max-constant-values", type=_positive, default=64, metavar="N",
                         help="a place with at most N word-like values splits into one "
-                             "definition per value; more become a placeholder (default 16)")
+                             "definition per value; more become a placeholder (default 64)")
     parser.add_argument("--min-group-size", type=_positive, default=2, metavar="N",
                         help="leave out definitions seen in fewer than N messages "
                              "(default 2)")

@@ -33,8 +33,8 @@ def assemble(proposals: Sequence[Proposal], options: LearnOptions) -> None:
 def _placeholder_name(slot: Slot, named_after: str | None) -> str:
     if named_after is not None:
         base = named_after
-    elif slot.index is not None:
-        base = f"segment{slot.index}"
+    elif slot.is_segment:
+        base = f"segment{slot.segment}"
     else:
         base = slot.member or slot.field
     name = _NOT_NAME.sub("_", base).strip("_")
@@ -45,15 +45,15 @@ def _templates(proposal: Proposal) -> None:
     ref, separator = address_ref(proposal.protocol)
     taken: set[str] = set()
     for slot, value in list(proposal.constants.items()):
-        if slot.index is not None and ("{" in as_text(value) or "}" in as_text(value)):
+        if slot.is_segment and ("{" in as_text(value) or "}" in as_text(value)):
             # a literal brace cannot be written in a template: generalise the segment
             del proposal.constants[slot]
             proposal.placeholders[slot] = PlaceholderInfo(slot.path, None, 1, False)
     values: dict[Slot, JSON] = dict(proposal.constants)
     # address placeholders first, in order, so they get the plain names
-    for slot in sorted(proposal.placeholders, key=lambda s: (s.index is None, s)):
+    for slot in sorted(proposal.placeholders, key=lambda s: (not s.is_segment, s)):
         info = proposal.placeholders[slot]
-        if slot.index is None and info.named_after is None:
+        if not slot.is_segment and info.named_after is None:
             proposal.left_out.append(slot)
             continue
         name = _placeholder_name(slot, info.named_after)
@@ -66,12 +66,12 @@ def _templates(proposal: Proposal) -> None:
         values[slot] = "{" + unique + "}"
     for slot in proposal.left_out:
         proposal.placeholders.pop(slot, None)
-    segments = sorted((s for s in values if s.index is not None), key=lambda s: s.index or 0)
+    segments = sorted((s for s in values if s.is_segment), key=lambda s: s.segment)
     if ref is not None and segments:
         proposal.address_field = ref.field if ref.name is None else f"{ref.field}.{ref.name}"
         proposal.address = separator.join(_literal(values[s]) for s in segments)
-        values = {s: v for s, v in values.items() if s.index is None}
-        values[Slot(ref.field, ref.name)] = proposal.address
+        values = {s: v for s, v in values.items() if not s.is_segment}
+        values[Slot(ref.field, ref.name or "")] = proposal.address
         address_names = [proposal.placeholders[s].name for s in segments
                          if s in proposal.placeholders]
         if address_names:
@@ -79,7 +79,7 @@ def _templates(proposal: Proposal) -> None:
         proposal.type_parts = [_type_word(as_text(proposal.constants[s])) for s in segments
                                if s in proposal.constants and as_text(proposal.constants[s])]
     if proposal.subject is None:
-        named = [i.name for s, i in proposal.placeholders.items() if s.index is None]
+        named = [i.name for s, i in proposal.placeholders.items() if not s.is_segment]
         if named:
             proposal.subject = "{" + named[-1] + "}"
     proposal.options = _options(proposal.protocol, values)
@@ -100,7 +100,7 @@ def _options(protocol: str, values: dict[Slot, JSON]) -> JSONObject:
         value = values[slot]
         if spec is None:
             continue
-        if spec.kind == "scalar" or slot.member is None:
+        if spec.kind == "scalar" or not slot.member:
             out[slot.field] = value
         elif spec.kind == "list":
             entries = out.setdefault(slot.field, [])
@@ -144,7 +144,7 @@ def _types(proposals: Sequence[Proposal], options: LearnOptions) -> None:
 def _distinguishing_words(proposal: Proposal, group: Sequence[Proposal]) -> list[str]:
     words: list[str] = []
     for slot, value in sorted(proposal.constants.items()):
-        if slot.index is not None or not isinstance(value, str):
+        if slot.is_segment or not isinstance(value, str):
             continue
         if any(other.constants.get(slot) != value for other in group):
             word = _type_word(value)

@@ -76,7 +76,7 @@ def _split(shape: ShapeTally, rows: list[Row], options: LearnOptions,
         for _, part in sorted(parts.items(), key=lambda p: (p[0] is None, p[0] or "")):
             _split(shape, part, options, out)
         return
-    out.append(_proposal(shape, rows, judgements))
+    out.append(_proposal(shape, rows, judgements, options))
 
 
 def _judge(slot: Slot, tally: SlotTally, values: Counter[str | None],
@@ -109,8 +109,8 @@ def _named_after(tally: SlotTally) -> str | None:
     return path if hits >= NAMING_SHARE * tally.present else None
 
 
-def _proposal(shape: ShapeTally, rows: list[Row], judgements: dict[Slot, Judgement]
-              ) -> Proposal:
+def _proposal(shape: ShapeTally, rows: list[Row], judgements: dict[Slot, Judgement],
+              options: LearnOptions) -> Proposal:
     constants: dict[Slot, JSON] = {}
     placeholders: dict[Slot, PlaceholderInfo] = {}
     left_out: list[Slot] = []
@@ -122,11 +122,13 @@ def _proposal(shape: ShapeTally, rows: list[Row], judgements: dict[Slot, Judgeme
         elif judgement.kind in ("placeholder", "constant") and seen:
             distinct = set(seen)
             saturated = MANY in distinct or shape.slots[slot].saturated
+            # past the cap only a lower bound is known: the cap
+            cardinality = options.value_cap if saturated else len(distinct)
             if judgement.kind == "constant" and not slot.is_segment:
                 left_out.append(slot)  # absent from some messages: no constraint
             else:
                 placeholders[slot] = PlaceholderInfo(slot.path, judgement.named_after,
-                                                     len(distinct - {MANY}), saturated)
+                                                     cardinality, saturated)
         elif judgement.kind == "leave-out":
             left_out.append(slot)
     content_types: Counter[str] = Counter()

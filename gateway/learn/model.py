@@ -27,7 +27,7 @@ class LearnOptions:
     `gateway/learn/tally.py`.
     """
 
-    max_constant_values: int = 16
+    max_constant_values: int = 64
     min_group_size: int = 2
     split_on: frozenset[str] = frozenset()
     merge: frozenset[str] = frozenset()

@@ -12,6 +12,7 @@ a kind of message, so they are not places.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from gateway.jsontypes import JSON
 from gateway.protocols import FieldRef, FieldSpec, ProtocolProfile, find_profile
@@ -24,20 +25,22 @@ MAX_VALUE_LENGTH = 200
 _NOT_SPLITTABLE = frozenset({"integer", "boolean", "timestamp", "binary"})
 
 
-@dataclass(frozen=True, order=True)
-class Slot:
+class Slot(NamedTuple):
+    """A place; a tuple, so that hashing and ordering it (per message) stay cheap."""
+
     field: str
-    member: str | None = None  # entry or section member name
-    index: int | None = None  # segment of the address
+    member: str = ""  # entry or section member name; "" for the field itself
+    segment: int = -1  # segment of the address; -1 for the whole value
+    # (no None in a slot: slots are sorted, and None does not compare with text)
 
     @property
     def path(self) -> str:
-        text = self.field if self.member is None else f"{self.field}.{self.member}"
-        return text if self.index is None else f"{text}[{self.index}]"
+        text = f"{self.field}.{self.member}" if self.member else self.field
+        return f"{text}[{self.segment}]" if self.is_segment else text
 
     @property
     def is_segment(self) -> bool:
-        return self.index is not None
+        return self.segment >= 0
 
 
 @dataclass(frozen=True)
@@ -50,7 +53,6 @@ class Observation:
     body: JSON  # the JSON body, or None
     has_json_body: bool
     content_type: str | None
-    splittable: frozenset[Slot]
 
 
 def address_ref(protocol: str) -> tuple[FieldRef | None, str]:
@@ -62,37 +64,63 @@ def address_ref(protocol: str) -> tuple[FieldRef | None, str]:
     return prof.address, "/" if spec is None else spec.separator
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """How to read one protocol's records, worked out once per protocol."""
+
+    address: tuple[str, str | None] | None  # (field, member)
+    fields: tuple[tuple[str, str, FieldSpec], ...]  # (field, record kind, definition spec)
+    skipped: frozenset[tuple[str, str | None]]
+
+
+_PLANS: dict[str, _Plan] = {}
+
+
+def _plan(protocol: str) -> _Plan | None:
+    plan = _PLANS.get(protocol)
+    if plan is None:
+        prof = find_profile(protocol)
+        if prof is None:
+            return None
+        fields = tuple((name, kind, spec) for name, kind in prof.record_fields.items()
+                       if (spec := prof.definition_field(name)) is not None)
+        address = None if prof.address is None else (prof.address.field, prof.address.name)
+        skipped = frozenset((ref.field, ref.name) for ref in _identity_refs(prof))
+        plan = _PLANS[protocol] = _Plan(address, fields, skipped)
+    return plan
+
+
 def observe(record: NativeMessage) -> Observation:
-    prof = find_profile(record.protocol)
     values: dict[Slot, tuple[str, JSON]] = {}
-    splittable: set[Slot] = set()
     segments = 0
-    if prof is not None:
-        skipped = _identity_refs(prof)
-        for name, spec, member, raw in _entries(prof, record):
-            ref = FieldRef(name, member)
-            if ref in skipped:
+    plan = _plan(record.protocol)
+    if plan is not None:
+        address, skipped = plan.address, plan.skipped
+        for name, spec, member, raw in _entries(plan, record):
+            ref = (name, member)
+            if skipped and ref in skipped:
                 continue
             text = as_text(raw)[:MAX_VALUE_LENGTH]
-            if ref == prof.address:
-                parts = text.split(_separator(spec))
+            if ref == address:
+                parts = text.split(spec.separator)
                 segments = len(parts)
                 for index, part in enumerate(parts):
-                    slot = Slot(name, member, index)
-                    values[slot] = (part, part)
-                    splittable.add(slot)
+                    values[Slot(name, member or "", index)] = (part, part)
                 continue
-            slot = Slot(name, member)
-            values[slot] = (text, raw)
-            if _value_type(spec, member) not in _NOT_SPLITTABLE:
-                splittable.add(slot)
+            values[Slot(name, member or "")] = (text, raw)
     return Observation(record.protocol, segments, values,
                        record.data if record.has_json_data else None,
-                       record.has_json_data, record.content_type, frozenset(splittable))
+                       record.has_json_data, record.content_type)
 
 
-def _separator(spec: FieldSpec) -> str:
-    return spec.separator
+def splittable(protocol: str, slot: Slot) -> bool:
+    """Whether values at `slot` can tell kinds of messages apart: address segments and
+    text places can; delivery parameters (integers, booleans, times) cannot."""
+    prof = find_profile(protocol)
+    spec = None if prof is None else prof.definition_field(slot.field)
+    if spec is None or slot.is_segment:
+        return True
+    return _value_type(spec, slot.member or None) not in _NOT_SPLITTABLE
 
 
 def _value_type(spec: FieldSpec, member: str | None) -> str:
@@ -107,15 +135,15 @@ def _identity_refs(prof: ProtocolProfile) -> set[FieldRef]:
     return {part.ref for part in prof.identity.parts if part.ref != prof.address}
 
 
-def _entries(prof: ProtocolProfile, record: NativeMessage
+def _entries(plan: _Plan, record: NativeMessage
              ) -> list[tuple[str, FieldSpec, str | None, JSON]]:
     """(field, its definition spec, entry/member name or None, value) of every place the
     record fills; fields a definition cannot constrain are skipped."""
     out: list[tuple[str, FieldSpec, str | None, JSON]] = []
-    for name, kind in prof.record_fields.items():
-        spec = prof.definition_field(name)
-        raw = record.fields.get(name)
-        if spec is None or raw is None:
+    present = record.fields
+    for name, kind, spec in plan.fields:
+        raw = present.get(name)
+        if raw is None:
             continue
         if kind == "pairs" and isinstance(raw, list):
             seen: set[str] = set()

@@ -74,7 +74,7 @@ def _proposal_lines(proposal: Proposal) -> list[str]:
     if proposal.constants:
         text = ", ".join(f"{slot.path}={as_text(value)}"
                          for slot, value in sorted(proposal.constants.items())
-                         if slot.index is None)
+                         if not slot.is_segment)
         if text:
             lines.append(f"{'':>11}constants: {text}")
     if proposal.left_out:

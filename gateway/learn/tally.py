@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from gateway.jsontypes import JSON
 from gateway.learn.model import LearnOptions
-from gateway.learn.slots import Observation, Slot, body_fields
+from gateway.learn.slots import Observation, Slot, body_fields, splittable
 
 #: The folded value of a saturated place in a combination.
 MANY = "\x00*"
@@ -57,6 +57,7 @@ class ShapeTally:
     slots: dict[Slot, SlotTally] = field(default_factory=dict)
     vectors: dict[Vector, VectorTally] = field(default_factory=dict)
     folded: set[Slot] = field(default_factory=set)
+    order: list[Slot] = field(default_factory=list)  # the places, sorted
     overflow_slots: int = 0
     compactions: int = 0
 
@@ -69,14 +70,17 @@ class ShapeTally:
                 if len(self.slots) >= options.slot_cap:
                     self.overflow_slots += 1
                     continue
-                tally = self.slots[slot] = SlotTally(splittable=slot in seen.splittable)
+                tally = self.slots[slot] = SlotTally(splittable=splittable(self.protocol, slot))
+                self.order = sorted(self.slots)
             tally.present += 1
             if not tally.saturated:
-                count, first = tally.values.get(text, (0, raw))
-                tally.values[text] = (count + 1, first)
+                known = tally.values.get(text)
+                tally.values[text] = (1, raw) if known is None else (known[0] + 1, known[1])
                 if len(tally.values) > options.value_cap:
                     tally.saturated = True
                     tally.values.clear()
+            if not carried:
+                continue
             for path in carried.get(text, ()):
                 if path in tally.same_as or len(tally.same_as) < _FIELD_CANDIDATES:
                     tally.same_as[path] += 1
@@ -97,12 +101,15 @@ class ShapeTally:
 
     def _vector(self, seen: Observation) -> Vector:
         items: list[tuple[Slot, str | None]] = []
-        for slot in sorted(self.slots):
-            value = seen.values.get(slot)
-            text = None if value is None else value[0]
-            if text is not None and (slot in self.folded or self.slots[slot].saturated):
-                text = MANY
-            items.append((slot, text))
+        values, slots, folded = seen.values, self.slots, self.folded
+        for slot in self.order:
+            value = values.get(slot)
+            if value is None:
+                items.append((slot, None))
+            elif slots[slot].saturated or slot in folded:
+                items.append((slot, MANY))
+            else:
+                items.append((slot, value[0]))
         return tuple(items)
 
     def _compact(self, options: LearnOptions) -> None:
