@@ -51,9 +51,13 @@ def _templates(proposal: Proposal) -> None:
             proposal.placeholders[slot] = PlaceholderInfo(slot.path, None, 1, False)
     values: dict[Slot, JSON] = dict(proposal.constants)
     # address placeholders first, in order, so they get the plain names
+    # With nothing else to constrain, an unnamed varying place (a Kafka key) is kept as a
+    # template: it at least requires the place, where no constraint would match anything.
+    keep_unnamed = not proposal.constants and not any(
+        s.is_segment or i.named_after for s, i in proposal.placeholders.items())
     for slot in sorted(proposal.placeholders, key=lambda s: (not s.is_segment, s)):
         info = proposal.placeholders[slot]
-        if not slot.is_segment and info.named_after is None:
+        if not slot.is_segment and info.named_after is None and not keep_unnamed:
             proposal.left_out.append(slot)
             continue
         name = _placeholder_name(slot, info.named_after)

@@ -12,6 +12,8 @@ from gateway.learn.schemas import SCHEMA_FORMAT, content_type, infer_schema
 
 CATALOG_SCHEMA = "https://xregistry.io/schema/xregistry_messaging_catalog.json"
 REVIEW = "proposed by xrgw learn: review before use"
+UNCONSTRAINED = ("messages that carry nothing a definition can constrain (no address, no "
+                 "constant or named metadata): add protocol and protocoloptions by hand")
 
 
 def draft_document(proposals: Sequence[Proposal], options: LearnOptions) -> JSONObject:
@@ -62,10 +64,16 @@ def _definition(proposal: Proposal) -> JSONObject:
         metadata["datacontenttype"] = {"value": ctype}
     definition: JSONObject = {
         "envelope": "CloudEvents/1.0",
-        "protocol": proposal.protocol,
         "description": f"{where}: learned from {proposal.count} message(s); {REVIEW}",
         "envelopemetadata": metadata,
     }
     if proposal.options:
+        definition["protocol"] = proposal.protocol
         definition["protocoloptions"] = proposal.options
+    else:
+        # A definition with a protocol must constrain something of it (it would match
+        # every message of the protocol): without anything to constrain, say so.
+        definition["description"] = (
+            f"{proposal.protocol} {UNCONSTRAINED}; learned from {proposal.count} "
+            f"message(s); {REVIEW}")
     return definition

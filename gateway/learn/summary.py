@@ -5,6 +5,7 @@ out places, and per placeholder its cardinality - what the merge/split knobs act
 from __future__ import annotations
 
 from gateway.jsontypes import JSONObject
+from gateway.learn.document import UNCONSTRAINED
 from gateway.learn.model import LearnOptions, LearnResult, Proposal
 from gateway.record import as_text
 
@@ -39,6 +40,7 @@ def _proposal_json(proposal: Proposal) -> JSONObject:
         ],
         "constants": {slot.path: value for slot, value in sorted(proposal.constants.items())},
         "left_out": [path for path in sorted({slot.path for slot in proposal.left_out})],
+        "constrained": bool(proposal.options),
     }
 
 
@@ -67,6 +69,8 @@ def _proposal_lines(proposal: Proposal) -> list[str]:
     where = (f"{proposal.address_field} {proposal.address}" if proposal.address
              else "(no address)")
     lines = [f"{proposal.count:>9}  {proposal.message_id}  {proposal.protocol}  {where}"]
+    if not proposal.options:
+        lines.append(f"{'':>11}written without protocol: {UNCONSTRAINED}")
     for info in proposal.placeholders.values():
         many = f">{info.cardinality}" if info.saturated else str(info.cardinality)
         after = f", named after payload {info.named_after}" if info.named_after else ""
