@@ -10,6 +10,8 @@ per catalog (Markdown):
 
     python -m scripts.learn_report                 # 12 samples per definition
     python -m scripts.learn_report -n 30 --json    # rows as JSON
+    python -m scripts.learn_report --bare          # bodies without the placeholder values
+    python -m scripts.learn_report --values words  # placeholder values from a few words
 """
 
 from __future__ import annotations
@@ -61,8 +63,16 @@ class Row:
         return self.matched / self.samples if self.samples else 1.0
 
 
-def sample_value(rng: random.Random) -> str:
-    """A placeholder value as traffic carries them: numbers, serials, hex ids."""
+#: Word-like placeholder values (`--values words`): what the id-like rule cannot tell
+#: from a kind of message; only the payload field carrying them can.
+WORDS = ("north", "south", "east", "west", "alpha", "beta", "gamma", "delta", "red", "blue")
+
+
+def sample_value(rng: random.Random, values: str = "ids") -> str:
+    """A placeholder value as traffic carries them: numbers, serials, hex ids (or, with
+    `values="words"`, one of a few words)."""
+    if values == "words":
+        return rng.choice(WORDS)
     form = rng.randrange(3)
     if form == 0:
         return str(rng.randrange(1, 10**6))
@@ -71,16 +81,19 @@ def sample_value(rng: random.Random) -> str:
     return f"{rng.getrandbits(48):012x}"
 
 
-def render_samples(definition: MessageDefinition, count: int, rng: random.Random
-                   ) -> list[NativeMessage]:
+def render_samples(definition: MessageDefinition, count: int, rng: random.Random,
+                   values: str = "ids", bare: bool = False) -> list[NativeMessage]:
+    """`count` records of `definition`, each with its own placeholder values; the JSON
+    body carries them under their names (unless `bare`), as payloads usually do."""
     names = sorted(context_names(definition))
     out: list[NativeMessage] = []
     for seq in range(count):
-        context = {name: sample_value(rng) for name in names}
+        context = {name: sample_value(rng, values) for name in names}
         record = render_native(definition, None, context)
         if isinstance(record, RenderError):
             return []
-        body: JSONObject = {**context, "seq": seq, "reading": round(rng.random() * 100, 3)}
+        body: JSONObject = {} if bare else {**context}
+        body.update({"seq": seq, "reading": round(rng.random() * 100, 3)})
         out.append(NativeMessage(record.protocol, record.fields, data=body))
     return out
 
@@ -104,7 +117,8 @@ def equivalent(first: str | None, second: str | None) -> bool:
 
 
 def measure(path: Path, per_definition: int = 12, seed: int = 7,
-            options: LearnOptions | None = None) -> Row:
+            options: LearnOptions | None = None, values: str = "ids", bare: bool = False
+            ) -> Row:
     rng = random.Random(f"{seed}:{path.name}")
     catalog = load_catalog([path])
     with_protocol = [d for d in catalog.messages() if d.protocol is not None]
@@ -114,7 +128,8 @@ def measure(path: Path, per_definition: int = 12, seed: int = 7,
     originals = [d for d in with_protocol if d.protocol_options]
     samples: list[tuple[MessageDefinition, NativeMessage]] = []
     for definition in originals:
-        samples += [(definition, r) for r in render_samples(definition, per_definition, rng)]
+        samples += [(definition, r) for r in
+                    render_samples(definition, per_definition, rng, values, bare)]
     rendered = {d.xid for d, _ in samples}
     result = learn((r for _, r in samples), options or LearnOptions())
     document = draft_document(result.proposals, options or LearnOptions())
@@ -166,9 +181,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("-n", type=int, default=12, help="samples per definition")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--values", choices=["ids", "words"], default="ids",
+                        help="placeholder values: id-like (default) or a few words")
+    parser.add_argument("--bare", action="store_true",
+                        help="bodies without the placeholder values (nothing to name "
+                             "placeholders after)")
     parser.add_argument("--json", action="store_true", help="rows as JSON Lines")
     args = parser.parse_args(argv)
-    rows = [measure(path, args.n, args.seed) for path in CATALOGS]
+    rows = [measure(path, args.n, args.seed, values=args.values, bare=args.bare)
+            for path in CATALOGS]
     if args.json:
         for row in rows:
             print(json.dumps(asdict(row)))

@@ -136,3 +136,23 @@ def test_every_protocol_learns_its_own_address():
     assert found["NATS"].address == "metrics.{segment1}.cpu"
     assert found["HTTP"].address == "/hooks/{segment2}"
     assert found["HTTP"].options["query"] == {"src": {"value": "gh"}}
+
+
+def test_messages_with_nothing_to_constrain_are_written_without_a_protocol(tmp_path):
+    records = [NativeMessage("AMQP/1.0", {}, data={"n": n}) for n in range(4)]
+    options = LearnOptions()
+    result = learn(records, options)
+    assert len(result.proposals) == 1
+    document = draft_document(result.proposals, options)
+    [definition] = document["messagegroups"]["learned"]["messages"].values()  # type: ignore[index]
+    assert "protocol" not in definition and "add protocol and protocoloptions by hand" in \
+        definition["description"]
+    path = tmp_path / "draft.xreg.json"
+    path.write_text(json.dumps(document))
+    assert load_catalog([path]).errors == []
+
+
+def test_a_kafka_key_alone_is_kept_as_a_template():
+    records = [NativeMessage("KAFKA", {"key": f"{n}-{n * 3}"}, data={}) for n in range(5)]
+    [only] = learn(records).proposals
+    assert only.options == {"key": "{key}"}
