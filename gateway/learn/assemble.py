@@ -16,9 +16,10 @@ from collections.abc import Sequence
 
 from gateway.jsontypes import JSON, JSONObject
 from gateway.learn.model import LearnOptions, PlaceholderInfo, Proposal
-from gateway.learn.slots import Slot, address_ref
+from gateway.learn.slots import PART_SEPARATOR, Slot, address_ref
 from gateway.protocols import find_profile
 from gateway.record import as_text
+from gateway.templates import Template
 
 _NOT_NAME = re.compile(r"[^A-Za-z0-9_]+")
 _NOT_TYPE_WORD = re.compile(r"[^A-Za-z0-9_-]+")
@@ -54,20 +55,20 @@ def _templates(proposal: Proposal) -> None:
     # With nothing else to constrain, an unnamed varying place (a Kafka key) is kept as a
     # template: it at least requires the place, where no constraint would match anything.
     keep_unnamed = not proposal.constants and not any(
-        s.is_segment or i.named_after for s, i in proposal.placeholders.items())
+        s.is_segment or i.named_after or i.composed for s, i in proposal.placeholders.items())
     for slot in sorted(proposal.placeholders, key=lambda s: (not s.is_segment, s)):
         info = proposal.placeholders[slot]
-        if not slot.is_segment and info.named_after is None and not keep_unnamed:
+        is_named = info.named_after is not None or info.composed is not None
+        if not slot.is_segment and not is_named and not keep_unnamed:
             proposal.left_out.append(slot)
             continue
-        name = _placeholder_name(slot, info.named_after)
-        unique, n = name, 1
-        while unique in taken:
-            n += 1
-            unique = f"{name}_{n}"
-        taken.add(unique)
-        info.name = unique
-        values[slot] = "{" + unique + "}"
+        if info.composed is not None:
+            info.template = _composed_template(info.composed, taken)
+            info.name = "+".join(Template.parse(info.template).names)
+        else:
+            info.name = _unique(_placeholder_name(slot, info.named_after), taken)
+            info.template = "{" + info.name + "}"
+        values[slot] = info.template
     for slot in proposal.left_out:
         proposal.placeholders.pop(slot, None)
     segments = sorted((s for s in values if s.is_segment), key=lambda s: s.segment)
@@ -76,17 +77,37 @@ def _templates(proposal: Proposal) -> None:
         proposal.address = separator.join(_literal(values[s]) for s in segments)
         values = {s: v for s, v in values.items() if not s.is_segment}
         values[Slot(ref.field, ref.name or "")] = proposal.address
-        address_names = [proposal.placeholders[s].name for s in segments
+        address_names = [proposal.placeholders[s].template for s in segments
                          if s in proposal.placeholders]
         if address_names:
-            proposal.subject = "{" + address_names[-1] + "}"
+            proposal.subject = address_names[-1]
         proposal.type_parts = [_type_word(as_text(proposal.constants[s])) for s in segments
                                if s in proposal.constants and as_text(proposal.constants[s])]
     if proposal.subject is None:
-        named = [i.name for s, i in proposal.placeholders.items() if not s.is_segment]
+        named = [i.template for s, i in proposal.placeholders.items() if not s.is_segment]
         if named:
-            proposal.subject = "{" + named[-1] + "}"
+            proposal.subject = named[-1]
     proposal.options = _options(proposal.protocol, values)
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    unique, n = name, 1
+    while unique in taken:
+        n += 1
+        unique = f"{name}_{n}"
+    taken.add(unique)
+    return unique
+
+
+def _composed_template(composed: str, taken: set[str]) -> str:
+    out: list[str] = []
+    for part in composed.split(PART_SEPARATOR):
+        if part[0] == "F":
+            name = _NOT_NAME.sub("_", part[1:]).strip("_") or "value"
+            out.append("{" + _unique(name, taken) + "}")
+        else:
+            out.append(part[1:])
+    return "".join(out)
 
 
 def _literal(value: JSON) -> str:

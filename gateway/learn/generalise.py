@@ -41,6 +41,7 @@ Row = tuple[dict[Slot, str | None], VectorTally]
 class Judgement:
     kind: str  # constant | split | placeholder | leave-out | absent
     named_after: str | None = None
+    composed: str | None = None  # payload fields joined by literals (`slots.composition`)
 
 
 def is_id_like(value: str) -> bool:
@@ -96,6 +97,9 @@ def _judge(slot: Slot, tally: SlotTally, values: Counter[str | None],
         return Judgement("leave-out")
     if named is not None and present == sum(values.values()):
         return Judgement("placeholder", named)
+    composed = _share_leader(tally.composed, tally.present)
+    if composed is not None and present == sum(values.values()):
+        return Judgement("placeholder", composed=composed)
     if (MANY in values or len(texts) > options.max_constant_values
             or all(is_id_like(t) for t in texts)):
         return Judgement("placeholder", named)
@@ -103,10 +107,15 @@ def _judge(slot: Slot, tally: SlotTally, values: Counter[str | None],
 
 
 def _named_after(tally: SlotTally) -> str | None:
-    if not tally.same_as:
+    return _share_leader(tally.same_as, tally.present)
+
+
+def _share_leader(counts: Counter[str], present: int) -> str | None:
+    """The most frequent key when it covers `NAMING_SHARE` of the place's messages."""
+    if not counts:
         return None
-    path, hits = tally.same_as.most_common(1)[0]
-    return path if hits >= NAMING_SHARE * tally.present else None
+    key, hits = counts.most_common(1)[0]
+    return key if hits >= NAMING_SHARE * present else None
 
 
 def _proposal(shape: ShapeTally, rows: list[Row], judgements: dict[Slot, Judgement],
@@ -128,7 +137,8 @@ def _proposal(shape: ShapeTally, rows: list[Row], judgements: dict[Slot, Judgeme
                 left_out.append(slot)  # absent from some messages: no constraint
             else:
                 placeholders[slot] = PlaceholderInfo(slot.path, judgement.named_after,
-                                                     cardinality, saturated)
+                                                     cardinality, saturated,
+                                                     composed=judgement.composed)
         elif judgement.kind == "leave-out":
             left_out.append(slot)
     content_types: Counter[str] = Counter()

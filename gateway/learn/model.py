@@ -50,6 +50,10 @@ class PlaceholderInfo:
     cardinality: int  # distinct values seen (a lower bound when `saturated`)
     saturated: bool  # more values than the learner tracks were seen
     name: str = ""  # the placeholder's name, set by `gateway.learn.assemble`
+    # Made of several payload fields joined by literals (`slots.composition`): its
+    # template then has one placeholder per field (`{a}-{b}`).
+    composed: str | None = None
+    template: str = ""  # what the place holds in the definition: `{name}` or `{a}-{b}`
 
 
 @dataclass

@@ -11,6 +11,7 @@ a kind of message, so they are not places.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -181,3 +182,38 @@ def body_fields(body: JSON, cap: int = 256) -> dict[str, list[str]]:
                 out.setdefault(as_text(scalar), []).append(path)
                 count += 1
     return out
+
+
+_WORD_SEPARATORS = re.compile(r"([^A-Za-z0-9]+)")
+#: Pieces a composed value is tried in (`a-b-c-d`); longer values are not decomposed.
+_MAX_PIECES = 8
+#: Between the parts of a composition key (field paths and literals never contain it).
+PART_SEPARATOR = "\x1f"
+
+
+def composition(text: str, carried: dict[str, list[str]]) -> str | None:
+    """How `text` is made of payload field values joined by literals (`north-east` with
+    `"a": "north", "b": "east"` -> `Fa<US>L-<US>Fb`, parts F(ield)/L(iteral) joined by
+    `PART_SEPARATOR`); None unless it takes two fields or more. A field value may itself
+    contain separators (`dev-0012`): pieces of several words are tried too."""
+    tokens = _WORD_SEPARATORS.split(text)
+    words, separators = tokens[0::2], tokens[1::2]
+    if not 2 <= len(words) <= _MAX_PIECES:
+        return None
+    found: dict[int, list[str]] = {0: []}
+    for start in range(len(words)):
+        if start not in found:
+            continue
+        for end in range(start + 1, len(words) + 1):
+            if end in found:
+                continue
+            piece = "".join(w + (separators[k] if k < end - 1 else "")
+                            for k, w in enumerate(words[start:end], start))
+            fields = carried.get(piece)
+            if fields:
+                glue = ["L" + separators[start - 1]] if start else []
+                found[end] = [*found[start], *glue, "F" + fields[0]]
+    parts = found.get(len(words))
+    if parts is None or sum(part[0] == "F" for part in parts) < 2:
+        return None
+    return PART_SEPARATOR.join(parts)

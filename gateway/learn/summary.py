@@ -34,7 +34,8 @@ def _proposal_json(proposal: Proposal) -> JSONObject:
         "address_field": proposal.address_field,
         "address": proposal.address,
         "placeholders": [
-            {"name": info.name, "path": info.path, "named_after": info.named_after,
+            {"name": info.name, "template": info.template, "path": info.path,
+             "named_after": info.named_after,
              "cardinality": info.cardinality, "saturated": info.saturated}
             for info in proposal.placeholders.values()
         ],
@@ -74,7 +75,9 @@ def _proposal_lines(proposal: Proposal) -> list[str]:
     for info in proposal.placeholders.values():
         many = f">{info.cardinality}" if info.saturated else str(info.cardinality)
         after = f", named after payload {info.named_after}" if info.named_after else ""
-        lines.append(f"{'':>11}{{{info.name}}} at {info.path}: {many} value(s){after}")
+        if info.composed is not None:
+            after = ", made of payload fields"
+        lines.append(f"{'':>11}{info.template} at {info.path}: {many} value(s){after}")
     if proposal.constants:
         text = ", ".join(f"{slot.path}={as_text(value)}"
                          for slot, value in sorted(proposal.constants.items())

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from gateway.jsontypes import JSON
 from gateway.learn.model import LearnOptions
-from gateway.learn.slots import Observation, Slot, body_fields, splittable
+from gateway.learn.slots import Observation, Slot, body_fields, composition, splittable
 
 #: The folded value of a saturated place in a combination.
 MANY = "\x00*"
@@ -39,6 +39,8 @@ class SlotTally:
     splittable: bool = True
     # payload field path -> messages whose body carried the same value there
     same_as: Counter[str] = field(default_factory=Counter)
+    # composition of payload field values (`slots.composition`) -> messages
+    composed: Counter[str] = field(default_factory=Counter)
 
 
 @dataclass
@@ -81,7 +83,14 @@ class ShapeTally:
                     tally.values.clear()
             if not carried:
                 continue
-            for path in carried.get(text, ()):
+            paths = carried.get(text)
+            if paths is None:
+                made = composition(text, carried)
+                if made is not None and (made in tally.composed
+                                         or len(tally.composed) < _FIELD_CANDIDATES):
+                    tally.composed[made] += 1
+                continue
+            for path in paths:
                 if path in tally.same_as or len(tally.same_as) < _FIELD_CANDIDATES:
                     tally.same_as[path] += 1
         key = self._vector(seen)

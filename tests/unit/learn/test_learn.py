@@ -9,6 +9,7 @@ from gateway.convert import Converter
 from gateway.definitions import load_catalog
 from gateway.learn import LearnOptions, Proposal, draft_document, learn
 from gateway.learn.generalise import is_id_like
+from gateway.learn.slots import composition
 from gateway.record import NativeMessage
 
 from .records import kafka, mqtt, store_traffic
@@ -156,3 +157,21 @@ def test_a_kafka_key_alone_is_kept_as_a_template():
     records = [NativeMessage("KAFKA", {"key": f"{n}-{n * 3}"}, data={}) for n in range(5)]
     [only] = learn(records).proposals
     assert only.options == {"key": "{key}"}
+
+
+def test_a_value_made_of_payload_fields_becomes_a_template_of_them():
+    # word values (not id-like): without the composition they would split per value
+    records = [NativeMessage("KAFKA", {"topic": "printers", "key": f"{site}-{unit}"},
+                             data={"site": site, "unit": unit, "ink": 3})
+               for site in ("north", "south", "east") for unit in ("alpha", "beta-2", "gamma")]
+    [only] = learn(records).proposals
+    assert only.options == {"topic": "printers", "key": "{site}-{unit}"}
+    [info] = only.placeholders.values()
+    assert (info.template, info.cardinality) == ("{site}-{unit}", 9)
+
+
+def test_composition_tries_field_values_that_contain_separators():
+    carried = {"dev-0012": ["device"], "eu": ["region"], "x": ["other"]}
+    assert composition("eu/dev-0012", carried) == "Fregion\x1fL/\x1fFdevice"
+    assert composition("eu", carried) is None  # one field: a plain name, not a composition
+    assert composition("eu-unknown", carried) is None
