@@ -180,4 +180,5 @@ def _distinguishing_words(proposal: Proposal, group: Sequence[Proposal]) -> list
 
 def _family_word(protocol: str) -> str:
     prof = find_profile(protocol)
-    return (prof.family if prof is not None else protocol).lower().replace("/", "")
+    word = prof.spelling.families[0] if prof is not None else protocol
+    return _type_word(word.lower())

@@ -123,7 +123,8 @@ def _proposal(shape: ShapeTally, rows: list[Row], judgements: dict[Slot, Judgeme
     constants: dict[Slot, JSON] = {}
     placeholders: dict[Slot, PlaceholderInfo] = {}
     left_out: list[Slot] = []
-    for slot, judgement in judgements.items():
+    # address segments first, in order: the summary and the names follow the address
+    for slot, judgement in sorted(judgements.items(), key=lambda j: (not j[0].is_segment, j[0])):
         seen = [v for values, _ in rows if (v := values.get(slot)) is not None]
         if judgement.kind == "constant" and len(seen) == len(rows):
             # (a constant must hold in every message of the definition)
