@@ -49,6 +49,8 @@ def learn(records: Iterable[NativeMessage | RecordError | tuple[int, NativeMessa
         result.overflow_slots += shape.overflow_slots
         result.compactions += shape.compactions
     result.overflow_messages = tallies.overflow_messages
+    known = {slot.path for shape in tallies.shapes.values() for slot in shape.slots}
+    result.unknown_paths = sorted((options.split_on | options.merge) - known)
     kept = [p for p in proposals if p.count >= options.min_group_size]
     result.dropped = [p for p in proposals if p.count < options.min_group_size]
     assemble(kept + result.dropped, options)

@@ -89,3 +89,4 @@ class LearnResult:
     overflow_messages: int = 0  # messages of shapes beyond shape_cap (not learned)
     overflow_slots: int = 0  # places beyond slot_cap (ignored)
     compactions: int = 0  # times a shape's combinations were folded to stay bounded
+    unknown_paths: list[str] = field(default_factory=list)  # --split-on/--merge, no place

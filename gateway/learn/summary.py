@@ -17,6 +17,7 @@ def summary_json(result: LearnResult, options: LearnOptions) -> JSONObject:
         "invalid_examples": [example for example in result.invalid_examples],
         "definitions": [_proposal_json(p) for p in result.proposals],
         "left_out": [_proposal_json(p) for p in result.dropped],
+        "unknown_paths": [path for path in result.unknown_paths],
         "min_group_size": options.min_group_size,
         "max_constant_values": options.max_constant_values,
         "bounds": {"messages_of_untracked_shapes": result.overflow_messages,
@@ -51,6 +52,10 @@ def summary_text(result: LearnResult, options: LearnOptions) -> str:
     if result.invalid:
         lines.append(f"skipped {result.invalid} line(s) that are not native records, e.g.")
         lines += [f"  {example}" for example in result.invalid_examples]
+    if result.unknown_paths:
+        lines.append(f"note: no message has the place(s) {', '.join(result.unknown_paths)} "
+                     "given to --split-on/--merge (places look like topic_name[2], "
+                     "headers.action)")
     for proposal in result.proposals:
         lines += _proposal_lines(proposal)
     if result.dropped:

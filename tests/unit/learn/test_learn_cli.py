@@ -47,6 +47,8 @@ def test_merge_and_split_knobs_on_the_command_line(tmp_path, capsys):
     assert len(json.loads(capsys.readouterr().out)["definitions"]) == 1
     assert main(["learn", records, "--format", "json", "--split-on", "topic_name[4]"]) == 0
     assert len(json.loads(capsys.readouterr().out)["definitions"]) == 6
+    assert main(["learn", records, "--merge", "topic[5]"]) == 0
+    assert "no message has the place(s) topic[5]" in capsys.readouterr().out
 
 
 def test_empty_input_is_a_clear_message(tmp_path, capsys):
