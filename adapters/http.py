@@ -65,7 +65,6 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 import aiohttp
 from aiohttp import web
-from multidict import CIMultiDict
 from yarl import URL
 
 from adapters._http_options import OPTIONS
@@ -247,7 +246,7 @@ def _reply_response(reply: NativeMessage) -> web.Response:
     """A reply record (HTTP protocol: headers + body) as the 200 response."""
     headers = [(name, value) for name, value in reply.pairs("headers")
                if name.lower() not in _HOP_HEADERS]
-    return web.Response(status=200, body=reply.body_bytes(), headers=CIMultiDict(headers))
+    return web.Response(status=200, body=reply.body_bytes(), headers=headers)
 
 
 class _ReceiveTime:
