@@ -243,3 +243,23 @@ def test_reply_is_refused_where_no_answer_can_be_carried(tmp_path):
     _, problems = _load(tmp_path, "{from: http-in, to: [nats-out], reply: true, "
                                   "reply_timeout: 0s}")
     assert any(p.path == "$.routes[0].reply_timeout" for p in problems)
+
+
+def test_the_daemon_builds_reply_routes_with_their_timeout(tmp_path):
+    from gateway.daemon import Gateway
+
+    class Factory:
+        def consumer(self, endpoint, messages):
+            return MemoryConsumer()
+
+        def producer(self, endpoint):
+            return Service()
+
+        def output_defaults(self, endpoint):
+            return {}
+
+    config, problems = _load(tmp_path, "{from: http-in, to: [nats-out], reply: true, "
+                                       "reply_timeout: 750ms}")
+    assert config is not None, problems
+    [route] = Gateway(config, Factory())._build_routes(config)
+    assert route.reply_timeout == 0.75
