@@ -111,8 +111,10 @@ def _int(value: JSON, default: int) -> int:
 
 
 def to_publish(record: NativeMessage, v5: bool, default_qos: int,
-               default_retain: bool = False) -> PublishArgs:
+               default_retain: bool = False, correlation: bytes | None = None) -> PublishArgs:
     """PUBLISH arguments for a record; raises ValueError when it cannot be sent.
+    `correlation` (request-reply: the request's correlation data as received) replaces
+    the record's `correlation_data`, byte for byte.
 
     On a 3.1.1 connection the MQTT 5 properties are dropped: the protocol has no place
     for them (the caller chose the protocol version).
@@ -149,9 +151,11 @@ def to_publish(record: NativeMessage, v5: bool, default_qos: int,
     response_topic = fields.get("response_topic")
     if isinstance(response_topic, str):
         values["ResponseTopic"] = response_topic
-    correlation = fields.get("correlation_data")
-    if isinstance(correlation, str):
-        values["CorrelationData"] = correlation.encode()
+    own_correlation = fields.get("correlation_data")
+    if correlation is not None:
+        values["CorrelationData"] = correlation
+    elif isinstance(own_correlation, str):
+        values["CorrelationData"] = own_correlation.encode()
     pairs = record.pairs("user_properties")
     if pairs:
         values["UserProperty"] = pairs

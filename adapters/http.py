@@ -77,13 +77,17 @@ from adapters._http_record import (
 )
 from adapters._schemes import check_scheme
 from adapters._tls import client_context, describe, server_context, wants_tls
+from gateway.jsontypes import JSON
 from gateway.ports import (
+    NO_REPLY_PREFIX,
     Confirmation,
     Delivery,
     EndOfInput,
     EndpointSettings,
     NotConnected,
     Outcome,
+    ReplyTable,
+    no_reply,
 )
 from gateway.protocols import HTTP, profile
 from gateway.record import NativeMessage
@@ -192,9 +196,10 @@ def _problem(status: int, detail: str, headers: Mapping[str, str] | None = None)
 
 # ====================================================================== consumer
 
-#: What a waiting request is answered with: the settlement (ack, reason, retry), or None
-#: when none came within `settle_timeout` (504).
-_Verdict = tuple[bool, str, bool] | None
+#: What a waiting request is answered with: the settlement (ack, reason, retry), the
+#: response a reply route gave it (request-reply), or None when none came within
+#: `settle_timeout` (504).
+_Verdict = tuple[bool, str, bool] | web.Response | None
 
 #: Timer handles may run up to the loop's clock resolution early; a deadline that close
 #: counts as passed, so an early wake-up does not re-arm the timer for the same instant.
@@ -217,6 +222,31 @@ class _Pending:
         A settlement after a 504 or shutdown changes nothing."""
         if not self.abandoned and not self.verdict.done():
             self.verdict.set_result((ack, reason, retry))
+
+    async def answer(self, reply: NativeMessage | None, why: str) -> None:
+        """The Delivery's answer hook (request-reply): the reply becomes the response;
+        none -> 504 when the service did not answer in time, else 502. The settlement
+        that follows changes nothing."""
+        if self.abandoned or self.verdict.done():
+            return
+        if reply is not None:
+            self.verdict.set_result(_reply_response(reply))
+        elif why.startswith(NO_REPLY_PREFIX):
+            self.verdict.set_result(_problem(504, why))
+        else:
+            self.verdict.set_result(_problem(502, f"the request was not answered: {why}"))
+
+
+#: Headers of a reply record that describe its own hop, not the answer: aiohttp sets them.
+_HOP_HEADERS = frozenset({"content-length", "transfer-encoding", "connection", "keep-alive",
+                          "host", "date", "server"})
+
+
+def _reply_response(reply: NativeMessage) -> web.Response:
+    """A reply record (HTTP protocol: headers + body) as the 200 response."""
+    headers = [(name, value) for name, value in reply.pairs("headers")
+               if name.lower() not in _HOP_HEADERS]
+    return web.Response(status=200, body=reply.body_bytes(), headers=headers)
 
 
 class _ReceiveTime:
@@ -392,13 +422,15 @@ class HttpConsumer:
             return self._busy()
         record = request_record(request.method, path, query, request.raw_headers, body,
                                 self._received_at())
-        pending.delivery = Delivery(record, pending.settle)
+        pending.delivery = Delivery(record, pending.settle, pending.answer)
         self._queue.append(pending)
         self._watch(pending)
         self._arrived.set()
         verdict = await pending.verdict
         if verdict is None:
             return _problem(504, "the message was not settled in time")
+        if isinstance(verdict, web.Response):
+            return verdict
         ack, reason, retry = verdict
         if ack:
             return web.Response(status=202)
@@ -537,6 +569,9 @@ class HttpProducer:
         # never waits for a connection (that wait would count against its timeout).
         self._slots = asyncio.Semaphore(self._opts.concurrency)
         self._requests: set[asyncio.Task[Outcome]] = set()
+        self._timeout = aiohttp.ClientTimeout(total=self._opts.timeout)
+        # Request-reply: the answer is the response itself, so nothing strays here.
+        self.replies = ReplyTable()
 
     @property
     def connected(self) -> bool:
@@ -546,7 +581,7 @@ class HttpProducer:
         if self.connected:
             return
         self._session = aiohttp.ClientSession(
-            timeout=aiohttp.ClientTimeout(total=self._opts.timeout),
+            timeout=self._timeout,
             auth=self._auth,
             headers=self._headers,
             connector=aiohttp.TCPConnector(ssl=self._ssl, limit=self._opts.concurrency),
@@ -555,6 +590,15 @@ class HttpProducer:
     async def submit(self, messages: Sequence[NativeMessage]) -> Confirmation:
         """Start a request per record (waiting for a free slot when `concurrency` are in
         flight) and return once all are started; the Confirmation gathers the answers."""
+        return await self._submit(messages, None)
+
+    async def request(self, messages: Sequence[NativeMessage], timeout: float) -> Confirmation:
+        """Like submit, and a 2xx response (status aside: headers and body) is the reply;
+        none within `timeout` seconds -> `no_reply` (not retryable)."""
+        return await self._submit(messages, timeout)
+
+    async def _submit(self, messages: Sequence[NativeMessage],
+                      reply_timeout: float | None) -> Confirmation:
         await self.connect()
         loop = asyncio.get_running_loop()
         down = _Down()
@@ -568,7 +612,7 @@ class HttpProducer:
                 results.append(refused)
                 continue
             await self._slots.acquire()
-            results.append(self._start(args, down))
+            results.append(self._start(args, down, reply_timeout))
         return asyncio.gather(*results)
 
     async def aclose(self) -> None:
@@ -581,19 +625,22 @@ class HttpProducer:
             await asyncio.wait(self._requests)
 
     # -- internals ---------------------------------------------------------------------
-    def _start(self, args: RequestArgs, down: _Down) -> asyncio.Task[Outcome]:
-        task = asyncio.create_task(self._request(args, down))
+    def _start(self, args: RequestArgs, down: _Down,
+               reply_timeout: float | None) -> asyncio.Task[Outcome]:
+        task = asyncio.create_task(self._request(args, down, reply_timeout))
         self._requests.add(task)
         task.add_done_callback(self._requests.discard)
         return task
 
-    async def _request(self, args: RequestArgs, down: _Down) -> Outcome:
+    async def _request(self, args: RequestArgs, down: _Down,
+                       reply_timeout: float | None) -> Outcome:
         """One record's request in its slot. Never raises: a Confirmation gives an Outcome
         for every message, so an unforeseen error is that message's failure."""
         try:
             if down.outcome is not None:
                 return down.outcome
-            outcome, unreachable = await self._send(args)
+            outcome, unreachable = await (self._send(args) if reply_timeout is None
+                                          else self._send(args, reply_timeout))
             if unreachable and down.outcome is None:
                 down.outcome = outcome
             return outcome
@@ -602,11 +649,14 @@ class HttpProducer:
         finally:
             self._slots.release()
 
-    async def _send(self, args: RequestArgs) -> tuple[Outcome, bool]:
-        """The outcome of one request, and whether the endpoint could not be reached."""
+    async def _send(self, args: RequestArgs,
+                    reply_timeout: float | None = None) -> tuple[Outcome, bool]:
+        """The outcome of one request, and whether the endpoint could not be reached.
+        With `reply_timeout` (request-reply) a 2xx response is read whole, as the reply."""
         session = self._session
         if session is None:
             return Outcome.failed("producer closed"), False
+        reply: NativeMessage | None = None
         try:
             async with session.request(
                 args.method,
@@ -614,11 +664,19 @@ class HttpProducer:
                 headers=args.headers,
                 data=args.body,
                 allow_redirects=False,
+                timeout=(self._timeout if reply_timeout is None
+                         else aiohttp.ClientTimeout(total=reply_timeout)),
             ) as response:
                 status = response.status
                 retry_after = _seconds(response.headers.get("Retry-After"))
-                excerpt = await _excerpt(response.content)
+                if reply_timeout is not None and 200 <= status < 300:
+                    reply = await self._reply(response)
+                    excerpt = b""
+                else:
+                    excerpt = await _excerpt(response.content)
         except TimeoutError:
+            if reply_timeout is not None:
+                return no_reply(reply_timeout), False
             return Outcome.failed(f"no answer within {self._opts.timeout} s"), False
         except aiohttp.ClientConnectorCertificateError as exc:
             # Like an unreachable endpoint: retryable, and the rest of the batch fails fast.
@@ -632,11 +690,21 @@ class HttpProducer:
         except aiohttp.ClientError as exc:
             return Outcome.failed(f"{type(exc).__name__}: {exc}"), False
         if 200 <= status < 300:
-            return Outcome.ok(), False
+            return (Outcome.ok() if reply is None else Outcome.answered(reply)), False
         text = excerpt.decode("utf-8", "replace").strip()
         reason = f"HTTP {status}" + (f": {text}" if text else "")
         retryable = status in (408, 429) or status >= 500
         return Outcome.failed(reason, retryable=retryable, retry_after=retry_after), False
+
+
+    async def _reply(self, response: aiohttp.ClientResponse) -> NativeMessage:
+        """A 2xx response as an HTTP record: headers (as sent) and body, up to
+        max_body_bytes (a longer body is cut there: the reply route is no bulk path)."""
+        body = await response.content.read(self._opts.max_body_bytes)
+        headers: list[JSON] = [{"name": k.decode("latin-1"), "value": v.decode("latin-1")}
+                               for k, v in response.raw_headers]
+        return NativeMessage.from_wire(HTTP, {"headers": headers}, body,
+                                       response.headers.get("Content-Type"))
 
 
 async def _excerpt(content: aiohttp.StreamReader) -> bytes:

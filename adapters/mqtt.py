@@ -76,13 +76,18 @@ from adapters._reconnect import ReconnectGate
 from adapters._schemes import check_scheme
 from adapters._tls import client_context, wants_tls
 from gateway.ports import (
+    CORRELATION_ATTRIBUTE,
+    Answer,
     Confirmation,
     Delivery,
     EndOfInput,
     EndpointSettings,
     NotConnected,
+    Opened,
     Outcome,
+    ReplyTable,
     confirmed,
+    correlation_of,
 )
 from gateway.protocols import MQTT5, MQTT311, profile
 from gateway.record import NativeMessage
@@ -303,7 +308,34 @@ class MqttConsumer:
                 MQTT5 if self._opts.v5 else MQTT311,
                 {"topic_name": topic, "qos": int(message.qos), "retain": bool(message.retain)},
                 payload=bytes(message.payload) or None, received_at=received_at)
-        return Delivery(record, partial(self._settle, generation, message.mid, message.qos))
+        return Delivery(record, partial(self._settle, generation, message.mid, message.qos),
+                        self._answerer(message))
+
+    def _answerer(self, message: paho.MQTTMessage) -> Answer | None:
+        """Request-reply (MQTT 5): publish the answer to the request's response topic with
+        its correlation data (as received, byte for byte). No answer -> nothing is sent:
+        the requester's own timeout tells it."""
+        props = getattr(message, "properties", None) if self._opts.v5 else None
+        response_topic = getattr(props, "ResponseTopic", None)
+        if not isinstance(response_topic, str) or not response_topic:
+            return None
+        correlation = getattr(props, "CorrelationData", None)
+        correlation = bytes(correlation) if correlation is not None else None
+
+        async def answer(reply: NativeMessage | None, why: str) -> None:
+            link = self._link
+            if reply is None or link is None:
+                return
+            args = to_publish(reply.replace_fields(
+                {**reply.fields, "topic_name": response_topic, "retain": False}),
+                True, self._opts.qos, False, correlation)
+            batch = link.publish_batch([args], _UNCONFIRMED)
+            async with asyncio.timeout(self._opts.publish_timeout):
+                await batch.done
+            if not batch.outcomes[0].delivered:
+                raise RuntimeError(batch.outcomes[0].reason or "not confirmed")
+
+        return answer
 
     async def _settle(self, generation: int, mid: int, qos: int,
                       ack: bool, reason: str, retry: bool) -> None:
@@ -351,6 +383,17 @@ class MqttConsumer:
 # ====================================================================== producer
 
 
+def _requesting(record: NativeMessage, response_topic: str, token: str) -> NativeMessage:
+    """`record` as a request: response topic, correlation data, and the `correlationid`
+    extension when it is a binary CloudEvent (MQTT 5 binary mode: user properties)."""
+    fields = {**record.fields, "response_topic": response_topic, "correlation_data": token}
+    pairs = record.pairs("user_properties")
+    if any(name == "specversion" for name, _ in pairs):
+        fields["user_properties"] = [{"name": n, "value": v} for n, v in
+                                     [*pairs, (CORRELATION_ATTRIBUTE, token)]]
+    return record.replace_fields(fields)
+
+
 class MqttProducer:
     """Publishes records and reports each as delivered only after PUBACK/PUBCOMP.
 
@@ -366,6 +409,11 @@ class MqttProducer:
         self._link: PahoLink | None = None
         self._gate = ReconnectGate(self._opts.reconnect_max)
         self._order = asyncio.Lock()
+        # Request-reply (MQTT 5): answers come to one response topic of this producer,
+        # correlated by correlation data (or the answer's `correlationid` extension).
+        self.replies = ReplyTable()
+        self.response_topic = f"xrgw/reply/{self.client_id}"
+        self._listening: PahoLink | None = None  # the link subscribed to response_topic
 
     @property
     def connected(self) -> bool:
@@ -382,7 +430,7 @@ class MqttProducer:
         # expect packet ids this fresh client knows nothing about.
         link = PahoLink(
             client_id=self.client_id, v5=self._opts.v5, clean_start=True, manual_ack=False,
-            **_link_security(self._settings, self._opts),
+            on_message=self._on_answer, **_link_security(self._settings, self._opts),
         )
         try:
             await link.connect(
@@ -410,6 +458,62 @@ class MqttProducer:
             batch = link.publish_batch([self._publish_args(r, link.v5) for r in messages],
                                        _UNCONFIRMED)
         return self._confirm(link, batch, deadline)
+
+    async def request(self, messages: Sequence[NativeMessage], timeout: float) -> Confirmation:
+        """MQTT 5 request-reply: each message is published with this producer's response
+        topic and a correlation token as correlation data (a binary CloudEvent also as
+        its `correlationid` extension); the Confirmation resolves when every answer came
+        or `timeout` passed. A message the broker did not PUBACK fails retryably."""
+        if not self._opts.v5:
+            return confirmed([Outcome.failed("request-reply needs MQTT 5.0", retryable=False)
+                              for _ in messages])
+        async with self._order:
+            if not self.connected:
+                reason = await self._try_reconnect()
+                if reason is not None:
+                    return confirmed([Outcome.failed(reason) for _ in messages])
+            link = self._link
+            assert link is not None
+            if self._listening is not link:
+                try:
+                    granted = await link.subscribe([(self.response_topic, 1)],
+                                                   timeout=self._opts.connect_timeout)
+                except (NotConnected, TimeoutError) as exc:
+                    return confirmed([Outcome.failed(f"cannot subscribe to the response "
+                                                     f"topic: {exc}") for _ in messages])
+                if granted[0] >= 0x80:
+                    return confirmed([Outcome.failed("response topic subscription refused")
+                                      for _ in messages])
+                self._listening = link
+            await link.wait_for_room(_MAX_BACKLOG)
+            opened: list[Opened] = []
+            items: list[PublishArgs | Outcome] = []
+            for record in messages:
+                token, future = self.replies.open()
+                opened.append((token, future))
+                items.append(self._publish_args(_requesting(
+                    record, self.response_topic, token), True))
+            deadline = asyncio.get_running_loop().time() + self._opts.publish_timeout
+            batch = link.publish_batch(items, _UNCONFIRMED)
+        return asyncio.create_task(self._answers(link, batch, deadline, opened, timeout))
+
+    async def _answers(self, link: PahoLink, batch: PublishBatch, deadline: float,
+                       opened: list[Opened], timeout: float) -> list[Outcome]:
+        published = await self._confirm(link, batch, deadline)
+        for item, outcome in zip(opened, published, strict=True):
+            if not outcome.delivered and not isinstance(item, Outcome):
+                self.replies.refuse(item[0], outcome)
+        return await self.replies.collect(opened, timeout)
+
+    def _on_answer(self, message: paho.MQTTMessage) -> None:
+        try:
+            record = to_record(message, True, _now())
+        except (UnicodeDecodeError, ValueError):
+            return  # a topic that is not UTF-8 is not ours
+        props = getattr(message, "properties", None)
+        raw = getattr(props, "CorrelationData", None)
+        token = bytes(raw).decode("utf-8", "replace") if raw else correlation_of(record)
+        self.replies.resolve(token, record)
 
     def _publish_args(self, record: NativeMessage, v5: bool) -> PublishArgs | Outcome:
         try:

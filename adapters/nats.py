@@ -80,14 +80,19 @@ from adapters._nats_record import parse_header_block, publish_frame, to_publish,
 from adapters._reconnect import ReconnectGate
 from adapters._schemes import check_scheme
 from adapters._tls import client_context, describe
+from gateway.jsontypes import JSON
 from gateway.observability.logs import fields
 from gateway.ports import (
+    CORRELATION_ATTRIBUTE,
+    Answer,
     Confirmation,
     Delivery,
     EndOfInput,
     EndpointSettings,
     NotConnected,
+    Opened,
     Outcome,
+    ReplyTable,
     Settle,
     StreamPending,
     confirmed,
@@ -515,9 +520,23 @@ class NatsConsumer:
         received_at = _now()  # one clock read per batch: they arrived together
         jetstream = self.jetstream
         return [
-            Delivery(to_record(msg, jetstream, received_at), self._settler(msg))
+            Delivery(to_record(msg, jetstream, received_at), self._settler(msg),
+                     None if jetstream or not msg.reply else self._answerer(msg.reply))
             for msg in msgs
         ]
+
+    def _answerer(self, reply_to: str) -> Answer:
+        """Request-reply: publish the answer to the request's reply subject. No answer ->
+        nothing is sent: the requester's own timeout tells it (NATS has no status to
+        send for "the service did not answer")."""
+        async def answer(reply: NativeMessage | None, why: str) -> None:
+            client = self._client
+            if reply is None or client is None:
+                return
+            args = to_publish(reply.replace_fields({**reply.fields, "subject": reply_to}))
+            await client.publish(args.subject, args.payload, headers=args.headers)
+
+        return answer
 
     def _settler(self, msg: Msg) -> Settle:
         async def settle(ack: bool, reason: str, retry: bool) -> None:
@@ -599,6 +618,9 @@ class NatsProducer:
         self._client: _Client | None = None
         self._pub_acks: _PubAcks | None = None  # JetStream: the client's reply inbox
         self._gate = ReconnectGate(self._opts.reconnect_max)
+        # Request-reply: answers come to `<inbox>.<token>` on one wildcard subscription.
+        self.replies = ReplyTable()
+        self._inbox: str | None = None
 
     @property
     def connected(self) -> bool:
@@ -679,11 +701,57 @@ class NatsProducer:
                 batch.unsent(index, outcome)
         return asyncio.create_task(batch.confirmed())
 
+    async def request(self, messages: Sequence[NativeMessage], timeout: float) -> Confirmation:
+        """Core NATS request-reply: each message is published with a reply subject of
+        the gateway's inbox whose last token correlates the answer; the Confirmation
+        resolves when every answer came or `timeout` passed. A binary CloudEvent also
+        carries the token as its `correlationid` extension. "No responders" (the server
+        says no one subscribes) fails the message retryably."""
+        client = await self._ready()
+        if isinstance(client, str):
+            return confirmed([Outcome.failed(client) for _ in messages])
+        inbox = await self._reply_inbox(client)
+        if inbox is None:
+            return confirmed([Outcome.failed("cannot subscribe to the reply inbox")
+                              for _ in messages])
+        opened: list[Opened] = []
+        for record in messages:
+            token, future = self.replies.open()
+            try:
+                args = to_publish(_correlated(record, token))
+                await client.publish(args.subject, args.payload, inbox + token, args.headers)
+            except ValueError as exc:
+                self.replies.refuse(token, Outcome.failed(str(exc), retryable=False))
+            except nats.errors.Error as exc:
+                self.replies.refuse(token, _failure(exc))
+            opened.append((token, future))
+        return asyncio.create_task(self.replies.collect(opened, timeout))
+
+    async def _reply_inbox(self, client: _Client) -> str | None:
+        if self._inbox is None:
+            inbox = f"_INBOX.xrgw.{client.new_inbox().rpartition('.')[2]}."
+            try:
+                await client.subscribe(inbox + "*", cb=self._on_answer)
+            except (nats.errors.Error, TimeoutError):
+                return None
+            self._inbox = inbox
+        return self._inbox
+
+    async def _on_answer(self, msg: Msg) -> None:
+        token = msg.subject.rpartition(".")[2]
+        if msg.headers and msg.headers.get("Status") == "503" and not msg.data:
+            self.replies.refuse(token, Outcome.failed("no responders"))
+            return
+        self.replies.resolve(token, to_record(msg, False, _now()))
+
     async def _on_error(self, exc: Exception) -> None:
         log.debug("NATS client error", extra=fields(error=exc))
 
     async def _drop_client(self, reason: str) -> None:
         client, self._client = self._client, None
+        if self._inbox is not None:
+            self._inbox = None  # subscribed on the old connection
+            self.replies.abandon(reason)
         acks, self._pub_acks = self._pub_acks, None
         if acks is not None:
             acks.abandon(reason)  # their PubAcks went to the old connection's inbox
@@ -693,6 +761,16 @@ class NatsProducer:
 
     async def aclose(self) -> None:
         await self._drop_client("producer closed")
+
+
+def _correlated(record: NativeMessage, token: str) -> NativeMessage:
+    """`record` with the `correlationid` extension when it is a binary CloudEvent."""
+    pairs = record.pairs("headers")
+    if not any(name.lower() == "ce-specversion" for name, _ in pairs):
+        return record
+    headers: list[JSON] = [{"name": n, "value": v} for n, v in pairs]
+    headers.append({"name": f"ce-{CORRELATION_ATTRIBUTE}", "value": token})
+    return record.replace_fields({**record.fields, "headers": headers})
 
 
 async def _nothing() -> None:

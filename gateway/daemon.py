@@ -95,7 +95,7 @@ class Gateway:
                 self.factory.consumer(source, route_cfg.messages), converter, outputs,
                 deadletter=deadletter, metrics=self.metrics, mode=route_cfg.mode,
                 inflight=route_cfg.inflight, retry=route_cfg.retry,
-                partition_key=route_cfg.partitionkey))
+                partition_key=route_cfg.partitionkey, reply_timeout=route_cfg.reply_timeout))
         self.metrics.definitions.set(sum(len(r.messages) for r in config.routes))
         return routes
 

@@ -15,6 +15,8 @@ MISSING_CONTEXT: Final = "missing-context"  # a template placeholder has no valu
 INVALID_ENVELOPE: Final = "invalid-envelope"  # the rendered CloudEvent would be invalid
 NO_ENVELOPE: Final = "no-envelope"  # matched definition has no CloudEvents envelope
 UNDELIVERABLE: Final = "undeliverable"  # outputs failed past the retry budget
+NO_REPLY: Final = "no-reply"  # request-reply: no answer within the route's reply_timeout
+UNCORRELATED_REPLY: Final = "uncorrelated-reply"  # an answer that names no request
 
 ALL: Final = (
     INVALID_RECORD,
@@ -25,4 +27,6 @@ ALL: Final = (
     INVALID_ENVELOPE,
     NO_ENVELOPE,
     UNDELIVERABLE,
+    NO_REPLY,
+    UNCORRELATED_REPLY,
 )

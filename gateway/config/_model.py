@@ -58,6 +58,8 @@ class RouteConfig:
     partitionkey: str = "source"
     inflight: int = 4096
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    # Request-reply (`reply: true`): how long a request waits for its answer; None: off.
+    reply_timeout: float | None = None
     # The definitions the route matches: its groups' messages, plus the consumer's inline
     # messages when `messagegroups` was not given.
     messages: tuple[MessageDefinition, ...] = field(default=(), repr=False)

@@ -17,7 +17,7 @@ from gateway.definitions.checks import suggest
 from gateway.definitions.model import Catalog, Endpoint, MessageDefinition
 from gateway.definitions.refs import group_id_of, to_xid
 from gateway.problems import Problems, json_path
-from gateway.protocols import family_members, find_profile
+from gateway.protocols import PROFILES, family_members, find_profile
 from gateway.runtime.retry import RetryPolicy
 
 _READS = ("consumer", "subscriber")
@@ -54,6 +54,9 @@ class RouteChecker:
             if target is not None:
                 self._check_output(target, mode, deliver, base)
         groups, messages = self._messages(source, raw.get("messagegroups"), base)
+        reply = raw.get("reply") is True
+        if reply:
+            self._check_reply(source, targets, base)
         if len(self.problems.errors) > errors_before:
             return None
         retry = cast(dict[str, object], raw["retry"])
@@ -65,6 +68,7 @@ class RouteChecker:
             retry=RetryPolicy(cast(int, retry["attempts"]), cast(float, retry["initial_backoff"]),
                               cast(float, retry["max_backoff"])),
             messages=messages,
+            reply_timeout=cast(float, raw["reply_timeout"]) if reply else None,
         )
 
     def deadletter(self, endpoint_id: str) -> None:
@@ -131,6 +135,43 @@ class RouteChecker:
                 self.file, json_path(*base, "mode"),
                 f"endpoint '{eid}' declares envelopeoptions.mode {declared}, the route "
                 f"sends {mode}", f"use mode: {declared.lower()}")
+
+    def _check_reply(self, source: Endpoint | None, targets: tuple[str, ...],
+                     base: tuple[str | int, ...]) -> None:
+        """`reply: true` needs a source whose senders can wait for an answer and one
+        output that can give one (`ProtocolProfile.request_reply`)."""
+        path = json_path(*base, "reply")
+        if path in self.unresolved:
+            return
+        if len(targets) != 1:
+            self.problems.error(
+                self.file, json_path(*base, "to"),
+                f"reply: true needs exactly one output (the one that answers), not "
+                f"{len(targets)}", "list one endpoint in to, or make a route per output")
+            return
+        target = self.catalog.endpoints.get(targets[0])
+        for role, endpoint in (("source", source), ("output", target)):
+            if endpoint is None:
+                continue  # reported already
+            prof = find_profile(endpoint.protocol or "")
+            capable = sorted(p.name for p in PROFILES if p.request_reply is not None)
+            if prof is None or prof.request_reply is None:
+                self.problems.error(
+                    self.file, path,
+                    f"reply: true is impossible with {role} '{endpoint.endpoint_id}': "
+                    f"{endpoint.protocol} has no request-reply",
+                    f"use a {', '.join(capable)} endpoint as {role}, or remove reply")
+                continue
+            blocking = [o for o in prof.request_reply.not_with
+                        if endpoint.protocol_options.get(o) not in (None, False, "")]
+            if blocking:
+                self.problems.error(
+                    self.file, path,
+                    f"reply: true is impossible with {role} '{endpoint.endpoint_id}': "
+                    f"with {blocking[0]} set, {prof.name} carries no "
+                    f"{prof.request_reply.how}",
+                    f"use an endpoint without {blocking[0]} (core {prof.name}), or remove "
+                    "reply")
 
     def _messages(
         self, source: Endpoint | None, raw_groups: object, base: tuple[str | int, ...]

@@ -53,6 +53,12 @@ _ONE_PASSWORD_SCHEMA = {"not": {"anyOf": [{"required": ["password", "password_fi
 _POSITIVE_SCHEMA = {"minimum": 1}
 
 
+def _positive_seconds(value: object) -> tuple[str, str] | None:
+    if isinstance(value, (int, float)) and value <= 0:
+        return f"must be longer than 0, not {value}", "use a duration such as 5s"
+    return None
+
+
 def _hostport(value: object) -> tuple[str, str] | None:
     if isinstance(value, str) and split_hostport(value) is None:
         return (f"'{value}' is not host:port",
@@ -170,6 +176,15 @@ _ROUTE = Field(
               "source adapter's `max_in_flight` bounds it too).", 4096, 4096,
               check=_positive, schema=_POSITIVE_SCHEMA, advanced=True),
         _RETRY,
+        Field("reply", "bool",
+              "Request-reply: send each message as a request to the (one) output and carry "
+              "its answer back to the sender (HTTP response; NATS reply subject; MQTT 5 "
+              "response topic with the correlation data). Needs an HTTP, core NATS or MQTT "
+              "5 source and output; see docs/request-reply.md.", False, True),
+        Field("reply_timeout", "duration",
+              "Reply routes: how long a request waits for its answer; then HTTP senders "
+              "get 504 and the request is dead-lettered as no-reply (not sent again).",
+              5.0, "5s", check=_positive_seconds),
     ),
 )
 

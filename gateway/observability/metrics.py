@@ -85,6 +85,13 @@ class Metrics:
             "xrgw_messages_dropped",
             "Messages that could not even be dead-lettered (no dead letter configured)",
             ["reason"], registry=r)
+        # Request-reply routes (`reply: true`), see gateway/runtime/reply.py.
+        self.replies = Counter(
+            "xrgw_replies", "Requests of reply routes by result (answered / no-reply / "
+            "failed)", ["route", "result"], registry=r)
+        self.replies_late = Counter(
+            "xrgw_replies_late", "Answers that came after their request timed out (or "
+            "named no request of this gateway): dropped", ["endpoint"], registry=r)
         self.processing = Histogram(
             "xrgw_processing_seconds", "Receive to confirmed (or dead-lettered), per route",
             ["route"], buckets=_LATENCY_BUCKETS, registry=r)

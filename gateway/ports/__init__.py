@@ -19,6 +19,10 @@ Per-message failures of a producer are values (`Outcome`), never exceptions, so 
 message in a batch does not hide the result of the others. A producer makes one attempt
 per message and write; retrying is the route's job (`gateway.runtime.retry`).
 
+Request-reply (`routes[].reply: true`): a Delivery whose sender waits for an answer
+carries an `answer` hook, and a producer that can wait for one implements `Requester`
+(`request(messages, timeout)`, the answer in `Outcome.reply`).
+
 A consumer that knows how far it is behind its source (Kafka partition lag, JetStream
 pending messages) also implements `BacklogReporter`; the route exports it as metrics.
 
@@ -41,14 +45,28 @@ from gateway.ports._adapter import (
     write,
 )
 from gateway.ports._backlog import Backlog, BacklogReporter, PartitionLag, StreamPending
-from gateway.ports._delivery import Delivery, Settle
+from gateway.ports._delivery import Answer, Delivery, Settle
 from gateway.ports._errors import AdapterError, AlreadySettled, EndOfInput, NotConnected
 from gateway.ports._outcome import Outcome
+from gateway.ports._reply import (
+    CORRELATION_ATTRIBUTE,
+    NO_REPLY_PREFIX,
+    Opened,
+    ReplyTable,
+    Requester,
+    Stray,
+    StrayListener,
+    correlation_of,
+    no_reply,
+)
 from gateway.ports._settings import EndpointSettings, TlsSettings
 
 __all__ = [
+    "CORRELATION_ATTRIBUTE",
+    "NO_REPLY_PREFIX",
     "AdapterError",
     "AlreadySettled",
+    "Answer",
     "Backlog",
     "BacklogReporter",
     "Confirmation",
@@ -57,13 +75,20 @@ __all__ = [
     "EndOfInput",
     "EndpointSettings",
     "NotConnected",
+    "Opened",
     "Outcome",
     "PartitionLag",
     "Producer",
+    "ReplyTable",
+    "Requester",
     "Settle",
+    "Stray",
+    "StrayListener",
     "StreamPending",
     "TlsSettings",
     "confirmed",
+    "correlation_of",
+    "no_reply",
     "read_one",
     "write",
 ]

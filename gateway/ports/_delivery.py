@@ -9,6 +9,9 @@ from gateway.record import NativeMessage
 
 #: The adapter's settlement hook: (ack, reason, retry). ack=True ignores reason/retry.
 Settle = Callable[[bool, str, bool], Awaitable[None]]
+#: The adapter's reply hook (request-reply): answer the sender with a record in the
+#: source's protocol, or (None, why) when no answer came (HTTP: 504 with a problem body).
+Answer = Callable[["NativeMessage | None", str], Awaitable[None]]
 
 
 class Delivery:
@@ -20,12 +23,16 @@ class Delivery:
     so concurrent double settlement is caught too.
     """
 
-    __slots__ = ("_settle", "message", "settled")
+    __slots__ = ("_settle", "answer", "message", "settled")
 
-    def __init__(self, message: NativeMessage, settle: Settle) -> None:
+    def __init__(self, message: NativeMessage, settle: Settle,
+                 answer: Answer | None = None) -> None:
         self.message = message
         self.settled = False
         self._settle = settle
+        # Set when the sender waits for an answer the route can give (HTTP request, NATS
+        # reply subject, MQTT 5 response topic); only `reply: true` routes use it.
+        self.answer = answer
 
     async def ack(self) -> None:
         self._mark()

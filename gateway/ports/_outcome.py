@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gateway.record import NativeMessage
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -20,10 +22,17 @@ class Outcome:
     retryable: bool = False
     reason: str | None = None
     retry_after: float | None = None
+    # Request-reply (`Requester.request`): the answer the receiver sent back.
+    reply: NativeMessage | None = None
 
     @classmethod
     def ok(cls) -> Outcome:
         return _DELIVERED
+
+    @classmethod
+    def answered(cls, reply: NativeMessage) -> Outcome:
+        """Delivered, and the receiver answered with `reply`."""
+        return cls(True, reply=reply)
 
     @classmethod
     def failed(cls, reason: str, retryable: bool = True,

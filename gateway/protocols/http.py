@@ -13,6 +13,7 @@ from gateway.protocols.profile import (
     IdentityPart,
     Metadata,
     ProtocolProfile,
+    RequestReply,
     Spelling,
     UriSchemes,
     ValueFormat,
@@ -61,4 +62,5 @@ HTTP_PROFILE = ProtocolProfile(
     content_type=FieldRef("headers", "content-type"),
     batches=True,
     rendered_defaults={"method": "POST"},  # the spec's default method
+    request_reply=RequestReply("the response to the request"),
 )

@@ -12,6 +12,7 @@ from gateway.protocols.profile import (
     Metadata,
     Ordering,
     ProtocolProfile,
+    RequestReply,
     Spelling,
     UriSchemes,
 )
@@ -87,6 +88,7 @@ MQTT5_PROFILE = ProtocolProfile(
                                IdentityPart(FieldRef("correlation_data"), "non-empty"))),
     metadata=Metadata("user_properties", "pairs"),
     content_type=FieldRef("content_type"),
+    request_reply=RequestReply("a response topic and correlation data"),
 )
 
 MQTT311_PROFILE = ProtocolProfile(

@@ -12,6 +12,7 @@ from gateway.protocols.profile import (
     Metadata,
     Ordering,
     ProtocolProfile,
+    RequestReply,
     Spelling,
     UriSchemes,
 )
@@ -54,4 +55,5 @@ NATS_PROFILE = ProtocolProfile(
                                IdentityPart(FieldRef("sequence")))),
     metadata=Metadata("headers", "pairs", ignore_case=True, text_values=True),
     content_type=FieldRef("headers", "content-type"),
+    request_reply=RequestReply("a reply subject", not_with=("stream", "jetstream")),
 )

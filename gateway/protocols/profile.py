@@ -212,6 +212,15 @@ class EndpointRules:
 
 
 @dataclass(frozen=True)
+class RequestReply:
+    """How a protocol carries a request and its answer (`routes[].reply: true`)."""
+
+    how: str  # for problems and docs: "a reply subject"
+    # Endpoint options that turn it off when set (NATS JetStream: no reply subject).
+    not_with: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class ProtocolProfile:
     """Everything protocol-specific, for one protocol."""
 
@@ -241,6 +250,9 @@ class ProtocolProfile:
     batches: bool = False
     # Fields a message rendered from a definition gets unless the definition sets them.
     rendered_defaults: Mapping[str, str] = field(default_factory=dict)
+    # How a sender waits for an answer and the gateway can give one (`routes[].reply`);
+    # None when the protocol has no request-reply.
+    request_reply: RequestReply | None = None
 
     def definition_field(self, name: str) -> FieldSpec | None:
         for spec in self.definitions.fields:

@@ -24,6 +24,9 @@
   backoff); past the budget a record's message is dead-lettered as `undeliverable`. When
   the dead letter itself fails, the route holds the batch and tries again (intake stops:
   back-pressure, not dropping); only a stopping route nacks it for redelivery.
+- Request-reply (`reply_timeout` set, `reply: true` in the config): outputs get
+  `Requester.request` instead of `submit`, and before a source message is settled its
+  sender gets the answer (or is told none came) -- see `gateway.runtime.reply`.
 - Back-pressure: the pump stops reading while `inflight` messages are unsettled, and the
   adapter passes that on to the broker (credit, receive maximum, paused partitions ...).
 """
@@ -55,6 +58,7 @@ from gateway.matching.matcher import Explanation
 from gateway.observability.logs import fields
 from gateway.observability.metrics import Metrics, body_size, observe_many, route_children
 from gateway.ports import (
+    NO_REPLY_PREFIX,
     Confirmation,
     Consumer,
     Delivery,
@@ -62,12 +66,14 @@ from gateway.ports import (
     NotConnected,
     Outcome,
     Producer,
+    Requester,
 )
 from gateway.protocols import HTTP, find_profile
 from gateway.protocols.profile import FieldRef
 from gateway.record import NativeMessage
 from gateway.runtime.backlog import watch_backlog
 from gateway.runtime.keys import SOURCE, PartitionKeys, keyed
+from gateway.runtime.reply import hand_back, stray_listener
 from gateway.runtime.retry import RetryPolicy
 
 log = logging.getLogger("xrgw.route")
@@ -135,13 +141,15 @@ class _Message:
 class _Sent:
     """What one output was given in one submit: records and the members they belong to."""
 
-    __slots__ = ("confirmation", "output", "owners", "records")
+    __slots__ = ("confirmation", "output", "owners", "records", "replies")
 
     def __init__(self, output: Output) -> None:
         self.output = output
         self.records: list[NativeMessage] = []
         self.owners: list[_Member] = []
         self.confirmation: Confirmation | None = None
+        # Reply routes: the final outcome of each record that carried an answer, by index.
+        self.replies: dict[int, Outcome] = {}
 
 
 class _Batch:
@@ -169,8 +177,11 @@ class Route:
         retry: RetryPolicy | None = None,
         max_batch: int | None = None,
         partition_key: str = SOURCE,
+        reply_timeout: float | None = None,
     ) -> None:
         self.name = name
+        # Request-reply: how long each request waits for its answer; None: not a reply route.
+        self.reply_timeout = reply_timeout
         self.source_endpoint = source_endpoint
         self.consumer = consumer
         self.converter = converter
@@ -209,6 +220,7 @@ class Route:
                                            metrics.published_bytes.labels(o.endpoint_id))
                            for o in self._all_outputs()}
         self._up: dict[str, bool] = {}
+        self._strays: set[asyncio.Task[None]] = set()  # uncorrelated answers being dead-lettered
 
     # -- lifecycle --------------------------------------------------------------------------
     @property
@@ -230,6 +242,8 @@ class Route:
         self._starter = asyncio.create_task(self._start())
 
     async def _start(self) -> None:
+        if self.reply_timeout is not None:
+            self._listen_for_strays()
         for output in self._all_outputs():
             await self._connect(output.endpoint_id, output.producer)
         self._settler = asyncio.create_task(self._settle_loop())
@@ -336,10 +350,14 @@ class Route:
             self._batches.put_nowait(batch)
 
     async def _submit(self, output: Output, records: list[NativeMessage]) -> Confirmation:
-        """Submit; a producer that raises (it should report Outcomes instead) fails the
-        whole submission, retryably."""
+        """Submit (a reply route's outputs: request); a producer that raises (it should
+        report Outcomes instead) fails the whole submission, retryably."""
         try:
-            return await output.producer.submit(records)
+            producer = output.producer
+            if (self.reply_timeout is not None and output is not self.deadletter
+                    and isinstance(producer, Requester)):
+                return await producer.request(records, self.reply_timeout)
+            return await producer.submit(records)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -474,6 +492,8 @@ class Route:
         for sent in batch.sent:
             if sent.confirmation is not None:
                 await self._confirm(sent)
+        if self.reply_timeout is not None:
+            await self._hand_back(batch)
         failed = await self._dead_letter_batch(batch.messages)
         for message in batch.messages:
             if message in failed:
@@ -489,13 +509,18 @@ class Route:
         output = sent.output
         failed = self._account(output, sent.records, outcomes)
         if failed:
+            retried = [outcomes[i] for i in failed]  # _retry leaves the last outcomes here
             reasons_given = await self._retry(output, [sent.records[i] for i in failed],
-                                              [outcomes[i] for i in failed])
-            for index, why in zip(failed, reasons_given, strict=True):
+                                              retried)
+            for index, why, last in zip(failed, reasons_given, retried, strict=True):
+                outcomes[index] = last
                 if why is not None:
                     member = sent.owners[index]
-                    member.reason = reasons.UNDELIVERABLE
+                    member.reason = (reasons.NO_REPLY if why.startswith(NO_REPLY_PREFIX)
+                                     else reasons.UNDELIVERABLE)
                     member.failures.append(f"{output.endpoint_id}: {why}")
+        if self.reply_timeout is not None:
+            sent.replies = {i: o for i, o in enumerate(outcomes) if o.reply is not None}
         self._track_connection(output)
 
     def _account(self, output: Output, records: Sequence[NativeMessage],
@@ -550,6 +575,64 @@ class Route:
             todo = still
             self._track_connection(output)
         return why
+
+    # -- request-reply ----------------------------------------------------------------------------
+    async def _hand_back(self, batch: _Batch) -> None:
+        """Answer the senders of a reply route's batch, before their messages settle: the
+        first answer any output got for one of the message's events, else why none came."""
+        answers: dict[_Member, Outcome] = {}
+        for sent in batch.sent:
+            for index, answered in sent.replies.items():
+                answers.setdefault(sent.owners[index], answered)
+        for message in batch.messages:
+            if message.delivery.answer is None:
+                continue
+            outcome = next((answers[m] for m in message.members if m in answers), None)
+            why = ""
+            if outcome is None:
+                failed = message.whole or next(
+                    (m for m in message.members if m.reason is not None), None)
+                why = _why_unanswered(failed)
+            result = await hand_back(message.delivery, outcome, why)
+            self.metrics.replies.labels(self.name, result).inc()
+
+    def _listen_for_strays(self) -> None:
+        """Answers no request waits for: late ones are counted, uncorrelated ones
+        dead-lettered (`gateway.runtime.reply`)."""
+        for output in self.outputs:
+            producer = output.producer
+            if not isinstance(producer, Requester):
+                continue
+            late = self.metrics.replies_late.labels(output.endpoint_id)
+
+            def dead_letter(answer: NativeMessage, endpoint: str = output.endpoint_id) -> None:
+                task = asyncio.get_running_loop().create_task(
+                    self._dead_letter_stray(endpoint, answer))
+                self._strays.add(task)
+                task.add_done_callback(self._strays.discard)
+
+            producer.replies.listener = stray_listener(late.inc, dead_letter)
+
+    async def _dead_letter_stray(self, endpoint: str, answer: NativeMessage) -> None:
+        reason = reasons.UNCORRELATED_REPLY
+        detail = (f"an answer on {endpoint}'s reply address carries no correlation "
+                  "(correlation data, reply subject token or correlationid attribute)")
+        if self.deadletter is None:
+            log.warning("dropped answer: %s", detail, extra=fields(
+                route=self.name, endpoint=endpoint, reason=reason))
+            self.metrics.dropped.labels(reason).inc()
+            return
+        record = with_defaults(deadletter_record(
+            answer, protocol=self.deadletter.protocol, reason=reason, detail=detail,
+            explain=(), source_endpoint=endpoint), self.deadletter.defaults)
+        outcomes = await _outcomes(await self._submit(self.deadletter, [record]), 1)
+        self._account(self.deadletter, [record], outcomes)
+        if outcomes[0].delivered:
+            self.metrics.deadletter.labels(reason).inc()
+        else:
+            log.error("dead letter failed; uncorrelated answer dropped", extra=fields(
+                route=self.name, endpoint=endpoint, reason=reason))
+            self.metrics.dropped.labels(reason).inc()
 
     def _track_connection(self, output: Output) -> None:
         """Keep `xrgw_endpoint_connected` in step with the producer (which reconnects on
@@ -647,6 +730,18 @@ async def _outcomes(confirmation: Confirmation, count: int) -> list[Outcome]:
         return [Outcome.failed(f"producer reported {len(outcomes)} outcomes for "
                                f"{count} messages")] * count
     return outcomes
+
+
+def _why_unanswered(member: _Member | None) -> str:
+    """What a sender is told when its request got no answer."""
+    if member is None:
+        return "no answer"
+    if member.failures:
+        # The failure of the request itself ("no reply within 5 s") without endpoint names
+        # or broker answers: those stay in the dead letter and the logs.
+        last = member.failures[-1].partition(": ")[2]
+        return last if last.startswith(NO_REPLY_PREFIX) else member.reason or "failed"
+    return member.reason or reasons.UNMATCHED
 
 
 async def _refused(count: int, reason: str) -> list[Outcome]:
