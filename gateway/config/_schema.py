@@ -170,6 +170,16 @@ _ROUTE = Field(
               "source adapter's `max_in_flight` bounds it too).", 4096, 4096,
               check=_positive, schema=_POSITIVE_SCHEMA, advanced=True),
         _RETRY,
+        Field("observe", "bool", "Shadow mode: consume, match and render as usual, publish "
+              "and dead-letter nothing, and take nothing from the endpoint's real consumers "
+              "(an observing subscription of its own; see docs/operations.md). The "
+              "conformance report (`/conformance`, `xrgw report`) shows what the catalog "
+              "catches. `xrgw run --observe` observes on every route.", False, True),
+        Field("redact", "list", "Field paths whose values the conformance report's "
+              "unmatched samples never show: `data.` paths into the body, else record "
+              "fields (`headers.authorization`); `*` matches any key.", [],
+              ["data.card.number", "headers.authorization"],
+              item=Field("path", "str", "Dot-separated field path.")),
     ),
 )
 

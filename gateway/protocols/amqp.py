@@ -10,6 +10,7 @@ from gateway.protocols.profile import (
     Identity,
     IdentityPart,
     Metadata,
+    Observing,
     Ordering,
     ProtocolProfile,
     Spelling,
@@ -45,6 +46,11 @@ _HEADER = (
 _SECTIONS = ("properties", "application-properties", "message-annotations",
              "delivery-annotations", "header", "footer")
 
+AMQP_OBSERVING = Observing(
+    "", "an AMQP 1.0 receiver consumes (moves) the messages of the node it attaches to, and "
+    "the broker the gateway is tested with (RabbitMQ 4) offers no non-destructive copy "
+    "source on queues: observing would take the messages from the real consumers")
+
 AMQP_PROFILE = ProtocolProfile(
     name=AMQP,
     family=AMQP,
@@ -77,4 +83,5 @@ AMQP_PROFILE = ProtocolProfile(
     identity=Identity("amqp", (IdentityPart(FieldRef("properties", "message-id")),)),
     metadata=Metadata("application-properties", "section"),
     content_type=FieldRef("properties", "content-type"),
+    observe=AMQP_OBSERVING,
 )

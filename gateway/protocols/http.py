@@ -12,6 +12,7 @@ from gateway.protocols.profile import (
     Identity,
     IdentityPart,
     Metadata,
+    Observing,
     ProtocolProfile,
     Spelling,
     UriSchemes,
@@ -26,6 +27,9 @@ _HEADER_NAME = ValueFormat(_TOKEN, "an HTTP header name",
                            "use a token: letters, digits and -, e.g. Content-Type")
 _STATUS = ValueFormat(r"[1-5][0-9][0-9]\Z", "an HTTP status code",
                       'write a three-digit code between 100 and 599, e.g. "200"')
+
+HTTP_OBSERVING = Observing(
+    "ingress answers 202 Accepted and forwards nothing")
 
 HTTP_PROFILE = ProtocolProfile(
     name=HTTP,
@@ -61,4 +65,5 @@ HTTP_PROFILE = ProtocolProfile(
     content_type=FieldRef("headers", "content-type"),
     batches=True,
     rendered_defaults={"method": "POST"},  # the spec's default method
+    observe=HTTP_OBSERVING,
 )

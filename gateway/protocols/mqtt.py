@@ -10,6 +10,7 @@ from gateway.protocols.profile import (
     Identity,
     IdentityPart,
     Metadata,
+    Observing,
     Ordering,
     ProtocolProfile,
     Spelling,
@@ -57,6 +58,10 @@ def _endpoint(options: tuple[str, ...]) -> EndpointRules:
                          output_fields=(("topic", "topic_name"),))
 
 
+MQTT_OBSERVING = Observing(
+    "a plain (never shared) subscription on a clean session under a client id of its own: "
+    "the broker gives it a copy of every message")
+
 MQTT5_PROFILE = ProtocolProfile(
     name=MQTT5,
     family=MQTT_FAMILY,
@@ -87,6 +92,7 @@ MQTT5_PROFILE = ProtocolProfile(
                                IdentityPart(FieldRef("correlation_data"), "non-empty"))),
     metadata=Metadata("user_properties", "pairs"),
     content_type=FieldRef("content_type"),
+    observe=MQTT_OBSERVING,
 )
 
 MQTT311_PROFILE = ProtocolProfile(
@@ -103,4 +109,5 @@ MQTT311_PROFILE = ProtocolProfile(
     # No metadata at all: no identity, no content type, no binary CloudEvents; a dead
     # letter becomes a JSON document (`gateway/deadletter_format.py`).
     binary_mode=False,
+    observe=MQTT_OBSERVING,
 )

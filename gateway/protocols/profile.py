@@ -212,6 +212,16 @@ class EndpointRules:
 
 
 @dataclass(frozen=True)
+class Observing:
+    """How a route observes a consumer endpoint of the protocol without taking messages
+    from its real consumers (`routes[].observe`, `xrgw run --observe`): what the adapter
+    does (`how`, for the docs), or why it cannot (`refused`: `validate` says it)."""
+
+    how: str
+    refused: str | None = None
+
+
+@dataclass(frozen=True)
 class ProtocolProfile:
     """Everything protocol-specific, for one protocol."""
 
@@ -241,6 +251,8 @@ class ProtocolProfile:
     batches: bool = False
     # Fields a message rendered from a definition gets unless the definition sets them.
     rendered_defaults: Mapping[str, str] = field(default_factory=dict)
+    # Shadow mode: how an observing route subscribes, or why it cannot.
+    observe: Observing = Observing("", "observing is not implemented for this protocol")
 
     def definition_field(self, name: str) -> FieldSpec | None:
         for spec in self.definitions.fields:
