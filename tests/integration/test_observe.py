@@ -357,8 +357,9 @@ def test_observe_takes_nothing_and_counts_everything(
             assert [(r["definition"], r["matched"], r["unmatched"], r["invalid"])
                     for r in report["rows"]] == [(XID, total, 0, 0)]
             metrics = gateway.metrics.render().decode()
-            assert ('xrgw_conformance_messages_total{definition="%s",outcome="matched",'
-                    'route="source->out"} %s.0' % (XID, total)) in metrics
+            matched = (f'xrgw_conformance_messages_total{{definition="{XID}",'
+                       f'outcome="matched",route="source->out"}} {total}.0')
+            assert matched in metrics
             published_metric = [line for line in metrics.splitlines()
                                 if line.startswith("xrgw_messages_published_total")]
             assert all(line.endswith(" 0.0") for line in published_metric), published_metric
