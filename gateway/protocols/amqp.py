@@ -47,9 +47,10 @@ _SECTIONS = ("properties", "application-properties", "message-annotations",
              "delivery-annotations", "header", "footer")
 
 AMQP_OBSERVING = Observing(
-    "", "an AMQP 1.0 receiver consumes (moves) the messages of the node it attaches to, and "
-    "the broker the gateway is tested with (RabbitMQ 4) offers no non-destructive copy "
-    "source on queues: observing would take the messages from the real consumers")
+    "", "an AMQP 1.0 receiver takes (moves) the messages of the node it attaches to, and "
+    "RabbitMQ (the broker xrgw is tested with) has no non-destructive source on queues: "
+    "its AMQP 1.0 plugin answers a copy distribution mode at attach yet still consumes "
+    "the messages, so observing would take them from the real consumers")
 
 AMQP_PROFILE = ProtocolProfile(
     name=AMQP,

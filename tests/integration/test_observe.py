@@ -33,6 +33,10 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # type: ignore[import-u
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-untyped]
 from nats.js.api import ConsumerConfig, StreamConfig
 from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
+from proton import Message, Terminus
+from proton import Timeout as ProtonTimeout
+from proton.reactor import Copy
+from proton.utils import BlockingConnection
 
 from adapters.registry import REGISTRY
 from gateway.config import load_config
@@ -373,6 +377,26 @@ def test_observe_takes_nothing_and_counts_everything(
                 await real.stop()
 
     asyncio.run(scenario())
+
+
+def test_amqp_copy_source_still_consumes(rabbitmq: Any) -> None:
+    """Why observing AMQP is refused: RabbitMQ's AMQP 1.0 plugin accepts a receiver asking
+    for a copy (non-destructive) source, says `copy` back, and still takes the message
+    from the queue. Should a broker honour it, this fails: lift the refusal
+    (`ProtocolProfile.observe` of AMQP) and attach observers with copy."""
+    address = f"/queue/xrgw-copy-{uuid.uuid4().hex[:8]}"
+    conn = BlockingConnection(rabbitmq.login_url, timeout=20, allowed_mechs="PLAIN")
+    try:
+        conn.create_sender(address).send(Message(body="one"))
+        observer = conn.create_receiver(address, options=Copy(), credit=1, name="observer")
+        assert observer.link.remote_source.distribution_mode == Terminus.DIST_MODE_COPY
+        assert observer.receive(timeout=10).body == "one"
+        observer.accept()
+        real = conn.create_receiver(address, credit=1, name="real")
+        with pytest.raises(ProtonTimeout):
+            real.receive(timeout=3)  # gone: the "copy" consumed it
+    finally:
+        conn.close()
 
 
 def test_observe_refused_on_amqp(tmp_path: Path) -> None:
