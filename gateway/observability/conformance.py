@@ -21,6 +21,7 @@ samples, each body cut at `SAMPLE_BYTES`; definitions and reasons are finite set
 from __future__ import annotations
 
 import json
+import re
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -122,7 +123,7 @@ class RouteReport:
         tally.seen(at)
         if reason == reasons.UNMATCHED:
             for explanation in explain[:1]:
-                self._constraint(explanation.failure)
+                self._constraint(failed_check(explanation.failure))
         self.samples.append({
             "at": _stamp(at), "reason": reason, "detail": detail[:SAMPLE_BYTES],
             "nearest": nearest,
@@ -233,6 +234,40 @@ def rows(routes: Iterable[RouteReport], start: datetime, end: datetime) -> list[
             for xid, c in sorted(merged.items(), key=lambda kv: kv[0] or "")]
 
 
+# -- failed checks --------------------------------------------------------------------------
+
+_FAILURE = re.compile(r"^(?P<label>[^:]+): expected (?P<expected>.+), got (?P<got>.*)$",
+                      re.DOTALL)
+_PLACEHOLDER = re.compile(r"^\{[^{}]*\}$")
+
+
+def failed_check(failure: str) -> str:
+    """The failure of an address template phrased by its first differing segment, so
+    that the messages of a thousand devices failing the same way count as one line:
+    `topic_name: expected /store/{storeid}/cashierdesk, got /store/12/desk` becomes
+    `topic_name segment 3: expected cashierdesk, got desk`. Other failures as they are."""
+    found = _FAILURE.match(failure)
+    if found is None:
+        return failure
+    label, expected, got = found["label"], found["expected"], found["got"]
+    if "{" not in expected:
+        return failure
+    separator = "/" if "/" in expected else "." if "." in expected else None
+    if separator is None:
+        return failure
+    want, have = expected.split(separator), got.split(separator)
+    for index, (part, value) in enumerate(zip(want, have, strict=False)):
+        if "{" in part:
+            if _PLACEHOLDER.match(part) and value:
+                continue
+            return failure  # a placeholder inside a segment: keep the whole text
+        if part != value:
+            return f"{label} segment {index}: expected {part}, got {value}"
+    if len(want) != len(have):
+        return f"{label}: expected {len(want)} segments, got {len(have)}"
+    return failure
+
+
 # -- samples ----------------------------------------------------------------------------------
 
 
@@ -302,5 +337,6 @@ def route_counts(report: Mapping[str, JSON]) -> tuple[int, int, int]:
 
 
 __all__ = ["INVALID_REASONS", "MAX_CONSTRAINTS", "MAX_SAMPLES", "REDACTED", "SAMPLE_BYTES",
-           "Conformance", "DefinitionTally", "RouteReport", "redaction_problem", "route_counts",
+           "Conformance", "DefinitionTally", "RouteReport", "failed_check", "redaction_problem",
+           "route_counts",
            "rows", "sample_record"]

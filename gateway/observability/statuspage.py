@@ -101,7 +101,9 @@ class StatusPage:
         for route in routes:
             for entry in _list(route.get("constraints")):
                 entry = _dict(entry)
-                parts.append(f"<tr><td>{escape(_text(route.get('route')))}</td>"
+                parts.append(f"<tr data-route='{escape(_text(route.get('route')))}' "
+                             f"data-failure='{escape(_text(entry.get('failure')))}'>"
+                             f"<td>{escape(_text(route.get('route')))}</td>"
                              f"<td>{escape(_text(entry.get('failure')))}</td>"
                              f"{_cell('failures', entry.get('count'))}</tr>")
         parts.append("</table><h2>Latest unmatched samples</h2><table>"

@@ -173,12 +173,17 @@ def test_status_page_in_chromium(tmp_path: Path, mosquitto: Any, nats_server: An
                 definition["invalid"]) == (MATCHED, MATCHED, UNMATCHED, 0)
         assert _row(page, route="store-mqtt->events", reason="unmatched")["count"] == UNMATCHED
         text = "".join(page.text)
-        assert "cashierdesk" in text and "desk" in text  # the failed check, explained
+        # The failed check, counted by its first differing segment, and each sample's
+        # explanation.
+        check = "topic_name segment 3: expected cashierdesk, got desk"
+        assert _row(page, route="store-mqtt->events", failure=check)["failures"] == UNMATCHED
+        assert f"expected st/{sfx}/{{storeid}}/cashierdesk, got st/{sfx}/12/desk" in text
         assert CARD not in dom and "***" in text  # redact: data.card
         assert 'http-equiv="refresh"' in dom
         assert report_code == 0
         table = capsys.readouterr().out
         line = next(line for line in table.splitlines() if line.startswith(XID))
         assert line.split()[1:] == [str(MATCHED), str(UNMATCHED), "0"]
+        assert f"topic_name segment 3: expected cashierdesk, got desk — {UNMATCHED}" in table
 
     asyncio.run(scenario())

@@ -24,6 +24,7 @@ from gateway.observability.conformance import (
     SAMPLE_BYTES,
     Conformance,
     RouteReport,
+    failed_check,
     sample_record,
 )
 from gateway.observability.metrics import Metrics
@@ -91,10 +92,10 @@ def test_route_counts_matched_rendered_and_failures(observe):
     assert rows == {DESK: (3, 0, 0), "/messagegroups/store/messages/storestatus": (0, 2, 0)}
     assert set(doc["rows"][0]) == {"window_start", "window_end", "definition", "matched",
                                    "unmatched", "invalid"}  # the Spark --report row
-    # The first failed check of each unmatched message, with what it got.
-    assert sum(c["count"] for c in route["constraints"]) == 2
-    assert all(c["failure"].startswith("topic_name: expected /store/{storeid}/status, got "
-                                       "/store/12/desk/") for c in route["constraints"])
+    # The first failed check of the unmatched messages, by its first differing segment:
+    # the two devices' messages count as one line.
+    assert route["constraints"] == [
+        {"failure": "topic_name segment 3: expected status, got desk", "count": 2}]
     assert len(route["samples"]) == 2
     assert route["samples"][0]["record"]["data"]["card"]["number"] == REDACTED
     assert "4111" not in json.dumps(route["samples"])
@@ -111,6 +112,17 @@ def test_failure_texts_and_samples_are_bounded():
     assert report.top_constraints(1) == [("often", 2)]
     assert len(report.samples) == MAX_SAMPLES
     assert report.definitions[DESK].unmatched == MAX_CONSTRAINTS * 3 + 2
+
+
+def test_failed_checks_by_segment():
+    assert failed_check("topic_name: expected /store/{storeid}/cashierdesk, got "
+                        "/store/12/desk") == "topic_name segment 3: expected cashierdesk, got desk"
+    assert failed_check("subject: expected a.{x}.c, got a.b.d") == (
+        "subject segment 2: expected c, got d")
+    assert failed_check("topic_name: expected /a/{x}, got /a/b/c") == (
+        "topic_name: expected 3 segments, got 4")
+    assert failed_check("qos: expected 1, got 0") == "qos: expected 1, got 0"
+    assert failed_check("path: expected /p/x{y}, got /p/z") == "path: expected /p/x{y}, got /p/z"
 
 
 def test_samples_truncate_and_redact_headers():
