@@ -5,8 +5,9 @@ document (`rows` in the Spark `--report` shape, plus `routes` when live):
 - a `/conformance` JSON document saved to a file;
 - the Spark job's `--report file:DIR` output (JSON Lines part files, or one file): rows
   summed per definition over their windows;
-- a dead-letter file (JSON Lines of native records as the dead-letter endpoint got them,
-  e.g. dumped from its topic): counted by reason against the nearest definition.
+- a dead-letter file: JSON Lines of native records as the dead-letter endpoint got them
+  (e.g. dumped from its topic), the Spark job's `--deadletter` files, or `xrgw match`
+  output; counted by reason against the matched, else the nearest, definition.
 """
 
 from __future__ import annotations
@@ -69,7 +70,14 @@ def from_lines(where: str, lines: Iterable[str]) -> JSONObject:
                 row[i] += _int(obj.get(key))
             windows += [str(obj[k]) for k in ("window_start", "window_end") if obj.get(k)]
             continue
-        reason, nearest = _dead_letter(where, number, obj)
+        if "reason" in obj or "cloudevent" in obj:  # Spark dead letter / `xrgw match` line
+            reason_or_none, nearest = _conversion(obj)
+            if reason_or_none is None:
+                counts.setdefault(nearest, [0, 0, 0])[0] += 1
+                continue
+            reason = reason_or_none
+        else:
+            reason, nearest = _dead_letter(where, number, obj)
         dead[reason] = dead.get(reason, 0) + 1
         row = counts.setdefault(nearest, [0, 0, 0])
         row[2 if reason in INVALID_REASONS else 1] += 1
@@ -82,6 +90,21 @@ def from_lines(where: str, lines: Iterable[str]) -> JSONObject:
     if dead:
         out["deadletter"] = dict(sorted(dead.items()))
     return out
+
+
+def _conversion(obj: JSONObject) -> tuple[str | None, str | None]:
+    """(reason, definition) of a conversion result: a line of the Spark job's
+    `--deadletter` files or of `xrgw match` (reason None: it rendered a CloudEvent).
+    Counted against the matched definition, else the nearest of the explanation."""
+    nearest = _definition(obj.get("match"))
+    explain = obj.get("explain")
+    if nearest is None and isinstance(explain, list) and explain and isinstance(
+            explain[0], dict):
+        nearest = _definition(explain[0].get("definition"))
+    if "cloudevent" in obj:
+        return None, nearest
+    reason = obj.get("reason")
+    return (reason if isinstance(reason, str) and reason else reasons.UNMATCHED), nearest
 
 
 def _dead_letter(where: str, number: int, obj: JSONObject) -> tuple[str, str | None]:
