@@ -206,3 +206,15 @@ def test_config_observe_and_redact():
     assert config is not None and not config.routes[0].observe
     observed, refused = observe_all(config)
     assert refused == [] and all(r.observe for r in observed.routes)
+
+
+def test_validate_observe_refuses_amqp_sources(capsys):
+    examples = ROOT / "config/examples"
+    assert main(["validate", "--no-env", "--observe", "-c",
+                 str(examples / "amqp-orders.yaml")]) == 1
+    out = capsys.readouterr().out
+    assert "amqp-orders.yaml:10:5: error: --observe: endpoint 'orders-amqp' cannot be " \
+           "observed" in out and "$.routes[0].from" in out
+    assert main(["validate", "--no-env", "--observe", "-c",
+                 str(examples / "mqtt-telemetry.yaml")]) == 0
+    assert main(["validate", "--no-env", "-c", str(examples / "amqp-orders.yaml")]) == 0
