@@ -54,6 +54,11 @@ OPTIONS = OptionSpec(
                      "consumer: where a group without a committed offset starts",
                      default="earliest", choices=("earliest", "latest")),
                side="consumer", xregistry=True),
+        Option(Field("observeoffset", "enum",
+                     "consumer, shadow mode (`routes[].observe`): where the observing "
+                     "route's own consumer group starts",
+                     default="latest", choices=("earliest", "latest")),
+               side="consumer"),
         Option(Field("acks", "union",
                      "producer: acknowledgements the broker gives before a record counts as "
                      "delivered: -1 or all: all in-sync replicas, 1 the leader, 0 none "

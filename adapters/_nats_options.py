@@ -29,6 +29,9 @@ OPTIONS = OptionSpec(
         Option(Field("durable", "str", "consumer, JetStream: durable consumer name, created "
                      "as a push consumer if missing (default from stream and subjects)"),
                side="consumer"),
+        Option(Field("observe", "bool", "consumer: shadow mode (`routes[].observe`): no "
+                     "queue group; JetStream: an ephemeral consumer of new messages with ack "
+                     "policy none instead of the durable", default=False), derived=True),
         Option(Field("jetstream", "bool", "producer: publish through JetStream (wait for "
                      "the PubAck)", default=False), side="producer"),
         count("max_in_flight", 4096, "consumer: unsettled deliveries (JetStream: also the "

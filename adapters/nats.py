@@ -73,7 +73,7 @@ import nats.js.errors
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
-from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo
+from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
 
 from adapters._nats_options import OPTIONS
 from adapters._nats_record import parse_header_block, publish_frame, to_publish, to_record
@@ -115,6 +115,7 @@ class NatsOptions:
     stream: str | None
     durable: str | None
     jetstream: bool
+    observe: bool
     max_in_flight: int
     ack_wait: float
     nak_delay: float
@@ -159,6 +160,7 @@ class NatsOptions:
             stream=stream,
             durable=_text(opts, "durable"),
             jetstream=cast(bool, opts["jetstream"]) or stream is not None,
+            observe=cast(bool, opts["observe"]),
             max_in_flight=cast(int, opts["max_in_flight"]),
             ack_wait=cast(float, opts["ack_wait"]),
             nak_delay=cast(float, opts["nak_delay"]),
@@ -355,6 +357,9 @@ class NatsConsumer:
         self._settings = settings
         self._opts = opts = NatsOptions.parse(settings)
         self.jetstream = opts.stream is not None
+        # Shadow mode on JetStream: an ephemeral consumer with ack policy none; nothing
+        # is acknowledged (or nacked) to the server.
+        self.ephemeral = self.jetstream and opts.observe
         if opts.jetstream and not self.jetstream:
             raise ValueError("stream: a JetStream consumer needs the stream to consume")
         if not self.jetstream and not opts.subjects:
@@ -428,7 +433,7 @@ class NatsConsumer:
 
     async def aclose(self) -> None:
         self._closed = True
-        if self.jetstream:
+        if self.jetstream and not self.ephemeral:
             # Buffered but never handed out: ask for redelivery now, not after ack_wait.
             for msg in self._buffer:
                 with contextlib.suppress(Exception):
@@ -438,8 +443,8 @@ class NatsConsumer:
 
     async def backlog(self) -> list[StreamPending]:
         stream = self._opts.stream
-        if stream is None:
-            return []  # core NATS keeps nothing for a subscriber
+        if stream is None or self.ephemeral:
+            return []  # core NATS keeps nothing for a subscriber; an observer owes nothing
         client = self._client
         if client is None or not client.is_connected:
             raise NotConnected("not connected")
@@ -466,6 +471,9 @@ class NatsConsumer:
         opts = self._opts
         assert opts.stream is not None
         js = client.jetstream(timeout=opts.connect_timeout)
+        if self.ephemeral:
+            await self._subscribe_ephemeral(client, js)
+            return
         try:
             info = await js.consumer_info(opts.stream, self.durable)
         except nats.js.errors.NotFoundError:
@@ -490,6 +498,29 @@ class NatsConsumer:
             pending_msgs_limit=opts.pending_msgs_limit,
             pending_bytes_limit=opts.pending_bytes_limit,
         )
+        self._subs.append(psub._sub)
+
+    async def _subscribe_ephemeral(self, client: _Client, js: Any) -> None:
+        """Shadow mode: an ephemeral push consumer of the stream's new messages that
+        acknowledges nothing; the server removes it when the gateway goes."""
+        opts = self._opts
+        assert opts.stream is not None
+        subjects = list(opts.subjects)
+        config = ConsumerConfig(
+            deliver_subject=client.new_inbox(),
+            ack_policy=AckPolicy.NONE,
+            deliver_policy=DeliverPolicy.NEW,
+            filter_subject=subjects[0] if len(subjects) == 1 else None,
+            filter_subjects=subjects if len(subjects) > 1 else None,
+            inactive_threshold=60.0,
+        )
+        info = await js.add_consumer(opts.stream, config=config)
+        self._check_filter(info)
+        psub = await js.subscribe_bind(
+            stream=opts.stream, config=info.config, consumer=info.name,
+            cb=self._on_message, manual_ack=True,
+            pending_msgs_limit=opts.pending_msgs_limit,
+            pending_bytes_limit=opts.pending_bytes_limit)
         self._subs.append(psub._sub)
 
     def _consumer_config(self, client: _Client) -> ConsumerConfig:
@@ -542,8 +573,8 @@ class NatsConsumer:
         async def settle(ack: bool, reason: str, retry: bool) -> None:
             self._unsettled -= 1
             self._changed.set()
-            if not self.jetstream:
-                return  # core NATS: at-most-once, nothing to tell the server
+            if not self.jetstream or self.ephemeral:
+                return  # core NATS / an observer: nothing to tell the server
             try:
                 if ack:
                     await msg.ack()

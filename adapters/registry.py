@@ -10,8 +10,9 @@ paths. Producer endpoints give the address fields every outgoing record gets
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
 from adapters import _amqp_options, _http_options, _kafka_options, _mqtt_options, _nats_options
@@ -155,6 +156,36 @@ def _http_paths(prof: ProtocolProfile, endpoint: EndpointConfig, opts: dict[str,
             opts["paths"] = paths
 
 
+# Shadow mode (`routes[].observe`): how an observing consumer differs from the real
+# one, per adapter, so that it takes nothing from the endpoint's real consumers
+# (`ProtocolProfile.observe` says the same in words, for validate and the docs). It runs
+# before the consumer's own preparation, which then derives the subscription.
+def _kafka_observer(prof: ProtocolProfile, endpoint: EndpointConfig, opts: dict[str, object],
+                    messages: Sequence[MessageDefinition]) -> None:
+    opts["consumergroup"] = f"xrgw-observe-{endpoint.endpoint_id}-{uuid.uuid4().hex[:8]}"
+    opts["autooffsetreset"] = opts.get("observeoffset") or "latest"
+
+
+def _mqtt_observer(prof: ProtocolProfile, endpoint: EndpointConfig, opts: dict[str, object],
+                   messages: Sequence[MessageDefinition]) -> None:
+    opts.pop("sharedsubscriptiongroup", None)  # a plain subscription gets every message
+    opts["cleanstart"] = True
+    opts["sessionexpiryinterval"] = 0
+
+
+def _nats_observer(prof: ProtocolProfile, endpoint: EndpointConfig, opts: dict[str, object],
+                   messages: Sequence[MessageDefinition]) -> None:
+    opts.pop("queuegroup", None)  # a queue group member would share, not copy
+    opts["observe"] = True
+
+
+def _refuse_observer(prof: ProtocolProfile, endpoint: EndpointConfig,
+                     opts: dict[str, object], messages: Sequence[MessageDefinition]) -> None:
+    # The config check refuses this first; the adapter never consumes destructively.
+    raise ValueError(f"endpoint {endpoint.endpoint_id}: cannot be observed: "
+                     f"{prof.observe.refused}")
+
+
 @dataclass(frozen=True)
 class Adapter:
     """One adapter: its option spec, its consumer and producer, and what it derives."""
@@ -164,17 +195,22 @@ class Adapter:
     producer: Callable[[EndpointSettings], Producer]
     prepare_consumer: Prepare = _nothing
     prepare_producer: Prepare = _nothing
+    prepare_observer: Prepare = _refuse_observer
 
 
 #: The adapter of each protocol family (`ProtocolProfile.family`); MQTT 3.1.1 and 5.0
 #: share one adapter.
 ADAPTERS: dict[str, Adapter] = {
     MQTT_FAMILY: Adapter(_mqtt_options.OPTIONS, MqttConsumer, MqttProducer,
-                         _mqtt_subscription, _mqtt_version),
+                         _mqtt_subscription, _mqtt_version, _mqtt_observer),
     AMQP: Adapter(_amqp_options.OPTIONS, AmqpConsumer, AmqpProducer, _amqp_node, _amqp_node),
-    KAFKA: Adapter(_kafka_options.OPTIONS, KafkaConsumer, KafkaProducer, _kafka_subscription),
-    NATS: Adapter(_nats_options.OPTIONS, NatsConsumer, NatsProducer, _nats_subscription),
-    HTTP: Adapter(_http_options.OPTIONS, HttpConsumer, HttpProducer, _http_paths),
+    KAFKA: Adapter(_kafka_options.OPTIONS, KafkaConsumer, KafkaProducer, _kafka_subscription,
+                   prepare_observer=_kafka_observer),
+    NATS: Adapter(_nats_options.OPTIONS, NatsConsumer, NatsProducer, _nats_subscription,
+                  prepare_observer=_nats_observer),
+    # HTTP ingress: the observing route acknowledges (202) and forwards nothing.
+    HTTP: Adapter(_http_options.OPTIONS, HttpConsumer, HttpProducer, _http_paths,
+                  prepare_observer=_nothing),
 }
 
 #: One option spec per protocol.
@@ -200,11 +236,18 @@ class AdapterRegistry:
         return prof, adapter
 
     def consumer(self, endpoint: EndpointConfig,
-                 messages: Sequence[MessageDefinition]) -> Consumer:
+                 messages: Sequence[MessageDefinition], *, observe: bool = False) -> Consumer:
         prof, adapter = self._adapter(endpoint)
         opts = self._options(endpoint)
+        if observe:
+            adapter.prepare_observer(prof, endpoint, opts, messages)
         adapter.prepare_consumer(prof, endpoint, opts, messages)
-        return adapter.consumer(settings_for(endpoint, opts))
+        settings = settings_for(endpoint, opts)
+        if observe:
+            # A client id of its own: the real consumer's (MQTT session, NATS name) would
+            # take over its connection.
+            settings = replace(settings, client_id=f"xrgw-observe-{uuid.uuid4().hex[:12]}")
+        return adapter.consumer(settings)
 
     def producer(self, endpoint: EndpointConfig) -> Producer:
         prof, adapter = self._adapter(endpoint)

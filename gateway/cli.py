@@ -7,6 +7,7 @@
     xrgw match -d DOC... [FILE|-]   native records (JSON Lines) -> one JSON result per line
     xrgw learn FILE -o DRAFT        native records -> a proposed xRegistry document
     xrgw run -c CONFIG              run the gateway daemon
+    xrgw report URL|FILE            the conformance report as a table
     xrgw test FILE...               run definition test cases; exit 1 on any failure
     xrgw spark -c CONFIG --source SRC --sink DST ...   the same conversion as a PySpark job
     xrgw schema                     the JSON Schema of the config file
@@ -20,10 +21,21 @@ import sys
 from collections.abc import Sequence
 
 from gateway.buildinfo import version_line
-from gateway.commands import Command, learn, lint, match, run, schema, spark, test, validate
+from gateway.commands import (
+    Command,
+    learn,
+    lint,
+    match,
+    report,
+    run,
+    schema,
+    spark,
+    test,
+    validate,
+)
 
 #: In the order `xrgw --help` lists them.
-COMMANDS: tuple[Command, ...] = (validate, lint, match, learn, run, test, spark, schema)
+COMMANDS: tuple[Command, ...] = (validate, lint, match, learn, run, report, test, spark, schema)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -28,12 +28,13 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Protocol
 
-from gateway.config import EndpointConfig, GatewayConfig, load_config
+from gateway.config import EndpointConfig, GatewayConfig, load_config, observe_all
 from gateway.convert import Converter
 from gateway.definitions.model import MessageDefinition
 from gateway.definitions.sources import RegistryAccess
 from gateway.jsontypes import JSON
 from gateway.observability.admin import AdminServer
+from gateway.observability.conformance import Conformance
 from gateway.observability.logs import fields
 from gateway.observability.metrics import Metrics
 from gateway.ports import Consumer, Producer
@@ -52,7 +53,8 @@ class AdapterFactory(Protocol):
     """Makes adapters for configured endpoints (implemented in `adapters.registry`)."""
 
     def consumer(self, endpoint: EndpointConfig,
-                 messages: Sequence[MessageDefinition]) -> Consumer: ...
+                 messages: Sequence[MessageDefinition], *, observe: bool = False
+                 ) -> Consumer: ...
 
     def producer(self, endpoint: EndpointConfig) -> Producer: ...
 
@@ -69,10 +71,14 @@ def load_factory() -> AdapterFactory:
 
 class Gateway:
     def __init__(self, config: GatewayConfig, factory: AdapterFactory,
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Metrics | None = None, *, observe: bool = False) -> None:
         self.config = config
         self.factory = factory
         self.metrics = metrics or Metrics()
+        # `run --observe`: every route of every (reloaded) config in shadow mode.
+        self.observe = observe
+        self.conformance = Conformance()
+        self.metrics.registry.register(self.conformance)
         self.routes: list[Route] = []
         self.admin: AdminServer | None = None
         self._stop = asyncio.Event()
@@ -90,12 +96,21 @@ class Gateway:
             converter = Converter(route_cfg.messages, ambiguity=route_cfg.ambiguity)
             outputs = [self._output(config.endpoints[t], route_cfg.deliver)
                        for t in route_cfg.targets]
+            name = f"{route_cfg.source}->{','.join(route_cfg.targets)}"
+            # Only an observing route asks for an observing consumer (factories written
+            # before shadow mode take no `observe`).
+            consumer = (self.factory.consumer(source, route_cfg.messages, observe=True)
+                        if route_cfg.observe else
+                        self.factory.consumer(source, route_cfg.messages))
             routes.append(Route(
-                f"{route_cfg.source}->{','.join(route_cfg.targets)}", route_cfg.source,
-                self.factory.consumer(source, route_cfg.messages), converter, outputs,
+                name, route_cfg.source, consumer, converter, outputs,
                 deadletter=deadletter, metrics=self.metrics, mode=route_cfg.mode,
                 inflight=route_cfg.inflight, retry=route_cfg.retry,
-                partition_key=route_cfg.partitionkey, reply_timeout=route_cfg.reply_timeout))
+                partition_key=route_cfg.partitionkey, reply_timeout=route_cfg.reply_timeout,
+                observe=route_cfg.observe,
+                report=self.conformance.route(name, route_cfg.source,
+                                              observe=route_cfg.observe,
+                                              redact=route_cfg.redact)))
         self.metrics.definitions.set(sum(len(r.messages) for r in config.routes))
         return routes
 
@@ -117,7 +132,7 @@ class Gateway:
             await route.start()
         admin = self.config.admin
         self.admin = AdminServer(self.metrics, self.readiness, admin.host, admin.port,
-                                 admin.health)
+                                 admin.health, conformance=self.conformance)
         await self.admin.start()
         log.info("xrgw started: %d route(s), admin on %s:%d", len(self.routes),
                  self.admin.host, self.admin.port)
@@ -168,6 +183,10 @@ class Gateway:
     async def reload(self) -> bool:
         """Load, check and swap in the configuration; False (and keep serving) if broken."""
         config, problems = await asyncio.to_thread(load_config, self.config.file)
+        if config is not None and self.observe:
+            config, refused = observe_all(config)
+            problems = [*problems, *refused]
+            config = None if refused else config
         for problem in problems:
             log_problem(problem, "reload: ")
         if config is None:
@@ -269,11 +288,16 @@ def log_problem(problem: Problem, prefix: str = "") -> None:
                      line=problem.line, column=problem.column))
 
 
-def run(config_path: str, *, log_level: str | None = None) -> int:
-    """`xrgw run`; `log_level` (from --log-level) wins over the config and the environment."""
+def run(config_path: str, *, log_level: str | None = None, observe: bool = False) -> int:
+    """`xrgw run`; `log_level` (from --log-level) wins over the config and the environment;
+    `observe` (--observe) puts every route in shadow mode."""
     from gateway.observability.logs import configure
 
     config, problems = load_config(config_path)
+    if config is not None and observe:
+        config, refused = observe_all(config)
+        problems = [*problems, *refused]
+        config = None if refused else config
     if config is None:
         configure(override=log_level)
     else:
@@ -285,7 +309,7 @@ def run(config_path: str, *, log_level: str | None = None) -> int:
                   extra=fields(file=config_path))
         return EXIT_CONFIG
     try:
-        gateway = Gateway(config, load_factory())
+        gateway = Gateway(config, load_factory(), observe=observe)
         return asyncio.run(gateway.run())
     except Exception as exc:  # whatever it is, the operator gets one JSON line and a code
         log.error("start-up failed", extra=fields(error=exc))

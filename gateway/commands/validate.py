@@ -24,6 +24,7 @@ EXAMPLES = """\
   xrgw validate -c /etc/xrgw/config.yaml        check a gateway config without running it
   xrgw validate --no-env -c config.yaml         check it on a workstation: no env, no secrets
   xrgw validate --format json -c config.yaml    problems as a JSON array (editors, CI)
+  xrgw validate --observe -c config.yaml        can every route be observed (run --observe)?
 """
 NO_ENV_NOTE = ("note: --no-env: environment variables, secret files and TLS files were not "
                "checked")
@@ -36,6 +37,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="check the config's structure and references only: leave "
                              "${VAR} unread (defaults are used), do not read secret or "
                              "TLS files")
+    parser.add_argument("--observe", action="store_true",
+                        help="with -c: check the config as `xrgw run --observe` runs it "
+                             "(every route in shadow mode)")
     parser.add_argument("--format", choices=FORMATS, default="text",
                         help="text: one problem a line (FILE:LINE:COL: severity: message); "
                              "json: one JSON array of problems on stdout, the verdict on "
@@ -61,6 +65,12 @@ def _execute(args: argparse.Namespace, report: Report, verdict: TextIO) -> int:
         from gateway.config import load_config
 
         config, problems = load_config(args.config, check_environment=not args.no_env)
+        if config is not None and args.observe:
+            from gateway.config import observe_all
+
+            config, refused = observe_all(config)
+            problems = [*problems, *refused]
+            config = None if refused else config
         report.add(problems)
         if args.no_env:
             print(NO_ENV_NOTE, file=sys.stderr)

@@ -24,6 +24,7 @@ from gateway.config._model import (
     RouteConfig,
     ShutdownConfig,
 )
+from gateway.config._routes import observe_all, observe_refusal
 from gateway.config._schema import CONFIG_SPEC, DEADLETTER_LOG
 from gateway.config._secret import Secret, redact_uri
 from gateway.config._spec import Field
@@ -45,6 +46,8 @@ __all__ = [
     "field_schema",
     "load_config",
     "load_config_text",
+    "observe_all",
+    "observe_refusal",
     "redact_uri",
     "reference_markdown",
 ]

@@ -63,6 +63,8 @@ class RouteConfig:
     # The definitions the route matches: its groups' messages, plus the consumer's inline
     # messages when `messagegroups` was not given.
     messages: tuple[MessageDefinition, ...] = field(default=(), repr=False)
+    observe: bool = False  # shadow mode: publish and dead-letter nothing
+    redact: tuple[str, ...] = ()  # field paths the report's samples never show
 
 
 @dataclass(frozen=True)

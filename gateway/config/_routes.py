@@ -10,13 +10,15 @@ at the line that made the endpoint necessary.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import cast
 
-from gateway.config._model import Ambiguity, Deliver, Mode, RouteConfig
+from gateway.config._model import Ambiguity, Deliver, GatewayConfig, Mode, RouteConfig
 from gateway.definitions.checks import suggest
 from gateway.definitions.model import Catalog, Endpoint, MessageDefinition
 from gateway.definitions.refs import group_id_of, to_xid
-from gateway.problems import Problems, json_path
+from gateway.observability.conformance import redaction_problem
+from gateway.problems import Problem, Problems, json_path
 from gateway.protocols import PROFILES, family_members, find_profile
 from gateway.runtime.retry import RetryPolicy
 
@@ -57,6 +59,9 @@ class RouteChecker:
         reply = raw.get("reply") is True
         if reply:
             self._check_reply(source, targets, base)
+        observe = raw.get("observe") is True
+        redact = tuple(cast(list[str], raw.get("redact") or []))
+        self._check_observe(source, observe, redact, base)
         if len(self.problems.errors) > errors_before:
             return None
         retry = cast(dict[str, object], raw["retry"])
@@ -67,9 +72,25 @@ class RouteChecker:
             inflight=cast(int, raw["inflight"]),
             retry=RetryPolicy(cast(int, retry["attempts"]), cast(float, retry["initial_backoff"]),
                               cast(float, retry["max_backoff"])),
-            messages=messages,
+            messages=messages, observe=observe, redact=redact,
             reply_timeout=cast(float, raw["reply_timeout"]) if reply else None,
         )
+
+    def _check_observe(self, source: Endpoint | None, observe: bool, redact: tuple[str, ...],
+                       base: tuple[str | int, ...]) -> None:
+        for j, path in enumerate(redact):
+            why = redaction_problem(path)
+            if why is not None:
+                self.problems.error(self.file, json_path(*base, "redact", j),
+                                    f"'{path}' is not a field path", why)
+        if observe and source is not None:
+            refused = observe_refusal(source.protocol)
+            if refused is not None:
+                self.problems.error(
+                    self.file, json_path(*base, "observe"),
+                    f"endpoint '{source.endpoint_id}' cannot be observed: {refused}",
+                    "remove observe: true from this route, or observe another endpoint "
+                    "carrying the same messages")
 
     def deadletter(self, endpoint_id: str) -> None:
         self._endpoint(endpoint_id, ("deadletter",), ("producer",))
@@ -210,6 +231,31 @@ class RouteChecker:
             self.problems.error(self.file, json_path(*parts),
                                 f"no message group '{text}' in the definitions", fix)
         return gid
+
+
+def observe_all(config: GatewayConfig) -> tuple[GatewayConfig, list[Problem]]:
+    """`--observe`: every route of `config` in shadow mode, and the errors of the routes
+    whose source cannot be observed (the same check as `routes[].observe`)."""
+    problems = Problems()
+    for route in config.routes:
+        endpoint = config.endpoints.get(route.source)
+        refused = observe_refusal(endpoint.protocol if endpoint is not None else None)
+        if refused is not None:
+            problems.error(config.file, json_path("routes", route.index, "from"),
+                           f"--observe: endpoint '{route.source}' cannot be observed: "
+                           f"{refused}", "observe the other routes with observe: true on "
+                           "each instead of --observe")
+    routes = tuple(replace(r, observe=True) for r in config.routes)
+    return replace(config, routes=routes), list(problems)
+
+
+def observe_refusal(protocol: str | None) -> str | None:
+    """Why a consumer endpoint of `protocol` cannot be observed without taking its
+    messages (`ProtocolProfile.observe`); None: it can."""
+    prof = find_profile(protocol)
+    if prof is None:
+        return None  # an unknown protocol is reported elsewhere
+    return prof.observe.refused
 
 
 def _group_id(ref: str) -> str | None:

@@ -185,6 +185,16 @@ _ROUTE = Field(
               "Reply routes: how long a request waits for its answer; then HTTP senders "
               "get 504 and the request is dead-lettered as no-reply (not sent again).",
               5.0, "5s", check=_positive_seconds),
+        Field("observe", "bool", "Shadow mode: consume, match and render as usual, publish "
+              "and dead-letter nothing, and take nothing from the endpoint's real consumers "
+              "(an observing subscription of its own; see docs/operations.md). The "
+              "conformance report (`/conformance`, `xrgw report`) shows what the catalog "
+              "catches. `xrgw run --observe` observes on every route.", False, True),
+        Field("redact", "list", "Field paths whose values the conformance report's "
+              "unmatched samples never show: `data.` paths into the body, else record "
+              "fields (`headers.authorization`); `*` matches any key.", [],
+              ["data.card.number", "headers.authorization"],
+              item=Field("path", "str", "Dot-separated field path.")),
     ),
 )
 

@@ -1,5 +1,6 @@
 """The admin HTTP server: `/metrics` (Prometheus), `/healthz` (alive), `/readyz` (every
-route's endpoints connected). Listens on loopback by default.
+route's endpoints connected), `/conformance` (the live conformance report, JSON) and `/`
+(the status page). Listens on loopback by default.
 
 An optional second listener (`admin.health_listen`) serves only `/healthz` and
 `/readyz`: the kubelet's HTTP probes connect to the pod address, so a sidecar whose
@@ -13,23 +14,30 @@ from collections.abc import Callable
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from gateway.observability.conformance import Conformance
 from gateway.observability.metrics import Metrics
+from gateway.observability.statuspage import StatusPage
 
 
 class AdminServer:
     def __init__(self, metrics: Metrics, ready: Callable[[], dict[str, bool]],
                  host: str = "127.0.0.1", port: int = 9464,
-                 health: tuple[str, int] | None = None) -> None:
+                 health: tuple[str, int] | None = None,
+                 conformance: Conformance | None = None) -> None:
         self.metrics = metrics
         self.ready = ready  # route name -> ready
         self.host = host
         self.port = port
         self.health = health  # (host, port) of the probes-only listener; port 0: any
         self._runners: list[web.AppRunner] = []
+        self.conformance = conformance or Conformance()
+        self.status_page = StatusPage()
 
     async def start(self) -> None:
         app = self._health_app()
         app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/conformance", self._conformance)
+        app.router.add_get("/", self._status)
         self.port = await self._serve(app, self.host, self.port)
         if self.health is not None:
             host, port = self.health
@@ -64,6 +72,13 @@ class AdminServer:
     async def _metrics(self, request: web.Request) -> web.Response:
         return web.Response(body=self.metrics.render(),
                             headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _conformance(self, request: web.Request) -> web.Response:
+        return web.json_response(self.conformance.to_json())
+
+    async def _status(self, request: web.Request) -> web.Response:
+        page = self.status_page.render(self.conformance.to_json(), self.ready())
+        return web.Response(text=page, content_type="text/html", charset="utf-8")
 
     async def _healthz(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})

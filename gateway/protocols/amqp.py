@@ -10,6 +10,7 @@ from gateway.protocols.profile import (
     Identity,
     IdentityPart,
     Metadata,
+    Observing,
     Ordering,
     ProtocolProfile,
     Spelling,
@@ -45,6 +46,12 @@ _HEADER = (
 _SECTIONS = ("properties", "application-properties", "message-annotations",
              "delivery-annotations", "header", "footer")
 
+AMQP_OBSERVING = Observing(
+    "", "an AMQP 1.0 receiver takes (moves) the messages of the node it attaches to, and "
+    "RabbitMQ (the broker xrgw is tested with) has no non-destructive source on queues: "
+    "its AMQP 1.0 plugin answers a copy distribution mode at attach yet still consumes "
+    "the messages, so observing would take them from the real consumers")
+
 AMQP_PROFILE = ProtocolProfile(
     name=AMQP,
     family=AMQP,
@@ -77,4 +84,5 @@ AMQP_PROFILE = ProtocolProfile(
     identity=Identity("amqp", (IdentityPart(FieldRef("properties", "message-id")),)),
     metadata=Metadata("application-properties", "section"),
     content_type=FieldRef("properties", "content-type"),
+    observe=AMQP_OBSERVING,
 )

@@ -12,6 +12,7 @@ from gateway.protocols.profile import (
     Identity,
     IdentityPart,
     Metadata,
+    Observing,
     ProtocolProfile,
     RequestReply,
     Spelling,
@@ -27,6 +28,9 @@ _HEADER_NAME = ValueFormat(_TOKEN, "an HTTP header name",
                            "use a token: letters, digits and -, e.g. Content-Type")
 _STATUS = ValueFormat(r"[1-5][0-9][0-9]\Z", "an HTTP status code",
                       'write a three-digit code between 100 and 599, e.g. "200"')
+
+HTTP_OBSERVING = Observing(
+    "ingress answers 202 Accepted and forwards nothing")
 
 HTTP_PROFILE = ProtocolProfile(
     name=HTTP,
@@ -63,4 +67,5 @@ HTTP_PROFILE = ProtocolProfile(
     batches=True,
     rendered_defaults={"method": "POST"},  # the spec's default method
     request_reply=RequestReply("the response to the request"),
+    observe=HTTP_OBSERVING,
 )

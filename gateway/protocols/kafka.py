@@ -11,6 +11,7 @@ from gateway.protocols.profile import (
     Identity,
     IdentityPart,
     Metadata,
+    Observing,
     Ordering,
     ProtocolProfile,
     Spelling,
@@ -27,6 +28,11 @@ _URIS = UriSchemes(("kafka",), "kafka://host1:9092,host2:9092", server_list=True
                    unsupported=dict.fromkeys(
                        ("plaintext", "ssl", "sasl_plaintext", "sasl_ssl"), _LISTENER))
 _HEADERS = FieldRef("headers")
+
+KAFKA_OBSERVING = Observing(
+    "a consumer group of its own (`xrgw-observe-<endpoint>-<random>`), starting at the "
+    "latest offset unless `observeoffset: earliest`; the real consumers' groups and offsets "
+    "are untouched")
 
 KAFKA_PROFILE = ProtocolProfile(
     name=KAFKA,
@@ -69,4 +75,5 @@ KAFKA_PROFILE = ProtocolProfile(
                                 IdentityPart(FieldRef("offset")))),
     metadata=Metadata("headers", "pairs", ignore_case=True, text_values=True),
     content_type=FieldRef("headers", "content-type"),
+    observe=KAFKA_OBSERVING,
 )

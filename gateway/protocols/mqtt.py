@@ -10,6 +10,7 @@ from gateway.protocols.profile import (
     Identity,
     IdentityPart,
     Metadata,
+    Observing,
     Ordering,
     ProtocolProfile,
     RequestReply,
@@ -58,6 +59,10 @@ def _endpoint(options: tuple[str, ...]) -> EndpointRules:
                          output_fields=(("topic", "topic_name"),))
 
 
+MQTT_OBSERVING = Observing(
+    "a plain (never shared) subscription on a clean session under a client id of its own: "
+    "the broker gives it a copy of every message")
+
 MQTT5_PROFILE = ProtocolProfile(
     name=MQTT5,
     family=MQTT_FAMILY,
@@ -89,6 +94,7 @@ MQTT5_PROFILE = ProtocolProfile(
     metadata=Metadata("user_properties", "pairs"),
     content_type=FieldRef("content_type"),
     request_reply=RequestReply("a response topic and correlation data"),
+    observe=MQTT_OBSERVING,
 )
 
 MQTT311_PROFILE = ProtocolProfile(
@@ -105,4 +111,5 @@ MQTT311_PROFILE = ProtocolProfile(
     # No metadata at all: no identity, no content type, no binary CloudEvents; a dead
     # letter becomes a JSON document (`gateway/deadletter_format.py`).
     binary_mode=False,
+    observe=MQTT_OBSERVING,
 )

@@ -10,6 +10,7 @@ from gateway.protocols.profile import (
     Identity,
     IdentityPart,
     Metadata,
+    Observing,
     Ordering,
     ProtocolProfile,
     RequestReply,
@@ -20,6 +21,10 @@ from gateway.protocols.profile import (
 NATS = "NATS"
 
 _WEBSOCKETS = "NATS over websockets is not implemented"
+
+NATS_OBSERVING = Observing(
+    "core: a plain subscription (no queue group); JetStream: an ephemeral push consumer "
+    "delivering new messages with ack policy none, so nothing durable is acknowledged")
 
 NATS_PROFILE = ProtocolProfile(
     name=NATS,
@@ -56,4 +61,5 @@ NATS_PROFILE = ProtocolProfile(
     metadata=Metadata("headers", "pairs", ignore_case=True, text_values=True),
     content_type=FieldRef("headers", "content-type"),
     request_reply=RequestReply("a reply subject", not_with=("stream", "jetstream")),
+    observe=NATS_OBSERVING,
 )

@@ -221,6 +221,16 @@ class RequestReply:
 
 
 @dataclass(frozen=True)
+class Observing:
+    """How a route observes a consumer endpoint of the protocol without taking messages
+    from its real consumers (`routes[].observe`, `xrgw run --observe`): what the adapter
+    does (`how`, for the docs), or why it cannot (`refused`: `validate` says it)."""
+
+    how: str
+    refused: str | None = None
+
+
+@dataclass(frozen=True)
 class ProtocolProfile:
     """Everything protocol-specific, for one protocol."""
 
@@ -253,6 +263,8 @@ class ProtocolProfile:
     # How a sender waits for an answer and the gateway can give one (`routes[].reply`);
     # None when the protocol has no request-reply.
     request_reply: RequestReply | None = None
+    # Shadow mode: how an observing route subscribes, or why it cannot.
+    observe: Observing = Observing("", "observing is not implemented for this protocol")
 
     def definition_field(self, name: str) -> FieldSpec | None:
         for spec in self.definitions.fields:

@@ -55,6 +55,7 @@ from gateway.envelope.outgoing import (
 )
 from gateway.jsontypes import JSON
 from gateway.matching.matcher import Explanation
+from gateway.observability.conformance import RouteReport
 from gateway.observability.logs import fields
 from gateway.observability.metrics import Metrics, body_size, observe_many, route_children
 from gateway.ports import (
@@ -178,10 +179,16 @@ class Route:
         max_batch: int | None = None,
         partition_key: str = SOURCE,
         reply_timeout: float | None = None,
+        report: RouteReport | None = None,
+        observe: bool = False,
     ) -> None:
         self.name = name
         # Request-reply: how long each request waits for its answer; None: not a reply route.
         self.reply_timeout = reply_timeout
+        # Shadow mode: consume, match and render as usual, publish and dead-letter
+        # nothing (the report counts what would have happened).
+        self.observe = observe
+        self.report = report
         self.source_endpoint = source_endpoint
         self.consumer = consumer
         self.converter = converter
@@ -225,6 +232,8 @@ class Route:
     # -- lifecycle --------------------------------------------------------------------------
     @property
     def ready(self) -> bool:
+        if self.observe:  # an observing route never uses its producers
+            return self.consumer.connected
         producers = [o.producer for o in self.outputs]
         if self.deadletter is not None:
             producers.append(self.deadletter.producer)
@@ -242,9 +251,9 @@ class Route:
         self._starter = asyncio.create_task(self._start())
 
     async def _start(self) -> None:
-        if self.reply_timeout is not None:
+        if self.reply_timeout is not None and not self.observe:
             self._listen_for_strays()
-        for output in self._all_outputs():
+        for output in [] if self.observe else self._all_outputs():
             await self._connect(output.endpoint_id, output.producer)
         self._settler = asyncio.create_task(self._settle_loop())
         self._pump = asyncio.create_task(self._pump_loop())
@@ -334,6 +343,9 @@ class Route:
             started = time.monotonic()
             try:
                 batch = await self._convert_yielding(deliveries, started)
+                if self.observe:
+                    await self._observed(batch)
+                    continue
                 for sent in batch.sent:
                     if sent.records:
                         sent.confirmation = await self._submit(sent.output, sent.records)
@@ -348,6 +360,17 @@ class Route:
                 self._free(len(deliveries), started)
                 continue
             self._batches.put_nowait(batch)
+
+    async def _observed(self, batch: _Batch) -> None:
+        """Shadow mode: the batch was matched, rendered and counted; nothing is sent and
+        nothing dead-lettered. The deliveries are acknowledged to the observing
+        subscription only (its own group, session or ephemeral consumer), which takes
+        nothing from the endpoint's real consumers."""
+        try:
+            for message in batch.messages:
+                await message.delivery.ack()
+        finally:
+            self._release(batch)
 
     async def _submit(self, output: Output, records: list[NativeMessage]) -> Confirmation:
         """Submit (a reply route's outputs: request); a producer that raises (it should
@@ -389,8 +412,11 @@ class Route:
         matched: dict[str, int] = {}
         unmatched = 0
         # One receive time for the batch's messages that carry none: received together.
-        converted = self.converter.convert_batch([d.message for d in deliveries],
-                                                 now=datetime.now(UTC))
+        now = datetime.now(UTC)
+        converted = self.converter.convert_batch([d.message for d in deliveries], now=now)
+        report = self.report
+        if report is not None:
+            report.received_messages(len(deliveries))
         for delivery, conversions in zip(deliveries, converted, strict=True):
             record = delivery.message
             counts = received.get(record.protocol)
@@ -405,6 +431,8 @@ class Route:
                 whole.reason = conversions[0].reason or reasons.UNMATCHED
                 unmatched += whole.reason == reasons.UNMATCHED
                 message.whole = whole
+                if report is not None:
+                    _report_failure(report, record, conversions[0], whole.reason, now)
                 continue
             for conversion in conversions:
                 member = _Member(record, conversion)
@@ -413,11 +441,20 @@ class Route:
                 if event is None:
                     member.reason = conversion.reason or reasons.UNMATCHED
                     unmatched += member.reason == reasons.UNMATCHED
+                    if report is not None:
+                        _report_failure(report, record, conversion, member.reason, now)
                     continue
                 assert conversion.match.definition is not None
                 xid = member.definition = conversion.match.definition.xid
                 matched[xid] = matched.get(xid, 0) + 1
                 self._render(member, event, conversion, sent)
+                if report is not None:
+                    report.matched(xid, now)
+                    if member.reason is None:
+                        report.rendered(xid)
+                    else:
+                        report.failed(record, member.reason, xid, (),
+                                      "; ".join(member.failures), now)
         self._count_intake(received, matched, unmatched)
         return _Batch(messages, sent, started)
 
@@ -715,6 +752,13 @@ class Route:
         for delivery in deliveries:
             if not delivery.settled:
                 await _settle_quietly(delivery, reason, retry=True)
+
+
+def _report_failure(report: RouteReport, record: NativeMessage, conversion: Conversion,
+                    reason: str, now: datetime) -> None:
+    definition = conversion.match.definition
+    report.failed(record, reason, definition.xid if definition is not None else None,
+                  conversion.explain, conversion.detail, now)
 
 
 async def _outcomes(confirmation: Confirmation, count: int) -> list[Outcome]:

@@ -1,0 +1,46 @@
+"""`xrgw report SOURCE`: print a conformance report as a table (or JSON).
+
+SOURCE is a running gateway's admin URL, a saved `/conformance` document, the Spark
+job's `--report` directory, or a dead-letter file (JSON Lines); see
+`gateway/observability/report_sources.py`. The JSON form is the `/conformance` shape,
+whose `rows` are the Spark `--report` rows, so a live hour and a backfill compare line by
+line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+NAME = "report"
+HELP = "print the conformance report of a gateway, a Spark --report or a dead-letter file"
+EXAMPLES = """\
+  xrgw report http://127.0.0.1:9464             a running gateway's live report
+  xrgw report out/report                        the Spark job's --report file:out/report
+  xrgw report deadletters.jsonl                 dead letters dumped from their endpoint
+  xrgw report --format json http://127.0.0.1:9464 > live.json    the /conformance document
+exit codes: 0 printed, 2 the source could not be read
+"""
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("source", help="admin URL, /conformance JSON file, Spark --report "
+                                       "directory or file, or dead-letter JSON Lines file")
+    parser.add_argument("--format", choices=("table", "json"), default="table",
+                        help="table (default) or the /conformance JSON document")
+
+
+def execute(args: argparse.Namespace) -> int:
+    from gateway.observability.report_sources import ReportError, load_report, table
+
+    try:
+        report = load_report(args.source)
+    except (ReportError, OSError, ValueError) as exc:
+        print(f"xrgw report: {exc}", file=sys.stderr)
+        return 2
+    if args.format == "json":
+        json.dump(report, sys.stdout, indent=1, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(table(report))
+    return 0

@@ -1,0 +1,342 @@
+"""The live conformance report: what each route's catalog catches, per definition.
+
+For every route: messages received, matched and rendered per definition, the dead-letter
+reasons (in an observing route: the reasons a message *would* have been dead-lettered
+for), the most frequent failed checks of unmatched messages ("topic_name segment 3:
+expected cashierdesk, got desk") and a bounded ring of unmatched samples, with first and
+last seen times. The daemon serves it as JSON at `/conformance`, as Prometheus metrics
+and on the status page; `xrgw report` prints it.
+
+The JSON document's `rows` have the shape of the Spark job's `--report` rows
+(`gateway/spark/report.py`): one per definition with `window_start`, `window_end`,
+`definition`, `matched`, `unmatched`, `invalid`, counted the same way (a failure is
+counted against the nearest definition of its explanation, null when none was near), so a
+live hour and a Spark backfill compare line by line.
+
+Memory is bounded whatever the traffic: per route at most `MAX_CONSTRAINTS` distinct
+failure texts (the least frequent is evicted when a new one comes) and `MAX_SAMPLES`
+samples, each body cut at `SAMPLE_BYTES`; definitions and reasons are finite sets.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+from gateway import reasons
+from gateway.jsontypes import JSON, JSONObject
+from gateway.matching.matcher import Explanation
+from gateway.record import NativeMessage
+
+#: The reasons counted as `invalid` in the report rows: the definition matched, but no
+#: valid CloudEvent could be rendered (as in the Spark job's report).
+INVALID_REASONS = (reasons.MISSING_CONTEXT, reasons.INVALID_ENVELOPE, reasons.NO_ENVELOPE)
+MAX_CONSTRAINTS = 200
+MAX_SAMPLES = 20
+SAMPLE_BYTES = 512
+#: What a redacted value is replaced with.
+REDACTED = "***"
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _stamp(at: datetime | None) -> str | None:
+    return None if at is None else at.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class DefinitionTally:
+    """The counts of one definition (or of `None`: failures near no definition)."""
+
+    __slots__ = ("deadletter", "first_seen", "last_seen", "matched", "rendered")
+
+    def __init__(self) -> None:
+        self.matched = 0
+        self.rendered = 0
+        self.deadletter: dict[str, int] = {}
+        self.first_seen: datetime | None = None
+        self.last_seen: datetime | None = None
+
+    def seen(self, at: datetime) -> None:
+        if self.first_seen is None:
+            self.first_seen = at
+        self.last_seen = at
+
+    @property
+    def invalid(self) -> int:
+        return sum(self.deadletter.get(r, 0) for r in INVALID_REASONS)
+
+    @property
+    def unmatched(self) -> int:
+        """Everything dead-lettered that is not `invalid` (as the Spark report counts)."""
+        return sum(self.deadletter.values()) - self.invalid
+
+
+class RouteReport:
+    """The conformance counts of one route."""
+
+    def __init__(self, name: str, source: str, *, observe: bool = False,
+                 redact: Sequence[str] = (), started: datetime | None = None) -> None:
+        self.name = name
+        self.source = source
+        self.observe = observe
+        self.redact = tuple(redact)
+        self.started = started or _now()
+        self.received = 0
+        self.definitions: dict[str | None, DefinitionTally] = {}
+        self.constraints: dict[str, int] = {}
+        self.samples: deque[JSONObject] = deque(maxlen=MAX_SAMPLES)
+
+    def _tally(self, definition: str | None) -> DefinitionTally:
+        tally = self.definitions.get(definition)
+        if tally is None:
+            tally = self.definitions[definition] = DefinitionTally()
+        return tally
+
+    def received_messages(self, count: int) -> None:
+        self.received += count
+
+    def matched(self, definition: str, at: datetime) -> None:
+        tally = self._tally(definition)
+        tally.matched += 1
+        tally.seen(at)
+
+    def rendered(self, definition: str) -> None:
+        self._tally(definition).rendered += 1
+
+    def failed(self, record: NativeMessage, reason: str, definition: str | None,
+               explain: Sequence[Explanation], detail: str, at: datetime) -> None:
+        """One message (or batch member) that failed: counted against `definition` (the
+        matched one, else the nearest of the explanation); unmatched ones also add their
+        first failed checks and a sample."""
+        nearest = definition or (explain[0].definition if explain else None)
+        tally = self._tally(nearest)
+        tally.deadletter[reason] = tally.deadletter.get(reason, 0) + 1
+        tally.seen(at)
+        if reason == reasons.UNMATCHED:
+            for explanation in explain[:1]:
+                self._constraint(failed_check(explanation.failure))
+        self.samples.append({
+            "at": _stamp(at), "reason": reason, "detail": detail[:SAMPLE_BYTES],
+            "nearest": nearest,
+            "explain": [e.to_json() for e in explain[:3]],
+            "record": sample_record(record, self.redact),
+        })
+
+    def _constraint(self, failure: str) -> None:
+        counts = self.constraints
+        if failure in counts:
+            counts[failure] += 1
+            return
+        if len(counts) >= MAX_CONSTRAINTS:
+            # Bounded: a new text takes the place of the least frequent one.
+            del counts[min(counts, key=counts.__getitem__)]
+        counts[failure] = 1
+
+    def deadletter(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for tally in self.definitions.values():
+            for reason, count in tally.deadletter.items():
+                out[reason] = out.get(reason, 0) + count
+        return out
+
+    def top_constraints(self, limit: int = 10) -> list[tuple[str, int]]:
+        return sorted(self.constraints.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
+
+    def to_json(self, now: datetime) -> JSONObject:
+        return {
+            "route": self.name,
+            "source": self.source,
+            "observe": self.observe,
+            "received": self.received,
+            "matched": sum(t.matched for t in self.definitions.values()),
+            "rendered": sum(t.rendered for t in self.definitions.values()),
+            "deadletter": dict(sorted(self.deadletter().items())),
+            "definitions": [
+                {"definition": xid, "matched": t.matched, "rendered": t.rendered,
+                 "unmatched": t.unmatched, "invalid": t.invalid,
+                 "deadletter": dict(sorted(t.deadletter.items())),
+                 "first_seen": _stamp(t.first_seen), "last_seen": _stamp(t.last_seen)}
+                for xid, t in sorted(self.definitions.items(), key=lambda kv: kv[0] or "")
+            ],
+            "constraints": [{"failure": f, "count": c} for f, c in self.top_constraints()],
+            "samples": list(self.samples),
+        }
+
+
+class Conformance(Collector):
+    """The reports of all routes of one gateway; as a Prometheus collector it exports
+    them as `xrgw_conformance_messages{route, definition, outcome}` (outcome: matched,
+    rendered, or a dead-letter reason) and `xrgw_conformance_failed_checks{route,
+    failure}` (the ten most frequent first failed checks of unmatched messages)."""
+
+    def __init__(self) -> None:
+        self.routes: dict[str, RouteReport] = {}
+        self.started = _now()
+
+    def route(self, name: str, source: str, *, observe: bool = False,
+              redact: Sequence[str] = ()) -> RouteReport:
+        """The report of route `name`; a reload keeps the counts of a route that stays."""
+        report = self.routes.get(name)
+        if report is None:
+            report = self.routes[name] = RouteReport(name, source, observe=observe,
+                                                     redact=redact, started=self.started)
+        report.observe, report.redact = observe, tuple(redact)
+        return report
+
+    def collect(self) -> Iterator[Metric]:
+        messages = CounterMetricFamily(
+            "xrgw_conformance_messages", "Messages per route and definition by outcome: "
+            "matched, rendered, or the dead-letter reason (an observing route: the reason "
+            "it would have been dead-lettered for)", labels=["route", "definition", "outcome"])
+        checks = GaugeMetricFamily(
+            "xrgw_conformance_failed_checks", "The most frequent first failed checks of "
+            "unmatched messages, per route (top ten)", labels=["route", "failure"])
+        for name, report in list(self.routes.items()):
+            for xid, tally in list(report.definitions.items()):
+                definition = xid or ""
+                outcomes = {"matched": tally.matched, "rendered": tally.rendered,
+                            **tally.deadletter}
+                for outcome, count in outcomes.items():
+                    messages.add_metric([name, definition, outcome], count)
+            for failure, count in report.top_constraints():
+                checks.add_metric([name, failure[:200]], count)
+        yield messages
+        yield checks
+
+    def to_json(self, now: datetime | None = None) -> JSONObject:
+        now = now or _now()
+        routes = list(self.routes.values())
+        return {"generated_at": _stamp(now), "rows": rows(routes, self.started, now),
+                "routes": [r.to_json(now) for r in routes]}
+
+
+def rows(routes: Iterable[RouteReport], start: datetime, end: datetime) -> list[JSON]:
+    """The Spark `--report` rows of the routes' counts: one window (start to now) and one
+    row per definition, summed over the routes."""
+    merged: dict[str | None, list[int]] = {}
+    for route in routes:
+        for xid, tally in route.definitions.items():
+            counts = merged.setdefault(xid, [0, 0, 0])
+            counts[0] += tally.matched
+            counts[1] += tally.unmatched
+            counts[2] += tally.invalid
+    return [{"window_start": _stamp(start), "window_end": _stamp(end), "definition": xid,
+             "matched": c[0], "unmatched": c[1], "invalid": c[2]}
+            for xid, c in sorted(merged.items(), key=lambda kv: kv[0] or "")]
+
+
+# -- failed checks --------------------------------------------------------------------------
+
+_FAILURE = re.compile(r"^(?P<label>[^:]+): expected (?P<expected>.+), got (?P<got>.*)$",
+                      re.DOTALL)
+_PLACEHOLDER = re.compile(r"^\{[^{}]*\}$")
+
+
+def failed_check(failure: str) -> str:
+    """The failure of an address template phrased by its first differing segment, so
+    that the messages of a thousand devices failing the same way count as one line:
+    `topic_name: expected /store/{storeid}/cashierdesk, got /store/12/desk` becomes
+    `topic_name segment 3: expected cashierdesk, got desk`. Other failures as they are."""
+    found = _FAILURE.match(failure)
+    if found is None:
+        return failure
+    label, expected, got = found["label"], found["expected"], found["got"]
+    if "{" not in expected:
+        return failure
+    separator = "/" if "/" in expected else "." if "." in expected else None
+    if separator is None:
+        return failure
+    want, have = expected.split(separator), got.split(separator)
+    for index, (part, value) in enumerate(zip(want, have, strict=False)):
+        if "{" in part:
+            if _PLACEHOLDER.match(part) and value:
+                continue
+            return failure  # a placeholder inside a segment: keep the whole text
+        if part != value:
+            return f"{label} segment {index}: expected {part}, got {value}"
+    if len(want) != len(have):
+        return f"{label}: expected {len(want)} segments, got {len(have)}"
+    return failure
+
+
+# -- samples ----------------------------------------------------------------------------------
+
+
+def sample_record(record: NativeMessage, redact: Sequence[str]) -> JSONObject:
+    """The record as JSON for a sample: `redact` field paths replaced (`data.card.number`
+    in the body, `topic_name` or `headers.authorization` in the record fields), the body
+    cut to `SAMPLE_BYTES` of JSON text."""
+    doc = record.to_json()
+    for path in redact:
+        _redact(doc, [p for p in path.split(".") if p])
+    data = doc.get("data")
+    if data is not None:
+        text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+        if len(text.encode()) > SAMPLE_BYTES:
+            doc["data"] = text.encode()[:SAMPLE_BYTES].decode(errors="ignore") + "…"
+            doc["truncated"] = True
+    encoded = doc.get("data_base64")
+    if isinstance(encoded, str) and len(encoded) > SAMPLE_BYTES:
+        doc["data_base64"] = encoded[:SAMPLE_BYTES]
+        doc["truncated"] = True
+    return doc
+
+
+def _redact(node: JSON, parts: list[str]) -> None:
+    """Replace the value at `parts` under `node`; `*` matches any key or list item, and
+    a {name, value} list (headers, user properties) is addressed by its names."""
+    if not parts:
+        return
+    head, rest = parts[0], parts[1:]
+    if isinstance(node, dict):
+        keys = list(node) if head == "*" else [head] if head in node else []
+        for key in keys:
+            if rest:
+                _redact(node[key], rest)
+            else:
+                node[key] = REDACTED
+    elif isinstance(node, list):
+        for index, item in enumerate(node):
+            if isinstance(item, dict) and "name" in item and "value" in item:
+                if head in ("*", item["name"]) or str(item["name"]).lower() == head.lower():
+                    if rest:
+                        _redact(item["value"], rest)
+                    else:
+                        item["value"] = REDACTED
+            elif head in ("*", str(index)):
+                if rest:
+                    _redact(item, rest)
+                else:
+                    node[index] = REDACTED
+
+
+def redaction_problem(path: str) -> str | None:
+    """Why `path` is not a usable `redact:` path (None: it is)."""
+    parts = path.split(".")
+    if not path or any(not p for p in parts):
+        return "a redact path is dot-separated names, such as data.card.number"
+    return None
+
+
+def route_counts(report: Mapping[str, JSON]) -> tuple[int, int, int]:
+    """(received, matched, dead-lettered) of one route of a `/conformance` document."""
+    dead = report.get("deadletter")
+    total = sum(v for v in dead.values() if isinstance(v, int)) if isinstance(dead, dict) else 0
+    received, matched = report.get("received"), report.get("matched")
+    return (received if isinstance(received, int) else 0,
+            matched if isinstance(matched, int) else 0, total)
+
+
+__all__ = ["INVALID_REASONS", "MAX_CONSTRAINTS", "MAX_SAMPLES", "REDACTED", "SAMPLE_BYTES",
+           "Conformance", "DefinitionTally", "RouteReport", "failed_check", "redaction_problem",
+           "route_counts",
+           "rows", "sample_record"]
