@@ -87,7 +87,8 @@ class Gateway:
             deadletter = self._output(config.endpoints[config.deadletter], "cloudevent")
         for route_cfg in config.routes:
             source = config.endpoints[route_cfg.source]
-            converter = Converter(route_cfg.messages, ambiguity=route_cfg.ambiguity)
+            converter = Converter(route_cfg.messages, ambiguity=route_cfg.ambiguity,
+                                  schema=route_cfg.schema)
             outputs = [self._output(config.endpoints[t], route_cfg.deliver)
                        for t in route_cfg.targets]
             routes.append(Route(

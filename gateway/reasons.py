@@ -15,6 +15,7 @@ MISSING_CONTEXT: Final = "missing-context"  # a template placeholder has no valu
 INVALID_ENVELOPE: Final = "invalid-envelope"  # the rendered CloudEvent would be invalid
 NO_ENVELOPE: Final = "no-envelope"  # matched definition has no CloudEvents envelope
 UNDELIVERABLE: Final = "undeliverable"  # outputs failed past the retry budget
+INVALID_DATA: Final = "invalid-data"  # the body fails its definition's schema (enforce)
 
 ALL: Final = (
     INVALID_RECORD,
@@ -25,4 +26,5 @@ ALL: Final = (
     INVALID_ENVELOPE,
     NO_ENVELOPE,
     UNDELIVERABLE,
+    INVALID_DATA,
 )

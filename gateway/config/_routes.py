@@ -12,13 +12,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import cast
 
-from gateway.config._model import Ambiguity, Deliver, Mode, RouteConfig
+from gateway.config._model import Ambiguity, Deliver, Mode, RouteConfig, SchemaPolicy
 from gateway.definitions.checks import suggest
 from gateway.definitions.model import Catalog, Endpoint, MessageDefinition
 from gateway.definitions.refs import group_id_of, to_xid
 from gateway.problems import Problems, json_path
 from gateway.protocols import family_members, find_profile
 from gateway.runtime.retry import RetryPolicy
+from gateway.schemas.enforce import fetch_remote, schema_findings
+from gateway.schemas.fetch import FETCHER
 
 _READS = ("consumer", "subscriber")
 
@@ -36,6 +38,8 @@ class RouteChecker:
         # Paths holding a `${NAME}` left unread (`--no-env`): the id or value it stands
         # for is unknown, so it is not looked up.
         self.unresolved = unresolved or set()
+        # One checker per configuration load: schema URLs are asked again, once each.
+        FETCHER.next_generation()
 
     def route(self, index: int, raw: Mapping[str, object]) -> RouteConfig | None:
         base: tuple[str | int, ...] = ("routes", index)
@@ -54,6 +58,9 @@ class RouteChecker:
             if target is not None:
                 self._check_output(target, mode, deliver, base)
         groups, messages = self._messages(source, raw.get("messagegroups"), base)
+        schema = cast(SchemaPolicy, raw.get("schema", "tiebreak"))
+        if schema == "enforce":
+            messages = self._enforceable(messages, base)
         if len(self.problems.errors) > errors_before:
             return None
         retry = cast(dict[str, object], raw["retry"])
@@ -64,8 +71,24 @@ class RouteChecker:
             inflight=cast(int, raw["inflight"]),
             retry=RetryPolicy(cast(int, retry["attempts"]), cast(float, retry["initial_backoff"]),
                               cast(float, retry["max_backoff"])),
-            messages=messages,
+            messages=messages, schema=schema,
         )
+
+    def _enforceable(self, messages: tuple[MessageDefinition, ...],
+                     base: tuple[str | int, ...]) -> tuple[MessageDefinition, ...]:
+        """`schema: enforce` needs every schema reference resolved (URLs fetched now) and
+        every schema sound; what cannot be enforced is a warning."""
+        fetched = fetch_remote(messages, FETCHER)
+        for finding in schema_findings(fetched):
+            m = finding.definition
+            key = "$.dataschema" if m.dataschema is not None else "$.dataschemauri"
+            at = m.field_provenance.get(key) or m.provenance
+            text = f"{m.xid}: {finding.message} (route {json_path(*base)} has schema: enforce)"
+            if finding.severity == "error":
+                self.problems.error(at.file, at.path, text, finding.fix)
+            else:
+                self.problems.warning(at.file, at.path, text, finding.fix)
+        return fetched
 
     def deadletter(self, endpoint_id: str) -> None:
         self._endpoint(endpoint_id, ("deadletter",), ("producer",))

@@ -7,8 +7,9 @@
 Zero, one or several definitions can accept a message. Several: the most specific wins
 (more literal characters, then more constrained fields); a true tie is `ambiguous` and the
 policy decides: `first` takes the first declared, `deadletter` reports it unmatched-ambiguous.
-With `validate_schema`, a tie between definitions carrying an inline JSON Schema is broken
-by validating the body.
+With `validate_schema` (the route's `schema: tiebreak`), a tie between definitions carrying
+a schema is broken by validating the body: inline or referenced, JSON Schema, Avro or
+Protobuf (`gateway.schemas`); a definition whose schema cannot be checked stays a candidate.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from gateway.matching.values import (
     family,
 )
 from gateway.record import NativeMessage
+from gateway.schemas.enforce import validator_of
 from gateway.templates import Template
 
 AmbiguityPolicy = Literal["first", "deadletter"]
@@ -240,6 +242,10 @@ class Matcher:
         return MatchResult("ambiguous", None, {}, definitions)
 
     def _body_valid(self, definition: MessageDefinition, record: NativeMessage) -> bool:
+        if definition.schema is not None:
+            # The resolved schema (inline or referenced, any enforceable format).
+            checker = validator_of(definition)
+            return checker is None or checker.check(record) is None
         fmt = (definition.dataschemaformat or "").lower()
         if not isinstance(definition.dataschema, dict) or not fmt.startswith("jsonschema"):
             return True  # nothing to validate against: stays a candidate

@@ -386,6 +386,8 @@ class Route:
                 whole = _Member(record, conversions[0])
                 whole.reason = conversions[0].reason or reasons.UNMATCHED
                 unmatched += whole.reason == reasons.UNMATCHED
+                if whole.reason == reasons.INVALID_DATA:
+                    self._count_invalid_data(conversions[0])
                 message.whole = whole
                 continue
             for conversion in conversions:
@@ -395,6 +397,8 @@ class Route:
                 if event is None:
                     member.reason = conversion.reason or reasons.UNMATCHED
                     unmatched += member.reason == reasons.UNMATCHED
+                    if member.reason == reasons.INVALID_DATA:
+                        self._count_invalid_data(conversion)
                     continue
                 assert conversion.match.definition is not None
                 xid = member.definition = conversion.match.definition.xid
@@ -402,6 +406,12 @@ class Route:
                 self._render(member, event, conversion, sent)
         self._count_intake(received, matched, unmatched)
         return _Batch(messages, sent, started)
+
+    def _count_invalid_data(self, conversion: Conversion) -> None:
+        """Per definition: which schema rejects what the sources send."""
+        definition = conversion.match.definition
+        xid = definition.xid if definition is not None else ""
+        self.metrics.invalid_data.labels(self.source_endpoint, xid).inc()
 
     def _render(self, member: _Member, event: Any, conversion: Conversion,
                 sent: list[_Sent]) -> None:
