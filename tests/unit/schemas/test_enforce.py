@@ -145,3 +145,21 @@ def test_unknown_formats_are_a_warning_under_enforce(tmp_path: Path) -> None:
     assert config is not None, [str(p) for p in problems]
     assert any("XSD/1.1 cannot be enforced" in p.message for p in problems
                if not p.is_error)
+
+
+def test_match_cli_takes_the_schema_policy() -> None:
+    import subprocess
+    import sys
+
+    line = json.dumps({"protocol": "NATS", "subject": "orders.__SFX__.placed.s1",
+                       "data": {"amount": -3, "sku": "a"}})
+    out = {}
+    for policy in ("tiebreak", "enforce"):
+        done = subprocess.run(
+            [sys.executable, "-m", "gateway.cli", "match", "-d", str(DATA / "orders.xreg.json"),
+             "--schema", policy], input=line, capture_output=True, text=True, check=False,
+            cwd=Path(__file__).resolve().parents[3])
+        out[policy] = json.loads(done.stdout.splitlines()[0])
+    assert "cloudevent" in out["tiebreak"]
+    assert out["enforce"]["reason"] == "invalid-data"
+    assert out["enforce"]["detail"] == "$.amount: -3 is less than the minimum of 0"
