@@ -40,6 +40,7 @@ from gateway.ports import Consumer, Producer
 from gateway.problems import Problem
 from gateway.runtime.heap import settle_heap
 from gateway.runtime.route import Output, Route
+from gateway.schemas.fetch import FETCHER
 
 log = logging.getLogger("xrgw.daemon")
 
@@ -219,6 +220,9 @@ class Gateway:
                     log.info("registry %s changed; reloading", source.location)
                     remote[source.location] = digest
                     self.request_reload()
+                elif await asyncio.to_thread(FETCHER.changed, _schema_urls(self.config)):
+                    log.info("a schema URL changed; reloading")
+                    self.request_reload()
 
 
 async def _close_producers(routes: Sequence[Route]) -> None:
@@ -231,6 +235,14 @@ async def _close_producers(routes: Sequence[Route]) -> None:
             await producer.aclose()
         except Exception:  # closing is best effort; the process is going away
             log.debug("closing a producer failed", exc_info=True)
+
+
+def _schema_urls(config: GatewayConfig) -> list[str]:
+    """The schema documents enforcing routes fetched from URLs (polled with the registry)."""
+    return sorted({m.schema.document.location for route in config.routes
+                   if route.schema == "enforce" for m in route.messages
+                   if m.schema is not None and m.schema.document is not None
+                   and m.schema.document.location.startswith(("http://", "https://"))})
 
 
 def _remote_fingerprint(url: str, access: RegistryAccess | None = None) -> str | None:

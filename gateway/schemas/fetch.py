@@ -2,9 +2,11 @@
 
 Only routes that enforce a schema fetch (a catalog load alone never touches the network).
 Each load -- the start, every reload, which a changed registry poll triggers -- asks every
-URL once (`SchemaFetcher.generation`); when the URL does not answer, the copy of an earlier
-load serves, so an unreachable registry never replaces a working schema set. Without an
-earlier copy the reference is unresolved, which `validate` and `run` refuse under enforce.
+URL once (`SchemaFetcher.generation`); the daemon's registry poll also asks whether a
+schema URL answers with another document (`changed`), which reloads. When a URL does not
+answer, the copy of an earlier load serves, so an unreachable registry never replaces a
+working schema set. Without an earlier copy the reference is unresolved, which `validate`
+and `run` refuse under enforce.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Iterable
 from dataclasses import replace
 
 from gateway.jsontypes import JSON
@@ -63,6 +66,20 @@ class SchemaFetcher:
         with self._lock:
             self._cache[url] = (self.generation, content)
         return content
+
+    def changed(self, urls: Iterable[str]) -> bool:
+        """Whether any of `urls` now answers with another document than the cached one
+        (the registry poll asks; a URL that does not answer has not changed)."""
+        for url in urls:
+            with self._lock:
+                cached = self._cache.get(url)
+            try:
+                content = self._download(url)
+            except (OSError, ValueError):
+                continue
+            if cached is None or cached[1] != content:
+                return True
+        return False
 
     def _download(self, url: str) -> JSON | bytes:
         request = urllib.request.Request(url, headers={"Accept": "*/*"})

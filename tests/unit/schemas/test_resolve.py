@@ -145,3 +145,17 @@ def test_url_schemas_are_fetched_once_per_load_and_kept_when_unreachable(registr
     assert kept.document is not None and kept.document.content == first.document.content
     fresh = SchemaFetcher(timeout=2).materialize(message.schema)  # no working copy
     assert fresh.document is None and "cannot be fetched" in (fresh.error or "")
+
+
+def test_the_registry_poll_sees_a_changed_schema(registry: str) -> None:
+    fetcher = SchemaFetcher(timeout=2)
+    fetcher.fetch(registry)
+    assert not fetcher.changed([registry])
+    before = _Registry.body
+    try:
+        _Registry.body = b'{"type": "object"}'
+        assert fetcher.changed([registry])
+        _Registry.up = False
+        assert not fetcher.changed([registry])  # unreachable: keep what works
+    finally:
+        _Registry.body = before
