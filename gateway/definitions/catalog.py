@@ -83,8 +83,10 @@ def assemble(documents: Sequence[RawDocument], problems: Iterable[Problem] = ())
             schema = _schema_of(message, schemas)
             message = replace(message, schema=schema)
             if not message.dataschemaformat and schema is not None and schema.document \
-                    and schema.document.format:
-                # What the reference resolved to says its format (`/…/versions/v:Type`).
+                    and schema.document.format \
+                    and schema.document.location.startswith("/schemagroups/"):
+                # The registry's schema says its format (`/…/versions/v:Type` too); a
+                # file or URL name is only a guess, not a declaration.
                 message = replace(message, dataschemaformat=schema.document.format)
             messages.append(message)
         built[raw.xid] = tuple(messages)
