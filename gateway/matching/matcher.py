@@ -34,6 +34,7 @@ from gateway.matching.values import (
     family,
 )
 from gateway.record import NativeMessage
+from gateway.schemas.compile import PayloadValidator
 from gateway.schemas.enforce import validator_of
 from gateway.templates import Template
 
@@ -82,6 +83,8 @@ class Matcher:
         self._by_family: dict[str, KeyIndex] = {}
         self._cloudevents = KeyIndex()  # envelope-only definitions, keyed by CE type
         self._schema_validators: dict[str, Any] = {}
+        # Per definition (by identity): its resolved schema's validator, None if none.
+        self._payload_validators: dict[int, PayloadValidator | None] = {}
         self._native_routes: dict[str, _NativeRoute] = {}
         self._made: Made = {}  # the specialised tests, shared by equal constraints
         for definition in definitions:
@@ -244,7 +247,11 @@ class Matcher:
     def _body_valid(self, definition: MessageDefinition, record: NativeMessage) -> bool:
         if definition.schema is not None:
             # The resolved schema (inline or referenced, any enforceable format).
-            checker = validator_of(definition)
+            key = id(definition)
+            if key in self._payload_validators:
+                checker = self._payload_validators[key]
+            else:
+                checker = self._payload_validators[key] = validator_of(definition)
             return checker is None or checker.check(record) is None
         fmt = (definition.dataschemaformat or "").lower()
         if not isinstance(definition.dataschema, dict) or not fmt.startswith("jsonschema"):

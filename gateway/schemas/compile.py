@@ -14,6 +14,7 @@ Any other format (JsonStructure, XSD, ...) gives `Unsupported`: no enforcement.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import threading
@@ -44,14 +45,17 @@ class SchemaCompileError(ValueError):
 
 Compiled = PayloadValidator | Unsupported
 
-_CACHE: dict[tuple[str, str], Compiled] = {}
+_CACHE: dict[tuple[str, str, str, str], Compiled] = {}
 _LOCK = threading.Lock()
 
 
 def compiled(document: SchemaDocument) -> Compiled:
     """The validator of `document`, compiled on first use and shared by every definition
     (and every reload) naming the same version with the same format."""
-    key = (document.location, document.format)
+    # The content is part of the key: a reload may bring another document at the same
+    # place (a file edited, a registry's default version moved on).
+    key = (document.location, document.format, document.type_name or "",
+           _digest(document.content))
     with _LOCK:
         found = _CACHE.get(key)
     if found is None:
@@ -59,6 +63,12 @@ def compiled(document: SchemaDocument) -> Compiled:
         with _LOCK:
             found = _CACHE.setdefault(key, found)
     return found
+
+
+def _digest(content: JSON | bytes) -> str:
+    raw = content if isinstance(content, bytes) else json.dumps(
+        content, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(raw).hexdigest()
 
 
 def compile_document(document: SchemaDocument) -> Compiled:

@@ -116,3 +116,12 @@ def test_unknown_formats_are_not_enforced() -> None:
     found = compile_document(SchemaDocument("JsonStructure/draft-02", {}, "t:js"))
     assert isinstance(found, Unsupported)
     assert "JsonStructure/draft-02 cannot be enforced" in found.reason
+
+
+def test_another_document_at_the_same_place_compiles_anew() -> None:
+    before = compiled(SchemaDocument("JsonSchema/draft-07", ORDER, "/schemagroups/g/schemas/re"))
+    edited = {**ORDER, "properties": {"amount": {"type": "number", "minimum": -10}}}
+    after = compiled(SchemaDocument("JsonSchema/draft-07", edited, "/schemagroups/g/schemas/re"))
+    assert before is not after
+    assert not isinstance(after, Unsupported)
+    assert after.check(_json({"amount": -3})) is None
