@@ -22,6 +22,8 @@ from gateway.jsontypes import JSON, JSONObject
 from gateway.matching.matcher import AmbiguityPolicy, Explanation, Matcher, MatchResult
 from gateway.protocols import find_profile
 from gateway.record import NativeMessage
+from gateway.schemas.enforce import enforced_validators
+from gateway.schemas.model import SchemaPolicy
 
 
 @dataclass(slots=True)
@@ -69,9 +71,16 @@ class Converter:
         *,
         ambiguity: AmbiguityPolicy = "first",
         validate_schema: bool = False,
+        schema: SchemaPolicy | None = None,
     ) -> None:
+        """`schema` is the route's policy (see `gateway.schemas.enforce`); without it,
+        `validate_schema` says whether schemas break ties (the `match` CLI's switch)."""
         listed = list(definitions)
+        if schema is not None:
+            validate_schema = schema != "off"
         self.matcher = Matcher(listed, ambiguity=ambiguity, validate_schema=validate_schema)
+        # Per definition (by identity), the schema `enforce` checks a matched body against.
+        self._enforced = enforced_validators(listed, schema or "off")
         self.renderer = EnvelopeRenderer()
         # Every envelope compiled now, not on the first message; found by the identity of
         # the matched definition (the matcher returns the objects it was given).
@@ -116,6 +125,9 @@ class Converter:
             if definition is None:
                 append([self._unconverted(record, result, None, explain)])
                 continue
+            if self._enforced and (invalid := self._invalid_data(record, result)):
+                append([invalid])
+                continue
             rendered = envelopes[id(definition)].render(record, result.context, now)
             if isinstance(rendered, RenderError):
                 append([Conversion(record, result, None, rendered.reason, rendered.message)])
@@ -157,6 +169,8 @@ class Converter:
         definition = result.definition
         if definition is None:  # unmatched or ambiguous
             return self._unconverted(record, result, None, explain)
+        if self._enforced and (invalid := self._invalid_data(record, result)):
+            return invalid
         rendered = self._envelopes[id(definition)].render(record, result.context, now)
         if isinstance(rendered, RenderError):
             return Conversion(record, result, None, rendered.reason, rendered.message)
@@ -175,8 +189,28 @@ class Converter:
         result = self.matcher.match(record, attributes)
         if not result.matched:
             return self._unconverted(record, result, incoming, explain)
+        if self._enforced:
+            # The schema describes the event's data, wherever the binding carried it.
+            data = incoming.data
+            body = (NativeMessage(record.protocol, payload=data) if isinstance(data, bytes)
+                    else NativeMessage(record.protocol, data=data))
+            invalid = self._invalid_data(body, result)
+            if invalid is not None:
+                invalid.record, invalid.source_event = record, incoming
+                return invalid
         # Already a CloudEvent that conforms to the definition: pass it on unchanged.
         return Conversion(record, result, incoming, source_event=incoming)
+
+    def _invalid_data(self, record: NativeMessage, result: MatchResult) -> Conversion | None:
+        """The dead-letter conversion of a matched body its definition's schema rejects."""
+        assert result.definition is not None
+        validator = self._enforced.get(id(result.definition))
+        if validator is None:
+            return None
+        error = validator.check(record)
+        if error is None:
+            return None
+        return Conversion(record, result, None, reasons.INVALID_DATA, error)
 
     def _unconverted(self, record: NativeMessage, result: MatchResult,
                      incoming: CloudEvent | None, explain: bool) -> Conversion:

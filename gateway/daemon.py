@@ -41,6 +41,7 @@ from gateway.ports import Consumer, Producer
 from gateway.problems import Problem
 from gateway.runtime.heap import settle_heap
 from gateway.runtime.route import Output, Route
+from gateway.schemas.fetch import FETCHER
 
 log = logging.getLogger("xrgw.daemon")
 
@@ -93,7 +94,8 @@ class Gateway:
             deadletter = self._output(config.endpoints[config.deadletter], "cloudevent")
         for route_cfg in config.routes:
             source = config.endpoints[route_cfg.source]
-            converter = Converter(route_cfg.messages, ambiguity=route_cfg.ambiguity)
+            converter = Converter(route_cfg.messages, ambiguity=route_cfg.ambiguity,
+                                  schema=route_cfg.schema)
             outputs = [self._output(config.endpoints[t], route_cfg.deliver)
                        for t in route_cfg.targets]
             name = f"{route_cfg.source}->{','.join(route_cfg.targets)}"
@@ -237,6 +239,9 @@ class Gateway:
                     log.info("registry %s changed; reloading", source.location)
                     remote[source.location] = digest
                     self.request_reload()
+                elif await asyncio.to_thread(FETCHER.changed, _schema_urls(self.config)):
+                    log.info("a schema URL changed; reloading")
+                    self.request_reload()
 
 
 async def _close_producers(routes: Sequence[Route]) -> None:
@@ -249,6 +254,14 @@ async def _close_producers(routes: Sequence[Route]) -> None:
             await producer.aclose()
         except Exception:  # closing is best effort; the process is going away
             log.debug("closing a producer failed", exc_info=True)
+
+
+def _schema_urls(config: GatewayConfig) -> list[str]:
+    """The schema documents enforcing routes fetched from URLs (polled with the registry)."""
+    return sorted({m.schema.document.location for route in config.routes
+                   if route.schema == "enforce" for m in route.messages
+                   if m.schema is not None and m.schema.document is not None
+                   and m.schema.document.location.startswith(("http://", "https://"))})
 
 
 def _remote_fingerprint(url: str, access: RegistryAccess | None = None) -> str | None:

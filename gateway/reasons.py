@@ -17,6 +17,7 @@ NO_ENVELOPE: Final = "no-envelope"  # matched definition has no CloudEvents enve
 UNDELIVERABLE: Final = "undeliverable"  # outputs failed past the retry budget
 NO_REPLY: Final = "no-reply"  # request-reply: no answer within the route's reply_timeout
 UNCORRELATED_REPLY: Final = "uncorrelated-reply"  # an answer that names no request
+INVALID_DATA: Final = "invalid-data"  # the body fails its definition's schema (enforce)
 
 ALL: Final = (
     INVALID_RECORD,
@@ -29,4 +30,5 @@ ALL: Final = (
     UNDELIVERABLE,
     NO_REPLY,
     UNCORRELATED_REPLY,
+    INVALID_DATA,
 )

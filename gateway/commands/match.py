@@ -28,7 +28,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ambiguity", choices=["first", "deadletter"], default="first",
                         help="what a tie between equally specific definitions does")
     parser.add_argument("--validate-schema", action="store_true",
-                        help="break ties by validating the body against inline JSON Schemas")
+                        help="break ties by validating the body against the definitions' "
+                             "schemas (the same as --schema tiebreak)")
+    parser.add_argument("--schema", choices=["off", "tiebreak", "enforce"], default=None,
+                        help="payload schemas as the route option: enforce dead-letters a "
+                             "body that fails its definition's schema (invalid-data)")
     parser.add_argument("--no-explain", action="store_true",
                         help="do not explain unmatched messages (faster)")
 
@@ -47,8 +51,15 @@ def execute(args: argparse.Namespace) -> int:
     catalog = load_definitions(docs, sys.stderr)
     if catalog is None:
         return 1
+    definitions = list(catalog.messages())
+    if args.schema == "enforce":
+        from gateway.schemas.enforce import fetch_remote
+        from gateway.schemas.fetch import FETCHER
+
+        definitions = list(fetch_remote(definitions, FETCHER))
     converter = Converter(
-        catalog.messages(), ambiguity=args.ambiguity, validate_schema=args.validate_schema
+        definitions, ambiguity=args.ambiguity, validate_schema=args.validate_schema,
+        schema=args.schema,
     )
     stream = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")  # noqa: SIM115
     try:

@@ -45,6 +45,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="Kafka source values: native messages, or record JSON forms")
     parser.add_argument("--ambiguity", choices=["first", "deadletter"], default=None)
     parser.add_argument("--validate-schema", action="store_true")
+    parser.add_argument("--schema", choices=["off", "tiebreak", "enforce"], default=None,
+                        help="payload schemas, as the route option (default: the config's "
+                             "first route's, else off; --validate-schema means tiebreak)")
     parser.add_argument("--no-explain", action="store_true",
                         help="no explanations in dead letters")
     parser.add_argument("--explain-plan", action="store_true",
@@ -64,6 +67,8 @@ def job_definitions(args: argparse.Namespace) -> tuple[list[MessageDefinition], 
                 seen.setdefault(definition.xid, definition)
         listed = list(seen.values()) or list(config.catalog.messages())
         ambiguity = config.routes[0].ambiguity if config.routes else "first"
+        if args.schema is None and config.routes:
+            args.schema = config.routes[0].schema
         return listed, args.ambiguity or ambiguity
     catalog = load_definitions(args.definitions, sys.stderr)
     if catalog is None:
@@ -84,7 +89,7 @@ def execute(args: argparse.Namespace) -> int:
         source=args.source, sink=args.sink, deadletter=args.deadletter, report=args.report,
         checkpoint=args.checkpoint, stream=args.stream, format=args.format,
         kafka_mode=args.kafka_mode, kafka_records=args.kafka_records,
-        ambiguity=ambiguity, validate_schema=args.validate_schema,
+        ambiguity=ambiguity, validate_schema=args.validate_schema, schema=args.schema,
         explain_dead_letters=not args.no_explain,
     )
     try:

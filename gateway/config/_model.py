@@ -24,6 +24,7 @@ from gateway.runtime.retry import RetryPolicy
 Mode = Literal["binary", "structured"]
 Deliver = Literal["cloudevent", "native"]
 Ambiguity = Literal["first", "deadletter"]
+SchemaPolicy = Literal["off", "tiebreak", "enforce"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 LogFormat = Literal["json", "text"]
 
@@ -60,6 +61,7 @@ class RouteConfig:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     # Request-reply (`reply: true`): how long a request waits for its answer; None: off.
     reply_timeout: float | None = None
+    schema: SchemaPolicy = "tiebreak"  # see gateway.schemas.enforce
     # The definitions the route matches: its groups' messages, plus the consumer's inline
     # messages when `messagegroups` was not given.
     messages: tuple[MessageDefinition, ...] = field(default=(), repr=False)

@@ -13,7 +13,14 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import cast
 
-from gateway.config._model import Ambiguity, Deliver, GatewayConfig, Mode, RouteConfig
+from gateway.config._model import (
+    Ambiguity,
+    Deliver,
+    GatewayConfig,
+    Mode,
+    RouteConfig,
+    SchemaPolicy,
+)
 from gateway.definitions.checks import suggest
 from gateway.definitions.model import Catalog, Endpoint, MessageDefinition
 from gateway.definitions.refs import group_id_of, to_xid
@@ -21,6 +28,8 @@ from gateway.observability.conformance import redaction_problem
 from gateway.problems import Problem, Problems, json_path
 from gateway.protocols import PROFILES, family_members, find_profile
 from gateway.runtime.retry import RetryPolicy
+from gateway.schemas.enforce import fetch_remote, schema_findings
+from gateway.schemas.fetch import FETCHER
 
 _READS = ("consumer", "subscriber")
 
@@ -38,6 +47,8 @@ class RouteChecker:
         # Paths holding a `${NAME}` left unread (`--no-env`): the id or value it stands
         # for is unknown, so it is not looked up.
         self.unresolved = unresolved or set()
+        # One checker per configuration load: schema URLs are asked again, once each.
+        FETCHER.next_generation()
 
     def route(self, index: int, raw: Mapping[str, object]) -> RouteConfig | None:
         base: tuple[str | int, ...] = ("routes", index)
@@ -62,6 +73,9 @@ class RouteChecker:
         observe = raw.get("observe") is True
         redact = tuple(cast(list[str], raw.get("redact") or []))
         self._check_observe(source, observe, redact, base)
+        schema = cast(SchemaPolicy, raw.get("schema", "tiebreak"))
+        if schema == "enforce":
+            messages = self._enforceable(messages, base)
         if len(self.problems.errors) > errors_before:
             return None
         retry = cast(dict[str, object], raw["retry"])
@@ -72,7 +86,7 @@ class RouteChecker:
             inflight=cast(int, raw["inflight"]),
             retry=RetryPolicy(cast(int, retry["attempts"]), cast(float, retry["initial_backoff"]),
                               cast(float, retry["max_backoff"])),
-            messages=messages, observe=observe, redact=redact,
+            messages=messages, observe=observe, redact=redact, schema=schema,
             reply_timeout=cast(float, raw["reply_timeout"]) if reply else None,
         )
 
@@ -91,6 +105,22 @@ class RouteChecker:
                     f"endpoint '{source.endpoint_id}' cannot be observed: {refused}",
                     "remove observe: true from this route, or observe another endpoint "
                     "carrying the same messages")
+
+    def _enforceable(self, messages: tuple[MessageDefinition, ...],
+                     base: tuple[str | int, ...]) -> tuple[MessageDefinition, ...]:
+        """`schema: enforce` needs every schema reference resolved (URLs fetched now) and
+        every schema sound; what cannot be enforced is a warning."""
+        fetched = fetch_remote(messages, FETCHER)
+        for finding in schema_findings(fetched):
+            m = finding.definition
+            key = "$.dataschema" if m.dataschema is not None else "$.dataschemauri"
+            at = m.field_provenance.get(key) or m.provenance
+            text = f"{m.xid}: {finding.message} (route {json_path(*base)} has schema: enforce)"
+            if finding.severity == "error":
+                self.problems.error(at.file, at.path, text, finding.fix)
+            else:
+                self.problems.warning(at.file, at.path, text, finding.fix)
+        return fetched
 
     def deadletter(self, endpoint_id: str) -> None:
         self._endpoint(endpoint_id, ("deadletter",), ("producer",))

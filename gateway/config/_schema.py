@@ -165,6 +165,12 @@ _ROUTE = Field(
               "When several definitions match one message: take the first declared, or "
               "dead-letter the message.", "first", "deadletter",
               choices=("first", "deadletter"), advanced=True),
+        Field("schema", "enum",
+              "Payload schemas of the definitions (dataschema, dataschemauri): off ignores "
+              "them; tiebreak lets them decide between equally specific definitions; "
+              "enforce also dead-letters a body that fails its definition's schema (reason "
+              "invalid-data).", "tiebreak", "enforce",
+              choices=("off", "tiebreak", "enforce")),
         Field("partitionkey", "str",
               "Key of records sent to outputs that partition by key (Kafka) when the event "
               "has no partitionkey: source (the source's unit of order: MQTT topic, NATS "

@@ -32,6 +32,8 @@ from gateway.definitions.sources import RawDocument
 from gateway.definitions.spelling import SpellingLog
 from gateway.definitions.validate import validate_catalog
 from gateway.problems import Problem, Problems
+from gateway.schemas.model import SchemaResolution
+from gateway.schemas.resolve import SchemaIndex, resolve_message
 
 
 def assemble(documents: Sequence[RawDocument], problems: Iterable[Problem] = ()) -> Catalog:
@@ -63,6 +65,7 @@ def assemble(documents: Sequence[RawDocument], problems: Iterable[Problem] = ())
             normalize_protocol_options(index[m.xid], protocol, probs, log)
 
     formats = schema_formats(documents)
+    schemas = SchemaIndex(documents)
     built: dict[str, tuple[MessageDefinition, ...]] = {}
     for raw, defaults in containers:
         messages: list[MessageDefinition] = []
@@ -77,6 +80,14 @@ def assemble(documents: Sequence[RawDocument], problems: Iterable[Problem] = ())
                 fmt = format_of(message.dataschemauri, formats, bases)
                 if fmt is not None:
                     message = replace(message, dataschemaformat=fmt)
+            schema = _schema_of(message, schemas)
+            message = replace(message, schema=schema)
+            if not message.dataschemaformat and schema is not None and schema.document \
+                    and schema.document.format \
+                    and schema.document.location.startswith("/schemagroups/"):
+                # The registry's schema says its format (`/…/versions/v:Type` too); a
+                # file or URL name is only a guess, not a declaration.
+                message = replace(message, dataschemaformat=schema.document.format)
             messages.append(message)
         built[raw.xid] = tuple(messages)
 
@@ -90,6 +101,16 @@ def assemble(documents: Sequence[RawDocument], problems: Iterable[Problem] = ())
     found = probs.items + log.problems() + validate_catalog(catalog)
     catalog.problems = list(dict.fromkeys(found))  # merged bases repeat their problems
     return catalog
+
+
+def _schema_of(message: MessageDefinition, index: SchemaIndex) -> SchemaResolution | None:
+    """Where the message's schema was written decides what a relative reference means."""
+    key = "$.dataschema" if message.dataschema is not None else "$.dataschemauri"
+    origin = message.field_provenance.get(key, message.provenance)
+    return resolve_message(index, dataschema=message.dataschema,
+                           dataschemauri=message.dataschemauri,
+                           dataschemaformat=message.dataschemaformat, file=origin.file,
+                           path=origin.path)
 
 
 def _add_replacing(

@@ -14,6 +14,7 @@ from typing import Literal
 
 from gateway.jsontypes import JSON, JSONObject
 from gateway.problems import Problem
+from gateway.schemas.model import SchemaResolution
 
 CLOUDEVENTS = "CloudEvents/1.0"
 
@@ -93,6 +94,9 @@ class MessageDefinition:
     field_provenance: dict[str, Provenance] = field(default_factory=dict)
     # XIDs merged into this definition, nearest first (basemessage / cross-reference chain).
     base_chain: tuple[str, ...] = ()
+    # The schema document `dataschema`/`dataschemauri` name, or why it did not resolve;
+    # None when the definition declares no schema.
+    schema: SchemaResolution | None = field(default=None, compare=False)
 
     @property
     def is_cloudevent(self) -> bool:

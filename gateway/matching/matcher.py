@@ -7,8 +7,9 @@
 Zero, one or several definitions can accept a message. Several: the most specific wins
 (more literal characters, then more constrained fields); a true tie is `ambiguous` and the
 policy decides: `first` takes the first declared, `deadletter` reports it unmatched-ambiguous.
-With `validate_schema`, a tie between definitions carrying an inline JSON Schema is broken
-by validating the body.
+With `validate_schema` (the route's `schema: tiebreak`), a tie between definitions carrying
+a schema is broken by validating the body: inline or referenced, JSON Schema, Avro or
+Protobuf (`gateway.schemas`); a definition whose schema cannot be checked stays a candidate.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from gateway.matching.values import (
     family,
 )
 from gateway.record import NativeMessage
+from gateway.schemas.compile import PayloadValidator
+from gateway.schemas.enforce import validator_of
 from gateway.templates import Template
 
 AmbiguityPolicy = Literal["first", "deadletter"]
@@ -80,6 +83,8 @@ class Matcher:
         self._by_family: dict[str, KeyIndex] = {}
         self._cloudevents = KeyIndex()  # envelope-only definitions, keyed by CE type
         self._schema_validators: dict[str, Any] = {}
+        # Per definition (by identity): its resolved schema's validator, None if none.
+        self._payload_validators: dict[int, PayloadValidator | None] = {}
         self._native_routes: dict[str, _NativeRoute] = {}
         self._made: Made = {}  # the specialised tests, shared by equal constraints
         for definition in definitions:
@@ -240,6 +245,14 @@ class Matcher:
         return MatchResult("ambiguous", None, {}, definitions)
 
     def _body_valid(self, definition: MessageDefinition, record: NativeMessage) -> bool:
+        if definition.schema is not None:
+            # The resolved schema (inline or referenced, any enforceable format).
+            key = id(definition)
+            if key in self._payload_validators:
+                checker = self._payload_validators[key]
+            else:
+                checker = self._payload_validators[key] = validator_of(definition)
+            return checker is None or checker.check(record) is None
         fmt = (definition.dataschemaformat or "").lower()
         if not isinstance(definition.dataschema, dict) or not fmt.startswith("jsonschema"):
             return True  # nothing to validate against: stays a candidate

@@ -66,6 +66,10 @@ class Metrics:
         self.matched = Counter(
             "xrgw_messages_matched", "Messages that matched a message definition",
             ["endpoint", "message"], registry=r)
+        self.invalid_data = Counter(
+            "xrgw_messages_invalid_data", "Matched messages whose body failed the "
+            "definition's schema (routes with schema: enforce; dead-lettered)",
+            ["endpoint", "message"], registry=r)
         self.unmatched = Counter(
             "xrgw_messages_unmatched", "Messages that matched no message definition",
             ["endpoint"], registry=r)

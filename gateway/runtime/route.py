@@ -430,6 +430,8 @@ class Route:
                 whole = _Member(record, conversions[0])
                 whole.reason = conversions[0].reason or reasons.UNMATCHED
                 unmatched += whole.reason == reasons.UNMATCHED
+                if whole.reason == reasons.INVALID_DATA:
+                    self._count_invalid_data(conversions[0])
                 message.whole = whole
                 if report is not None:
                     _report_failure(report, record, conversions[0], whole.reason, now)
@@ -443,6 +445,8 @@ class Route:
                     unmatched += member.reason == reasons.UNMATCHED
                     if report is not None:
                         _report_failure(report, record, conversion, member.reason, now)
+                    if member.reason == reasons.INVALID_DATA:
+                        self._count_invalid_data(conversion)
                     continue
                 assert conversion.match.definition is not None
                 xid = member.definition = conversion.match.definition.xid
@@ -457,6 +461,12 @@ class Route:
                                       "; ".join(member.failures), now)
         self._count_intake(received, matched, unmatched)
         return _Batch(messages, sent, started)
+
+    def _count_invalid_data(self, conversion: Conversion) -> None:
+        """Per definition: which schema rejects what the sources send."""
+        definition = conversion.match.definition
+        xid = definition.xid if definition is not None else ""
+        self.metrics.invalid_data.labels(self.source_endpoint, xid).inc()
 
     def _render(self, member: _Member, event: Any, conversion: Conversion,
                 sent: list[_Sent]) -> None:

@@ -27,6 +27,7 @@ from gateway.matching.index import WILD
 from gateway.matching.values import ADDRESS_FIELD
 from gateway.protocols import field_access
 from gateway.record import as_text
+from gateway.schemas.enforce import validator_of
 from gateway.templates import Template
 
 CORE_ATTRIBUTES = ("specversion", "id", "source", "type", "subject", "time",
@@ -117,6 +118,9 @@ class CompiledCatalog:
     extensions: dict[str, str]  # extension column -> Spark type
     ambiguity: str = "first"
     validate_schema: bool = False
+    # The route's `schema` policy (gateway.schemas.enforce); None: off, or tiebreak with
+    # `validate_schema`.
+    schema: str | None = None
     # Rendered attributes in column order, and per attribute its distinct shapes.
     attributes: list[str] = field(default_factory=list)
     attribute_shapes: list[list[AttributeShape]] = field(default_factory=list)
@@ -330,8 +334,13 @@ def compile_catalog(
     *,
     ambiguity: str = "first",
     validate_schema: bool = False,
+    schema: str | None = None,
 ) -> CompiledCatalog:
     listed = list(definitions)
+    if schema is not None and schema not in ("off", "tiebreak", "enforce"):
+        raise CompileError(f"schema must be off, tiebreak or enforce, not {schema!r}")
+    if schema is not None:
+        validate_schema = schema != "off"
     if not listed:
         raise CompileError("no message definitions to compile (check -c / -d)")
     if ambiguity not in ("first", "deadletter"):
@@ -343,6 +352,10 @@ def compile_catalog(
         plan = DefinitionPlan(index, definition, compiled.family,
                               specificity=compiled.specificity)
         plans.append(plan)
+        if schema == "enforce" and validator_of(definition) is not None:
+            # The body is checked by the same validator as the daemon's, in Python.
+            plan.python = "its payload schema is enforced"
+            continue
         if compiled.family is None or compiled.family not in ADDRESS_FIELD:
             # CloudEvents-only (or unknown protocol): such records are never SQL-eligible.
             plan.python = "matched on CloudEvents attributes"
@@ -370,8 +383,8 @@ def compile_catalog(
     attribute_shapes = _attribute_layout(plans, attributes)
     return CompiledCatalog(
         listed, plans, list(builder.signatures), builder.shapes, builder.prefixes,
-        builder.rest, extensions, ambiguity, validate_schema, attributes, attribute_shapes,
-        extension_json,
+        builder.rest, extensions, ambiguity, validate_schema, schema, attributes,
+        attribute_shapes, extension_json,
     )
 
 
@@ -471,8 +484,9 @@ def plan_rows(catalog: CompiledCatalog) -> list[dict[str, Any]]:
             "sig": plan.signature,
             "py": plan.python is not None,
             "pym": plan.python_match,
-            "schema": isinstance(spec.dataschema, dict)
-            and (spec.dataschemaformat or "").lower().startswith("jsonschema"),
+            "schema": validator_of(spec) is not None or (
+                isinstance(spec.dataschema, dict)
+                and (spec.dataschemaformat or "").lower().startswith("jsonschema")),
             "consts": plan.consts,
             "regexes": plan.regexes,
             "xid": plan.xid,

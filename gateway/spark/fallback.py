@@ -85,7 +85,7 @@ def typed_value(column: pa.DataType, text: str) -> Any:
 
 def python_stage(
     definitions: Sequence[MessageDefinition], token: str, *, ambiguity: str,
-    validate_schema: bool, explain: bool, result: pa.StructType,
+    validate_schema: bool, explain: bool, result: pa.StructType, schema: str | None = None,
 ) -> Callable[[pa.Array], pa.Array]:
     """The vectorized UDF body: records in (null where the compiled path settled the
     row), outcome structs out (null for those rows). A batch without work costs one
@@ -110,7 +110,8 @@ def python_stage(
         converter = _CONVERTERS.get(token)
         if converter is None:
             converter = Converter(definitions, ambiguity=ambiguity,  # type: ignore[arg-type]
-                                  validate_schema=validate_schema)
+                                  validate_schema=validate_schema,
+                                  schema=schema)  # type: ignore[arg-type]
             _CONVERTERS[token] = converter
         rows: list[dict[str, Any] | None] = []
         for line in records.to_pylist():

@@ -40,6 +40,7 @@ class JobOptions:
     kafka_records: Literal["native", "json"] = "native"
     ambiguity: str = "first"
     validate_schema: bool = False
+    schema: str | None = None  # the route's policy; None: validate_schema decides
     explain_dead_letters: bool = True
     report_window: str = "1 minute"
     trigger: Literal["continuous", "available-now"] = "continuous"
@@ -115,7 +116,8 @@ def run_job(
     spark: SparkSession, definitions: Iterable[MessageDefinition], options: JobOptions
 ) -> JobResult:
     catalog = compile_catalog(definitions, ambiguity=options.ambiguity,
-                              validate_schema=options.validate_schema)
+                              validate_schema=options.validate_schema,
+                              schema=options.schema)
     for text in (options.sink, options.deadletter, options.report):
         if text is not None:
             parse_location(text)  # fail before the job starts, not in the first batch

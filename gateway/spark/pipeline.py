@@ -60,6 +60,7 @@ class Stage:
         fn = python_stage(
             self.catalog.definitions, uuid.uuid4().hex, ambiguity=self.catalog.ambiguity,
             validate_schema=self.catalog.validate_schema, explain=self.explain_dead_letters,
+            schema=self.catalog.schema,
             result=to_arrow_type(result),
         )
         # The stubs' overloads do not cover a struct return type (the runtime does).
