@@ -15,6 +15,7 @@ from gateway.deadletter_format import deadletter_metadata, original_record
 from gateway.definitions import load_catalog
 from gateway.jsontext import utf8_json
 from gateway.observability.metrics import Metrics
+from gateway.ports import Outcome
 from gateway.record import NativeMessage
 from gateway.runtime.retry import RetryPolicy
 from gateway.runtime.route import Output, Route
@@ -111,3 +112,40 @@ def test_a_dead_letter_with_a_lone_surrogate_header_re_drives_once():
     assert len(consumer2.acked) == 1 and not consumer2.nacked
     assert len(dlq2.written) == 1
     assert original_record(dlq2.written[0]) == original
+
+
+class _KafkaEncoding(MemoryProducer):
+    """Encodes each record as the Kafka producer does (`to_send`) and refuses what it
+    cannot encode, as KafkaProducer._send_all does: the real data path, minus the broker."""
+
+    async def _write(self, messages):
+        outcomes = []
+        for message in messages:
+            try:
+                to_send(message, "out")
+            except ValueError as exc:
+                outcomes.append(Outcome.failed(str(exc), retryable=False))
+                continue
+            self.written.append(message)
+            outcomes.append(Outcome.ok())
+        return outcomes
+
+
+def test_a_cloudevent_rendered_from_a_lone_surrogate_is_dead_lettered_once():
+    # X-Event feeds the CloudEvent type (com.example.hooks.issue.{event}): the rendered
+    # event's ce_type header has no UTF-8 form.
+    hostile = NativeMessage.from_json(_webhook("k", event="opened\ud800"))
+    out, dlq = _KafkaEncoding(), _KafkaEncoding()
+    consumer = MemoryConsumer([hostile], close_when_empty=True)
+    route = Route("hooks", "hooks-http", consumer,
+                  Converter(load_catalog([WEBHOOKS]).messages()),
+                  [Output("events", "KAFKA", out, defaults={"topic": "events"})],
+                  deadletter=Output("dlq", "KAFKA", dlq, defaults={"topic": "dead"}),
+                  metrics=Metrics(), inflight=4, retry=FAST)
+    asyncio.run(_run(route))
+    assert len(consumer.acked) == 1 and not consumer.nacked
+    assert not out.written
+    [dead] = dlq.written  # encoded fine: the dead letter escapes the surrogate
+    meta = deadletter_metadata(dead)
+    assert meta["xrgw-reason"] == "undeliverable" and "events:" in meta["xrgw-detail"]
+    assert original_record(dead) is not None  # the event it gave up, re-drivable
