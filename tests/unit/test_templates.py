@@ -93,3 +93,24 @@ def test_render_then_match_recovers_values(literals, data):
 def test_parse_never_raises_anything_but_template_error(text):
     with contextlib.suppress(TemplateError):
         Template.parse(text)
+
+
+@pytest.mark.parametrize(("bad", "says"), [
+    ("a{b{c}", "unbalanced brace"),  # a stray brace before a placeholder, not only after
+    ("a}b{c}", "unbalanced brace"),
+    ("{c}x{", "unbalanced brace"),
+    ("/a/{}", "empty placeholder"),
+    ("{a:3}", "level 2-4"),
+    ("{a,b}", "level 2-4"),
+    ("{a*}", "level 2-4"),
+    ("{+a}", "level 2-4"),
+    ("{a-b}", "not a symbol"),
+])
+def test_refusals_say_why(bad, says):
+    with pytest.raises(TemplateError, match=says):
+        Template.parse(bad)
+
+
+def test_an_empty_value_is_unbound():
+    with pytest.raises(KeyError):
+        Template.parse("/a/{x}").expand({"x": ""})
