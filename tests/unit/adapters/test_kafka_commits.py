@@ -56,6 +56,15 @@ class _FakeClient:
     def assignment(self) -> set[Any]:
         return {T0, T1}
 
+    async def end_offsets(self, tps: list[Any]) -> dict[Any, int]:
+        return {tp: 10 for tp in tps}
+
+    def highwater(self, tp: Any) -> int:
+        return 10
+
+    async def committed(self, tp: Any) -> int | None:
+        return 0
+
     def pause(self, *tps: Any) -> None: ...
     def resume(self, *tps: Any) -> None: ...
     async def stop(self) -> None: ...
@@ -180,5 +189,45 @@ def test_a_failed_commit_is_retried_with_the_newest_offset(monkeypatch: Any) -> 
             await asyncio.sleep(0)
         assert client.commits[-1] == {T0: 2}
         assert all(c[T0] <= 2 for c in client.commits)
+
+    asyncio.run(scenario())
+
+
+def test_two_batches_of_one_partition_share_its_slots_and_count() -> None:
+    async def scenario() -> None:
+        client = _FakeClient([{T0: _records(T0, 0, 1)}, {T0: _records(T0, 2, 3)}])
+        consumer = _consumer(client)
+        first = _by_offset(await consumer.read_batch(100))
+        second = _by_offset(await consumer.read_batch(100))
+        assert consumer.unsettled == 4
+        assert all(isinstance(d.message.received_at, str) for d in [*first.values(),
+                                                                     *second.values()])
+        await second[0, 2].ack()
+        await second[0, 3].ack()
+        await _settled()
+        assert client.commits == []  # 0 and 1 (the first batch) are still open
+        await first[0, 0].ack()
+        await first[0, 1].ack()
+        await _settled()
+        assert client.commits == [{T0: 4}]
+
+    asyncio.run(scenario())
+
+
+def test_backlog_counts_from_the_first_unsettled_or_the_next_offset() -> None:
+    async def scenario() -> None:
+        client = _FakeClient([{T0: _records(T0, 0, 1, 2)}])
+        consumer = _consumer(client)
+        got = _by_offset(await consumer.read_batch(100))
+        lags = {lag.partition: lag for lag in await consumer.backlog()}
+        assert lags[0].messages == 10  # from offset 0, the first unsettled
+        assert lags[1].messages == 10  # nothing handed out: from the committed offset 0
+        await got[0, 0].ack()
+        lags = {lag.partition: lag for lag in await consumer.backlog()}
+        assert lags[0].messages == 9
+        await got[0, 1].ack()
+        await got[0, 2].ack()
+        lags = {lag.partition: lag for lag in await consumer.backlog()}
+        assert lags[0].messages == 7  # all settled: from the next offset, 3
 
     asyncio.run(scenario())
