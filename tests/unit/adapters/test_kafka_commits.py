@@ -144,16 +144,20 @@ def test_nack_for_retry_rewinds_and_later_settlements_of_the_old_deliveries_are_
         assert client.commits == [{T0: 1}]
         # 2 and 3 are delivered again after the seek: their old settlements commit nothing.
         await first[0, 2].ack()
-        await first[0, 3].ack()
         await _settled()
         assert client.commits == [{T0: 1}]
-        assert consumer.unsettled == 0
+        assert consumer.unsettled == 1
+        [lag] = [lag for lag in await consumer.backlog() if lag.partition == 0]
+        assert lag.messages == 9  # from the rewound offset 1 (of an end of 10)
         client.batches.append({T0: _records(T0, 1, 2, 3)})
         again = _by_offset(await consumer.read_batch(100))
+        # A stale delivery nacked again must not rewind (nor void) the new deliveries.
+        await first[0, 3].nack("late", retry=True)
         for offset in (1, 2, 3):
             await again[0, offset].ack()
         await _settled()
         assert client.commits[-1] == {T0: 4}
+        assert client.seeks == [(T0, 1)]
 
     asyncio.run(scenario())
 
@@ -168,9 +172,10 @@ def test_revoked_partitions_commit_what_is_settled_and_forget_the_rest() -> None
         assert {T0: 1} in client.commits
         before = list(client.commits)
         await got[0, 1].ack()  # no longer ours: the new owner redelivers from 1
-        await got[0, 2].ack()
+        await got[0, 2].nack("late", retry=True)  # nor ours to rewind
         await _settled()
         assert client.commits == before
+        assert client.seeks == []
 
     asyncio.run(scenario())
 
