@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench clean fault generate
+.PHONY: demo test lint typecheck unit bench clean fault generate mutate
 
 $(STAMP): pyproject.toml
 	scripts/install-system-deps.sh || echo "WARNING: broker packages missing; integration tests will fail until scripts/install-system-deps.sh succeeds" >&2
@@ -39,6 +39,17 @@ generate: $(STAMP)
 FAULT_N ?= 100000
 fault: $(STAMP)
 	$(PY) -m scripts.fault_report -n $(FAULT_N)
+
+# Mutation testing (mutmut; config in pyproject.toml [tool.mutmut]) of gateway/matching,
+# gateway/templates.py, gateway/envelope, gateway/runtime and adapters/kafka.py against
+# the fast suite (unit + fuzz, fixed seed). Slow: one child per core by default;
+# MUTATE_JOBS=1 and MUTATE_ONLY='gateway.matching.*' run one package on a shared machine.
+# Results: `mutmut results`, `mutmut show NAME`; docs/testing.md lists the equivalent ones.
+MUTATE_JOBS ?= $(shell nproc)
+MUTATE_ONLY ?=
+mutate: $(STAMP)
+	nice -n 10 $(VENV)/bin/mutmut run --max-children $(MUTATE_JOBS) $(MUTATE_ONLY)
+	$(PY) -m scripts.mutation_summary
 
 bench: $(STAMP)
 	$(PY) -m bench.bench_matcher

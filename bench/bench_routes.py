@@ -548,6 +548,13 @@ class Result:
     p50_ms: float | None = None
     p99_ms: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # Fewer than `messages` arrived before the timeout (or the child died): the rate is
+    # of a partial run, reported as failed and never picked as the best of the repeats.
+    failed: bool = False
+
+    @property
+    def delivered(self) -> str:
+        return f"{self.received}/{self.messages}"
 
 
 async def run_one(plan: Plan, count: int, *, latency_rate: float | None = None,
@@ -604,7 +611,8 @@ async def run_one(plan: Plan, count: int, *, latency_rate: float | None = None,
     seconds = (sink.times[n - 1] - sink.times[0]) if n > 1 else float("nan")
     result = Result(route, plan.subject, count, received, seconds,
                     (n - 1) / seconds if n > 1 and seconds > 0 else 0.0,
-                    (cpu_last - cpu_first) / max(1, n - 1) * 1000)
+                    (cpu_last - cpu_first) / max(1, n - 1) * 1000,
+                    failed=received < count)
     if latency_rate and sink.latency:
         first = min(s for s, _ in sink.latency)
         lat = sorted(x for s, x in sink.latency if s >= first + 0.5)
@@ -616,7 +624,18 @@ async def run_one(plan: Plan, count: int, *, latency_rate: float | None = None,
 
 
 def best(results: list[Result], key: Callable[[Result], float]) -> Result:
-    return max(results, key=key)
+    """The best complete run; when every run failed, the one that got furthest (still
+    marked failed, so the table says so instead of showing its rate as a result)."""
+    complete = [r for r in results if not r.failed]
+    if complete:
+        return max(complete, key=key)
+    return max(results, key=lambda r: r.received)
+
+
+def _run_line(res: Result) -> str:
+    state = "" if not res.failed else "  FAILED (partial run: timed out or child exited)"
+    return (f"{res.msgs_per_s:8.0f} msg/s  {res.cpu_per_1k:6.3f} CPU s/1k  "
+            f"({res.delivered} delivered/sent){state}")
 
 
 async def main(args: argparse.Namespace) -> int:
@@ -642,17 +661,14 @@ async def main(args: argparse.Namespace) -> int:
                     if args.profile and subject == "gateway" and rep == 0:
                         plan.profile = str(Path(args.profile_dir) / f"profile-{route}.txt")
                     res = await run_one(plan, args.messages, timeout=args.timeout)
-                    print(f"  {route:<11} {subject:<8} rep {rep + 1}: {res.msgs_per_s:8.0f} "
-                          f"msg/s  {res.cpu_per_1k:6.3f} CPU s/1k  "
-                          f"({res.received}/{res.messages})", file=sys.stderr)
+                    print(f"  {route:<11} {subject:<8} rep {rep + 1}: {_run_line(res)}",
+                          file=sys.stderr)
                     runs[subject].append(res)
             b = best(runs["bridge"], lambda r: r.msgs_per_s)
             g = best(runs["gateway"], lambda r: r.msgs_per_s)
-            throughput.append({"route": route, "bridge": asdict(b), "gateway": asdict(g),
-                               "ratio": g.msgs_per_s / b.msgs_per_s if b.msgs_per_s else 0.0,
-                               "cpu_ratio": (g.cpu_per_1k / b.cpu_per_1k
-                                             if b.cpu_per_1k else 0.0)})
-            if route in args.latency_routes.split(",") and src == "mqtt" and g.msgs_per_s:
+            throughput.append(throughput_row(route, b, g))
+            if (route in args.latency_routes.split(",") and src == "mqtt" and g.msgs_per_s
+                    and not g.failed):
                 rate = g.msgs_per_s / 2
                 lat: dict[str, list[Result]] = {"bridge": [], "gateway": []}
                 for _rep in range(args.repeat):
@@ -679,19 +695,30 @@ async def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def throughput_row(route: str, b: Result, g: Result) -> dict[str, Any]:
+    """One route's table row; no ratio when either side only has a partial run."""
+    failed = b.failed or g.failed
+    return {"route": route, "bridge": {**asdict(b), "delivered": b.delivered},
+            "gateway": {**asdict(g), "delivered": g.delivered}, "failed": failed,
+            "ratio": g.msgs_per_s / b.msgs_per_s if b.msgs_per_s and not failed else 0.0,
+            "cpu_ratio": (g.cpu_per_1k / b.cpu_per_1k
+                          if b.cpu_per_1k and not failed else 0.0)}
+
+
 def print_table(throughput: list[dict[str, Any]], latency: list[dict[str, Any]],
                 args: argparse.Namespace) -> None:
     print(f"\nthroughput: {args.messages} messages per run, best of {args.repeat}; "
           "target gateway/bridge >= 0.80")
-    print(f"{'route':<11} | {'bridge msg/s':>12} {'CPU s/1k':>8} | {'gateway msg/s':>13} "
-          f"{'CPU s/1k':>8} | {'ratio':>5} {'CPU x':>5} | target")
-    print("-" * 90)
+    print(f"{'route':<11} | {'bridge msg/s':>12} {'CPU s/1k':>8} {'deliv/sent':>13} | "
+          f"{'gateway msg/s':>13} {'CPU s/1k':>8} {'deliv/sent':>13} | {'ratio':>5} "
+          f"{'CPU x':>5} | target")
+    print("-" * 120)
     for t in throughput:
         b, g = t["bridge"], t["gateway"]
-        ok = "ok" if t["ratio"] >= 0.8 else "MISS"
-        print(f"{t['route']:<11} | {b['msgs_per_s']:12.0f} {b['cpu_per_1k']:8.3f} | "
-              f"{g['msgs_per_s']:13.0f} {g['cpu_per_1k']:8.3f} | {t['ratio']:5.2f} "
-              f"{t['cpu_ratio']:5.2f} | {ok}")
+        ok = "FAILED" if t.get("failed") else "ok" if t["ratio"] >= 0.8 else "MISS"
+        print(f"{t['route']:<11} | {b['msgs_per_s']:12.0f} {b['cpu_per_1k']:8.3f} "
+              f"{b['delivered']:>13} | {g['msgs_per_s']:13.0f} {g['cpu_per_1k']:8.3f} "
+              f"{g['delivered']:>13} | {t['ratio']:5.2f} {t['cpu_ratio']:5.2f} | {ok}")
     if latency:
         print(f"\nlatency: publish at half the best gateway rate for {args.latency_seconds:g} s, "
               "best p99 of repeats; target added p99 <= 5 ms")

@@ -22,7 +22,6 @@ left out.
 from __future__ import annotations
 
 import difflib
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -31,6 +30,7 @@ import yaml
 
 from gateway.convert import Converter
 from gateway.definitions import load_catalog
+from gateway.jsontext import utf8_json
 from gateway.record import NativeMessage, RecordError
 
 
@@ -48,7 +48,7 @@ def _actual(conversion_json: dict[str, Any], expect: dict[str, Any]) -> dict[str
 
 
 def _dump(value: Any) -> list[str]:
-    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
+    return utf8_json(value, indent=2, sort_keys=True).splitlines()
 
 
 def run_case_file(path: Path, out: TextIO) -> tuple[int, int]:

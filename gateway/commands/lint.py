@@ -14,11 +14,11 @@ and the witness message as extra keys; the count goes to stderr.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from gateway.commands.loading import FORMATS, Report
 from gateway.definitions import load_catalog
+from gateway.jsontext import utf8_json
 from gateway.problems import Problem
 
 NAME = "lint"
@@ -61,7 +61,7 @@ def _execute(args: argparse.Namespace, report: Report) -> int:
     overlaps = find_overlaps(list(catalog.messages()))
     for overlap in overlaps:
         if args.format == "text":
-            print(json.dumps(overlap.to_json(), ensure_ascii=False))
+            print(utf8_json(overlap.to_json()))
             continue
         first = catalog.message(overlap.first)
         where = first.provenance if first is not None else None

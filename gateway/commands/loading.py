@@ -3,13 +3,13 @@ with every problem found on the way reported one a line (or as one JSON array)."
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Literal, TextIO
 
 from gateway.definitions import load_catalog
 from gateway.definitions.model import Catalog
 from gateway.definitions.positions import with_document_positions
+from gateway.jsontext import utf8_json
 from gateway.problems import Problem
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ class Report:
 
     def finish(self) -> None:
         if self.form == "json":
-            print(json.dumps(self.entries, indent=2, ensure_ascii=False), file=self.out)
+            print(utf8_json(self.entries, indent=2), file=self.out)
 
 
 def print_problems(problems: Iterable[Problem], out: TextIO) -> None:

@@ -5,10 +5,10 @@ nearest definitions."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from gateway.commands.loading import load_definitions
+from gateway.jsontext import utf8_json
 from gateway.jsontypes import JSON
 
 NAME = "match"
@@ -70,7 +70,7 @@ def execute(args: argparse.Namespace) -> int:
                         "line": number}
             else:
                 line = converter.convert(item, explain=not args.no_explain).to_json()
-            sys.stdout.write(json.dumps(line, ensure_ascii=False) + "\n")
+            sys.stdout.write(utf8_json(line) + "\n")
     finally:
         if stream is not sys.stdin:
             stream.close()

@@ -13,11 +13,12 @@ parsing prose:
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
 from datetime import UTC, datetime
+
+from gateway.jsontext import utf8_json
 
 #: The structured keys a log call may carry (through `fields()`), in output order.
 FIELDS = ("route", "endpoint", "definition", "reason", "error_kind", "error", "file", "line",
@@ -62,7 +63,7 @@ class JsonFormatter(logging.Formatter):
         entry.update(_structured(record))
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
-        return json.dumps(entry, ensure_ascii=False, default=str)
+        return utf8_json(entry, default=str)
 
 
 class TextFormatter(logging.Formatter):

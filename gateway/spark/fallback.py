@@ -18,6 +18,7 @@ import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
 from gateway.cloudevents.jsonformat import event_to_json
 from gateway.convert import Converter
 from gateway.definitions.model import MessageDefinition
+from gateway.jsontext import utf8_json
 from gateway.jsontypes import JSON
 from gateway.record import NativeMessage, RecordError, as_text
 
@@ -25,7 +26,7 @@ _CONVERTERS: dict[str, Converter] = {}  # per Python worker: build the matcher o
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return utf8_json(value, separators=(",", ":"))
 
 
 def convert_line(converter: Converter, line: str, explain: bool) -> dict[str, Any]:

@@ -40,6 +40,9 @@ class KafkaReader:
         self.tally = Tally()
         self.reasons: Counter[str] = Counter()
         self.last_arrival = time.monotonic()
+        # Set once the reader is assigned, at the start of the topic, and a first fetch has
+        # come back: a quiet window opened before that could pass having read nothing.
+        self.ready = asyncio.Event()
         self._stop = asyncio.Event()
 
     async def run(self) -> None:
@@ -59,6 +62,9 @@ class KafkaReader:
                         self.reasons[(headers.get("xrgw-reason") or b"?").decode()] += 1
                         self.tally.add(record.value, record.offset)
                         self.last_arrival = time.monotonic()
+                if not self.ready.is_set():
+                    self.last_arrival = time.monotonic()  # the quiet window starts now
+                    self.ready.set()
         finally:
             await consumer.stop()
 
@@ -69,12 +75,18 @@ class KafkaReader:
 async def read_kafka(tansu: Tansu, topic: str, *, expect: range | None,
                      quiet: float = 1.0, timeout: float | None = None) -> Tally:
     """A fresh full read of `topic`: until every sequence number of `expect` is there
-    (if given) and then nothing new came for `quiet` seconds (late duplicates)."""
+    (if given) and then nothing new came for `quiet` seconds (late duplicates). The quiet
+    window opens only once the reader is connected and its first fetch is back, so an
+    "expect nothing" read (`expect=None`) cannot pass having read nothing."""
     if timeout is None:
         timeout = patience(len(expect) if expect is not None else 0)
     reader = KafkaReader(tansu, topic)
     task = asyncio.create_task(reader.run())
     try:
+        await until(lambda: reader.ready.is_set() or task.done(), timeout,
+                    lambda: f"{topic}: the reader did not connect")
+        if task.done():
+            task.result()  # the reader failed: raise its error instead of counting nothing
         if expect is not None:
             await until(lambda: reader.tally.unique >= len(expect)
                         and not reader.tally.missing(expect),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.faults.tally import Tally
@@ -46,11 +47,28 @@ def read_rows(path: Path) -> list[dict[str, str]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line]
 
 
+@dataclass(frozen=True)
+class ScenarioRow:
+    """A scenario's counted result. `record()` appends it to `$XRGW_FAULT_REPORT`: call
+    it after the scenario's last assertion, so that a failed scenario has no row (a row
+    written first stood in the report of a scenario that then failed)."""
+
+    row: dict[str, str]
+    note: str
+    lost: int
+
+    def record(self) -> None:
+        target = os.environ.get(REPORT_ENV)
+        if target:
+            with open(target, "a", encoding="utf-8") as out:
+                out.write(json.dumps({**self.row, "note": self.note}) + "\n")
+
+
 def report(scenario: str, sent: range | Sequence[int], delivered: Tally, dead: Tally,
-           extra: str = "") -> int:
-    """Print the scenario's table; return how many were lost (neither out nor dead).
-    With `$XRGW_FAULT_REPORT` set, also append the row (JSON Lines) to that file, which
-    `scripts/fault_report.py` turns into one table for all scenarios."""
+           extra: str = "") -> ScenarioRow:
+    """Print the scenario's table and count how many were lost (neither out nor dead);
+    the row goes to `scripts/fault_report.py`'s table once the scenario passed
+    (`ScenarioRow.record`)."""
     lost = len([s for s in sent if s not in delivered.counts and s not in dead.counts])
     values = (scenario, len(sent), delivered.unique, delivered.duplicates,
               sum(dead.counts.values()), lost)
@@ -59,8 +77,4 @@ def report(scenario: str, sent: range | Sequence[int], delivered: Tally, dead: T
     print(table([row]))
     if extra:
         print(extra)
-    target = os.environ.get(REPORT_ENV)
-    if target:
-        with open(target, "a", encoding="utf-8") as out:
-            out.write(json.dumps({**row, "note": extra}) + "\n")
-    return lost
+    return ScenarioRow(row, extra, lost)

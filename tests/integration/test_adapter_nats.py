@@ -315,6 +315,8 @@ async def test_consumer_reports_not_connected_when_server_unreachable() -> None:
     began = time.monotonic()
     with pytest.raises(NotConnected):
         await consumer.connect()
+    # Generous on purpose (3x the 1 s connect timeout): what this guards against is the
+    # client's default of retrying for minutes, not scheduling noise on a busy machine.
     assert time.monotonic() - began < 3
     with pytest.raises(NotConnected):
         await read_one(consumer)

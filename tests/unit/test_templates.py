@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.templates import Template, TemplateError, to_wildcard_filter
+from gateway.templates import Template, TemplateError, has_placeholders, to_wildcard_filter
 
 
 def test_segmented_template_captures_one_segment_each():
@@ -41,6 +41,28 @@ def test_expand_and_missing():
         t.expand({"storeid": "12"})
     assert info.value.args[0] == "cdid"
     assert t.missing({"storeid": "1"}) == ["cdid"]
+    assert t.missing({"storeid": "", "cdid": 0}) == ["storeid"]  # empty is missing, 0 is not
+    assert t.expand({"storeid": True, "cdid": False}) == "/store/true/cashierdesk/false"
+    assert Template.parse("/q/{v}").expand({"v": "a b/c"}, encode=True) == "/q/a%20b%2Fc"
+
+
+def test_expand_strings_is_expand_also_for_digit_names():
+    # All-digit names cannot go through str.format_map (read as positions): the slow path.
+    for text in ("/a/{0}/b/{x}", "/a/{x}/c"):
+        t = Template.parse(text)
+        context = {name: f"v{name}" for name in t.names}
+        assert t.expand_strings(context) == t.expand(context)
+    assert Template.parse("/a/{0}").expand_strings({"0": "x"}) == "/a/x"
+    with pytest.raises(KeyError):
+        Template.parse("/a/{0}").expand_strings({})
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("/a/{b}", True), ("{b}", True), ("/a/b", False), ("a{", False),
+    ("}{", False), (5, False), (None, False), (["{b}"], False),
+])
+def test_has_placeholders(value, expected):
+    assert has_placeholders(value) is expected
 
 
 def test_wildcard_filters():
@@ -71,3 +93,24 @@ def test_render_then_match_recovers_values(literals, data):
 def test_parse_never_raises_anything_but_template_error(text):
     with contextlib.suppress(TemplateError):
         Template.parse(text)
+
+
+@pytest.mark.parametrize(("bad", "says"), [
+    ("a{b{c}", "unbalanced brace"),  # a stray brace before a placeholder, not only after
+    ("a}b{c}", "unbalanced brace"),
+    ("{c}x{", "unbalanced brace"),
+    ("/a/{}", "empty placeholder"),
+    ("{a:3}", "level 2-4"),
+    ("{a,b}", "level 2-4"),
+    ("{a*}", "level 2-4"),
+    ("{+a}", "level 2-4"),
+    ("{a-b}", "not a symbol"),
+])
+def test_refusals_say_why(bad, says):
+    with pytest.raises(TemplateError, match=says):
+        Template.parse(bad)
+
+
+def test_an_empty_value_is_unbound():
+    with pytest.raises(KeyError):
+        Template.parse("/a/{x}").expand({"x": ""})
