@@ -26,9 +26,7 @@ import contextlib
 import json
 import multiprocessing as mp
 import os
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,9 +37,9 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from bench._daemon import start_daemon, stop_daemon
 from harness.brokers import Mosquitto, Tansu, free_port
 
-ROOT = Path(__file__).resolve().parents[1]
 PAD = "x" * 160
 
 
@@ -138,9 +136,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         workdir = Path(tempfile.mkdtemp(prefix="xrgw-lat-"))
         admin = free_port()
         config = write_config(workdir, mqtt.url, kafka.url, run_id, admin)
-        child = subprocess.Popen(
-            [sys.executable, "-c", "import sys; from gateway.cli import main; sys.exit(main())",
-             "run", "-c", str(config)], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        child = start_daemon(config)
         consumer = AIOKafkaConsumer(f"out-{run_id}", bootstrap_servers=kafka.bootstrap_servers,
                                     auto_offset_reset="earliest", fetch_max_wait_ms=5)
         await consumer.start()
@@ -173,11 +169,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             pub.join(10)
         finally:
             await consumer.stop()
-            child.send_signal(signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                child.wait(20)
-            if child.poll() is None:
-                child.kill()
+            stop_daemon(child)
     kept = sorted(lat for sent, lat in latencies if sent - started > args.warmup)
     result: dict[str, Any] = {"rate": args.rate, "seconds": args.seconds,
                               "received": len(latencies), "sent": total}

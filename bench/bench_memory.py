@@ -38,8 +38,6 @@ import asyncio
 import contextlib
 import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -50,9 +48,9 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from bench._daemon import start_daemon, stop_daemon
 from harness.brokers import NatsServer, Tansu, free_port
 
-ROOT = Path(__file__).resolve().parents[1]
 DEVICES = 64
 
 
@@ -245,10 +243,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         count = args.messages or args.window * 10
         print(f"pre-loading {count} x {args.size} B ...", file=sys.stderr)
         await preload(bootstrap, topic, count, args.size)
-        cmd = [sys.executable, "-c",
-               "import sys; from gateway.cli import main; sys.exit(main())",
-               "run", "-c", str(config)]
-        child = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        child = start_daemon(config)
         result: dict[str, Any] = {"window": args.window, "size": args.size,
                                   "definitions": args.definitions, "messages": count,
                                   "sink_rtt_s": args.rtt}
@@ -281,11 +276,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 "sink_received": sink.received,
             })
         finally:
-            child.send_signal(signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                child.wait(30)
-            if child.poll() is None:
-                child.kill()
+            stop_daemon(child)
             await sink.stop()
             await proxy.stop()
     return result
