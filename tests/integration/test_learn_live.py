@@ -159,7 +159,7 @@ def test_learn_from_nats_stops_on_sigterm_and_learns_what_was_read(
         deadline = time.monotonic() + TIMEOUT
         while len(seen) < len(sent) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
-        await asyncio.sleep(0.5)  # the observer's copies arrive as fast; let it settle them
+        await asyncio.sleep(1.5)  # the observer's copies arrive as fast; let it settle them
         await nc.close()
         return len(seen)
 
