@@ -43,7 +43,9 @@ from harness.brokers import Mosquitto, Tansu, free_port
 PAD = "x" * 160
 
 
-def write_config(workdir: Path, mqtt: str, kafka: str, run: str, admin: int) -> Path:
+def write_config(workdir: Path, mqtt: str, kafka: str, run: str, admin: int,
+                 linger_ms: int | None) -> Path:
+    linger = "" if linger_ms is None else f"\n  dst:\n    options: {{linger_ms: {linger_ms}}}"
     doc = {
         "specversion": "1.0-rc2",
         "endpoints": {
@@ -73,7 +75,7 @@ admin: {{listen: "127.0.0.1:{admin}"}}
 log: {{level: warning}}
 endpoints:
   src:
-    client_id: lat-{run}
+    client_id: lat-{run}{linger}
 """)
     return config
 
@@ -135,7 +137,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             await admin_client.close()
         workdir = Path(tempfile.mkdtemp(prefix="xrgw-lat-"))
         admin = free_port()
-        config = write_config(workdir, mqtt.url, kafka.url, run_id, admin)
+        config = write_config(workdir, mqtt.url, kafka.url, run_id, admin, args.linger_ms)
         child = start_daemon(config)
         consumer = AIOKafkaConsumer(f"out-{run_id}", bootstrap_servers=kafka.bootstrap_servers,
                                     auto_offset_reset="earliest", fetch_max_wait_ms=5)
@@ -172,6 +174,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             stop_daemon(child)
     kept = sorted(lat for sent, lat in latencies if sent - started > args.warmup)
     result: dict[str, Any] = {"rate": args.rate, "seconds": args.seconds,
+                              "linger_ms": args.linger_ms,
                               "received": len(latencies), "sent": total}
     if len(kept) >= 100:
         q = statistics.quantiles(kept, n=100)
@@ -190,6 +193,8 @@ def main() -> int:
     p.add_argument("--rate", type=float, default=3500, help="messages per second")
     p.add_argument("--seconds", type=float, default=20)
     p.add_argument("--warmup", type=float, default=3)
+    p.add_argument("--linger-ms", type=int, help="the Kafka output's linger_ms (default: "
+                   "the adapter's)")
     p.add_argument("--json", help="also write the result here")
     args = p.parse_args()
     result = asyncio.run(run(args))
