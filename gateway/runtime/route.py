@@ -428,25 +428,17 @@ class Route:
             messages.append(message)
             if len(conversions) == 1 and conversions[0].event is None:
                 whole = _Member(record, conversions[0])
-                whole.reason = conversions[0].reason or reasons.UNMATCHED
+                whole.reason = self._not_converted(record, conversions[0], now)
                 unmatched += whole.reason == reasons.UNMATCHED
-                if whole.reason == reasons.INVALID_DATA:
-                    self._count_invalid_data(conversions[0])
                 message.whole = whole
-                if report is not None:
-                    _report_failure(report, record, conversions[0], whole.reason, now)
                 continue
             for conversion in conversions:
                 member = _Member(record, conversion)
                 message.members.append(member)
                 event = conversion.event
                 if event is None:
-                    member.reason = conversion.reason or reasons.UNMATCHED
+                    member.reason = self._not_converted(record, conversion, now)
                     unmatched += member.reason == reasons.UNMATCHED
-                    if report is not None:
-                        _report_failure(report, record, conversion, member.reason, now)
-                    if member.reason == reasons.INVALID_DATA:
-                        self._count_invalid_data(conversion)
                     continue
                 assert conversion.match.definition is not None
                 xid = member.definition = conversion.match.definition.xid
@@ -461,6 +453,17 @@ class Route:
                                       "; ".join(member.failures), now)
         self._count_intake(received, matched, unmatched)
         return _Batch(messages, sent, started)
+
+    def _not_converted(self, record: NativeMessage, conversion: Conversion,
+                       now: datetime) -> str:
+        """The reason a conversion gave no event, counted where it is counted (the
+        invalid-data metric, the conformance report)."""
+        reason = conversion.reason or reasons.UNMATCHED
+        if reason == reasons.INVALID_DATA:
+            self._count_invalid_data(conversion)
+        if self.report is not None:
+            _report_failure(self.report, record, conversion, reason, now)
+        return reason
 
     def _count_invalid_data(self, conversion: Conversion) -> None:
         """Per definition: which schema rejects what the sources send."""
