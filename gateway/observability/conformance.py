@@ -20,7 +20,6 @@ samples, each body cut at `SAMPLE_BYTES`; definitions and reasons are finite set
 
 from __future__ import annotations
 
-import json
 import re
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -31,6 +30,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from gateway import reasons
+from gateway.jsontext import utf8_json
 from gateway.jsontypes import JSON, JSONObject
 from gateway.matching.matcher import Explanation
 from gateway.record import NativeMessage
@@ -280,9 +280,10 @@ def sample_record(record: NativeMessage, redact: Sequence[str]) -> JSONObject:
         _redact(doc, [p for p in path.split(".") if p])
     data = doc.get("data")
     if data is not None:
-        text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
-        if len(text.encode()) > SAMPLE_BYTES:
-            doc["data"] = text.encode()[:SAMPLE_BYTES].decode(errors="ignore") + "…"
+        # utf8_json: a body with a lone surrogate must not raise on the message path.
+        raw = utf8_json(data, separators=(",", ":")).encode()
+        if len(raw) > SAMPLE_BYTES:
+            doc["data"] = raw[:SAMPLE_BYTES].decode(errors="ignore") + "…"
             doc["truncated"] = True
     encoded = doc.get("data_base64")
     if isinstance(encoded, str) and len(encoded) > SAMPLE_BYTES:

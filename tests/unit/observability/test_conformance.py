@@ -218,3 +218,14 @@ def test_validate_observe_refuses_amqp_sources(capsys):
     assert main(["validate", "--no-env", "--observe", "-c",
                  str(examples / "mqtt-telemetry.yaml")]) == 0
     assert main(["validate", "--no-env", "-c", str(examples / "amqp-orders.yaml")]) == 0
+
+
+def test_a_sample_of_a_body_with_a_lone_surrogate_does_not_raise() -> None:
+    """The sample is built on the message path: a hostile body must not stop the batch."""
+    from gateway.observability.conformance import SAMPLE_BYTES, sample_record
+    from gateway.record import NativeMessage
+
+    record = NativeMessage("MQTT/5.0", {"topic_name": "t"}, data={"v": "\ud800" * SAMPLE_BYTES})
+    sample = sample_record(record, ())
+    assert sample["truncated"] is True
+    assert isinstance(sample["data"], str) and sample["data"].endswith("…")
