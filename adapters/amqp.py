@@ -474,7 +474,9 @@ class AmqpConsumer:
 
     # -- internals ---------------------------------------------------------------------
     def _hand_out(self, count: int) -> list[Delivery]:
-        settle = self._settler_of_buffer().settle
+        # The buffer only ever holds the current connection's messages (emptied on loss).
+        assert self._settler is not None
+        settle = self._settler.settle
         pop = self._buffer.popleft
         deliveries: list[Delivery] = []
         for _ in range(count):
@@ -482,11 +484,6 @@ class AmqpConsumer:
             deliveries.append(Delivery(record, partial(settle, token)))
         self._unsettled += count
         return deliveries
-
-    def _settler_of_buffer(self) -> _Settler:
-        # The buffer only ever holds the current connection's messages (emptied on loss).
-        assert self._settler is not None
-        return self._settler
 
     def _settled(self) -> None:
         self._unsettled -= 1

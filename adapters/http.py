@@ -639,8 +639,7 @@ class HttpProducer:
         try:
             if down.outcome is not None:
                 return down.outcome
-            outcome, unreachable = await (self._send(args) if reply_timeout is None
-                                          else self._send(args, reply_timeout))
+            outcome, unreachable = await self._send(args, reply_timeout)
             if unreachable and down.outcome is None:
                 down.outcome = outcome
             return outcome

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from gateway.cloudevents.bindings import decode, encode
 from gateway.cloudevents.errors import CloudEventError
 from gateway.jsontypes import JSON
-from gateway.ports import NO_REPLY_PREFIX, Delivery, Outcome, Stray
+from gateway.ports import NO_REPLY_PREFIX, Delivery, Outcome, Stray, StrayListener
 from gateway.protocols import find_profile
 from gateway.record import NativeMessage
 
@@ -89,8 +89,7 @@ async def hand_back(delivery: Delivery, outcome: Outcome | None, why: str) -> st
 
 
 def stray_listener(count_late: Callable[[], None],
-                   dead_letter: Callable[[NativeMessage], None]) -> Callable[
-                       [Stray, NativeMessage], None]:
+                   dead_letter: Callable[[NativeMessage], None]) -> StrayListener:
     """A `ReplyTable` listener: late (or unknown) answers are counted and dropped,
     uncorrelated ones dead-lettered."""
     def listen(kind: Stray, answer: NativeMessage) -> None:
