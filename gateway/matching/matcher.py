@@ -91,8 +91,10 @@ class Matcher:
             self._add(compile_definition(definition))
         for index in self._by_family.values():
             index.narrow_large_buckets()
+        # Built once the buckets are split: a split decides some checks of the
+        # definitions it finds (`narrowed_checks`), and their tests leave those out.
         for compiled in self.compiled:
-            if compiled.narrowed_checks:  # the split decides these checks: test the rest
+            if compiled.family is not None:
                 compiled.native_test = definition_test(compiled, self._made)
 
     def _add(self, compiled: CompiledDefinition) -> None:
@@ -117,7 +119,6 @@ class Matcher:
                 # text, which the check then accepts (`same_value` of equal text).
                 compiled.address_check = key_check
                 compiled.address_exact = True
-            compiled.native_test = definition_test(compiled, self._made)
         elif definition.is_cloudevent:
             type_check = next(
                 (c for c in compiled.envelope_checks if c.attribute == "type"), None
