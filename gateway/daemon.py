@@ -225,6 +225,7 @@ class Gateway:
                 self.request_reload()
                 continue
             loop = asyncio.get_running_loop()
+            unchanged_poll = False  # a registry was polled and found unchanged
             for source in self.config.definitions:
                 if "://" not in source.location or source.poll is None:
                     continue
@@ -239,9 +240,13 @@ class Gateway:
                     log.info("registry %s changed; reloading", source.location)
                     remote[source.location] = digest
                     self.request_reload()
-                elif await asyncio.to_thread(FETCHER.changed, _schema_urls(self.config)):
-                    log.info("a schema URL changed; reloading")
-                    self.request_reload()
+                else:
+                    unchanged_poll = True
+            # The schema URLs are asked once per tick with a poll, not once per registry.
+            if (unchanged_poll and not self._reload.is_set()
+                    and await asyncio.to_thread(FETCHER.changed, _schema_urls(self.config))):
+                log.info("a schema URL changed; reloading")
+                self.request_reload()
 
 
 async def _close_producers(routes: Sequence[Route]) -> None:
