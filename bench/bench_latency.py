@@ -37,8 +37,8 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from bench._daemon import start_daemon, stop_daemon
 from harness.brokers import Mosquitto, Tansu, free_port
+from harness.faults.gateway_process import GatewayProcess
 
 PAD = "x" * 160
 
@@ -138,7 +138,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         workdir = Path(tempfile.mkdtemp(prefix="xrgw-lat-"))
         admin = free_port()
         config = write_config(workdir, mqtt.url, kafka.url, run_id, admin, args.linger_ms)
-        child = start_daemon(config)
+        child = GatewayProcess(config, admin)
+        child.start()
         consumer = AIOKafkaConsumer(f"out-{run_id}", bootstrap_servers=kafka.bootstrap_servers,
                                     auto_offset_reset="earliest", fetch_max_wait_ms=5)
         await consumer.start()
@@ -171,7 +172,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             pub.join(10)
         finally:
             await consumer.stop()
-            stop_daemon(child)
+            await child.terminate(20)
+            child.close()
     kept = sorted(lat for sent, lat in latencies if sent - started > args.warmup)
     result: dict[str, Any] = {"rate": args.rate, "seconds": args.seconds,
                               "linger_ms": args.linger_ms,

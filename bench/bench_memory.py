@@ -48,8 +48,8 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from bench._daemon import start_daemon, stop_daemon
 from harness.brokers import NatsServer, Tansu, free_port
+from harness.faults.gateway_process import GatewayProcess
 
 DEVICES = 64
 
@@ -196,13 +196,6 @@ class DelayProxy:
             await asyncio.gather(releaser, return_exceptions=True)
 
 
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def inflight(admin: int) -> float | None:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{admin}/metrics", timeout=2) as r:
@@ -243,7 +236,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         count = args.messages or args.window * 10
         print(f"pre-loading {count} x {args.size} B ...", file=sys.stderr)
         await preload(bootstrap, topic, count, args.size)
-        child = start_daemon(config)
+        child = GatewayProcess(config, admin)
+        child.start()
         result: dict[str, Any] = {"window": args.window, "size": args.size,
                                   "definitions": args.definitions, "messages": count,
                                   "sink_rtt_s": args.rtt}
@@ -253,10 +247,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             idle = None
             while time.monotonic() - start < args.seconds:
                 await asyncio.sleep(args.interval)
-                if child.poll() is not None:
-                    raise SystemExit(f"the gateway exited with {child.returncode}")
+                if not child.running:
+                    raise SystemExit(f"the gateway exited:\n{child.log_tail()}")
                 level = await asyncio.to_thread(inflight, admin)
-                mb = rss_mb(child.pid)
+                mb = child.rss_bytes() / 2**20
                 if idle is None and level is not None:
                     idle = mb
                 samples.append((time.monotonic() - start, mb, level))
@@ -276,7 +270,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 "sink_received": sink.received,
             })
         finally:
-            stop_daemon(child)
+            await child.terminate(30)
+            child.close()
             await sink.stop()
             await proxy.stop()
     return result
