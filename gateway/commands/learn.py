@@ -15,9 +15,10 @@ learnable (no --count/--for, an unknown, producer-only or unobservable endpoint)
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import TYPE_CHECKING
+
+from gateway.jsontext import utf8_json
 
 if TYPE_CHECKING:
     from gateway.learn import LearnOptions, LearnResult
@@ -176,7 +177,7 @@ def _report(result: LearnResult, options: LearnOptions, args: argparse.Namespace
     from gateway.learn.summary import summary_json, summary_text
 
     if args.format == "json":
-        print(json.dumps(summary_json(result, options), indent=2, ensure_ascii=False))
+        print(utf8_json(summary_json(result, options), indent=2))
     else:
         print(summary_text(result, options))
     if not result.proposals:
@@ -186,7 +187,5 @@ def _report(result: LearnResult, options: LearnOptions, args: argparse.Namespace
         return 1
     if args.output:
         with open(args.output, "w", encoding="utf-8") as out:
-            json.dump(draft_document(result.proposals, options), out, indent=2,
-                      ensure_ascii=False)
-            out.write("\n")
+            out.write(utf8_json(draft_document(result.proposals, options), indent=2) + "\n")
     return 0

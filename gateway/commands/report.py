@@ -9,8 +9,9 @@ line."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+
+from gateway.jsontext import utf8_json
 
 NAME = "report"
 HELP = "print the conformance report of a gateway, a Spark --report or a dead-letter file"
@@ -39,8 +40,7 @@ def execute(args: argparse.Namespace) -> int:
         print(f"xrgw report: {exc}", file=sys.stderr)
         return 2
     if args.format == "json":
-        json.dump(report, sys.stdout, indent=1, ensure_ascii=False)
-        sys.stdout.write("\n")
+        sys.stdout.write(utf8_json(report, indent=1) + "\n")
     else:
         sys.stdout.write(table(report))
     return 0

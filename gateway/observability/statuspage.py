@@ -10,10 +10,10 @@ without parsing the layout.
 
 from __future__ import annotations
 
-import json
 import time
 from html import escape
 
+from gateway.jsontext import utf8_json
 from gateway.jsontypes import JSON, JSONObject
 
 REFRESH_SECONDS = 5
@@ -117,7 +117,7 @@ class StatusPage:
                     f"{escape(_text(_dict(e).get('failure')))}"
                     for e in _list(sample.get("explain"))) or escape(
                         _text(sample.get("detail")))
-                record = json.dumps(sample.get("record"), ensure_ascii=False, indent=1)
+                record = utf8_json(sample.get("record"), indent=1)
                 parts.append(f"<tr class=sample><td>{escape(_text(route.get('route')))}</td>"
                              f"<td>{escape(_text(sample.get('at')))}</td>"
                              f"<td>{escape(_text(sample.get('reason')))}</td><td>{why}</td>"
