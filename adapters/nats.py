@@ -745,17 +745,16 @@ class NatsProducer:
         if inbox is None:
             return confirmed([Outcome.failed("cannot subscribe to the reply inbox")
                               for _ in messages])
-        opened: list[Opened] = []
-        for record in messages:
-            token, future = self.replies.open()
-            try:
-                args = to_publish(_correlated(record, token))
-                await client.publish(args.subject, args.payload, inbox + token, args.headers)
-            except ValueError as exc:
-                self.replies.refuse(token, Outcome.failed(str(exc), retryable=False))
-            except nats.errors.Error as exc:
-                self.replies.refuse(token, _failure(exc))
-            opened.append((token, future))
+        waiting = [self.replies.open() for _ in messages]
+        tokens = [token for token, _ in waiting]
+        # The same batched publish as `submit`, each with its token's reply subject.
+        unsent = await _publish_all(
+            client, [_correlated(r, t) for r, t in zip(messages, tokens, strict=True)],
+            lambda index: inbox + tokens[index])
+        for token, outcome in zip(tokens, unsent, strict=True):
+            if outcome is not None:
+                self.replies.refuse(token, outcome)
+        opened: list[Opened] = list(waiting)
         return asyncio.create_task(self.replies.collect(opened, timeout))
 
     async def _reply_inbox(self, client: _Client) -> str | None:
