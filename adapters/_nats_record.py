@@ -84,7 +84,7 @@ def _pairs_of(raw: bytes) -> tuple[tuple[str, str], ...]:
         if not sep:
             continue
         try:
-            key = name.decode("ascii")
+            key = name.strip().decode("ascii")
         except UnicodeDecodeError:
             continue
         if not key or any(c.isspace() for c in key):

@@ -15,6 +15,7 @@ from adapters._nats_record import (
     HeaderPairs,
     PublishArgs,
     _cached_pairs,
+    _pairs_of,
     jetstream_position,
     parse_header_block,
     publish_frame,
@@ -268,3 +269,13 @@ def test_room_waits_while_too_many_are_waiting(monkeypatch: Any) -> None:
         assert await asyncio.wait_for(waiter, 1)
 
     asyncio.run(run())
+
+
+def test_header_block_parsing_is_as_lenient_as_nats_py() -> None:
+    """Same names and values as nats-py's own parser (ours also keeps repeats)."""
+    from nats.aio.client import Client as NatsClient
+
+    for raw in (b"Name : v\r\nA: b\r\n", b" Lead: x\r\nbad name: y\r\n\xff: z\r\nok:1\r\n",
+                b"no colon\r\nK: \r\n"):
+        ours = dict(_pairs_of(raw))
+        assert ours == dict(NatsClient._parse_header_lines(raw)), raw
