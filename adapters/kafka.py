@@ -158,7 +158,7 @@ class KafkaOptions:
     publish_timeout: float
     reconnect_max: float
     acks: int | str = "all"
-    linger_ms: int = 5
+    linger_ms: int = 0
     max_batch_size: int = 1048576
     # Headers every record gets unless it has one of the same name.
     headers: tuple[tuple[str, bytes], ...] = ()
@@ -676,9 +676,10 @@ class KafkaProducer:
     """Sends records with acks=all and reports each as delivered once the broker has.
 
     `submit()` hands a batch to aiokafka and returns at once; aiokafka packs the records
-    into per-partition batches of up to `max_batch_size` bytes (waiting `linger_ms` for
-    more) and has one produce request per broker under way, so consecutive submits share
-    requests and keep their order. The Confirmation awaits the records' futures.
+    into per-partition batches of up to `max_batch_size` bytes and has one produce request
+    per broker under way, so consecutive submits share requests and keep their order
+    without a linger (`linger_ms` 0 by default: a linger of 5 ms measured +4 ms at p50 on
+    every message at low rates, bench/bench_latency.py). The Confirmation awaits the records' futures.
 
     A send that fails for a reason other than the record itself fails the rest of its
     batch without trying them, and the Confirmation that sees such a failure drops the
