@@ -679,7 +679,8 @@ class KafkaProducer:
     into per-partition batches of up to `max_batch_size` bytes and has one produce request
     per broker under way, so consecutive submits share requests and keep their order
     without a linger (`linger_ms` 0 by default: a linger of 5 ms measured +4 ms at p50 on
-    every message at low rates, bench/bench_latency.py). The Confirmation awaits the records' futures.
+    every message at low rates, bench/bench_latency.py). The Confirmation awaits the
+    records' futures.
 
     A send that fails for a reason other than the record itself fails the rest of its
     batch without trying them, and the Confirmation that sees such a failure drops the
