@@ -24,6 +24,7 @@ import re
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
@@ -93,7 +94,7 @@ class RouteReport:
         self.received = 0
         self.definitions: dict[str | None, DefinitionTally] = {}
         self.constraints: dict[str, int] = {}
-        self.samples: deque[JSONObject] = deque(maxlen=MAX_SAMPLES)
+        self.samples: deque[_Sample] = deque(maxlen=MAX_SAMPLES)
 
     def _tally(self, definition: str | None) -> DefinitionTally:
         tally = self.definitions.get(definition)
@@ -124,12 +125,9 @@ class RouteReport:
         if reason == reasons.UNMATCHED:
             for explanation in explain[:1]:
                 self._constraint(failed_check(explanation.failure))
-        self.samples.append({
-            "at": _stamp(at), "reason": reason, "detail": detail[:SAMPLE_BYTES],
-            "nearest": nearest,
-            "explain": [e.to_json() for e in explain[:3]],
-            "record": sample_record(record, self.redact),
-        })
+        # Kept as they are and turned into JSON only when the report is read: a burst of
+        # failures would otherwise build (and redact) a sample per message for the 20 kept.
+        self.samples.append(_Sample(at, reason, detail, nearest, tuple(explain[:3]), record))
 
     def _constraint(self, failure: str) -> None:
         counts = self.constraints
@@ -168,7 +166,7 @@ class RouteReport:
                 for xid, t in sorted(self.definitions.items(), key=lambda kv: kv[0] or "")
             ],
             "constraints": [{"failure": f, "count": c} for f, c in self.top_constraints()],
-            "samples": list(self.samples),
+            "samples": [sample.to_json(self.redact) for sample in self.samples],
         }
 
 
@@ -269,6 +267,26 @@ def failed_check(failure: str) -> str:
 
 
 # -- samples ----------------------------------------------------------------------------------
+
+
+class _Sample(NamedTuple):
+    """An unmatched (or failed) message as the report keeps it, until it is read."""
+
+    at: datetime
+    reason: str
+    detail: str
+    nearest: str | None
+    explain: tuple[Explanation, ...]
+    record: NativeMessage
+
+    def to_json(self, redact: Sequence[str]) -> JSONObject:
+        return {
+            "at": _stamp(self.at), "reason": self.reason,
+            "detail": self.detail[:SAMPLE_BYTES], "nearest": self.nearest,
+            "explain": [e.to_json() for e in self.explain],
+            "record": sample_record(self.record, redact),
+        }
+
 
 
 def sample_record(record: NativeMessage, redact: Sequence[str]) -> JSONObject:
