@@ -28,7 +28,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Protocol
 
-from gateway.config import EndpointConfig, GatewayConfig, load_config, observe_all
+from gateway.config import EndpointConfig, GatewayConfig, load_config
 from gateway.convert import Converter
 from gateway.definitions.model import MessageDefinition
 from gateway.definitions.sources import RegistryAccess
@@ -184,11 +184,8 @@ class Gateway:
 
     async def reload(self) -> bool:
         """Load, check and swap in the configuration; False (and keep serving) if broken."""
-        config, problems = await asyncio.to_thread(load_config, self.config.file)
-        if config is not None and self.observe:
-            config, refused = observe_all(config)
-            problems = [*problems, *refused]
-            config = None if refused else config
+        config, problems = await asyncio.to_thread(load_config, self.config.file,
+                                                   observe=self.observe)
         for problem in problems:
             log_problem(problem, "reload: ")
         if config is None:
@@ -311,11 +308,7 @@ def run(config_path: str, *, log_level: str | None = None, observe: bool = False
     `observe` (--observe) puts every route in shadow mode."""
     from gateway.observability.logs import configure
 
-    config, problems = load_config(config_path)
-    if config is not None and observe:
-        config, refused = observe_all(config)
-        problems = [*problems, *refused]
-        config = None if refused else config
+    config, problems = load_config(config_path, observe=observe)
     if config is None:
         configure(override=log_level)
     else:

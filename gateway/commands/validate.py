@@ -64,13 +64,8 @@ def _execute(args: argparse.Namespace, report: Report, verdict: TextIO) -> int:
         # with -c.
         from gateway.config import load_config
 
-        config, problems = load_config(args.config, check_environment=not args.no_env)
-        if config is not None and args.observe:
-            from gateway.config import observe_all
-
-            config, refused = observe_all(config)
-            problems = [*problems, *refused]
-            config = None if refused else config
+        config, problems = load_config(args.config, check_environment=not args.no_env,
+                                       observe=args.observe)
         report.add(problems)
         if args.no_env:
             print(NO_ENV_NOTE, file=sys.stderr)

@@ -24,7 +24,7 @@ from gateway.config._model import (
     RouteConfig,
     ShutdownConfig,
 )
-from gateway.config._routes import observe_all, observe_refusal
+from gateway.config._routes import observe_refusal
 from gateway.config._schema import CONFIG_SPEC, DEADLETTER_LOG
 from gateway.config._secret import Secret, redact_uri
 from gateway.config._spec import Field
@@ -46,7 +46,6 @@ __all__ = [
     "field_schema",
     "load_config",
     "load_config_text",
-    "observe_all",
     "observe_refusal",
     "redact_uri",
     "reference_markdown",

@@ -36,7 +36,7 @@ from gateway.config._model import (
     ShutdownConfig,
 )
 from gateway.config._parse import INVALID, Context, holds_unresolved, parse
-from gateway.config._routes import RouteChecker
+from gateway.config._routes import RouteChecker, observe_all
 from gateway.config._schema import CONFIG_SPEC, DEADLETTER_LOG, split_hostport
 from gateway.config._secret import Secret
 from gateway.config._yaml import locate, read_yaml
@@ -49,9 +49,11 @@ Raw = dict[str, object]
 
 def load_config(
     path: str | Path, *, environ: Mapping[str, str] | None = None,
-    check_environment: bool = True,
+    check_environment: bool = True, observe: bool = False,
 ) -> tuple[GatewayConfig | None, list[Problem]]:
-    """Load and check a config file; `environ` replaces `os.environ` (tests)."""
+    """Load and check a config file; `environ` replaces `os.environ` (tests); `observe`
+    (`run`/`validate --observe`) puts every route in shadow mode, refusing the config
+    when a route's source cannot be observed."""
     file = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -60,18 +62,22 @@ def load_config(
         return None, [Problem("error", file, "$", f"cannot read the config file: {reason}",
                               "check the path given with -c and the file's permissions")]
     return load_config_text(text, file, Path(path).parent, environ=environ,
-                            check_environment=check_environment)
+                            check_environment=check_environment, observe=observe)
 
 
 def load_config_text(
     text: str, file: str, base_dir: Path, *, environ: Mapping[str, str] | None = None,
-    check_environment: bool = True,
+    check_environment: bool = True, observe: bool = False,
 ) -> tuple[GatewayConfig | None, list[Problem]]:
     """The same from a string; relative paths in it are resolved against `base_dir`."""
     doc = read_yaml(text, file)
     problems = Problems(list(doc.problems))
     config = (_load(doc.data, file, base_dir, environ, check_environment, problems)
               if not problems.errors else None)
+    if config is not None and observe:
+        config, refused = observe_all(config)
+        problems.extend(refused)
+        config = None if refused else config
     return config, locate(problems.items, doc, file)
 
 

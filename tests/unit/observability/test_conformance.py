@@ -12,7 +12,7 @@ import pytest
 from adapters.memory import MemoryConsumer, MemoryProducer
 from gateway import reasons
 from gateway.cli import main
-from gateway.config import load_config_text, observe_all
+from gateway.config import load_config_text
 from gateway.convert import Converter
 from gateway.deadletter_format import deadletter_record
 from gateway.definitions import load_catalog
@@ -204,8 +204,10 @@ def test_config_observe_and_redact():
     config, _ = load_config_text(CONFIG.format(store=store, observe="false", bad="x"),
                                  "gateway.yaml", ROOT)
     assert config is not None and not config.routes[0].observe
-    observed, refused = observe_all(config)
-    assert refused == [] and all(r.observe for r in observed.routes)
+    observed, problems = load_config_text(
+        CONFIG.format(store=store, observe="false", bad="x"), "gateway.yaml", ROOT,
+        observe=True)
+    assert observed is not None and all(r.observe for r in observed.routes), problems
 
 
 def test_validate_observe_refuses_amqp_sources(capsys):
