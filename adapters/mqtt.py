@@ -447,12 +447,9 @@ class MqttProducer:
         # The lock is FIFO: a submit waiting for room keeps its place, so batches reach
         # the link (and the wire) in submit order.
         async with self._order:
-            if not self.connected:
-                reason = await self._try_reconnect()
-                if reason is not None:
-                    return confirmed([Outcome.failed(reason) for _ in messages])
-            link = self._link
-            assert link is not None
+            link = await self._live_link()
+            if isinstance(link, str):
+                return confirmed([Outcome.failed(link) for _ in messages])
             await link.wait_for_room(_MAX_BACKLOG)
             deadline = asyncio.get_running_loop().time() + self._opts.publish_timeout
             batch = link.publish_batch([self._publish_args(r, link.v5) for r in messages],
@@ -468,12 +465,9 @@ class MqttProducer:
             return confirmed([Outcome.failed("request-reply needs MQTT 5.0", retryable=False)
                               for _ in messages])
         async with self._order:
-            if not self.connected:
-                reason = await self._try_reconnect()
-                if reason is not None:
-                    return confirmed([Outcome.failed(reason) for _ in messages])
-            link = self._link
-            assert link is not None
+            link = await self._live_link()
+            if isinstance(link, str):
+                return confirmed([Outcome.failed(link) for _ in messages])
             if self._listening is not link:
                 try:
                     granted = await link.subscribe([(self.response_topic, 1)],
@@ -505,15 +499,27 @@ class MqttProducer:
                 self.replies.refuse(item[0], outcome)
         return await self.replies.collect(opened, timeout)
 
+    async def _live_link(self) -> PahoLink | str:
+        """The connected link, reconnecting first if it is down; else why not (each
+        message of the batch then fails with it, retryably)."""
+        if not self.connected:
+            reason = await self._try_reconnect()
+            if reason is not None:
+                return reason
+        link = self._link
+        assert link is not None
+        return link
+
     def _on_answer(self, message: paho.MQTTMessage) -> None:
         try:
             record = to_record(message, True, _now())
         except (UnicodeDecodeError, ValueError):
             return  # a topic that is not UTF-8 is not ours
-        props = getattr(message, "properties", None)
-        raw = getattr(props, "CorrelationData", None)
-        token = bytes(raw).decode("utf-8", "replace") if raw else correlation_of(record)
-        self.replies.resolve(token, record)
+        # The record has the correlation data as text already (our tokens are ASCII; data
+        # that is not UTF-8 cannot be one of them).
+        token = record.fields.get("correlation_data")
+        self.replies.resolve(token if isinstance(token, str) and token
+                             else correlation_of(record), record)
 
     def _publish_args(self, record: NativeMessage, v5: bool) -> PublishArgs | Outcome:
         try:
