@@ -15,15 +15,11 @@ from dataclasses import dataclass, field
 import yaml
 
 from gateway.problems import Position, Problem, json_path, with_positions
+from gateway.yamlpositions import Parts, TooManyNodes, node_positions
 
-Parts = tuple[str | int, ...]
 # Aliases let a few lines expand into billions of values ("billion laughs"); everything
 # downstream walks the expanded tree, so the expansion is bounded here, once.
 MAX_NODES = 100_000
-
-
-class _TooLarge(Exception):
-    pass
 
 
 @dataclass
@@ -44,7 +40,14 @@ def read_yaml(text: str, file: str) -> YamlDocument:
     try:
         node = loader.get_single_node()
         if node is not None:
-            _walk(node, (), doc, file)
+            def repeated(parts: Parts, key: str, at: yaml.Mark) -> None:
+                # Placed at the repeat: the first one is where the path's position is.
+                doc.problems.append(Problem(
+                    "error", file, json_path(*parts, key), f"key '{key}' appears twice",
+                    "keep one of them: YAML would silently use the last",
+                    line=at.line + 1, column=at.column + 1))
+
+            doc.positions = node_positions(node, MAX_NODES, repeated)
             doc.data = loader.construct_document(node)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -68,7 +71,7 @@ def read_yaml(text: str, file: str) -> YamlDocument:
         doc.problems.append(Problem("error", file, "$", f"YAML value error: {exc}",
                                     "quote the value if it is not meant as a date"))
         doc.data = None
-    except (_TooLarge, RecursionError):
+    except (TooManyNodes, RecursionError):
         doc.problems.append(Problem(
             "error", file, "$", f"the config expands to more than {MAX_NODES} values",
             "write the config out plainly; nest less deeply and use fewer YAML aliases"))
@@ -80,32 +83,6 @@ def read_yaml(text: str, file: str) -> YamlDocument:
 
 def _first_line(exc: Exception) -> str:
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-
-
-def _walk(node: yaml.Node, parts: Parts, doc: YamlDocument, file: str,
-          at: yaml.Mark | None = None) -> None:
-    """Record the position of `node` (or of `at`, its key) and of everything below it."""
-    if len(doc.positions) >= MAX_NODES:
-        raise _TooLarge
-    mark = at or node.start_mark
-    doc.positions.setdefault(json_path(*parts), (mark.line + 1, mark.column + 1))
-    if isinstance(node, yaml.MappingNode):
-        seen: set[str] = set()
-        for key_node, value_node in node.value:
-            if not isinstance(key_node, yaml.ScalarNode):
-                continue
-            key = str(key_node.value)
-            if key in seen:
-                # Placed at the repeat: the first one is where the path's position is.
-                doc.problems.append(Problem(
-                    "error", file, json_path(*parts, key), f"key '{key}' appears twice",
-                    "keep one of them: YAML would silently use the last",
-                    line=key_node.start_mark.line + 1, column=key_node.start_mark.column + 1))
-            seen.add(key)
-            _walk(value_node, (*parts, key), doc, file, key_node.start_mark)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            _walk(item, (*parts, i), doc, file)
 
 
 def locate(problems: list[Problem], doc: YamlDocument, file: str) -> list[Problem]:

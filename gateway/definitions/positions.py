@@ -23,8 +23,8 @@ import yaml
 
 from gateway.definitions.sources import JSON_SUFFIXES, YAML_SUFFIXES
 from gateway.problems import Position, Problem, json_path, with_positions
+from gateway.yamlpositions import Parts, TooManyNodes, node_positions
 
-Parts = tuple[str | int, ...]
 MAX_SCAN_BYTES = 4 * 1024 * 1024
 # A YAML alias repeats a whole subtree; the walk stops at this many recorded paths.
 MAX_PATHS = 100_000
@@ -127,23 +127,12 @@ def yaml_positions(text: str) -> dict[str, Position] | None:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except (yaml.YAMLError, RecursionError):
         return None
-    positions: dict[str, Position] = {}
-    pending: list[tuple[yaml.Node, Parts]] = [] if node is None else [(node, ())]
-    while pending and len(positions) < MAX_PATHS:
-        current, parts = pending.pop()
-        if isinstance(current, yaml.MappingNode):
-            for key_node, value_node in current.value:
-                if isinstance(key_node, yaml.ScalarNode):
-                    key = (*parts, str(key_node.value))
-                    mark = key_node.start_mark
-                    positions[json_path(*key)] = (mark.line + 1, mark.column + 1)
-                    pending.append((value_node, key))
-        elif isinstance(current, yaml.SequenceNode):
-            for i, item in enumerate(current.value):
-                mark = item.start_mark
-                positions[json_path(*parts, i)] = (mark.line + 1, mark.column + 1)
-                pending.append((item, (*parts, i)))
-    return positions
+    if node is None:
+        return {}
+    try:
+        return node_positions(node, MAX_PATHS)
+    except TooManyNodes as exc:
+        return exc.positions  # the walk stops there; what it found still helps
 
 
 def document_positions(file: str) -> dict[str, Position]:
