@@ -6,3 +6,20 @@ from typing import TypeAlias
 
 JSON: TypeAlias = "dict[str, JSON] | list[JSON] | str | int | float | bool | None"
 JSONObject: TypeAlias = "dict[str, JSON]"
+
+
+# Narrowing of values read back from JSON someone else wrote (a report, a dead letter):
+# the wrong type reads as empty, since these only feed displays and tallies.
+
+
+def as_int(value: object) -> int:
+    """An integer (not a bool), else 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def as_list(value: object) -> list[JSON]:
+    return value if isinstance(value, list) else []
+
+
+def as_object(value: object) -> JSONObject:
+    return value if isinstance(value, dict) else {}

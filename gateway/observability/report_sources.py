@@ -19,7 +19,7 @@ from pathlib import Path
 
 from gateway import reasons
 from gateway.deadletter_format import PREFIX, deadletter_metadata
-from gateway.jsontypes import JSON, JSONObject
+from gateway.jsontypes import JSON, JSONObject, as_int, as_list
 from gateway.observability.conformance import INVALID_REASONS
 from gateway.record import NativeMessage, RecordError
 
@@ -67,7 +67,7 @@ def from_lines(where: str, lines: Iterable[str]) -> JSONObject:
         if "matched" in obj and "unmatched" in obj:  # a Spark report row
             row = counts.setdefault(_definition(obj.get("definition")), [0, 0, 0])
             for i, key in enumerate(("matched", "unmatched", "invalid")):
-                row[i] += _int(obj.get(key))
+                row[i] += as_int(obj.get(key))
             windows += [str(obj[k]) for k in ("window_start", "window_end") if obj.get(k)]
             continue
         if "reason" in obj or "cloudevent" in obj:  # Spark dead letter / `xrgw match` line
@@ -141,48 +141,42 @@ def _definition(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _list(value: object) -> list[JSON]:
-    return value if isinstance(value, list) else []
 
 
 def table(report: JSONObject) -> str:
     """The report as text: one line per definition, then per route its dead letters,
     most frequent failed checks and latest unmatched samples."""
-    rows = [r for r in _list(report.get("rows")) if isinstance(r, dict)]
+    rows = [r for r in as_list(report.get("rows")) if isinstance(r, dict)]
     out = []
     width = max([len("definition"), *(len(str(r.get("definition") or "(none near)"))
                                       for r in rows)])
     out.append(f"{'definition':<{width}}  {'matched':>9}  {'unmatched':>9}  {'invalid':>9}")
     for row in rows:
         out.append(f"{row.get('definition') or '(none near)'!s:<{width}}  "
-                   f"{_int(row.get('matched')):>9,}  {_int(row.get('unmatched')):>9,}  "
-                   f"{_int(row.get('invalid')):>9,}")
-    totals = [sum(_int(r.get(k)) for r in rows) for k in ("matched", "unmatched", "invalid")]
+                   f"{as_int(row.get('matched')):>9,}  {as_int(row.get('unmatched')):>9,}  "
+                   f"{as_int(row.get('invalid')):>9,}")
+    totals = [sum(as_int(r.get(k)) for r in rows) for k in ("matched", "unmatched", "invalid")]
     out.append(f"{'total':<{width}}  {totals[0]:>9,}  {totals[1]:>9,}  {totals[2]:>9,}")
     dead = report.get("deadletter")
     if isinstance(dead, dict) and dead:
         out.append("")
         out.append("dead letters by reason: " + ", ".join(
-            f"{k} {_int(v):,}" for k, v in dead.items()))
-    for route in _list(report.get("routes")):
+            f"{k} {as_int(v):,}" for k, v in dead.items()))
+    for route in as_list(report.get("routes")):
         if not isinstance(route, dict):
             continue
         out.append("")
         mode = " (observe)" if route.get("observe") else ""
-        out.append(f"route {route.get('route')}{mode}: received {_int(route.get('received')):,}"
-                   f", matched {_int(route.get('matched')):,}, rendered "
-                   f"{_int(route.get('rendered')):,}")
+        out.append(f"route {route.get('route')}{mode}: received {as_int(route.get('received')):,}"
+                   f", matched {as_int(route.get('matched')):,}, rendered "
+                   f"{as_int(route.get('rendered')):,}")
         reasons_ = route.get("deadletter")
         if isinstance(reasons_, dict) and reasons_:
             out.append("  dead letters: " + ", ".join(
-                f"{k} {_int(v):,}" for k, v in reasons_.items()))
-        for entry in _list(route.get("constraints")):
+                f"{k} {as_int(v):,}" for k, v in reasons_.items()))
+        for entry in as_list(route.get("constraints")):
             if isinstance(entry, dict):
-                out.append(f"  {entry.get('failure')} — {_int(entry.get('count')):,}")
+                out.append(f"  {entry.get('failure')} — {as_int(entry.get('count')):,}")
     return "\n".join(out) + "\n"
 
 

@@ -14,7 +14,7 @@ import time
 from html import escape
 
 from gateway.jsontext import utf8_json
-from gateway.jsontypes import JSON, JSONObject
+from gateway.jsontypes import JSON, JSONObject, as_int, as_list, as_object
 
 REFRESH_SECONDS = 5
 SHOWN_SAMPLES = 10
@@ -47,7 +47,7 @@ class StatusPage:
 
     def render(self, report: JSONObject, ready: dict[str, bool]) -> str:
         now = time.monotonic()
-        routes = [r for r in _list(report.get("routes")) if isinstance(r, dict)]
+        routes = [r for r in as_list(report.get("routes")) if isinstance(r, dict)]
         parts = [
             "<!doctype html><html lang=en><head><meta charset=utf-8>",
             f'<meta http-equiv="refresh" content="{REFRESH_SECONDS}">',
@@ -61,8 +61,8 @@ class StatusPage:
         ]
         for route in routes:
             name = _text(route.get("route"))
-            received = _int(route.get("received"))
-            dead = sum(_int(v) for v in _dict(route.get("deadletter")).values())
+            received = as_int(route.get("received"))
+            dead = sum(as_int(v) for v in as_object(route.get("deadletter")).values())
             mode = ' <span class=observe>observe</span>' if route.get("observe") else ""
             parts.append(
                 f"<tr data-route='{escape(name)}'><td>{escape(name)}{mode}</td>"
@@ -75,8 +75,8 @@ class StatusPage:
                      "<th>matched</th><th>rendered</th><th>unmatched (nearest)</th>"
                      "<th>invalid</th><th>last seen</th></tr>")
         for route in routes:
-            for row in _list(route.get("definitions")):
-                row = _dict(row)
+            for row in as_list(route.get("definitions")):
+                row = as_object(row)
                 xid = row.get("definition")
                 label = escape(str(xid)) if xid else "<span class=muted>(none near)</span>"
                 parts.append(
@@ -91,7 +91,7 @@ class StatusPage:
         parts.append("</table><h2>Dead letters by reason</h2><table>"
                      "<tr><th>route</th><th>reason</th><th>count</th></tr>")
         for route in routes:
-            for reason, count in _dict(route.get("deadletter")).items():
+            for reason, count in as_object(route.get("deadletter")).items():
                 parts.append(f"<tr data-route='{escape(_text(route.get('route')))}' "
                              f"data-reason='{escape(reason)}'>"
                              f"<td>{escape(_text(route.get('route')))}</td>"
@@ -99,8 +99,8 @@ class StatusPage:
         parts.append("</table><h2>Most frequent failed checks</h2><table>"
                      "<tr><th>route</th><th>failed check</th><th>count</th></tr>")
         for route in routes:
-            for entry in _list(route.get("constraints")):
-                entry = _dict(entry)
+            for entry in as_list(route.get("constraints")):
+                entry = as_object(entry)
                 parts.append(f"<tr data-route='{escape(_text(route.get('route')))}' "
                              f"data-failure='{escape(_text(entry.get('failure')))}'>"
                              f"<td>{escape(_text(route.get('route')))}</td>"
@@ -110,12 +110,12 @@ class StatusPage:
                      "<tr><th>route</th><th>at</th><th>reason</th><th>explanation</th>"
                      "<th>record</th></tr>")
         for route in routes:
-            for sample in list(reversed(_list(route.get("samples"))))[:SHOWN_SAMPLES]:
-                sample = _dict(sample)
+            for sample in list(reversed(as_list(route.get("samples"))))[:SHOWN_SAMPLES]:
+                sample = as_object(sample)
                 why = "<br>".join(
-                    f"{escape(_text(_dict(e).get('definition')))}: "
-                    f"{escape(_text(_dict(e).get('failure')))}"
-                    for e in _list(sample.get("explain"))) or escape(
+                    f"{escape(_text(as_object(e).get('definition')))}: "
+                    f"{escape(_text(as_object(e).get('failure')))}"
+                    for e in as_list(sample.get("explain"))) or escape(
                         _text(sample.get("detail")))
                 record = utf8_json(sample.get("record"), indent=1)
                 parts.append(f"<tr class=sample><td>{escape(_text(route.get('route')))}</td>"
@@ -127,23 +127,14 @@ class StatusPage:
 
 
 def _cell(what: str, value: JSON | int) -> str:
-    return f"<td class=n data-count='{what}'>{_int(value)}</td>"
+    return f"<td class=n data-count='{what}'>{as_int(value)}</td>"
 
-
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _text(value: object) -> str:
     return "" if value is None else str(value)
 
 
-def _list(value: object) -> list[JSON]:
-    return value if isinstance(value, list) else []
-
-
-def _dict(value: object) -> dict[str, JSON]:
-    return value if isinstance(value, dict) else {}
 
 
 __all__ = ["REFRESH_SECONDS", "StatusPage"]
