@@ -6,12 +6,13 @@ batch's Confirmation reports each record's own failure."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from aiokafka import TopicPartition  # type: ignore[import-untyped]
+from aiokafka import AIOKafkaConsumer, TopicPartition  # type: ignore[import-untyped]
 from support import asyncio_test
 from test_adapter_kafka import _committed, _consumer, _producer, _record, _topic, _uid
 
@@ -340,6 +341,37 @@ async def test_confirmation_reports_each_records_own_failure(tansu: Tansu) -> No
     finally:
         await producer.aclose()
     assert await _topic_numbers(tansu, topic, 3) == [0, 1, 2]
+
+
+@asyncio_test
+async def test_records_keep_their_partition_and_an_unknown_one_fails_alone(tansu: Tansu) -> None:
+    """Records are packed per partition: explicit partitions, keyed records and one for a
+    partition the topic does not have (its own verdict; the others are delivered)."""
+    topic = await _topic(tansu, partitions=3)
+    producer = _producer(tansu.url)
+    await producer.connect()
+    batch = [_record(topic, partition=n % 3, data={"n": n}) for n in range(9)]
+    batch.insert(4, _record(topic, partition=7, data={"n": "nowhere"}))
+    try:
+        outcomes = await write(producer, batch)
+        assert [o.delivered for o in outcomes] == [True] * 4 + [False] + [True] * 5
+        assert not outcomes[4].retryable and "partition 7" in (outcomes[4].reason or "")
+        assert producer.connected
+    finally:
+        await producer.aclose()
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=tansu.bootstrap_servers,
+                                auto_offset_reset="earliest", enable_auto_commit=False)
+    await consumer.start()
+    try:
+        seen: dict[int, list[int]] = {}
+        async with asyncio.timeout(30):
+            while sum(len(v) for v in seen.values()) < 9:
+                for tp, records in (await consumer.getmany(timeout_ms=500)).items():
+                    seen.setdefault(tp.partition, []).extend(
+                        json.loads(r.value)["n"] for r in records)
+    finally:
+        await consumer.stop()
+    assert seen == {0: [0, 3, 6], 1: [1, 4, 7], 2: [2, 5, 8]}
 
 
 @asyncio_test
