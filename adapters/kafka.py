@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import random
 import ssl
@@ -709,6 +710,8 @@ class KafkaProducer:
         self.client_id = settings.client_id or f"xrgw-pub-{uuid.uuid4().hex[:12]}"
         self._client: Any = None  # AIOKafkaProducer
         self._partitioner = _Partitioner()
+        # Per (topic, partition): the batch queued last and its future (_send_group).
+        self._open: dict[tuple[str, int], tuple[Any, asyncio.Future[Any]]] = {}
         self._gate = ReconnectGate(self._opts.reconnect_max)
         # Submits take turns: one that waits for room in aiokafka's batches must not be
         # overtaken by a later one (order of records across submits).
@@ -817,28 +820,48 @@ class KafkaProducer:
                              f"{args.topic}")
         return args.partition
 
-    @staticmethod
-    async def _send_group(client: Any, topic: str, partition: int,
+    async def _send_group(self, client: Any, topic: str, partition: int,
                           members: list[tuple[int, SendArgs]], pending: list[_Pending]) -> None:
-        """Queue one partition's records in batches of up to max_batch_size; a batch's
-        future stands for each of its records."""
-        batch = client.create_batch()
-        indexes: list[int] = []
+        """Queue one partition's records; a batch's future stands for each of its records.
+
+        Records first join the batch this producer queued last for the partition while
+        aiokafka has not taken it yet (a produce request for the broker is under way): so
+        small submits share requests as they did with `send()`. aiokafka closes a batch
+        when it builds the request; `append` then answers None and a new batch is queued
+        (`send_batch` waits while the partition already has one waiting)."""
+        key = (topic, partition)
+        # `future` is set while `batch` is one aiokafka holds; None while it is new.
+        batch, future = self._open.get(key, (None, None))
+        if future is not None and future.done():  # sent, or failed before it was sent
+            batch = future = None
+        new: list[int] = []  # members in the new batch, queued when it is full or at the end
         for index, args in members:
-            if batch.append(timestamp=args.timestamp_ms, key=args.key, value=args.value,
-                            headers=args.headers) is None:
-                # Full: queue it and start the next (an empty batch takes any record).
-                future = await client.send_batch(batch, topic, partition=partition)
-                for sent in indexes:
-                    pending[sent] = future
-                batch, indexes = client.create_batch(), []
+            if batch is None or batch.append(timestamp=args.timestamp_ms, key=args.key,
+                                             value=args.value, headers=args.headers) is None:
+                if new:
+                    future = await client.send_batch(batch, topic, partition=partition)
+                    for queued in new:
+                        pending[queued] = future
+                batch, future, new = client.create_batch(), None, []
+                # An empty batch takes any record, even one over max_batch_size.
                 batch.append(timestamp=args.timestamp_ms, key=args.key, value=args.value,
                              headers=args.headers)
-            indexes.append(index)
-        if indexes:
+            if future is None:
+                new.append(index)
+            else:
+                pending[index] = future  # joined the batch aiokafka holds
+        if new:
             future = await client.send_batch(batch, topic, partition=partition)
-            for sent in indexes:
-                pending[sent] = future
+            for queued in new:
+                pending[queued] = future
+        if batch is not None and future is not None and self._open.get(key) != (batch, future):
+            self._open[key] = (batch, future)
+            # Not kept once sent: its buffer can be up to max_batch_size.
+            future.add_done_callback(functools.partial(self._sent, key, batch))
+
+    def _sent(self, key: tuple[str, int], batch: Any, _: asyncio.Future[Any]) -> None:
+        if self._open.get(key, (None,))[0] is batch:
+            del self._open[key]
 
     async def _confirm(self, client: Any, pending: list[_Pending]) -> list[Outcome]:
         outcomes = await self._outcomes(pending)
@@ -866,6 +889,7 @@ class KafkaProducer:
 
     async def _drop_client(self) -> None:
         client, self._client = self._client, None
+        self._open.clear()
         if client is not None:
             # Nothing is lost by a short timeout: unsent records were reported failed.
             await _stop_quietly(client, 2.0)
