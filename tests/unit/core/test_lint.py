@@ -46,7 +46,17 @@ REQUIRED = check(required=True)
     (TYPE_ONLY, TYPE_ONLY, None),
     (REQUIRED, None, "x1"),
     (None, REQUIRED, "x1"),
-    (TYPE_ONLY, REQUIRED, "x1"),
+    (TYPE_ONLY, REQUIRED, "1"),  # the other definition's type decides the sample
+    (REQUIRED, TYPE_ONLY, "1"),
+    (check(type="symbol", required=True), None, "x1"),
+    # A required field of a type `x1` does not conform to gets a sample of that type.
+    (check(type="integer", required=True), None, "1"),
+    (None, check(type="boolean", required=True), "true"),
+    (check(type="number", required=True), REQUIRED, "1"),
+    (check(type="uri", required=True), None, "urn:x1"),
+    (check(type="timestamp", required=True), TYPE_ONLY, "1970-01-01T00:00:00Z"),
+    (check(type="datetime", required=True), None, "1970-01-01T00:00:00Z"),
+    (check(type="duration", required=True), check(type="boolean"), "PT1S"),
     # A constant beats a template; the first definition's constant beats the second's.
     (check("c1"), check("c2"), "c1"),
     (None, check("c2"), "c2"),
@@ -224,3 +234,31 @@ def test_a_pair_without_a_common_message_does_not_stop_the_search() -> None:
     # ... and when it is the second of the pair.
     d = define("d", "MQTT/5.0", [opt("topic_name", "{q}/2", type="uritemplate")])
     assert pairs(find_overlaps([b, a, d])) == [("b", "d")]
+
+
+def test_required_typed_fields_without_a_value_get_a_sample_of_their_type() -> None:
+    # Regression: both definitions accept {topic_name: t, qos: 1, retain: true}, but the
+    # example used to carry qos "x1" and retain "x1", which neither accepts: no overlap.
+    a = define("a", "MQTT/5.0", [
+        opt("topic_name", "t"),
+        opt("qos", type="integer", required=True),
+        opt("retain", type="boolean", required=True),
+    ])
+    b = define("b", "MQTT/5.0", [opt("topic_name", "t"), opt("qos", type="integer")])
+    [overlap] = find_overlaps([a, b])
+    assert overlap.example == {"protocol": "MQTT/5.0", "topic_name": "t", "qos": 1,
+                               "retain": True}
+
+
+def test_required_typed_cloudevent_attributes_get_a_sample_of_their_type() -> None:
+    a = define("a", envelope={
+        "type": prop("t"),
+        "time": prop(type="timestamp", required=True),
+        "count": prop(type="integer", required=True),
+        "ref": prop(type="uri", required=True),
+    })
+    b = define("b", envelope={"type": prop("t"), "count": prop(type="integer")})
+    [overlap] = find_overlaps([a, b])
+    assert overlap.event == {"specversion": "1.0", "id": "lint-example", "source": "x1",
+                             "type": "t", "time": "1970-01-01T00:00:00Z", "count": "1",
+                             "ref": "urn:x1"}
