@@ -3,8 +3,9 @@
 For each pair in the same protocol family (or both CloudEvents-only), build one example
 message that tries to satisfy both: constrained fields are unified (a literal beats a
 placeholder, `/`-segments are unified one by one), remaining placeholders get sample
-values. The pair is reported only when both compiled definitions really accept the
-example, so every reported overlap comes with a witness and there are no false alarms.
+values, and so do required fields neither gives a value (of the declared type). The
+pair is reported only when both compiled definitions really accept the example, so
+every reported overlap comes with a witness and there are no false alarms.
 """
 
 from __future__ import annotations
@@ -20,6 +21,11 @@ from gateway.record import NativeMessage
 from gateway.templates import Template
 
 _SAMPLE = "x1"
+# For a required field neither definition gives a value: a sample of its declared type
+# when `x1` would not conform (`values.conforms`), else the example fails both.
+_TYPED_SAMPLES = {"integer": "1", "number": "1", "boolean": "true", "uri": "urn:x1",
+                  "timestamp": "1970-01-01T00:00:00Z", "datetime": "1970-01-01T00:00:00Z",
+                  "duration": "PT1S"}
 
 
 @dataclass(frozen=True)
@@ -40,7 +46,10 @@ def _unify_text(a: Check | None, b: Check | None) -> str | None:
     """A value both checks accept, when one can be built."""
     values = [c for c in (a, b) if c is not None and (c.template or c.has_constant)]
     if not values:
-        return _SAMPLE if (a and a.required) or (b and b.required) else None
+        if not ((a and a.required) or (b and b.required)):
+            return None
+        typed = [c.declared for c in (a, b) if c is not None and c.declared in _TYPED_SAMPLES]
+        return _TYPED_SAMPLES[typed[0]] if typed else _SAMPLE
     constants = [c for c in values if c.has_constant]
     if constants:
         return str(constants[0].constant) if not isinstance(
