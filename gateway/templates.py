@@ -16,7 +16,7 @@ from functools import cached_property
 from urllib.parse import quote
 
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
-_NAME = re.compile(r"^[A-Za-z0-9_]+$")
+_NAME = re.compile(r"[A-Za-z0-9_]+\Z")  # \Z: `$` would let a trailing newline in
 _OPERATORS = "+#./;?&=,!@|"
 
 
