@@ -384,3 +384,30 @@ def test_the_body_is_the_records() -> None:
     assert isinstance(raw, CloudEvent) and raw.has_data and raw.get_data() == b"\x01"
     empty = template.render_checked(NativeMessage("KAFKA", {}), {}, NOW)
     assert isinstance(empty, CloudEvent) and not empty.has_data
+
+
+def test_an_attribute_declared_without_a_value_or_with_a_null_one_is_not_rendered() -> None:
+    template = _template("nv", {**BASE, "myext": Property(type="string", value=None,
+                                                          has_value=True),
+                                "other": Property(type="string", value="x", has_value=False)})
+    attrs = _render(template, NativeMessage("KAFKA", {}))
+    assert "myext" not in attrs and "other" not in attrs
+
+
+@pytest.mark.parametrize(("protocol", "fields", "trace"), [
+    ("MQTT/5.0", {"user_properties": [{"name": "traceparent", "value": TRACEPARENT},
+                                      {"name": "tracestate", "value": "a=1"}]},
+     {"traceparent": TRACEPARENT, "tracestate": "a=1"}),
+    ("MQTT/5.0", {"user_properties": [{"name": "TRACEPARENT", "value": TRACEPARENT}]}, {}),
+    ("AMQP/1.0", {"application-properties": {"traceparent": TRACEPARENT,
+                                             "tracestate": "a=1"}},
+     {"traceparent": TRACEPARENT, "tracestate": "a=1"}),
+    ("AMQP/1.0", {"application-properties": {"traceparent": TRACEPARENT,
+                                             "TRACESTATE": "a=1"}},
+     {"traceparent": TRACEPARENT}),
+])
+def test_trace_context_names_are_exact_where_the_protocol_compares_them_so(
+        protocol: str, fields: dict[str, Any], trace: dict[str, str]) -> None:
+    template = EnvelopeTemplate(define("tc", protocol, [], BASE))
+    attrs = _render(template, NativeMessage(protocol, fields))
+    assert {k: v for k, v in attrs.items() if k.startswith("trace")} == trace
