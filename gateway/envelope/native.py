@@ -136,7 +136,7 @@ def render_native(
             payload = bytes(body)
         elif isinstance(body, str) and not _is_json(event):
             payload = body.encode()
-        elif body is not None:
+        elif body is not None or event.has_data:  # JSON null is data too
             data, has_data = body, True
         ctype = event.get_attributes().get("datacontenttype")
         if ctype is None and has_data:

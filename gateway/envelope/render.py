@@ -241,9 +241,12 @@ class EnvelopeTemplate:
         # message (source must stay a URI-reference, dataschema an absolute URI).
         self.runtime_checked = tuple(n for n in _CORE if n in {a.name for a in self.attributes})
         if self.error is None:
-            # Templated attributes stand in with a sample value; ids are always generated.
-            sample = {"id": "x", **{a.name: "x" for a in self.attributes}, **self.fixed}
-            problem = _check_core(sample)
+            # The constants, and that id (always generated), source and type have a value.
+            # Templated attributes are checked per message (`runtime_checked`): a sample
+            # value standing in for them broke the rules of dataschema (an absolute URI) and
+            # datacontenttype (a media type), so a definition templating either never rendered.
+            problem = _check_core({"id": "x", **self.fixed},
+                                  tuple(n for n in _CORE if n not in self.runtime_checked))
             if problem is not None:
                 self.error = RenderError("invalid-envelope", f"{definition.xid}: {problem}")
         if self.error is None:

@@ -1,0 +1,81 @@
+"""Native identity readers (gateway.envelope.ids): the generated reader of scalar
+identities (Kafka, NATS, MQTT) and the looped one of named parts (AMQP, HTTP) give
+`prefix:part/part` or None by each part's need (present, non-empty, optional)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gateway.envelope import ids
+from gateway.jsontypes import JSON
+from gateway.protocols import find_profile
+from gateway.record import NativeMessage
+
+# protocol, record fields, the identity (None: the record lacks a part it needs)
+CASES: list[tuple[str, dict[str, JSON], str | None]] = [
+    ("KAFKA", {"topic": "orders", "partition": 0, "offset": 5}, "kafka:orders/0/5"),
+    ("KAFKA", {"topic": "", "partition": 3, "offset": 0}, "kafka:/3/0"),  # present, empty
+    ("KAFKA", {"topic": "orders", "partition": 0}, None),
+    ("KAFKA", {"partition": 0, "offset": 5}, None),
+    ("KAFKA", {"topic": None, "partition": 0, "offset": 5}, None),
+    ("NATS", {"subject": "a.b", "stream": "S", "sequence": 7}, "nats:S/7"),
+    ("NATS", {"subject": "a.b", "sequence": 7}, None),
+    ("NATS", {"subject": "a.b"}, None),
+    # MQTT 5: the topic is optional (empty when absent), correlation data must be non-empty
+    ("MQTT/5.0", {"topic_name": "t/1", "correlation_data": "c9"}, "mqtt:t/1/c9"),
+    ("MQTT/5.0", {"correlation_data": "c9"}, "mqtt:/c9"),
+    ("MQTT/5.0", {"topic_name": "t/1", "correlation_data": ""}, None),
+    ("MQTT/5.0", {"topic_name": "t/1"}, None),
+    ("AMQP/1.0", {"properties": {"message-id": "m-1"}}, "amqp:m-1"),
+    ("AMQP/1.0", {"properties": {"message-id": 42}}, "amqp:42"),
+    ("AMQP/1.0", {"properties": {}}, None),
+    ("AMQP/1.0", {"properties": "not a section"}, None),
+    ("HTTP", {"headers": [{"name": "Idempotency-Key", "value": "k-1"}]}, "http:k-1"),
+    ("HTTP", {"headers": [{"name": "Idempotency-Key", "value": ""}]}, None),
+    ("HTTP", {"headers": []}, None),
+    ("MQTT/3.1.1", {"topic_name": "t"}, None),
+    ("FOO", {"id": "x"}, None),
+]
+
+
+@pytest.fixture
+def fresh_readers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Readers are built once per protocol and kept: start from none, so building them is
+    part of the test."""
+    monkeypatch.setattr(ids, "_IDENTITY_READERS", {})
+
+
+@pytest.mark.parametrize(("protocol", "fields", "expected"), CASES)
+def test_native_identity_of_each_protocol(fresh_readers: None, protocol: str,
+                                          fields: dict[str, JSON], expected: str | None) -> None:
+    record = NativeMessage(protocol, fields)
+    assert ids.native_identity(record) == expected
+    assert ids.identity_reader(protocol)(record) == expected  # the kept reader agrees
+
+
+@pytest.mark.parametrize("protocol", ["KAFKA", "NATS", "MQTT/5.0"])
+def test_the_generated_scalar_reader_reads_like_the_profile_says(protocol: str) -> None:
+    identity = find_profile(protocol).identity  # type: ignore[union-attr]
+    assert identity is not None
+    read = ids._scalar_identity_reader(identity.prefix, identity.parts)
+    for case_protocol, fields, expected in CASES:
+        if case_protocol == protocol:
+            assert read(NativeMessage(protocol, fields)) == expected
+
+
+def test_a_scalar_reader_with_only_optional_parts_always_has_an_identity() -> None:
+    from gateway.protocols.profile import FieldRef, IdentityPart
+    parts = (IdentityPart(FieldRef("a"), "optional"), IdentityPart(FieldRef("b"), "optional"))
+    read: Any = ids._scalar_identity_reader("x", parts)
+    assert read(NativeMessage("FOO", {"a": 1, "b": "two"})) == "x:1/two"
+    assert read(NativeMessage("FOO", {})) == "x:/"
+
+
+@pytest.mark.parametrize(("protocol", "scalar"), [
+    ("KAFKA", True), ("NATS", True), ("MQTT/5.0", True), ("AMQP/1.0", False),
+    ("HTTP", False), ("MQTT/3.1.1", False), ("FOO", False),
+])
+def test_which_identities_are_scalar(protocol: str, scalar: bool) -> None:
+    assert ids.is_scalar_identity(protocol) is scalar
