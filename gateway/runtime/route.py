@@ -764,10 +764,13 @@ class Route:
                         route=self.name, endpoint=deadletter.endpoint_id))
                     # pragma: no mutate end
                 return set()
+            # The extra= fields of the two log lines below:
+            # pragma: no mutate start
             first = next(f for f in why if f is not None)
             where = fields(route=self.name, endpoint=deadletter.endpoint_id,
                            reason=remaining[0][2], definition=remaining[0][3],
                            error=f"{deadletter.endpoint_id}: {first}")
+            # pragma: no mutate end
             if self._stopping:
                 # pragma: no mutate start
                 log.error("dead letter failed; %d message(s) nacked for redelivery",
