@@ -41,6 +41,16 @@ def test_body_bytes_are_counted_in_per_protocol_and_out_only_when_delivered() ->
     assert len(dlq.written) == 1
 
 
+def test_unmatched_and_matched_messages_of_one_batch_are_each_counted() -> None:
+    stray = NativeMessage("MQTT/5.0", {"topic_name": "/nowhere", "qos": 1}, payload=b"x")
+    route, consumer, _, _, metrics = build([stray, sale(1), stray, sale(2), sale(3)],
+                                           inflight=40)  # one batch
+    asyncio.run(run_to_end(route, consumer))
+    assert sample(metrics, "xrgw_messages_unmatched_total", endpoint="store-mqtt") == 2
+    assert sample(metrics, "xrgw_messages_matched_total", endpoint="store-mqtt",
+                  message="/messagegroups/store/messages/cashierdesk") == 3
+
+
 def test_all_delivered_counts_every_body_byte_out() -> None:
     route, consumer, _, _, metrics = build([_sale(1, b"ab"), _sale(2, b"abcd")])
     asyncio.run(run_to_end(route, consumer))

@@ -76,6 +76,9 @@ def test_deadletter_log_drops_and_counts_every_failed_member_of_a_batch() -> Non
     asyncio.run(run_to_end(route, consumer))
     assert len(consumer.acked) == 1 and len(out.written) == 1
     assert sample(metrics, "xrgw_messages_dropped_total", reason="unmatched") == 2
+    assert sample(metrics, "xrgw_messages_unmatched_total", endpoint="ingress") == 2
+    assert sample(metrics, "xrgw_messages_matched_total", endpoint="ingress",
+                  message="/messagegroups/g/messages/m") == 1
 
 
 def test_a_message_whose_dead_letter_failed_is_nacked_as_such_when_stopping() -> None:
