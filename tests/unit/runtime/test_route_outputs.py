@@ -115,3 +115,20 @@ def test_the_window_is_cut_into_batches_of_a_quarter(
     assert (route.inflight_limit, route.max_batch) == (limit, batch)
     assert sample(metrics, "xrgw_messages_inflight_limit", route="r") == limit
     assert route.observe is False and route.mode == "binary"
+
+
+class _Counting(MemoryProducer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.submits = 0
+
+    async def submit(self, messages):  # type: ignore[no-untyped-def]
+        self.submits += 1
+        return await super().submit(messages)
+
+
+def test_a_batch_with_nothing_failed_sends_nothing_to_the_dead_letter() -> None:
+    dlq = _Counting()
+    route, consumer, out, _, _ = build([sale(1), sale(2)], dlq=dlq)
+    asyncio.run(run_to_end(route, consumer))
+    assert len(out.written) == 2 and dlq.submits == 0
