@@ -181,7 +181,8 @@ def test_stop_gives_waiting_batches_back_as_stopping() -> None:
 
 def test_an_observing_route_settles_its_batches_without_an_internal_error(
         caplog: pytest.LogCaptureFixture) -> None:
-    consumer = MemoryConsumer([sale(1), sale(2)], close_when_empty=True)
+    # One message per batch: the route observes batch after batch.
+    consumer = MemoryConsumer([sale(1), sale(2)], close_when_empty=True, max_in_flight=1)
     out = MemoryProducer()
     route = Route("store", "store-mqtt", consumer, Converter(CATALOG.messages()),
                   [Output("k", "KAFKA", out, defaults={"topic": "t"})],

@@ -55,6 +55,7 @@ def test_all_delivered_counts_every_body_byte_out() -> None:
     route, consumer, _, _, metrics = build([_sale(1, b"ab"), _sale(2, b"abcd")])
     asyncio.run(run_to_end(route, consumer))
     assert sample(metrics, "xrgw_published_bytes_total", endpoint="events-kafka") == 6
+    assert sample(metrics, "xrgw_endpoint_connected", endpoint="store-mqtt") == 1
 
 
 def test_each_settled_message_is_one_observation_of_its_processing_time() -> None:
