@@ -37,7 +37,9 @@ async def watch_backlog(endpoint: str, consumer: Consumer, metrics: Metrics) -> 
             except (NotConnected, TimeoutError):
                 backlog = []
             except Exception as exc:  # a metric must never take the route down
+                # pragma: no mutate start
                 log.debug("backlog poll failed", extra=fields(endpoint=endpoint, error=exc))
+                # pragma: no mutate end
                 backlog = []
             shown = metrics.show_backlog(endpoint, backlog, shown)
             await asyncio.sleep(POLL_SECONDS)

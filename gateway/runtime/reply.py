@@ -83,7 +83,7 @@ async def hand_back(delivery: Delivery, outcome: Outcome | None, why: str) -> st
             return "answered"
         await answer(None, why)
     except Exception as exc:  # an answer that cannot be sent must not stop settling
-        log.warning("could not answer the sender: %s", exc)
+        log.warning("could not answer the sender: %s", exc)  # pragma: no mutate
         return "failed"
     return "no-reply" if why.startswith(NO_REPLY_PREFIX) else "failed"
 

@@ -280,8 +280,10 @@ class Route:
         try:
             await asyncio.wait_for(self._idle.wait(), grace)
         except TimeoutError:
-            log.warning("%d message(s) still in flight after %.1fs grace", self._inflight,
-                        grace, extra=fields(route=self.name))
+            log.warning(  # pragma: no mutate
+                "%d message(s) still in flight after %.1fs grace",  # pragma: no mutate
+                self._inflight, grace, extra=fields(route=self.name),  # pragma: no mutate
+            )
         if self._settler is not None:
             self._settler.cancel()
             await asyncio.gather(self._settler, return_exceptions=True)
@@ -308,8 +310,10 @@ class Route:
             except NotConnected as exc:
                 self.metrics.connected.labels(endpoint).set(0)
                 delay = self.retry.delay(min(attempt, 6))
+                # pragma: no mutate start
                 log.warning("endpoint not connected; retrying in %.1fs", delay,
                             extra=fields(route=self.name, endpoint=endpoint, error=exc))
+                # pragma: no mutate end
                 attempt += 1
                 await asyncio.sleep(delay)
 
@@ -331,8 +335,10 @@ class Route:
                 await self._connect(self.source_endpoint, self.consumer)
                 continue
             except Exception:
+                # pragma: no mutate start
                 log.exception("consumer failed; reconnecting",
                               extra=fields(route=self.name, endpoint=self.source_endpoint))
+                # pragma: no mutate end
                 await asyncio.sleep(self.retry.delay(0))
                 continue
             if not deliveries:
@@ -354,8 +360,10 @@ class Route:
                 self._free(len(deliveries), started)
                 raise
             except Exception:  # the daemon never crashes on a message
+                # pragma: no mutate start
                 log.exception("unexpected error; batch will be redelivered",
                               extra=fields(route=self.name))
+                # pragma: no mutate end
                 await self._give_back(deliveries, "internal error")
                 self._free(len(deliveries), started)
                 continue
@@ -521,8 +529,10 @@ class Route:
                 self._release(batch)
                 raise
             except Exception:  # the daemon never crashes on a message
+                # pragma: no mutate start
                 log.exception("unexpected error; batch will be redelivered",
                               extra=fields(route=self.name))
+                # pragma: no mutate end
                 await self._give_back([m.delivery for m in batch.messages], "internal error")
             self._release(batch)
 
@@ -668,8 +678,10 @@ class Route:
         detail = (f"an answer on {endpoint}'s reply address carries no correlation "
                   "(correlation data, reply subject token or correlationid attribute)")
         if self.deadletter is None:
+            # pragma: no mutate start
             log.warning("dropped answer: %s", detail, extra=fields(
                 route=self.name, endpoint=endpoint, reason=reason))
+            # pragma: no mutate end
             self.metrics.dropped.labels(reason).inc()
             return
         record = with_defaults(deadletter_record(
@@ -680,8 +692,10 @@ class Route:
         if outcomes[0].delivered:
             self.metrics.deadletter.labels(reason).inc()
         else:
+            # pragma: no mutate start
             log.error("dead letter failed; uncorrelated answer dropped", extra=fields(
                 route=self.name, endpoint=endpoint, reason=reason))
+            # pragma: no mutate end
             self.metrics.dropped.labels(reason).inc()
 
     def _track_connection(self, output: Output) -> None:
@@ -702,9 +716,11 @@ class Route:
                 reason = member.reason or reasons.UNMATCHED
                 if self.deadletter is None:
                     # `deadletter: log` in the config: counted and logged, then acked.
+                    # pragma: no mutate start
                     log.warning("dropped message: %s", detail, extra=fields(
                         route=self.name, endpoint=self.source_endpoint, reason=reason,
                         definition=member.definition))
+                    # pragma: no mutate end
                     self.metrics.dropped.labels(reason).inc()
                     continue
                 record = deadletter_record(
@@ -743,20 +759,29 @@ class Route:
                          if failure is not None]
             if not remaining:
                 if warned:
+                    # pragma: no mutate start
                     log.info("dead letter is back", extra=fields(
                         route=self.name, endpoint=deadletter.endpoint_id))
+                    # pragma: no mutate end
                 return set()
+            # The extra= fields of the two log lines below:
+            # pragma: no mutate start
             first = next(f for f in why if f is not None)
             where = fields(route=self.name, endpoint=deadletter.endpoint_id,
                            reason=remaining[0][2], definition=remaining[0][3],
                            error=f"{deadletter.endpoint_id}: {first}")
+            # pragma: no mutate end
             if self._stopping:
+                # pragma: no mutate start
                 log.error("dead letter failed; %d message(s) nacked for redelivery",
                           len(remaining), extra=where)
+                # pragma: no mutate end
                 return {letter[0] for letter in remaining}
             if not warned:
+                # pragma: no mutate start
                 log.error("dead letter failed; holding messages until it is back",
                           extra=where)
+                # pragma: no mutate end
                 warned = True
             letters = remaining
             await asyncio.sleep(self.retry.max_backoff)
@@ -841,7 +866,7 @@ async def _settle_quietly(delivery: Delivery, reason: str, retry: bool) -> None:
     try:
         await delivery.nack(reason, retry=retry)
     except Exception:
-        log.debug("delivery already settled", exc_info=True)
+        log.debug("delivery already settled", exc_info=True)  # pragma: no mutate
 
 
 __all__ = ["HTTP", "MAX_BATCH", "Output", "Route", "ordering_key"]

@@ -1,0 +1,171 @@
+"""A route's start-up and connections (gateway/runtime/route.py): the backoff steps of
+connecting, the connected gauge, an observing route leaving its producers alone, stray
+listeners only on reply routes, the backlog gauges of the source, and a batch given back
+after an internal error while settling."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from adapters.memory import MemoryConsumer, MemoryProducer
+from gateway.convert import Converter
+from gateway.observability.metrics import Metrics
+from gateway.ports import Backlog, PartitionLag
+from gateway.runtime.retry import RetryPolicy
+from gateway.runtime.route import Output, Route
+from tests.unit.runtime.test_reply import Service
+from tests.unit.runtime.test_route import CATALOG, FAST, build, run_to_end, sale, sample
+
+
+def test_connecting_backs_off_step_by_step_up_to_the_seventh_and_shows_the_gauge() -> None:
+    asked: list[tuple[int, float]] = []
+    metrics_box: list[Metrics] = []
+
+    class Recording(RetryPolicy):
+        def delay(self, attempt: int, at_least: float | None = None) -> float:
+            gauge = sample(metrics_box[0], "xrgw_endpoint_connected", endpoint="events-kafka")
+            asked.append((attempt, gauge))
+            return 0.0
+
+    out = MemoryProducer()
+    out.connect_failures = 9
+    route, consumer, _, _, metrics = build([sale(1)], out=out, retry=Recording(attempts=3))
+    metrics_box.append(metrics)
+    asyncio.run(run_to_end(route, consumer))
+    assert asked == [(n, 0) for n in (0, 1, 2, 3, 4, 5, 6, 6, 6)]
+    assert sample(metrics, "xrgw_endpoint_connected", endpoint="events-kafka") == 1
+    assert len(out.written) == 1
+
+
+class Flaky(MemoryConsumer):
+    """Loses its connection once, then fails once with an unexpected error."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.troubles: list[Exception] = [RuntimeError("bug in the client")]
+        self.lost = True
+
+    async def read_batch(self, limit: int):  # type: ignore[no-untyped-def]
+        from gateway.ports import NotConnected
+
+        if self.lost:
+            self.lost = False
+            self._connected = False
+            raise NotConnected("connection reset")
+        if self.troubles:
+            raise self.troubles.pop()
+        return await super().read_batch(limit)
+
+
+def test_a_source_that_drops_is_reconnected_and_one_that_fails_is_read_again() -> None:
+    asked: list[int] = []
+
+    class Recording(RetryPolicy):
+        def delay(self, attempt: int, at_least: float | None = None) -> float:
+            asked.append(attempt)
+            return 0.0
+
+    consumer = Flaky([sale(1)], close_when_empty=True)
+    out, metrics = MemoryProducer(), Metrics()
+    gauges: list[float] = []
+    route = Route("store", "store-mqtt", consumer, Converter(CATALOG.messages()),
+                  [Output("k", "KAFKA", out, defaults={"topic": "t"})], deadletter=None,
+                  metrics=metrics, retry=Recording(attempts=2))
+    connect = consumer.connect
+
+    async def watched() -> None:
+        gauges.append(sample(metrics, "xrgw_endpoint_connected", endpoint="store-mqtt"))
+        await connect()
+
+    consumer.connect = watched  # type: ignore[method-assign]
+    asyncio.run(run_to_end(route, consumer))
+    assert gauges == [0, 0]  # at start, and after the drop the gauge went down first
+    assert asked == [0]  # the unexpected error waited the first backoff step
+    assert len(out.written) == 1 and len(consumer.acked) == 1
+    assert sample(metrics, "xrgw_endpoint_connected", endpoint="store-mqtt") == 1
+
+
+def test_an_observing_route_never_connects_its_producers() -> None:
+    consumer = MemoryConsumer([sale(1)], close_when_empty=True)
+    out, dlq = MemoryProducer(), MemoryProducer()
+    route = Route("store", "store-mqtt", consumer, Converter(CATALOG.messages()),
+                  [Output("k", "KAFKA", out, defaults={"topic": "t"})],
+                  deadletter=Output("dlq", "KAFKA", dlq), metrics=Metrics(), retry=FAST,
+                  observe=True)
+    asyncio.run(run_to_end(route, consumer))
+    assert not out.connected and not dlq.connected
+    assert len(consumer.acked) == 1 and not out.written
+
+
+def _listener_after_start(reply_timeout: float | None, observe: bool) -> object:
+    service = Service()
+    consumer = MemoryConsumer(close_when_empty=True)
+    route = Route("r", "in", consumer, Converter(CATALOG.messages()),
+                  [Output("svc", "NATS", service)], deadletter=None, metrics=Metrics(),
+                  reply_timeout=reply_timeout, observe=observe)
+    asyncio.run(run_to_end(route, consumer))
+    return service.replies.listener
+
+
+def test_only_a_reply_route_that_sends_listens_for_stray_answers() -> None:
+    assert _listener_after_start(1.0, observe=False) is not None
+    assert _listener_after_start(None, observe=False) is None
+    assert _listener_after_start(1.0, observe=True) is None
+
+
+class Lagging(MemoryConsumer):
+    async def backlog(self) -> Sequence[Backlog]:
+        return [PartitionLag("orders", 3, 17)]
+
+
+def test_the_sources_backlog_is_shown_while_the_route_runs() -> None:
+    consumer = Lagging([sale(1)])
+    metrics = Metrics()
+    route = Route("store", "store-mqtt", consumer, Converter(CATALOG.messages()),
+                  [Output("k", "KAFKA", MemoryProducer(), defaults={"topic": "t"})],
+                  deadletter=None, metrics=metrics, retry=FAST)
+
+    def lag() -> float | None:
+        return metrics.registry.get_sample_value(
+            "xrgw_consumer_lag", {"endpoint": "store-mqtt", "topic": "orders", "partition": "3"})
+
+    async def scenario() -> list[float | None]:
+        await route.start()
+        for _ in range(200):
+            if lag() is not None:
+                break
+            await asyncio.sleep(0.001)
+        seen = [lag()]
+        await route.stop(grace=1)
+        return [*seen, lag()]
+
+    assert asyncio.run(scenario()) == [17, None]  # shown, then removed on stop
+
+
+class Unsteady(MemoryProducer):
+    """Its `connected` raises once after the first send: an internal error while the
+    settler works on the batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sends = 0
+
+    @property
+    def connected(self) -> bool:
+        if self.sends == 1:
+            self.sends += 1
+            raise RuntimeError("state lost")
+        return self._connected
+
+    async def _write(self, messages):  # type: ignore[no-untyped-def]
+        self.sends += 1
+        return await super()._write(messages)
+
+
+def test_a_batch_that_fails_while_settling_is_given_back_as_internal_error() -> None:
+    route, consumer, out, _, _ = build([sale(1)], out=Unsteady())
+    asyncio.run(run_to_end(route, consumer))
+    assert [(n.reason, n.retry) for n in consumer.nacked] == [("internal error", True)]
+    assert len(consumer.acked) == 1  # redelivered, then settled
+    assert len(out.written) == 2 and route.inflight == 0  # sent again after redelivery
