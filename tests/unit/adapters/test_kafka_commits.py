@@ -13,7 +13,7 @@ from typing import Any
 from aiokafka import TopicPartition  # type: ignore[import-untyped]
 from aiokafka.errors import KafkaError  # type: ignore[import-untyped]
 
-from adapters import kafka
+from adapters import _kafka_commits
 from adapters.kafka import KafkaConsumer
 from gateway.ports import Delivery, EndpointSettings
 
@@ -168,7 +168,7 @@ def test_revoked_partitions_commit_what_is_settled_and_forget_the_rest() -> None
         consumer = _consumer(client)
         got = _by_offset(await consumer.read_batch(100))
         await got[0, 0].ack()  # dirty, commit task not run yet
-        await consumer._revoked([T0])
+        await consumer._commits.revoked([T0])
         assert {T0: 1} in client.commits
         before = list(client.commits)
         await got[0, 1].ack()  # no longer ours: the new owner redelivers from 1
@@ -181,7 +181,7 @@ def test_revoked_partitions_commit_what_is_settled_and_forget_the_rest() -> None
 
 
 def test_a_failed_commit_is_retried_with_the_newest_offset(monkeypatch: Any) -> None:
-    monkeypatch.setattr(kafka, "_COMMIT_RETRY_SECONDS", 0.0)
+    monkeypatch.setattr(_kafka_commits, "_COMMIT_RETRY_SECONDS", 0.0)
 
     async def scenario() -> None:
         client = _FakeClient([{T0: _records(T0, 0, 1)}], fail_commits=1)
