@@ -26,7 +26,7 @@ from aiokafka.errors import (  # type: ignore[import-untyped]
 from adapters import _kafka_commits
 from adapters._kafka_commits import Commits
 from adapters.kafka import KafkaConsumer
-from gateway.ports import Delivery, EndpointSettings
+from gateway.ports import Delivery, EndpointSettings, NotConnected
 
 T0 = TopicPartition("orders", 0)
 T1 = TopicPartition("orders", 1)
@@ -101,6 +101,20 @@ async def _settled() -> None:
 def _by_offset(deliveries: list[Delivery]) -> dict[tuple[int, int], Delivery]:
     return {(d.message.fields["partition"], d.message.fields["offset"]): d  # type: ignore[misc]
             for d in deliveries}
+
+
+def test_a_new_consumer_is_not_connected_until_it_joins() -> None:
+    async def scenario() -> None:
+        consumer = KafkaConsumer(EndpointSettings(
+            "kafka://127.0.0.1:9092", options={"topics": ["orders"], "consumergroup": "g"}))
+        assert not consumer.connected
+        assert consumer.unsettled == 0
+        with pytest.raises(NotConnected):
+            await consumer.read_batch(10)
+        with pytest.raises(NotConnected):
+            await consumer.backlog()
+
+    asyncio.run(scenario())
 
 
 def test_commits_the_contiguous_acked_prefix_of_one_batch_per_partition() -> None:
@@ -284,8 +298,9 @@ class _Committer:
 
 def _tracking(client: _Committer | None,
               fetched: dict[Any, list[_Record]]) -> tuple[Commits, dict[tuple[int, int], Delivery]]:
-    commits = Commits()
-    commits.client = client
+    commits = Commits()  # no client: as before the consumer connects
+    if client is not None:
+        commits.client = client
     return commits, _by_offset(commits.deliver(fetched, RECEIVED))
 
 
