@@ -41,9 +41,10 @@ fault: $(STAMP)
 	$(PY) -m scripts.fault_report -n $(FAULT_N)
 
 # Mutation testing (mutmut; config in pyproject.toml [tool.mutmut]) of gateway/matching,
-# gateway/templates.py, gateway/envelope, gateway/runtime and adapters/kafka.py against
-# the fast suite (unit + fuzz, fixed seed). Slow: one child per core by default;
-# MUTATE_JOBS=1 and MUTATE_ONLY='gateway.matching.*' run one package on a shared machine.
+# gateway/templates.py, gateway/envelope, gateway/runtime and the Kafka commit tracking
+# (adapters/_kafka_commits.py) against the fast suite (unit + fuzz, fixed seed). Slow: one
+# child per core by default; MUTATE_JOBS=1 and MUTATE_ONLY='gateway.matching.*' run one
+# package on a shared machine.
 # Results: `mutmut results`, `mutmut show NAME`; docs/testing.md lists the equivalent ones.
 MUTATE_JOBS ?= $(shell nproc)
 MUTATE_ONLY ?=

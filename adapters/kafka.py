@@ -21,7 +21,8 @@ unsettled, and a restart redelivers everything from the first unsettled offset o
 Settling does no I/O: an ack marks its offset and moves the partition's commit point; a
 background task then commits every partition that moved in one request, so a burst of
 acks (the engine settles a batch at a time) costs one commit, not one per message.
-`aclose()` and a partition revocation flush the commits first.
+`aclose()` and a partition revocation flush the commits first. The tracking and the
+commits are `adapters/_kafka_commits.py`.
 
 `read_batch(limit)` hands over what aiokafka has prefetched (`getmany`), at most `limit`
 and at most the free room below `max_in_flight`, partition by partition, each in offset
@@ -58,12 +59,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import logging
 import random
 import ssl
 import time
 import uuid
-from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -75,10 +74,8 @@ from aiokafka import (  # type: ignore[import-untyped]  # no py.typed
 )
 from aiokafka.errors import (  # type: ignore[import-untyped]
     AuthenticationFailedError,
-    CommitFailedError,
     ConsumerStoppedError,
     CorruptRecordException,
-    IllegalStateError,
     InvalidTopicError,
     KafkaError,
     MessageSizeTooLargeError,
@@ -94,12 +91,12 @@ from aiokafka.record.default_records import (  # type: ignore[import-untyped]
     DefaultRecordBatchBuilder,
 )
 
+from adapters._kafka_commits import Commits
 from adapters._kafka_options import MECHANISMS, OPTIONS, SECURITY_PROTOCOLS
-from adapters._kafka_record import KafkaRecordLike, SendArgs, to_record, to_send
+from adapters._kafka_record import KafkaRecordLike, SendArgs, to_send
 from adapters._reconnect import ReconnectGate
 from adapters._schemes import check_scheme
 from adapters._tls import client_context, describe, probe
-from gateway.observability.logs import fields
 from gateway.ports import (
     Confirmation,
     Delivery,
@@ -116,8 +113,6 @@ from gateway.record import NativeMessage
 __all__ = ["KafkaConsumer", "KafkaOptions", "KafkaProducer"]
 
 _URIS = profile(KAFKA).endpoint.uris
-
-log = logging.getLogger(__name__)
 
 #: Errors that are a verdict on the record itself: sending it again cannot succeed.
 _VERDICTS: tuple[type[BaseException], ...] = (
@@ -136,8 +131,6 @@ _VERDICTS: tuple[type[BaseException], ...] = (
 
 #: How long read_batch() waits with a full window before it keeps the group membership alive.
 _KEEPALIVE_SECONDS = 60.0
-#: Pause between retries of a failed offset commit.
-_COMMIT_RETRY_SECONDS = 0.5
 #: How long one getmany() waits for records before read_batch() looks at its own state
 #: again (closed, reconnected); records that arrive meanwhile end the wait at once.
 _POLL_MS = 1000
@@ -300,59 +293,15 @@ async def _stop_quietly(client: Any, timeout: float) -> None:
 # ====================================================================== consumer
 
 
-class _Partition:
-    """What this member tracks of one assigned partition."""
-
-    __slots__ = ("next", "slots", "tp")
-
-    def __init__(self, tp: Any) -> None:
-        self.tp = tp
-        # Delivered offsets not yet committed, in offset order; the acked prefix is popped
-        # as it forms. A deque, not a dict: popping the front of a dict leaves holes that
-        # every later `next(iter())` walks over.
-        self.slots: deque[_Slot] = deque()
-        self.next: int | None = None  # the offset after the last one handed out
-
-
-class _Slot:
-    """One delivered, not yet committed offset, and its settlement (the Delivery's Settle
-    hook: one object per record rather than a closure and its cells)."""
-
-    __slots__ = ("acked", "consumer", "live", "offset", "part")
-
-    def __init__(self, consumer: KafkaConsumer, part: _Partition, offset: int) -> None:
-        self.consumer = consumer
-        self.part = part
-        self.offset = offset
-        self.acked = False
-        # False once the offset is no longer ours to settle: revoked, reconnected, or
-        # superseded by a rewind (the offset is delivered again under a new slot).
-        self.live = True
-
-    async def __call__(self, ack: bool, reason: str, retry: bool) -> None:
-        # No I/O here: the engine settles a whole batch in a burst; the commit runs in the
-        # background task, once for the burst.
-        consumer = self.consumer
-        consumer._unsettled -= 1
-        consumer._changed.set()
-        if not self.live:
-            return
-        if ack or not retry:
-            self.acked = True
-            consumer._advance(self.part)
-        else:
-            consumer._rewind(self.part, self.offset)
-
-
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]  # untyped base
-    def __init__(self, consumer: KafkaConsumer) -> None:
-        self._consumer = consumer
+    def __init__(self, commits: Commits) -> None:
+        self._commits = commits
 
     async def on_partitions_revoked(self, revoked: Sequence[Any]) -> None:
-        await self._consumer._revoked(revoked)
+        await self._commits.revoked(revoked)
 
     async def on_partitions_assigned(self, assigned: Sequence[Any]) -> None:
-        self._consumer._assigned(assigned)
+        self._commits.assigned(assigned)
 
 
 class KafkaConsumer:
@@ -365,15 +314,19 @@ class KafkaConsumer:
         if self._opts.group is None:
             raise ValueError("consumergroup: a consumer needs a consumer group")
         self.client_id = settings.client_id or f"xrgw-{self._opts.group}"
-        self._client: Any = None  # AIOKafkaConsumer
-        self._parts: dict[Any, _Partition] = {}  # per assigned partition
-        self._dirty: dict[Any, int] = {}  # partition -> offset to commit
-        self._commit_task: asyncio.Task[None] | None = None
-        self._commit_lock = asyncio.Lock()
-        self._unsettled = 0
+        # Deliveries, their settlement and the offset commits; it holds the client.
+        self._commits = Commits()
         self._paused = False
-        self._changed = asyncio.Event()
         self._closed = False
+
+    @property
+    def _client(self) -> Any:
+        """The AIOKafkaConsumer, None while not connected."""
+        return self._commits.client
+
+    @_client.setter
+    def _client(self, client: Any) -> None:
+        self._commits.client = client
 
     @property
     def connected(self) -> bool:
@@ -381,7 +334,7 @@ class KafkaConsumer:
 
     @property
     def unsettled(self) -> int:
-        return self._unsettled
+        return self._commits.unsettled
 
     async def connect(self) -> None:
         if self._closed:
@@ -398,7 +351,7 @@ class KafkaConsumer:
             heartbeat_interval_ms=opts.heartbeat_interval_ms,
             **opts.security,
         )
-        client.subscribe(list(opts.topics), listener=_Rebalance(self))
+        client.subscribe(list(opts.topics), listener=_Rebalance(self._commits))
         # start() also waits for the first partition assignment, and after a member left
         # the group a broker may take a while to let a new one in (Tansu: about twice
         # the session timeout), so the join gets more time than the bootstrap.
@@ -412,12 +365,12 @@ class KafkaConsumer:
                 f"cannot join via {','.join(opts.bootstrap)}: {await _explain(opts, exc)}"
             ) from None
         self._client = client
-        self._changed.set()
+        self._commits.changed.set()
 
     async def read_batch(self, limit: int) -> list[Delivery]:
         while True:
             client = self._live_client()
-            room = self._opts.max_in_flight - self._unsettled
+            room = self._opts.max_in_flight - self._commits.unsettled
             if room <= 0:
                 await self._wait_for_room(client)
                 continue
@@ -458,7 +411,7 @@ class KafkaConsumer:
             return
         self._closed = True
         await self._drop_client()
-        self._changed.set()
+        self._commits.changed.set()
 
     async def backlog(self) -> list[PartitionLag]:
         client = self._client
@@ -473,10 +426,7 @@ class KafkaConsumer:
             # Both are lower bounds of the true end: the fetch's high watermark may be
             # older, a broker's ListOffsets answer may be short (Tansu's is).
             end = max(listed[tp], client.highwater(tp) or 0)
-            part = self._parts.get(tp)
-            # The first slot is the first unsettled offset: _advance() pops the settled
-            # prefix.
-            done = None if part is None else part.slots[0].offset if part.slots else part.next
+            done = self._commits.first_unsettled(tp)
             if done is None:
                 done = await self._start_offset(client, tp, end)
             lags.append(PartitionLag(tp.topic, tp.partition, max(0, end - done)))
@@ -492,97 +442,20 @@ class KafkaConsumer:
             return first
         return end
 
-    # -- delivery and settlement ----------------------------------------------------------
+    # -- delivery ----------------------------------------------------------------------------
     def _deliver(self, fetched: dict[Any, list[KafkaRecordLike]]) -> list[Delivery]:
         """Deliveries of a getmany() answer: partition by partition, each in offset order
         (the only order Kafka defines)."""
-        received_at = _now()  # one clock read per batch: the records arrived together
-        out: list[Delivery] = []
-        for tp, records in fetched.items():
-            part = self._parts.get(tp)
-            if part is None:
-                part = self._parts[tp] = _Partition(tp)
-            slots = part.slots
-            for record in records:
-                slot = _Slot(self, part, record.offset)
-                slots.append(slot)
-                out.append(Delivery(to_record(record, received_at), slot))
-            part.next = records[-1].offset + 1
-        self._unsettled += len(out)
-        return out
-
-    def _advance(self, part: _Partition) -> None:
-        """Commit past the acked prefix; slots are in delivery (= offset) order."""
-        slots = part.slots
-        commit_to: int | None = None
-        while slots and slots[0].acked:
-            commit_to = slots.popleft().offset + 1
-        if commit_to is None:
-            return  # an ack past a gap: nothing contiguous to commit yet
-        self._dirty[part.tp] = commit_to
-        task = self._commit_task
-        if task is None or task.done():
-            self._commit_task = asyncio.create_task(self._commit_loop())
-
-    def _rewind(self, part: _Partition, offset: int) -> None:
-        # Forget `offset` and everything after it (their settlements become no-ops) and
-        # fetch again from there; aiokafka drops the partition's prefetched records.
-        slots = part.slots
-        while slots and slots[-1].offset >= offset:
-            slots.pop().live = False
-        part.next = offset
-        if self._client is not None:
-            self._client.seek(part.tp, offset)
-
-    def _forget(self, part: _Partition) -> None:
-        """The partition's deliveries are no longer ours to settle (the new owner starts
-        from the committed offset)."""
-        for slot in part.slots:
-            slot.live = False
-        part.slots.clear()
-
-    async def _commit_loop(self) -> None:
-        # Started by the first ack of a burst; it runs once the settling task yields, so
-        # one request commits every partition the burst advanced. Acks that arrive while a
-        # commit is under way make the next one.
-        while self._dirty and self._client is not None:
-            client = self._client
-            batch, self._dirty = self._dirty, {}
-            try:
-                async with self._commit_lock:
-                    await client.commit(batch)
-            except (CommitFailedError, IllegalStateError) as exc:
-                # The group moved on (rebalance): the new owner redelivers from the last
-                # successful commit, which is at-least-once.
-                log.warning("kafka commit dropped after rebalance", extra=fields(error=exc))
-            except KafkaError as exc:
-                log.warning("kafka commit failed, retrying", extra=fields(error=exc))
-                for tp, offset in batch.items():
-                    if tp in self._parts:
-                        self._dirty.setdefault(tp, offset)  # a newer offset wins
-                await asyncio.sleep(_COMMIT_RETRY_SECONDS)
-
-    async def _flush_commits(self, timeout: float) -> None:
-        task = self._commit_task
-        if task is not None and not task.done():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(task), timeout)
-        self._commit_task = None
-        if task is not None and not task.done():
-            task.cancel()
-        client = self._client
-        if self._dirty and client is not None:
-            batch, self._dirty = self._dirty, {}
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(timeout), self._commit_lock:
-                    await client.commit(batch)
+        # One clock read per batch: the records arrived together.
+        return self._commits.deliver(fetched, _now())
 
     # -- back-pressure ------------------------------------------------------------------------
     async def _wait_for_room(self, client: Any) -> None:
-        self._changed.clear()
+        changed = self._commits.changed
+        changed.clear()
         try:
             async with asyncio.timeout(_KEEPALIVE_SECONDS):
-                await self._changed.wait()
+                await changed.wait()
             return
         except TimeoutError:
             pass
@@ -593,40 +466,16 @@ class KafkaConsumer:
         with contextlib.suppress(KafkaError):
             await client.getmany(timeout_ms=0)
 
-    # -- group membership ------------------------------------------------------------------------
-    async def _revoked(self, revoked: Sequence[Any]) -> None:
-        # Commit what is settled while this member still owns the partitions.
-        batch = {tp: self._dirty.pop(tp) for tp in revoked if tp in self._dirty}
-        client = self._client
-        if batch and client is not None:
-            try:
-                async with self._commit_lock:
-                    await client.commit(batch)
-            except KafkaError as exc:
-                log.warning("kafka commit on revocation failed", extra=fields(error=exc))
-        for tp in revoked:
-            part = self._parts.pop(tp, None)
-            if part is not None:
-                self._forget(part)
-
-    def _assigned(self, assigned: Sequence[Any]) -> None:
-        for tp in assigned:
-            if tp not in self._parts:
-                self._parts[tp] = _Partition(tp)
-
+    # -- connection --------------------------------------------------------------------------
     async def _drop_client(self) -> None:
         client = self._client
         if client is None:
             return
-        await self._flush_commits(self._opts.connect_timeout)
-        self._client = None
-        for part in self._parts.values():
-            self._forget(part)
-        self._parts.clear()
-        self._dirty.clear()
+        # Flushes the commits, then forgets the partitions and the client.
+        await self._commits.detach(self._opts.connect_timeout)
         self._paused = False
         await _stop_quietly(client, self._opts.connect_timeout)
-        self._changed.set()
+        self._commits.changed.set()
 
 
 # ====================================================================== producer

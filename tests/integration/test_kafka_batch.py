@@ -207,7 +207,7 @@ async def test_a_burst_of_acks_is_one_commit_without_io_per_ack(tansu: Tansu) ->
         assert len(asyncio.all_tasks()) <= tasks_before + 1  # one commit task, not one per ack
         assert commits == []  # nothing yet: the burst is not over until the settler yields
         async with asyncio.timeout(TIMEOUT):
-            while consumer._commit_task is not None and not consumer._commit_task.done():
+            while consumer._commits._task is not None and not consumer._commits._task.done():
                 await asyncio.sleep(0.01)
         assert commits == [{TopicPartition(topic, p): count for p, count in counts.items()}]
     finally:
@@ -232,7 +232,7 @@ async def test_acks_arriving_during_a_commit_make_one_more(tansu: Tansu) -> None
                 await delivery.ack()
             await asyncio.sleep(0)
         async with asyncio.timeout(TIMEOUT):
-            while consumer._commit_task is not None and not consumer._commit_task.done():
+            while consumer._commits._task is not None and not consumer._commits._task.done():
                 await asyncio.sleep(0.01)
         tp = TopicPartition(topic, 0)
         assert commits == [{tp: 10}, {tp: 30}]  # the later bursts coalesced

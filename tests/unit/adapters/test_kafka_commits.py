@@ -2,7 +2,12 @@
 what would be committed. The committed offset of a partition is the one after the
 contiguous settled prefix of what was handed out (never past an unsettled offset: a crash
 would lose it), a `nack(retry=False)` settles like an ack, a `nack(retry=True)` rewinds,
-and a revoked or superseded delivery settles nothing."""
+and a revoked or superseded delivery settles nothing.
+
+The first tests go through KafkaConsumer (the batch path, backlog); the later ones drive
+the tracking itself (`adapters/_kafka_commits.py`, `Commits`) with a fake that has only
+what it uses of the client, `commit(offsets)` and `seek(tp, offset)`: commit failures,
+flushing with a timeout, revocation and the client going away."""
 
 from __future__ import annotations
 
@@ -10,12 +15,18 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from aiokafka import TopicPartition  # type: ignore[import-untyped]
-from aiokafka.errors import KafkaError  # type: ignore[import-untyped]
+from aiokafka.errors import (  # type: ignore[import-untyped]
+    CommitFailedError,
+    IllegalStateError,
+    KafkaError,
+)
 
-from adapters import kafka
+from adapters import _kafka_commits
+from adapters._kafka_commits import Commits
 from adapters.kafka import KafkaConsumer
-from gateway.ports import Delivery, EndpointSettings
+from gateway.ports import Delivery, EndpointSettings, NotConnected
 
 T0 = TopicPartition("orders", 0)
 T1 = TopicPartition("orders", 1)
@@ -90,6 +101,20 @@ async def _settled() -> None:
 def _by_offset(deliveries: list[Delivery]) -> dict[tuple[int, int], Delivery]:
     return {(d.message.fields["partition"], d.message.fields["offset"]): d  # type: ignore[misc]
             for d in deliveries}
+
+
+def test_a_new_consumer_is_not_connected_until_it_joins() -> None:
+    async def scenario() -> None:
+        consumer = KafkaConsumer(EndpointSettings(
+            "kafka://127.0.0.1:9092", options={"topics": ["orders"], "consumergroup": "g"}))
+        assert not consumer.connected
+        assert consumer.unsettled == 0
+        with pytest.raises(NotConnected):
+            await consumer.read_batch(10)
+        with pytest.raises(NotConnected):
+            await consumer.backlog()
+
+    asyncio.run(scenario())
 
 
 def test_commits_the_contiguous_acked_prefix_of_one_batch_per_partition() -> None:
@@ -168,7 +193,7 @@ def test_revoked_partitions_commit_what_is_settled_and_forget_the_rest() -> None
         consumer = _consumer(client)
         got = _by_offset(await consumer.read_batch(100))
         await got[0, 0].ack()  # dirty, commit task not run yet
-        await consumer._revoked([T0])
+        await consumer._commits.revoked([T0])
         assert {T0: 1} in client.commits
         before = list(client.commits)
         await got[0, 1].ack()  # no longer ours: the new owner redelivers from 1
@@ -181,7 +206,7 @@ def test_revoked_partitions_commit_what_is_settled_and_forget_the_rest() -> None
 
 
 def test_a_failed_commit_is_retried_with_the_newest_offset(monkeypatch: Any) -> None:
-    monkeypatch.setattr(kafka, "_COMMIT_RETRY_SECONDS", 0.0)
+    monkeypatch.setattr(_kafka_commits, "_COMMIT_RETRY_SECONDS", 0.0)
 
     async def scenario() -> None:
         client = _FakeClient([{T0: _records(T0, 0, 1)}], fail_commits=1)
@@ -236,3 +261,337 @@ def test_backlog_counts_from_the_first_unsettled_or_the_next_offset() -> None:
         assert lags[0].messages == 7  # all settled: from the next offset, 3
 
     asyncio.run(scenario())
+
+
+# ---------------------------------------------------------------------------- the tracking
+
+RECEIVED = "2026-11-24T10:00:00Z"
+T9 = TopicPartition("orders", 9)  # never assigned, never delivered
+
+
+class _Committer:
+    """What the tracking uses of the client. `failures` are raised by the next commits,
+    one each; the next `hang` commits never answer (until cancelled)."""
+
+    def __init__(self) -> None:
+        self.attempts: list[dict[Any, int]] = []  # every commit request, failed ones too
+        self.commits: list[dict[Any, int]] = []  # the successful ones
+        self.seeks: list[tuple[Any, int]] = []
+        self.failures: list[BaseException] = []
+        self.hang = 0
+        self.held: asyncio.Event | None = None  # while set, commits wait for it
+
+    async def commit(self, offsets: dict[Any, int]) -> None:
+        self.attempts.append(dict(offsets))
+        if self.hang:
+            self.hang -= 1
+            await asyncio.Event().wait()
+        if self.held is not None:
+            await self.held.wait()
+        if self.failures:
+            raise self.failures.pop(0)
+        self.commits.append(dict(offsets))
+
+    def seek(self, tp: Any, offset: int) -> None:
+        self.seeks.append((tp, offset))
+
+
+def _tracking(client: _Committer | None,
+              fetched: dict[Any, list[_Record]]) -> tuple[Commits, dict[tuple[int, int], Delivery]]:
+    commits = Commits()  # no client: as before the consumer connects
+    if client is not None:
+        commits.client = client
+    return commits, _by_offset(commits.deliver(fetched, RECEIVED))
+
+
+def _bounded(scenario: Any) -> None:
+    """Runs a scenario; one that waits forever (a flush without its timeout) fails."""
+    async def run() -> None:
+        async with asyncio.timeout(2):
+            await scenario()
+
+    asyncio.run(run())
+
+
+async def _spin(rounds: int = 20) -> None:
+    for _ in range(rounds):
+        await asyncio.sleep(0)
+
+
+def test_deliveries_come_partition_by_partition_with_the_batch_receive_time() -> None:
+    async def scenario() -> None:
+        commits = Commits()
+        out = commits.deliver({T0: _records(T0, 5, 6), T1: _records(T1, 0)}, RECEIVED)
+        assert [(d.message.fields["partition"], d.message.fields["offset"])
+                for d in out] == [(0, 5), (0, 6), (1, 0)]
+        assert {d.message.received_at for d in out} == {RECEIVED}
+        assert commits.unsettled == 3
+        assert (commits.first_unsettled(T0), commits.first_unsettled(T1)) == (5, 0)
+
+    _bounded(scenario)
+
+
+def test_first_unsettled_is_the_first_open_offset_then_the_next_one() -> None:
+    async def scenario() -> None:
+        commits = Commits()
+        commits.assigned([T0])
+        assert commits.first_unsettled(T0) is None  # assigned, nothing handed out yet
+        assert commits.first_unsettled(T9) is None  # not ours at all
+        got = _by_offset(commits.deliver({T0: _records(T0, 5, 6, 7)}, RECEIVED))
+        assert commits.first_unsettled(T0) == 5
+        await got[0, 6].ack()
+        assert commits.first_unsettled(T0) == 5  # 6 lies past the open 5
+        await got[0, 5].ack()
+        assert commits.first_unsettled(T0) == 7
+        await got[0, 7].ack()
+        assert commits.first_unsettled(T0) == 8  # all settled: the next to hand out
+        assert commits.unsettled == 0
+
+    _bounded(scenario)
+
+
+def test_a_new_assignment_keeps_the_deliveries_of_partitions_still_owned() -> None:
+    async def scenario() -> None:
+        client = _Committer()
+        commits, got = _tracking(client, {T0: _records(T0, 0, 1)})
+        commits.assigned([T0, T1])
+        assert commits.first_unsettled(T0) == 0
+        assert commits.first_unsettled(T1) is None
+        for offset in (0, 1):
+            await got[0, offset].ack()
+        more = _by_offset(commits.deliver({T1: _records(T1, 3)}, RECEIVED))
+        await more[1, 3].ack()
+        await _spin()
+        assert client.commits == [{T0: 2, T1: 4}]
+
+    _bounded(scenario)
+
+
+def test_a_burst_of_acks_starts_one_commit_task_and_acks_during_a_commit_make_one_more(
+) -> None:
+    async def scenario() -> None:
+        client = _Committer()
+        client.held = asyncio.Event()
+        _, got = _tracking(client, {T0: _records(T0, *range(10))})
+        before = len(asyncio.all_tasks())
+        for offset in range(5):
+            await got[0, offset].ack()
+        assert len(asyncio.all_tasks()) == before + 1
+        await _spin()
+        assert client.attempts == [{T0: 5}]  # under way, held
+        for offset in range(5, 10):
+            await got[0, offset].ack()
+        assert len(asyncio.all_tasks()) == before + 1  # the running loop takes them
+        client.held.set()
+        await _spin()
+        assert client.commits == [{T0: 5}, {T0: 10}]
+        assert len(asyncio.all_tasks()) == before
+
+    _bounded(scenario)
+
+
+def test_without_a_client_settling_works_and_the_offsets_wait_for_one() -> None:
+    async def scenario() -> None:
+        commits, got = _tracking(None, {T0: _records(T0, 0, 1, 2)})
+        await got[0, 0].ack()
+        await got[0, 1].nack("sink down", retry=True)  # rewinds; nothing to seek
+        await _spin()
+        assert commits.first_unsettled(T0) == 1
+        assert commits.unsettled == 1
+        client = _Committer()
+        commits.client = client
+        await commits.flush(0.5)
+        assert client.commits == [{T0: 1}]
+        assert client.seeks == []
+
+    _bounded(scenario)
+
+
+def test_a_failed_commit_is_retried_on_its_own(monkeypatch: Any) -> None:
+    monkeypatch.setattr(_kafka_commits, "_COMMIT_RETRY_SECONDS", 0.0)
+
+    async def scenario() -> None:
+        client = _Committer()
+        client.failures = [KafkaError("coordinator not available")]
+        _, got = _tracking(client, {T0: _records(T0, 0, 1)})
+        await got[0, 0].ack()
+        await got[0, 1].ack()
+        await _spin()
+        assert client.attempts == [{T0: 2}, {T0: 2}]
+        assert client.commits == [{T0: 2}]
+
+    _bounded(scenario)
+
+
+def test_a_retry_takes_the_newest_offset_and_leaves_out_revoked_partitions(
+        monkeypatch: Any) -> None:
+    monkeypatch.setattr(_kafka_commits, "_COMMIT_RETRY_SECONDS", 0.0)
+
+    async def scenario() -> None:
+        client = _Committer()
+        client.held = asyncio.Event()
+        client.failures = [KafkaError("request timed out")]
+        commits, got = _tracking(client, {T0: _records(T0, 0, 1), T1: _records(T1, 0)})
+        await got[0, 0].ack()
+        await got[1, 0].ack()
+        await _spin()
+        assert client.attempts == [{T0: 1, T1: 1}]  # under way; it is going to fail
+        await got[0, 1].ack()  # newer than the failing {T0: 1}
+        await commits.revoked([T1])  # nothing dirty of T1: no request, just forgotten
+        assert len(client.attempts) == 1
+        client.held.set()
+        await _spin()
+        assert client.commits == [{T0: 2}]
+
+    _bounded(scenario)
+
+
+@pytest.mark.parametrize("refusal", [CommitFailedError, IllegalStateError])
+def test_a_commit_the_group_refuses_is_dropped_not_retried(monkeypatch: Any,
+                                                          refusal: type[Exception]) -> None:
+    monkeypatch.setattr(_kafka_commits, "_COMMIT_RETRY_SECONDS", 0.0)
+
+    async def scenario() -> None:
+        client = _Committer()
+        client.failures = [refusal()]
+        _, got = _tracking(client, {T0: _records(T0, 0, 1)})
+        await got[0, 0].ack()
+        await _spin()
+        assert client.attempts == [{T0: 1}]
+        assert client.commits == []  # the new owner redelivers from the last commit
+        await got[0, 1].ack()
+        await _spin()
+        assert client.attempts == [{T0: 1}, {T0: 2}]
+        assert client.commits == [{T0: 2}]
+
+    _bounded(scenario)
+
+
+def test_flush_waits_for_the_commit_under_way_and_later_acks_commit_again() -> None:
+    async def scenario() -> None:
+        client = _Committer()
+        client.held = asyncio.Event()
+        commits, got = _tracking(client, {T0: _records(T0, 0, 1)})
+        await got[0, 0].ack()
+        await _spin()
+        asyncio.get_running_loop().call_later(0.01, client.held.set)
+        await commits.flush(1.0)
+        assert client.commits == [{T0: 1}]  # finished before flush returned
+        await got[0, 1].ack()  # a new burst after a flush starts a new commit
+        await _spin()
+        assert client.commits == [{T0: 1}, {T0: 2}]
+
+    _bounded(scenario)
+
+
+def test_flush_gives_up_on_a_hung_commit_and_commits_the_newer_offsets() -> None:
+    async def scenario() -> None:
+        client = _Committer()
+        client.hang = 1
+        commits, got = _tracking(client, {T0: _records(T0, 0, 1, 2)})
+        await got[0, 0].ack()
+        await _spin()
+        assert client.attempts == [{T0: 1}]  # never answers
+        await got[0, 1].ack()  # waits behind the hung request
+        task = commits._task
+        assert task is not None
+        await commits.flush(0.05)
+        await _spin(2)
+        assert task.cancelled()
+        assert client.commits == [{T0: 2}]
+        await got[0, 2].ack()
+        await _spin()
+        assert client.commits == [{T0: 2}, {T0: 3}]
+
+    _bounded(scenario)
+
+
+def test_flush_with_nothing_to_commit_makes_no_request() -> None:
+    async def scenario() -> None:
+        client = _Committer()
+        commits, got = _tracking(client, {T0: _records(T0, 0, 1)})
+        await commits.flush(0.05)  # no commit task yet
+        await got[0, 1].ack()  # past the open 0: nothing to commit
+        await commits.flush(0.05)
+        assert client.attempts == []
+
+    _bounded(scenario)
+
+
+@pytest.mark.parametrize("trouble", ["fails", "hangs"])
+def test_flush_drops_a_final_commit_that_fails_or_hangs(trouble: str) -> None:
+    async def scenario() -> None:
+        client = _Committer()
+        if trouble == "fails":
+            client.failures = [KafkaError("broker gone")]
+        else:
+            client.hang = 1
+        commits, got = _tracking(None, {T0: _records(T0, 0)})
+        await got[0, 0].ack()  # no client: the offset waits
+        await _spin()
+        commits.client = client
+        await commits.flush(0.05)  # returns, does not raise
+        assert client.attempts == [{T0: 1}]
+        assert client.commits == []
+
+    _bounded(scenario)
+
+
+def test_detach_flushes_then_forgets_every_partition_and_the_client() -> None:
+    async def scenario() -> None:
+        client = _Committer()
+        client.hang = 1
+        commits, got = _tracking(client, {T0: _records(T0, 0, 1, 2, 3)})
+        commits.assigned([T1])  # assigned, nothing handed out
+        await got[0, 0].ack()
+        await _spin()
+        await got[0, 1].ack()  # behind the hung request
+        await commits.detach(0.05)
+        assert client.commits == [{T0: 2}]
+        assert commits.client is None
+        assert commits.first_unsettled(T0) is None
+        assert commits.first_unsettled(T1) is None
+        commits.changed.clear()
+        await got[0, 2].ack()  # stale: counted, nothing else
+        assert commits.changed.is_set()
+        await got[0, 3].nack("late", retry=True)
+        await _spin()
+        assert commits.unsettled == 0
+        assert client.commits == [{T0: 2}]
+        assert client.seeks == []
+
+    _bounded(scenario)
+
+
+def test_revocation_commits_the_settled_offsets_of_the_revoked_partitions_only() -> None:
+    async def scenario() -> None:
+        client = _Committer()
+        commits, got = _tracking(client, {T0: _records(T0, 0, 1), T1: _records(T1, 0, 1)})
+        await got[0, 0].ack()
+        await got[1, 0].ack()
+        await commits.revoked([T0])  # before the commit task ran
+        assert client.commits == [{T0: 1}]
+        assert commits.first_unsettled(T0) is None
+        assert commits.first_unsettled(T1) == 1
+        await _spin()
+        assert client.commits == [{T0: 1}, {T1: 1}]  # the rest by the commit task
+        await commits.revoked([T1])  # nothing dirty: no request
+        assert len(client.attempts) == 2
+
+    _bounded(scenario)
+
+
+def test_revocation_survives_a_failed_commit_and_a_partition_it_never_had() -> None:
+    async def scenario() -> None:
+        client = _Committer()
+        client.failures = [KafkaError("not coordinator")]
+        commits, got = _tracking(client, {T0: _records(T0, 0, 1)})
+        await got[0, 0].ack()
+        await commits.revoked([T0, T9])
+        assert client.attempts == [{T0: 1}]
+        assert commits.first_unsettled(T0) is None
+        await got[0, 1].ack()  # no longer ours
+        await _spin()
+        assert client.attempts == [{T0: 1}]
+
+    _bounded(scenario)
