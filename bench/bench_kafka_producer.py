@@ -9,7 +9,7 @@ and wait for every acknowledgement; reported is this process's CPU time per reco
 the records per second, best of `--rounds`:
 
   baseline   aiokafka `send()` per record and the futures awaited: what a plain
-             client-library bridge does (../shared/bench's passthrough)
+             client-library bridge does (a passthrough bridge)
   adapter    `KafkaProducer.submit` (adapters/kafka.py): records packed per partition
              into record batches; it also builds each record from a NativeMessage
              (to_send: topic, key, headers, content type), which the baseline does not

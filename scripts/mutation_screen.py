@@ -5,9 +5,9 @@ mutant, too slow for the ~1,800 mutants of a package. This plugin screens a list
 mutants instead: from inside mutmut's working copy (`mutants/`, or a copy of it) it runs
 the collected tests with no mutant (they must pass), then once per mutant with
 MUTANT_UNDER_TEST set, stopping at the first failing test, and writes one line per mutant:
-`killed NAME` or `survived NAME`.
+`killed NAME` or `survived NAME` ($VENV_PYTHON: the project's virtualenv's python).
 
-    cd mutants && MUTLIST=names.txt MUTOUT=result.txt ../.venv/bin/python -m pytest \\
+    cd mutants && MUTLIST=names.txt MUTOUT=result.txt $VENV_PYTHON -m pytest \\
         -p scripts.mutation_screen -q -p no:cacheprovider --hypothesis-seed=0 \\
         --hypothesis-profile=mutation tests/unit/core
 
