@@ -18,12 +18,12 @@ def test_batching_defaults() -> None:
     opts = _parse()
     # A single partition's throughput is one batch per round trip: aiokafka's 16 KiB
     # default would cap it at about 80 records of 200 bytes.
-    assert (opts.linger_ms, opts.max_batch_size) == (0, 1 << 20)
+    assert (opts.linger_ms, opts.max_batch_size) == (5, 1 << 20)
 
 
 def test_batching_overrides() -> None:
-    opts = _parse(linger_ms=5, max_batch_size=65536)
-    assert (opts.linger_ms, opts.max_batch_size) == (5, 65536)
+    opts = _parse(linger_ms=0, max_batch_size=65536)
+    assert (opts.linger_ms, opts.max_batch_size) == (0, 65536)
 
 
 @pytest.mark.parametrize(("name", "value"), [("linger_ms", -1), ("max_batch_size", 0),
