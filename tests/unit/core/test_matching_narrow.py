@@ -83,14 +83,14 @@ def test_definitions_without_the_constant_are_always_candidates() -> None:
     assert large[9].narrowed_checks == () and large[10].narrowed_checks == ()
 
 
-@pytest.mark.parametrize(("size", "shared", "is_split"), [
+@pytest.mark.parametrize(("size", "repeated", "is_split"), [
     # at worst a record tests (others + the largest share of one value) definitions:
     # split when that is at most half the bucket
     (9, 4, True), (9, 5, False), (10, 5, True), (10, 6, False), (12, 6, True),
 ])
-def test_a_split_must_at_least_halve_the_work(size: int, shared: int, is_split: bool
+def test_a_split_must_at_least_halve_the_work(size: int, repeated: int, is_split: bool
                                               ) -> None:
-    values = ["same"] * shared + [f"v{i}" for i in range(size - shared)]
+    values = ["same"] * repeated + [f"v{i}" for i in range(size - repeated)]
     large = bucket(*[[opt("topic", "t"), opt("headers", v, name="type")] for v in values])
     assert isinstance(narrowed(large), Narrowed) is is_split
 
