@@ -237,7 +237,7 @@ def test_a_check_read_through_its_reader() -> None:
     assert passes("AMQP/1.0", section, records[:1], {"x": "2"}) == [False]
 
 
-# -- shared tests -----------------------------------------------------------------------------
+# -- tests reused by equal checks ---------------------------------------------------------------
 def test_equal_checks_share_a_test_and_different_ones_do_not() -> None:
     made: dict[Any, object] = {}
     one = check_test(compiled_check("KAFKA", opt("key", 1, type="any")), made)
