@@ -79,3 +79,32 @@ def test_a_scalar_reader_with_only_optional_parts_always_has_an_identity() -> No
 ])
 def test_which_identities_are_scalar(protocol: str, scalar: bool) -> None:
     assert ids.is_scalar_identity(protocol) is scalar
+
+
+def test_the_general_reader_joins_mixed_parts_in_profile_order(
+        fresh_readers: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No shipped profile mixes scalar fields and named entries in one identity, but the
+    general reader is written for it (a profile may add one): scalar parts read with their
+    need's default, named parts from their section, joined by "/" in profile order."""
+    from dataclasses import replace
+
+    from gateway.protocols.profile import FieldRef, Identity, IdentityPart
+    amqp = find_profile("AMQP/1.0")
+    assert amqp is not None
+    mixed = replace(amqp, identity=Identity("mix", (
+        IdentityPart(FieldRef("topic"), "optional"),
+        IdentityPart(FieldRef("properties", "message-id")),
+        IdentityPart(FieldRef("seq"), "present"),
+    )))
+    monkeypatch.setattr(ids, "find_profile", lambda protocol: mixed)
+    read = ids.identity_reader("MIXED")
+    full = NativeMessage("MIXED", {"topic": "t", "properties": {"message-id": "m"}, "seq": 4})
+    assert read(full) == "mix:t/m/4"
+    no_topic = NativeMessage("MIXED", {"properties": {"message-id": "m"}, "seq": 0})
+    assert read(no_topic) == "mix:/m/0"  # optional: an absent field reads as ""
+    no_seq = NativeMessage("MIXED", {"topic": "t", "properties": {"message-id": "m"}})
+    assert read(no_seq) is None  # present: an absent field means no identity
+    empty_seq = NativeMessage("MIXED", {"topic": "t", "properties": {"message-id": "m"},
+                                        "seq": ""})
+    assert read(empty_seq) == "mix:t/m/"  # present: an empty value still counts
+    assert ids.identity_reader("MIXED") is read  # built once per protocol
