@@ -177,6 +177,19 @@ endpoints:
 
 
 # ---------------------------------------------------------------------------------- child
+# The fields whose values name a message's unit of order, per protocol: the plain bridge
+# keeps each unit's messages in one lane. AMQP: one link, one order; HTTP: none.
+_ORDER_FIELDS = {"KAFKA": ("topic", "partition"), "MQTT/3.1.1": ("topic_name",),
+                 "MQTT/5.0": ("topic_name",), "NATS": ("subject",)}
+
+
+def _unit_of_order(message: Any) -> object:
+    if message.protocol == "AMQP/1.0":
+        return message.protocol
+    fields = _ORDER_FIELDS.get(message.protocol)
+    return None if fields is None else tuple(message.fields.get(f) for f in fields)
+
+
 class Passthrough:
     """The plain bridge: same adapters and concurrency shape as a Route, nothing else."""
 
@@ -199,13 +212,11 @@ class Passthrough:
         self._tasks.append(asyncio.create_task(self._read()))
 
     async def _read(self) -> None:
-        from gateway.runtime.route import ordering_key
-
         n = 0
         while True:
             await self._window.acquire()
             delivery = await read_one(self.consumer)
-            key = ordering_key(delivery.message)
+            key = _unit_of_order(delivery.message)
             n += 1
             lane = hash(key) % len(self._lanes) if key is not None else n % len(self._lanes)
             self._lanes[lane].put_nowait(delivery)

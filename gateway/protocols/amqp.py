@@ -79,7 +79,7 @@ AMQP_PROFILE = ProtocolProfile(
         aliases={"address": "node"},
     ),
     address=FieldRef("properties", "subject"),
-    ordering=Ordering("link", source_key=(FieldRef("properties", "group-id"),
+    ordering=Ordering(source_key=(FieldRef("properties", "group-id"),
                                           FieldRef("properties", "subject"))),
     identity=Identity("amqp", (IdentityPart(FieldRef("properties", "message-id")),)),
     metadata=Metadata("application-properties", "section"),

@@ -59,7 +59,7 @@ HTTP_PROFILE = ProtocolProfile(
     ),
     address=FieldRef("path"),
     percent_encoded=("path", "query"),
-    # Ordering("none"): independent requests, no order to keep.
+    # No `ordering`: independent requests, no unit of order to key outputs by.
     identity=Identity("http", (IdentityPart(FieldRef("headers", "idempotency-key"),
                                             "non-empty"),)),
     metadata=Metadata("headers", "pairs", ignore_case=True, text_values=True),

@@ -68,7 +68,7 @@ KAFKA_PROFILE = ProtocolProfile(
         subscriber_consumer=False,
     ),
     address=FieldRef("topic"),
-    ordering=Ordering("key", ("topic", "partition"), source_key=(FieldRef("key"),)),
+    ordering=Ordering(source_key=(FieldRef("key"),)),
     partition_key=FieldRef("key"),
     identity=Identity("kafka", (IdentityPart(FieldRef("topic")),
                                 IdentityPart(FieldRef("partition")),

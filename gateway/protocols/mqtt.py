@@ -88,7 +88,7 @@ MQTT5_PROFILE = ProtocolProfile(
     },
     endpoint=_endpoint(_OPTIONS_5),
     address=FieldRef("topic_name"),
-    ordering=Ordering("key", ("topic_name",), source_key=(FieldRef("topic_name"),)),
+    ordering=Ordering(source_key=(FieldRef("topic_name"),)),
     identity=Identity("mqtt", (IdentityPart(FieldRef("topic_name"), "optional"),
                                IdentityPart(FieldRef("correlation_data"), "non-empty"))),
     metadata=Metadata("user_properties", "pairs"),
@@ -107,7 +107,7 @@ MQTT311_PROFILE = ProtocolProfile(
     record_fields={"topic_name": "string", "qos": "integer", "retain": "boolean"},
     endpoint=_endpoint(_OPTIONS_311),
     address=FieldRef("topic_name"),
-    ordering=Ordering("key", ("topic_name",), source_key=(FieldRef("topic_name"),)),
+    ordering=Ordering(source_key=(FieldRef("topic_name"),)),
     # No metadata at all: no identity, no content type, no binary CloudEvents; a dead
     # letter becomes a JSON document (`gateway/deadletter_format.py`).
     binary_mode=False,

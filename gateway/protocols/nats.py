@@ -55,7 +55,7 @@ NATS_PROFILE = ProtocolProfile(
         output_fields=(("subject", "subject"),),
     ),
     address=FieldRef("subject"),
-    ordering=Ordering("key", ("subject",), source_key=(FieldRef("subject"),)),
+    ordering=Ordering(source_key=(FieldRef("subject"),)),
     identity=Identity("nats", (IdentityPart(FieldRef("stream")),
                                IdentityPart(FieldRef("sequence")))),
     metadata=Metadata("headers", "pairs", ignore_case=True, text_values=True),

@@ -89,23 +89,15 @@ class Identity:
     parts: tuple[IdentityPart, ...]
 
 
-OrderScope = Literal["key", "link", "none"]
-
-
 @dataclass(frozen=True)
 class Ordering:
-    """Which messages the route keeps in order (`gateway/runtime/route.py`).
+    """What names a message's unit of order at the source, for keying the outputs that
+    partition by key (`ProtocolProfile.partition_key`, `gateway/runtime/keys.py`): the
+    first of `source_key`'s places that holds a text (MQTT topic, NATS subject, Kafka key,
+    AMQP group-id, else subject). Empty: the protocol has no unit of order (HTTP's
+    requests are independent). The route itself keeps a source's order by sending and
+    settling each batch in order (docs/architecture.md)."""
 
-    key  - messages with the same values of `fields` (Kafka topic + partition);
-    link - all messages of the endpoint (AMQP: one link, one order);
-    none - none (HTTP: independent requests).
-    """
-
-    scope: OrderScope
-    fields: tuple[str, ...] = ()
-    # What names a message's unit of order at the source, for keying the outputs that
-    # partition by key (`ProtocolProfile.partition_key`): the first of these places that
-    # holds a text (MQTT topic, NATS subject, Kafka key, AMQP group-id, else subject).
     source_key: tuple[FieldRef, ...] = ()
 
 
@@ -246,7 +238,7 @@ class ProtocolProfile:
     address: FieldRef | None = None
     # Record fields carried percent-encoded (HTTP path and query), decoded before matching.
     percent_encoded: tuple[str, ...] = ()
-    ordering: Ordering = Ordering("none")
+    ordering: Ordering = Ordering()
     identity: Identity | None = None
     metadata: Metadata | None = None  # None: no metadata (MQTT 3.1.1)
     content_type: FieldRef | None = None

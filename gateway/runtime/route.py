@@ -98,18 +98,6 @@ class Output:
     definitions: Sequence[MessageDefinition] = ()  # for deliver: native
 
 
-def ordering_key(record: NativeMessage) -> object:
-    """The unit of order of a message (`ProtocolProfile.ordering`): None when it has
-    none (HTTP requests are independent)."""
-    prof = find_profile(record.protocol)
-    if prof is None or prof.ordering.scope == "none":
-        return None
-    if prof.ordering.scope == "link":
-        return prof.name  # AMQP: one link, one order
-    values = tuple(record.fields.get(name) for name in prof.ordering.fields)
-    return values[0] if len(values) == 1 else values
-
-
 # -- one batch on its way through the route ---------------------------------------------------
 
 
@@ -869,4 +857,4 @@ async def _settle_quietly(delivery: Delivery, reason: str, retry: bool) -> None:
         log.debug("delivery already settled", exc_info=True)  # pragma: no mutate
 
 
-__all__ = ["HTTP", "MAX_BATCH", "Output", "Route", "ordering_key"]
+__all__ = ["HTTP", "MAX_BATCH", "Output", "Route"]

@@ -38,7 +38,6 @@ from gateway.protocols import (
     widest_protocol,
 )
 from gateway.record import NativeMessage
-from gateway.runtime.route import ordering_key
 
 # -- invariants every profile keeps (a new protocol's too) ----------------------------------
 
@@ -47,10 +46,10 @@ from gateway.runtime.route import ordering_key
 def test_a_profile_names_only_fields_its_records_have(prof: ProtocolProfile) -> None:
     fields = prof.record_fields
     refs = [prof.address, prof.content_type,
-            *(part.ref for part in (prof.identity.parts if prof.identity else ()))]
+            *(part.ref for part in (prof.identity.parts if prof.identity else ())),
+            *prof.ordering.source_key]
     for ref in refs:
         assert ref is None or ref.field in fields, ref
-    assert set(prof.ordering.fields) <= set(fields)
     assert set(prof.percent_encoded) <= set(fields)
     if prof.metadata is not None:
         expected = "pairs" if prof.metadata.shape == "pairs" else "object"
@@ -100,16 +99,16 @@ def test_an_unknown_protocol_has_no_profile() -> None:
 
 @pytest.mark.parametrize(("protocol", "fam", "address", "ordering"), [
     (MQTT5, MQTT_FAMILY, FieldRef("topic_name"),
-     Ordering("key", ("topic_name",), (FieldRef("topic_name"),))),
+     Ordering((FieldRef("topic_name"),))),
     (MQTT311, MQTT_FAMILY, FieldRef("topic_name"),
-     Ordering("key", ("topic_name",), (FieldRef("topic_name"),))),
+     Ordering((FieldRef("topic_name"),))),
     (AMQP, AMQP, FieldRef("properties", "subject"),
-     Ordering("link", (), (FieldRef("properties", "group-id"),
+     Ordering((FieldRef("properties", "group-id"),
                            FieldRef("properties", "subject")))),
     (KAFKA, KAFKA, FieldRef("topic"),
-     Ordering("key", ("topic", "partition"), (FieldRef("key"),))),
-    (NATS, NATS, FieldRef("subject"), Ordering("key", ("subject",), (FieldRef("subject"),))),
-    (HTTP, HTTP, FieldRef("path"), Ordering("none")),
+     Ordering((FieldRef("key"),))),
+    (NATS, NATS, FieldRef("subject"), Ordering((FieldRef("subject"),))),
+    (HTTP, HTTP, FieldRef("path"), Ordering()),
 ])
 def test_family_address_and_ordering(protocol: str, fam: str, address: FieldRef,
                                      ordering: Ordering) -> None:
@@ -215,17 +214,6 @@ def test_widest_protocol_of_a_family() -> None:
 
 
 # -- what the core derives ---------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(("record", "key"), [
-    (NativeMessage(KAFKA, {"topic": "t", "partition": 1}), ("t", 1)),
-    (NativeMessage(MQTT311, {"topic_name": "a/b"}), "a/b"),
-    (NativeMessage(NATS, {"subject": "s.1"}), "s.1"),
-    (NativeMessage(AMQP, {"properties": {"subject": "x"}}), AMQP),
-    (NativeMessage(HTTP, {"path": "/p"}), None),
-])
-def test_ordering_keys(record: NativeMessage, key: object) -> None:
-    assert ordering_key(record) == key
 
 
 @pytest.mark.parametrize(("record", "identity"), [
