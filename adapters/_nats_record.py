@@ -38,6 +38,7 @@ __all__ = [
     "PublishArgs",
     "is_json_type",
     "jetstream_position",
+    "jetstream_sequences",
     "parse_header_block",
     "publish_frame",
     "to_publish",
@@ -126,6 +127,26 @@ def jetstream_position(reply: str | None) -> tuple[str, int] | None:
         return None
     try:
         return stream, int(sequence)
+    except ValueError:
+        return None
+
+
+def jetstream_sequences(reply: str | None) -> tuple[int, int] | None:
+    """(stream sequence, delivery sequence) from a JetStream ack subject, None if it is
+    not one: what the ack-all bookkeeping (`adapters/_nats_acks.py`) orders by."""
+    if not reply:
+        return None
+    tokens = reply.split(".")
+    if len(tokens) < _V1_TOKENS or tokens[0] != "$JS" or tokens[1] != "ACK":
+        return None
+    if len(tokens) == _V1_TOKENS:
+        stream_seq, delivery_seq = tokens[5], tokens[6]
+    elif len(tokens) >= _V2_MIN_TOKENS:
+        stream_seq, delivery_seq = tokens[7], tokens[8]
+    else:
+        return None
+    try:
+        return int(stream_seq), int(delivery_seq)
     except ValueError:
         return None
 

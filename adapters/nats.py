@@ -31,14 +31,19 @@ are unsettled and at most `max_in_flight` more are buffered; beyond that nats-py
 to `pending_*_limit` per subscription and then drops (a "slow consumer": nothing pushes
 back on a core publisher). Drops are counted in `dropped` and logged once per episode.
 
-JetStream mode uses a durable *push* consumer with explicit acks (measured here: push ran
-2x faster than pull fetch). `max_ack_pending = max_in_flight` makes the server stop
-sending while the gateway holds that many unacked messages, so nothing is dropped.
-`ack()` -> `+ACK`, `nack(retry=True)` -> `-NAK` (after `nak_delay`), `nack(retry=False)`
--> `+TERM` (never redelivered). Unsettled deliveries come again after `ack_wait`, also
-after a gateway restart. An existing durable keeps its own settings (a warning names
-differences in `max_ack_pending`). `backlog()` (the `xrgw_consumer_pending` metric) asks
-the server for the durable's `num_pending + num_ack_pending`; core mode has no backlog.
+JetStream mode uses a durable *push* consumer (measured here: push ran 2x faster than
+pull fetch). `max_ack_pending = max_in_flight` makes the server stop sending while the
+gateway holds that many unacked messages, so nothing is dropped. The durable acknowledges
+with AckPolicy.ALL: one `+ACK` for the contiguous settled prefix per settling burst
+(`adapters/_nats_acks.py`), where one per message loaded the server about twice as much
+per message as the plain bridge. `nack(retry=True)` -> `-NAK` of that message (after
+`nak_delay`); `nack(retry=False)` settles like an ack (never redelivered). With a queue
+group the durable is shared, and keeps explicit acks: `ack()` -> `+ACK`,
+`nack(retry=False)` -> `+TERM`, one per message. Unsettled deliveries come again after
+`ack_wait`, also after a gateway restart. An existing durable keeps its own settings,
+its ack policy included (a warning names differences in `max_ack_pending`). `backlog()`
+(the `xrgw_consumer_pending` metric) asks the server for the durable's `num_pending +
+num_ack_pending`; core mode has no backlog.
 
 Producer. `submit()` publishes the whole batch into nats-py's buffer and returns; the
 confirmation follows. Core: one PING/PONG round trip per batch, the PING written behind
@@ -75,8 +80,15 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
 
+from adapters._nats_acks import AckFrontier
 from adapters._nats_options import OPTIONS
-from adapters._nats_record import parse_header_block, publish_frame, to_publish, to_record
+from adapters._nats_record import (
+    jetstream_sequences,
+    parse_header_block,
+    publish_frame,
+    to_publish,
+    to_record,
+)
 from adapters._reconnect import ReconnectGate
 from adapters._schemes import check_scheme
 from adapters._tls import client_context, describe
@@ -379,6 +391,10 @@ class NatsConsumer:
         self._closed = False
         self._dropped = 0
         self._dropping = False
+        # AckPolicy.ALL durables: which message's +ACK covers the settled prefix.
+        self._acks: AckFrontier[Msg] | None = None
+        self._ack_scheduled = False
+        self._ack_tasks: set[asyncio.Task[None]] = set()
 
     @property
     def connected(self) -> bool:
@@ -489,6 +505,8 @@ class NatsConsumer:
                 config.max_ack_pending,
                 opts.max_in_flight,
             )
+        # The durable's own policy decides (one made by an older xrgw acks explicitly).
+        self._acks = AckFrontier() if config.ack_policy == AckPolicy.ALL else None
         psub = await js.subscribe_bind(
             stream=opts.stream,
             config=config,
@@ -530,7 +548,9 @@ class NatsConsumer:
             durable_name=self.durable,
             deliver_subject=client.new_inbox(),
             deliver_group=opts.queuegroup or None,
-            ack_policy=AckPolicy.EXPLICIT,
+            # One +ACK per settled burst (adapters/_nats_acks.py). A queue group shares
+            # the durable: one member's ack would cover what another still holds.
+            ack_policy=AckPolicy.EXPLICIT if opts.queuegroup else AckPolicy.ALL,
             max_ack_pending=opts.max_in_flight,
             ack_wait=opts.ack_wait,
             filter_subject=subjects[0] if len(subjects) == 1 else None,
@@ -550,6 +570,10 @@ class NatsConsumer:
         self._space.set()
         received_at = _now()  # one clock read per batch: they arrived together
         jetstream = self.jetstream
+        acks = self._acks
+        if acks is not None:
+            return [Delivery(to_record(msg, True, received_at), self._ack_all_settler(msg, acks))
+                    for msg in msgs]
         return [
             Delivery(to_record(msg, jetstream, received_at), self._settler(msg),
                      None if jetstream or not msg.reply else self._answerer(msg.reply))
@@ -588,6 +612,48 @@ class NatsConsumer:
 
         return settle
 
+    def _ack_all_settler(self, msg: Msg, acks: AckFrontier[Msg]) -> Settle:
+        """Settlement under AckPolicy.ALL: an ack (or a dead-lettered message) only moves
+        the frontier; the +ACK goes once the settling burst yields. A retry is a -NAK of
+        this message, which keeps its place until its redelivery settles."""
+        sequences = jetstream_sequences(msg.reply)
+        if sequences is None:
+            return self._settler(msg)  # no position to order by: settle it on its own
+        slot = acks.track(*sequences, msg)
+
+        async def settle(ack: bool, reason: str, retry: bool) -> None:
+            self._unsettled -= 1
+            self._changed.set()
+            if not ack and retry:
+                await self._nak(msg)
+            elif acks.settle(slot) and not self._ack_scheduled:
+                self._ack_scheduled = True
+                asyncio.get_running_loop().call_soon(self._send_ack, acks)
+
+        return settle
+
+    def _send_ack(self, acks: AckFrontier[Msg]) -> None:
+        self._ack_scheduled = False
+        msg = acks.take()
+        if msg is None or acks is not self._acks:
+            return  # nothing new, or the connection went since
+        task = asyncio.ensure_future(self._ack(msg))
+        self._ack_tasks.add(task)
+        task.add_done_callback(self._ack_tasks.discard)
+
+    async def _ack(self, msg: Msg) -> None:
+        try:
+            await msg.ack()
+        except nats.errors.Error as exc:
+            # The server redelivers after ack_wait: at-least-once still holds.
+            log.debug("NATS ack not sent (%r); redelivery after ack_wait", exc)
+
+    async def _nak(self, msg: Msg) -> None:
+        try:
+            await msg.nak(delay=self._opts.nak_delay or None)
+        except nats.errors.Error as exc:
+            log.debug("NATS nak not sent (%r); redelivery after ack_wait", exc)
+
     async def _on_message(self, msg: Msg) -> None:
         # Runs in nats-py's per-subscription task: waiting here leaves the next messages
         # in nats-py's bounded pending queue (which drops when full, see `dropped`).
@@ -619,8 +685,17 @@ class NatsConsumer:
     async def _drop_client(self) -> None:
         client, self._client = self._client, None
         self._subs = []
+        acks, self._acks = self._acks, None
+        last = None
+        if acks is not None:
+            last = acks.take()  # settled, its +ACK not sent yet: send it before closing
+            acks.forget()  # the server redelivers whatever else was not acknowledged
         self._space.set()  # release a callback waiting for room
         if client is not None:
+            if last is not None:
+                await self._ack(last)
+            if self._ack_tasks:
+                await asyncio.gather(*self._ack_tasks, return_exceptions=True)
             with contextlib.suppress(Exception):
                 await client.flush(timeout=1)  # settlements still in nats-py's buffer
             with contextlib.suppress(Exception):
