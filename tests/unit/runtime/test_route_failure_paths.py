@@ -287,3 +287,54 @@ def _member(reason: str | None, *failures: str) -> _Member:
 ])
 def test_why_a_sender_got_no_answer(member: _Member | None, why: str) -> None:
     assert _why_unanswered(member) == why
+
+
+# -- the conformance report of matched messages -----------------------------------------------
+
+SALE = "/messagegroups/store/messages/cashierdesk"
+
+
+def _reported(output: Output, *messages: NativeMessage) -> tuple[dict[str, Any], MemoryProducer,
+                                                                   datetime, datetime]:
+    consumer = MemoryConsumer(list(messages), close_when_empty=True)
+    dlq = MemoryProducer()
+    report = RouteReport("store", "store-mqtt")
+    route = Route("store", "store-mqtt", consumer, Converter(CATALOG.messages()), [output],
+                  deadletter=Output("dlq", "KAFKA", dlq, defaults={"topic": "dead"}),
+                  metrics=Metrics(), retry=FAST, report=report)
+    before = datetime.now(UTC)
+    asyncio.run(run_to_end(route, consumer))
+    after = datetime.now(UTC)
+    return report.to_json(after), dlq, before, after
+
+
+def test_a_matched_and_rendered_message_is_reported_at_its_events_time() -> None:
+    out = MemoryProducer()
+    shown, _dlq, before, after = _reported(
+        Output("k", "KAFKA", out, defaults={"topic": "t"}), sale(1), sale(2))
+    [row] = shown["definitions"]
+    assert (row["definition"], row["matched"], row["rendered"], row["deadletter"]) == (
+        SALE, 2, 2, {})
+    assert (shown["received"], shown["matched"], shown["rendered"]) == (2, 2, 2)
+    # One time for the batch: the events' `time` is when the report saw them.
+    times = {dict(r.pairs("headers"))["ce_time"] for r in out.written}
+    assert times == {row["first_seen"]} == {row["last_seen"]}
+    seen = datetime.fromisoformat(row["first_seen"])
+    assert before <= seen <= after
+
+
+def test_a_matched_message_that_cannot_be_rendered_is_reported_with_why() -> None:
+    shown, dlq, _before, _after = _reported(
+        Output("k", "KAFKA", MemoryProducer(), defaults={"topic": "t.{nowhere}"}), sale(1))
+    [row] = shown["definitions"]
+    assert (row["definition"], row["matched"], row["rendered"], row["deadletter"]) == (
+        SALE, 1, 0, {"undeliverable": 1})
+    [sample_] = shown["samples"]
+    detail = "k: topic template 't.{nowhere}': no value for 'nowhere'"
+    assert (sample_["reason"], sample_["nearest"], sample_["detail"]) == (
+        "undeliverable", SALE, detail)
+    assert sample_["explain"] == []
+    assert sample_["record"] == sale(1).to_json()
+    assert sample_["at"] == row["first_seen"]
+    [dead] = dlq.written
+    assert _detail(dead) == detail
