@@ -41,6 +41,15 @@ def test_template_and_none_policies():
     assert not PartitionKeys("none").enabled
 
 
+@pytest.mark.parametrize(("policy", "why"), [
+    ("fixed", "a constant key sends every record to one partition"),
+    ("{unclosed", "not a template"),
+])
+def test_a_route_refuses_a_key_policy_it_cannot_use(policy: str, why: str) -> None:
+    with pytest.raises(ValueError, match=f"^partitionkey: {why}"):
+        PartitionKeys(policy)
+
+
 @pytest.mark.parametrize(("policy", "problem"), [
     ("source", None), ("none", None), ("{storeid}", None),
     ("fixed", "constant key"), ("{unclosed", "not a template"),

@@ -93,6 +93,31 @@ def test_an_output_that_went_down_shows_as_disconnected_after_its_batch() -> Non
     assert asyncio.run(scenario()) == (0, 1, 1)
 
 
+def test_an_output_that_cannot_connect_shows_as_disconnected_while_retrying() -> None:
+    async def scenario() -> object:
+        out = MemoryProducer()
+        out.connect_failures = 1_000_000  # down for the whole test
+        consumer, metrics = MemoryConsumer(), Metrics()
+        route = Route("store", "store-mqtt", consumer, Converter(CATALOG.messages()),
+                      [Output("events-kafka", "KAFKA", out, defaults={"topic": "t"})],
+                      deadletter=Output("dlq", "KAFKA", MemoryProducer(),
+                                        defaults={"topic": "dead"}),
+                      metrics=metrics, retry=FAST)
+        await route.start()
+        shown = None
+        for _ in range(500):
+            # The registry itself: `sample` reads a missing series as 0.
+            shown = metrics.registry.get_sample_value("xrgw_endpoint_connected",
+                                                      {"endpoint": "events-kafka"})
+            if shown is not None:
+                break
+            await asyncio.sleep(0.001)
+        await route.stop(grace=1)
+        return shown
+
+    assert asyncio.run(scenario()) == 0
+
+
 class _Broken(MemoryProducer):
     """Every confirmation raises (a producer bug)."""
 
