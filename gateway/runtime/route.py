@@ -433,7 +433,7 @@ class Route:
                 message.members.append(member)
                 event = conversion.event
                 if event is None:
-                    member.reason = self._not_converted(record, conversion, now)
+                    member.reason = self._not_converted(record, conversion, now, member=True)
                     unmatched += member.reason == reasons.UNMATCHED
                     continue
                 assert conversion.match.definition is not None
@@ -445,20 +445,23 @@ class Route:
                     if member.reason is None:
                         report.rendered(xid)
                     else:
-                        report.failed(record, member.reason, xid, (),
+                        # The sample is what the dead letter holds: this event alone.
+                        report.failed(_member(record, conversion), member.reason, xid, (),
                                       "; ".join(member.failures), now)
         self._count_intake(received, matched, unmatched)
         return _Batch(messages, sent, started)
 
     def _not_converted(self, record: NativeMessage, conversion: Conversion,
-                       now: datetime) -> str:
+                       now: datetime, member: bool = False) -> str:
         """The reason a conversion gave no event, counted where it is counted (the
-        invalid-data metric, the conformance report)."""
+        invalid-data metric, the conformance report). The report's sample of a batch
+        `member` is that member, as its dead letter is, not the whole batch."""
         reason = conversion.reason or reasons.UNMATCHED
         if reason == reasons.INVALID_DATA:
             self._count_invalid_data(conversion)
         if self.report is not None:
-            _report_failure(self.report, record, conversion, reason, now)
+            sampled = _member(record, conversion) if member else record
+            _report_failure(self.report, sampled, conversion, reason, now)
         return reason
 
     def _count_invalid_data(self, conversion: Conversion) -> None:

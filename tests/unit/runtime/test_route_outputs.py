@@ -6,6 +6,8 @@ batches."""
 from __future__ import annotations
 
 import asyncio
+import json
+from datetime import UTC, datetime
 
 import pytest
 
@@ -13,8 +15,9 @@ from adapters.memory import MemoryConsumer, MemoryProducer
 from gateway.cloudevents import encode_batch
 from gateway.cloudevents.event import CloudEvent
 from gateway.convert import Converter
-from gateway.deadletter_format import deadletter_metadata
+from gateway.deadletter_format import deadletter_metadata, original_record
 from gateway.definitions import read_document
+from gateway.observability.conformance import RouteReport
 from gateway.observability.metrics import Metrics
 from gateway.ports import Outcome
 from gateway.runtime.route import Output, Route
@@ -79,6 +82,40 @@ def test_deadletter_log_drops_and_counts_every_failed_member_of_a_batch() -> Non
     assert sample(metrics, "xrgw_messages_unmatched_total", endpoint="ingress") == 2
     assert sample(metrics, "xrgw_messages_matched_total", endpoint="ingress",
                   message="/messagegroups/g/messages/m") == 1
+
+
+def test_the_report_samples_each_failed_member_of_a_batch_alone() -> None:
+    """A sample is what the dead letter holds: the one failed event, not the batch."""
+    doc = {"messagegroups": {"g": {"messages": {"m": {
+        "envelope": "CloudEvents/1.0",
+        "envelopemetadata": {"type": {"value": "com.example.ok"},
+                             "source": {"value": "/s/{n}", "type": "uritemplate"}}}}}}}
+    batch = _batch_of("com.example.other", "com.example.ok")
+    consumer = MemoryConsumer([batch], close_when_empty=True)  # type: ignore[list-item]
+    dlq, report = MemoryProducer(), RouteReport("http", "ingress")
+    route = Route("http", "ingress", consumer, Converter(read_document(doc, "b.json").messages()),
+                  [Output("a", "KAFKA", MemoryProducer(), defaults={"topic": "a.{nowhere}"}),
+                   Output("b", "KAFKA", MemoryProducer(), defaults={"topic": "b.{nowhere}"})],
+                  deadletter=Output("dlq", "KAFKA", dlq, defaults={"topic": "dead"}),
+                  metrics=Metrics(), retry=FAST, report=report)
+    before = datetime.now(UTC)
+    asyncio.run(run_to_end(route, consumer))
+    after = datetime.now(UTC)
+    unmatched, unrendered = report.to_json(after)["samples"]  # type: ignore[misc]
+    dead = {deadletter_metadata(d)["xrgw-reason"]: d for d in dlq.written}
+    assert unmatched["reason"] == "unmatched"  # type: ignore[index]
+    assert unmatched["record"] == original_record(dead["unmatched"]).to_json()  # type: ignore[index,union-attr]
+    assert "com.example.other" in json.dumps(unmatched["record"])  # type: ignore[index]
+    assert "com.example.ok" not in json.dumps(unmatched["record"])  # type: ignore[index]
+    assert unrendered["reason"] == "undeliverable"  # type: ignore[index]
+    # The first output that cannot take the event is the reason: it goes to none of them.
+    assert unrendered["detail"] == (  # type: ignore[index]
+        "a: topic template 'a.{nowhere}': no value for 'nowhere'")
+    assert unrendered["record"] == original_record(dead["undeliverable"]).to_json()  # type: ignore[index,union-attr]
+    assert "com.example.ok" in json.dumps(unrendered["record"])  # type: ignore[index]
+    for sample_ in (unmatched, unrendered):
+        at = datetime.fromisoformat(sample_["at"])  # type: ignore[index,arg-type]
+        assert before <= at <= after
 
 
 def test_a_message_whose_dead_letter_failed_is_nacked_as_such_when_stopping() -> None:
