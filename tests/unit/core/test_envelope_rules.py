@@ -218,7 +218,12 @@ def _render(template: EnvelopeTemplate, record: NativeMessage,
     assert isinstance(event, CloudEvent), event
     fast = template.render(record, context or {}, NOW)
     assert isinstance(fast, CloudEvent)
-    return dict(event.get_attributes())
+    attributes = dict(event.get_attributes())
+    # The generated renderer gives the same event (a random id aside).
+    assert {k: v for k, v in fast.get_attributes().items() if k != "id"} == {
+        k: v for k, v in attributes.items() if k != "id"}
+    assert fast.get_data() == event.get_data()
+    return attributes
 
 
 @pytest.mark.parametrize(("envelope", "context", "error"), [
@@ -405,9 +410,33 @@ def test_an_attribute_declared_without_a_value_or_with_a_null_one_is_not_rendere
     ("AMQP/1.0", {"application-properties": {"traceparent": TRACEPARENT,
                                              "TRACESTATE": "a=1"}},
      {"traceparent": TRACEPARENT}),
+    # AMQP application properties are typed: only a string is trace context.
+    ("AMQP/1.0", {"application-properties": {"traceparent": TRACEPARENT, "tracestate": 5}},
+     {"traceparent": TRACEPARENT}),
 ])
 def test_trace_context_names_are_exact_where_the_protocol_compares_them_so(
         protocol: str, fields: dict[str, Any], trace: dict[str, str]) -> None:
     template = EnvelopeTemplate(define("tc", protocol, [], BASE))
     attrs = _render(template, NativeMessage(protocol, fields))
     assert {k: v for k, v in attrs.items() if k.startswith("trace")} == trace
+
+
+# -- render hands its `now` to render_checked ----------------------------------------------
+
+
+def test_a_template_without_a_generated_renderer_times_events_with_the_given_now() -> None:
+    # A typed (integer) attribute: no generated renderer, render_checked renders.
+    template = _template("typed", {**BASE, "n": prop("{n}", type="integer")})
+    event = template.render(NativeMessage("KAFKA", {"topic": "t"}), {"n": "7"}, NOW)
+    assert isinstance(event, CloudEvent)
+    assert event.get_attributes()["n"] == 7
+    assert event.get_attributes()["time"] == NOW
+
+
+def test_when_the_generated_renderer_gives_up_render_checked_gets_the_same_now() -> None:
+    template = _template("plain", BASE)
+    protocol, _made = template._own
+    template._own = (protocol, lambda record, context, now, consts: None)  # gives up
+    event = template.render(NativeMessage("KAFKA", {"topic": "t"}), {}, NOW)
+    assert isinstance(event, CloudEvent)
+    assert event.get_attributes()["time"] == NOW
