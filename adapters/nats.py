@@ -506,7 +506,14 @@ class NatsConsumer:
                 opts.max_in_flight,
             )
         # The durable's own policy decides (one made by an older xrgw acks explicitly).
-        self._acks = AckFrontier() if config.ack_policy == AckPolicy.ALL else None
+        ack_all = config.ack_policy == AckPolicy.ALL
+        if ack_all and opts.queuegroup:
+            raise nats.errors.Error(
+                f"durable {self.durable!r} acknowledges with ack policy all, which a queue "
+                "group cannot share (one member's ack would cover another's messages): "
+                "delete it to have it made again with explicit acks, or name another "
+                "durable")
+        self._acks = AckFrontier() if ack_all else None
         psub = await js.subscribe_bind(
             stream=opts.stream,
             config=config,

@@ -15,7 +15,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StreamConfig
 from support import asyncio_test
 
 from adapters.nats import NatsConsumer
-from gateway.ports import Delivery, EndpointSettings, read_one
+from gateway.ports import Delivery, EndpointSettings, NotConnected, read_one
 from harness.brokers import NatsServer
 
 TIMEOUT = 5.0
@@ -217,4 +217,21 @@ async def test_queue_groups_and_existing_explicit_durables_ack_each_message(
     finally:
         for consumer in consumers:
             await consumer.aclose()
+        await nc.close()
+
+
+@asyncio_test
+async def test_a_queue_group_refuses_an_ack_all_durable(nats_server: NatsServer) -> None:
+    nc = await nats.connect(nats_server.url)
+    try:
+        stream, _subject = await _stream(nc, 1)
+        single = _consumer(nats_server.url, stream=stream, durable="single")
+        await single.connect()  # made with ack policy all
+        await single.aclose()
+        grouped = _consumer(nats_server.url, stream=stream, durable="single",
+                            queuegroup="workers")
+        with pytest.raises(NotConnected, match="queue group cannot share"):
+            await grouped.connect()
+        await grouped.aclose()
+    finally:
         await nc.close()
