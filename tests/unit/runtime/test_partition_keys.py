@@ -83,13 +83,14 @@ DOC = {"messagegroups": {"g": {"envelope": "CloudEvents/1.0", "messages": {
 }}}}
 
 
-def _route(policy: str, messages: list[NativeMessage]):
+def _route(policy: str, messages: list[NativeMessage], *, nats_too: bool = True):
     catalog = read_document(DOC, "keys.json")
     consumer = MemoryConsumer(messages, close_when_empty=True)
     kafka, nats = MemoryProducer(), MemoryProducer()
-    route = Route("r", "in", consumer, Converter(catalog.messages()),
-                  [Output("k", "KAFKA", kafka, defaults={"topic": "out"}),
-                   Output("n", "NATS", nats, defaults={"subject": "out"})],
+    outputs = [Output("k", "KAFKA", kafka, defaults={"topic": "out"})]
+    if nats_too:
+        outputs.append(Output("n", "NATS", nats, defaults={"subject": "out"}))
+    route = Route("r", "in", consumer, Converter(catalog.messages()), outputs,
                   deadletter=None, metrics=Metrics(), partition_key=policy)
 
     async def run():
@@ -109,6 +110,11 @@ def test_kafka_output_keyed_by_mqtt_topic_by_default_others_untouched():
     kafka, nats = _route("source", [_mqtt("s/1/d/2", 0), _mqtt("s/1/d/3", 1)])
     assert [r.fields.get("key") for r in kafka.written] == ["s/1/d/2", "s/1/d/3"]
     assert all("key" not in r.fields for r in nats.written)
+
+
+def test_a_route_with_only_kafka_outputs_keys_them_too():
+    kafka, _ = _route("source", [_mqtt("s/1/d/2", 0)], nats_too=False)
+    assert [r.fields.get("key") for r in kafka.written] == ["s/1/d/2"]
 
 
 def test_partitionkey_of_the_event_wins_over_the_source_key():

@@ -284,6 +284,7 @@ def _member(reason: str | None, *failures: str) -> _Member:
     (_member("unmatched"), "unmatched"),
     (_member("invalid-data"), "invalid-data"),
     (_member(None), "unmatched"),
+    (_member(None, "svc: refused"), "failed"),  # failures, but no reason recorded
 ])
 def test_why_a_sender_got_no_answer(member: _Member | None, why: str) -> None:
     assert _why_unanswered(member) == why

@@ -86,6 +86,41 @@ def test_a_source_that_drops_is_reconnected_and_one_that_fails_is_read_again() -
     assert sample(metrics, "xrgw_endpoint_connected", endpoint="store-mqtt") == 1
 
 
+def test_a_route_stopped_before_it_started_stops_cleanly() -> None:
+    route, consumer, out, _, _ = build([sale(1)])
+    asyncio.run(route.stop(grace=1))
+    assert not consumer.acked and not consumer.nacked and not out.written
+
+
+def test_a_batch_caught_mid_submit_by_stop_is_given_back_for_redelivery() -> None:
+    """stop() cancels intake while a batch is being handed to its output: the batch's
+    messages go back to the source (retry), none is acked, the window is freed."""
+    class _Stuck(MemoryProducer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.submitting = asyncio.Event()
+
+        async def submit(self, messages):  # type: ignore[no-untyped-def]
+            self.submitting.set()
+            await asyncio.Event().wait()  # never hands the batch over
+
+    async def scenario() -> tuple[MemoryConsumer, Route]:
+        consumer, out = MemoryConsumer([sale(1), sale(2)]), _Stuck()
+        route = Route("store", "store-mqtt", consumer, Converter(CATALOG.messages()),
+                      [Output("k", "KAFKA", out, defaults={"topic": "t"})],
+                      deadletter=None, metrics=Metrics(), retry=FAST)
+        await route.start()
+        await asyncio.wait_for(out.submitting.wait(), 5)
+        await route.stop(grace=1)
+        return consumer, route
+
+    consumer, route = asyncio.run(scenario())
+    assert not consumer.acked
+    assert [(n.reason, n.retry) for n in consumer.nacked] == [
+        ("stopping", True), ("stopping", True)]
+    assert route.inflight == 0  # freed, as after any batch
+
+
 def test_an_observing_route_never_connects_its_producers() -> None:
     consumer = MemoryConsumer([sale(1)], close_when_empty=True)
     out, dlq = MemoryProducer(), MemoryProducer()

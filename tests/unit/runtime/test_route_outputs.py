@@ -139,6 +139,7 @@ def test_a_message_whose_dead_letter_failed_is_nacked_as_such_when_stopping() ->
     (400, None, 400, 100),
     (2, None, 2, 1),  # never an empty batch
     (3, None, 3, 1),
+    (10, None, 10, 2),  # a whole number of messages
     (8000, None, 8000, 1000),
     (400, 7, 400, 7),  # as configured
 ])
