@@ -121,6 +121,61 @@ def test_a_batch_caught_mid_submit_by_stop_is_given_back_for_redelivery() -> Non
     assert route.inflight == 0  # freed, as after any batch
 
 
+def test_the_route_never_holds_more_than_its_window_whatever_the_source_would_give() -> None:
+    """A source without a bound of its own (max_in_flight far above the window) and a
+    sink that holds everything: the route reads up to its window and then waits."""
+    class _Holding(MemoryProducer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.held = 0
+            self.release = asyncio.Event()
+
+        async def _write(self, messages):  # type: ignore[no-untyped-def]
+            self.held += len(messages)  # submitted at once; confirmed on release
+            await self.release.wait()
+            return await super()._write(messages)
+
+    async def scenario() -> tuple[int, int, int]:
+        consumer = MemoryConsumer([sale(n) for n in range(40)], max_in_flight=1000,
+                                  close_when_empty=True)
+        out = _Holding()
+        route = Route("store", "store-mqtt", consumer, Converter(CATALOG.messages()),
+                      [Output("k", "KAFKA", out, defaults={"topic": "t"})],
+                      deadletter=None, metrics=Metrics(), retry=FAST, inflight=8)
+        await route.start()
+        for _ in range(200):  # until the window is full
+            if route.inflight >= 8:
+                break
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(0.05)  # room for a read past the window, if there were one
+        seen = (route.inflight, consumer.unsettled, out.held)
+        out.release.set()
+        await asyncio.wait_for(route.wait_finished(), 5)
+        await route.stop(grace=1)
+        return (*seen[:2], len(consumer.acked))
+
+    inflight, unsettled, acked = asyncio.run(scenario())
+    assert (inflight, unsettled) == (8, 8)
+    assert acked == 40  # and everything flows once the sink lets go
+
+
+def test_an_empty_read_is_not_the_end_of_the_input() -> None:
+    class _EmptyFirst(MemoryConsumer):
+        empty_reads = 2
+
+        async def read_batch(self, limit: int):  # type: ignore[no-untyped-def]
+            if self.empty_reads:
+                self.empty_reads -= 1
+                return []  # e.g. a poll that timed out
+            return await super().read_batch(limit)
+
+    route, _unused, out, _, _ = build([])
+    source = _EmptyFirst([sale(1), sale(2)], close_when_empty=True)
+    route.consumer = source
+    asyncio.run(run_to_end(route, source))
+    assert len(source.acked) == 2 and len(out.written) == 2
+
+
 def test_an_observing_route_never_connects_its_producers() -> None:
     consumer = MemoryConsumer([sale(1)], close_when_empty=True)
     out, dlq = MemoryProducer(), MemoryProducer()
