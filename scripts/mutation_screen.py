@@ -1,71 +1,103 @@
-"""pytest plugin: run the collected tests once per mutant, all in one process.
+"""pytest plugin: collect the tests once, then run them in a forked child per mutant.
 
-mutmut forks a pytest session per mutant; on a loaded 2-core machine that cost 6-20 s a
-mutant, too slow for the ~1,800 mutants of a package. This plugin screens a list of
-mutants instead: from inside mutmut's working copy (`mutants/`, or a copy of it) it runs
-the collected tests with no mutant (they must pass), then once per mutant with
-MUTANT_UNDER_TEST set, stopping at the first failing test, and writes one line per mutant:
-`killed NAME` or `survived NAME` ($VENV_PYTHON: the project's virtualenv's python).
+mutmut forks a pytest session per mutant and collects again each time; on a loaded 2-core
+machine that cost 6-20 s a mutant, too slow for the ~1,800 mutants of a package. This
+plugin screens a list of mutants instead: from inside mutmut's working copy (`mutants/`,
+or a copy of it) it collects once, runs the collected tests with no mutant in a child
+(they must pass), then forks one child per mutant with MUTANT_UNDER_TEST set, which stops
+at the first failing test. One line per mutant goes to $MUTOUT: `killed NAME TEST` (the
+first failing test, `timeout` when it hung) or `survived NAME`.
 
     cd mutants && MUTLIST=names.txt MUTOUT=result.txt $VENV_PYTHON -m pytest \\
         -p scripts.mutation_screen -q -p no:cacheprovider --hypothesis-seed=0 \\
-        --hypothesis-profile=mutation tests/unit/core
+        --hypothesis-profile=mutation --timeout=3 tests/unit/runtime
 
-Screening is cheaper than exact: a value cached by an earlier run (a compiled check, an
-lru_cache) can hide a mutant, so a survivor is confirmed with one process per mutant
-(`MUTANT_UNDER_TEST=NAME python -m pytest ...`) before it is listed as equivalent. Each
-mutant gets `MUTATION_SCREEN_TIMEOUT` seconds (default 30); a hang counts as killed, as
-mutmut counts a timeout.
+Each child starts from the parent's state after collection (nothing a test run cached),
+so a mutant behind a cache runs like any other. `--timeout` (pytest-timeout) bounds each
+test: a mutant that hangs a test is killed, as mutmut counts a timeout; the fuzz tests get
+60 s. `MUTATION_SCREEN_DEADLINE` (default 120 s) bounds a whole child. Put the tests most
+likely to fail first: a child stops at the first failure.
 """
 
 from __future__ import annotations
 
 import os
-import signal
+import time
 from pathlib import Path
-from types import FrameType
 
 import pytest
-from _pytest.runner import runtestprotocol
+
+_FUZZ_TIMEOUT = 60
+_first_failure: list[str] = []
 
 
-class _Hung(Exception):
-    pass
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.nodeid.startswith("tests/fuzz"):
+            item.add_marker(pytest.mark.timeout(_FUZZ_TIMEOUT))
 
 
-def _alarm(signum: int, frame: FrameType | None) -> None:
-    raise _Hung
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.failed and not _first_failure:
+        hung = "Timeout" in (report.longreprtext or "")
+        _first_failure.append(report.nodeid + (" timeout" if hung else ""))
 
 
-def _first_failure(items: list[pytest.Item], timeout: int) -> str | None:
-    """The first failing test's id, "timeout", or None when every test passed."""
-    signal.alarm(timeout)
+def _child(session: pytest.Session, mutant: str, verdict: Path) -> None:
+    """Runs in the forked child: the collected tests until one fails; never returns."""
+    os.environ["MUTANT_UNDER_TEST"] = mutant
+    quiet = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(quiet, 1)
+    os.dup2(quiet, 2)
+    code = 0
     try:
-        for item in items:
-            reports = runtestprotocol(item, nextitem=None, log=False)
-            if any(report.failed for report in reports):
-                return item.nodeid
-    except _Hung:
-        return "timeout"
-    finally:
-        signal.alarm(0)
-    return None
+        for item in session.items:
+            item.ihook.pytest_runtest_protocol(item=item, nextitem=None)
+            if _first_failure:
+                code = 1
+                break
+    except BaseException as exc:  # the child must reach os._exit whatever happens
+        _first_failure.append(f"crash {type(exc).__name__}")
+        code = 2
+    if _first_failure:
+        verdict.write_text(_first_failure[0])
+    os._exit(code)
+
+
+def _run(session: pytest.Session, mutant: str, deadline: float) -> tuple[int, str]:
+    """(exit code, why) of one child; why is the first failing test, if any."""
+    verdict = Path(f"/tmp/mutation-screen-{os.getpid()}.txt")
+    verdict.unlink(missing_ok=True)
+    pid = os.fork()
+    if pid == 0:
+        _child(session, mutant, verdict)
+    ends = time.monotonic() + deadline
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            code = os.waitstatus_to_exitcode(status)
+            break
+        if time.monotonic() > ends:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            return -9, "deadline"
+        time.sleep(0.01)
+    why = verdict.read_text() if verdict.exists() else (f"exit {code}" if code else "")
+    verdict.unlink(missing_ok=True)
+    return code, why
 
 
 def pytest_runtestloop(session: pytest.Session) -> bool:
     mutants = Path(os.environ["MUTLIST"]).read_text().split()
-    timeout = int(os.environ.get("MUTATION_SCREEN_TIMEOUT", "30"))
-    signal.signal(signal.SIGALRM, _alarm)
+    deadline = float(os.environ.get("MUTATION_SCREEN_DEADLINE", "120"))
     with Path(os.environ["MUTOUT"]).open("w") as out:
-        os.environ["MUTANT_UNDER_TEST"] = ""
-        failed = _first_failure(session.items, timeout)
-        if failed is not None:
-            out.write(f"BASELINE FAILS {failed}\n")
+        code, why = _run(session, "", deadline)
+        if code != 0:
+            out.write(f"BASELINE FAILS {why}\n")
             return True
-        for name in mutants:
-            os.environ["MUTANT_UNDER_TEST"] = name
-            verdict = "killed" if _first_failure(session.items, timeout) else "survived"
-            out.write(f"{verdict} {name}\n")
+        for mutant in mutants:
+            code, why = _run(session, mutant, deadline)
+            verdict = "survived" if code == 0 else "killed"
+            out.write(f"{verdict} {mutant}{' ' + why if why else ''}\n")
             out.flush()
-    os.environ["MUTANT_UNDER_TEST"] = ""
     return True
