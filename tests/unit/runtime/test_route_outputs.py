@@ -20,6 +20,7 @@ from gateway.definitions import read_document
 from gateway.observability.conformance import RouteReport
 from gateway.observability.metrics import Metrics
 from gateway.ports import Outcome
+from gateway.record import NativeMessage
 from gateway.runtime.route import Output, Route
 from tests.unit.core.defs import define, opt, prop
 from tests.unit.runtime.test_route import CATALOG, FAST, build, run_to_end, sale, sample
@@ -116,6 +117,29 @@ def test_the_report_samples_each_failed_member_of_a_batch_alone() -> None:
     for sample_ in (unmatched, unrendered):
         at = datetime.fromisoformat(sample_["at"])  # type: ignore[index,arg-type]
         assert before <= at <= after
+
+
+def test_the_report_samples_a_failed_single_request_as_it_came() -> None:
+    """Not a batch: the sample is the request itself, headers and all."""
+    doc = {"messagegroups": {"g": {"messages": {"m": {
+        "envelope": "CloudEvents/1.0",
+        "envelopemetadata": {"type": {"value": "com.example.ok"},
+                             "source": {"value": "/s"}}}}}}}
+    headers = [{"name": "ce-specversion", "value": "1.0"}, {"name": "ce-id", "value": "1"},
+               {"name": "ce-type", "value": "com.example.other"},
+               {"name": "ce-source", "value": "/s"}, {"name": "x-trace", "value": "t1"},
+               {"name": "content-type", "value": "application/json"}]
+    request = NativeMessage("HTTP", {"method": "POST", "path": "/", "headers": headers},
+                            data={"n": 1})
+    consumer = MemoryConsumer([request], close_when_empty=True)
+    report = RouteReport("http", "ingress")
+    route = Route("http", "ingress", consumer, Converter(read_document(doc, "b.json").messages()),
+                  [Output("k", "KAFKA", MemoryProducer(), defaults={"topic": "t"})],
+                  deadletter=None, metrics=Metrics(), retry=FAST, report=report)
+    asyncio.run(run_to_end(route, consumer))
+    [sample_] = report.to_json(datetime.now(UTC))["samples"]  # type: ignore[misc]
+    assert sample_["reason"] == "unmatched"  # type: ignore[index]
+    assert sample_["record"] == request.to_json()  # type: ignore[index]
 
 
 def test_a_message_whose_dead_letter_failed_is_nacked_as_such_when_stopping() -> None:
