@@ -23,6 +23,7 @@ from gateway.ports import Outcome
 from gateway.record import NativeMessage
 from gateway.runtime.route import Output, Route
 from tests.unit.core.defs import define, opt, prop
+from tests.unit.runtime.test_reply import Service
 from tests.unit.runtime.test_route import CATALOG, FAST, build, run_to_end, sale, sample
 
 
@@ -140,6 +141,13 @@ def test_the_report_samples_a_failed_single_request_as_it_came() -> None:
     [sample_] = report.to_json(datetime.now(UTC))["samples"]  # type: ignore[misc]
     assert sample_["reason"] == "unmatched"  # type: ignore[index]
     assert sample_["record"] == request.to_json()  # type: ignore[index]
+
+
+def test_a_route_without_replies_submits_even_to_a_producer_that_can_request() -> None:
+    service = Service()  # a Requester; it has no answers to give
+    route, consumer, _, dlq, _ = build([sale(1)], out=service)
+    asyncio.run(run_to_end(route, consumer))
+    assert len(service.written) == 1 and len(consumer.acked) == 1 and not dlq.written
 
 
 def test_a_message_whose_dead_letter_failed_is_nacked_as_such_when_stopping() -> None:
