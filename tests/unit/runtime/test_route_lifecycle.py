@@ -159,6 +159,15 @@ def test_the_route_never_holds_more_than_its_window_whatever_the_source_would_gi
     assert acked == 40  # and everything flows once the sink lets go
 
 
+def test_stop_leaves_no_task_of_the_route_running() -> None:
+    async def scenario() -> list[asyncio.Task[object]]:
+        route, consumer, _, _, _ = build([sale(1), sale(2)])
+        await run_to_end(route, consumer)
+        return [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+
+    assert asyncio.run(scenario()) == []
+
+
 def test_an_empty_read_is_not_the_end_of_the_input() -> None:
     class _EmptyFirst(MemoryConsumer):
         empty_reads = 2

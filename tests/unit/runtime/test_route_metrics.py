@@ -13,6 +13,7 @@ from gateway.deadletter_format import deadletter_metadata
 from gateway.observability.metrics import Metrics
 from gateway.ports import Outcome
 from gateway.record import NativeMessage
+from gateway.runtime.retry import RetryPolicy
 from gateway.runtime.route import Output, Route
 from tests.unit.runtime.test_route import CATALOG, FAST, build, run_to_end, sale, sample
 
@@ -102,7 +103,9 @@ def test_an_output_that_cannot_connect_shows_as_disconnected_while_retrying() ->
                       [Output("events-kafka", "KAFKA", out, defaults={"topic": "t"})],
                       deadletter=Output("dlq", "KAFKA", MemoryProducer(),
                                         defaults={"topic": "dead"}),
-                      metrics=metrics, retry=FAST)
+                      # Long pauses between attempts: stop() comes while the start sleeps.
+                      metrics=metrics, retry=RetryPolicy(attempts=3, initial_backoff=0.5,
+                                                         max_backoff=0.5))
         await route.start()
         shown = None
         for _ in range(500):
@@ -113,6 +116,9 @@ def test_an_output_that_cannot_connect_shows_as_disconnected_while_retrying() ->
                 break
             await asyncio.sleep(0.001)
         await route.stop(grace=1)
+        # stop() waited for the start it cancelled: nothing of the route runs on.
+        left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        assert left == []
         return shown
 
     assert asyncio.run(scenario()) == 0
