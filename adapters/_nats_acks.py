@@ -39,7 +39,7 @@ M = TypeVar("M")
 class AckSlot(Generic[M]):
     """One delivered stream sequence not yet acknowledged on the server."""
 
-    __slots__ = ("delivery", "done", "live", "message", "out_of_order", "sequence")
+    __slots__ = ("delivery", "done", "message", "out_of_order", "sequence")
 
     def __init__(self, sequence: int, delivery: int, message: M, out_of_order: bool) -> None:
         self.sequence = sequence  # stream sequence
@@ -49,7 +49,6 @@ class AckSlot(Generic[M]):
         # A redelivery, or a message delivered after a higher stream sequence: the only
         # kind whose delivery sequence may exceed a later pending message's.
         self.out_of_order = out_of_order
-        self.live = True  # False once forgotten (the connection went)
 
 
 class AckFrontier(Generic[M]):
@@ -88,18 +87,16 @@ class AckFrontier(Generic[M]):
     def settle(self, slot: AckSlot[M]) -> bool:
         """Mark a slot settled (acked or given up). True when there is now a message to
         `+ACK` (`take`): settling does no I/O, so a burst of settlements is one ack."""
-        if not slot.live:
-            return False  # from an earlier connection, or settled already
+        if self._by_sequence.get(slot.sequence) is not slot:
+            return False  # acknowledged already, or from an earlier connection
         slot.done = True
         slots = self._slots
         if not slots[0].done:
             return False
         last = slots.popleft()
-        last.live = False
         del self._by_sequence[last.sequence]
         while slots and slots[0].done:
             last = slots.popleft()
-            last.live = False
             del self._by_sequence[last.sequence]
         if last.out_of_order and any(s.delivery < last.delivery for s in slots):
             # The server would ignore the pending message's later ack; a later ack of
@@ -115,8 +112,6 @@ class AckFrontier(Generic[M]):
 
     def forget(self) -> None:
         """The connection went: nothing tracked can be acknowledged any more."""
-        for slot in self._slots:
-            slot.live = False
         self._slots.clear()
         self._by_sequence.clear()
         self._ack = None

@@ -4,6 +4,8 @@ against a real nats-server in tests/integration/test_nats_ack_all.py."""
 
 from __future__ import annotations
 
+import pytest
+
 from adapters._nats_acks import AckFrontier, AckSlot
 
 
@@ -86,3 +88,38 @@ def test_a_slot_settles_once_and_not_after_forget() -> None:
     acks.forget()
     assert acks.settle(two) is False  # the connection went: the server redelivers it
     assert acks.take() is None and len(acks) == 0
+
+
+def test_a_slot_settled_again_after_its_ack_changes_nothing() -> None:
+    acks, (one, two) = _frontier((1, 1), (2, 2))
+    assert acks.settle(two) is False
+    assert acks.settle(one) is True  # pops 1 and 2: nothing is tracked any more
+    assert acks.take() == "m2@2"
+    assert acks.settle(one) is False and acks.settle(two) is False
+    assert acks.take() is None
+
+
+def test_an_inserted_delivery_is_never_acked_past_one_delivered_before_it() -> None:
+    acks, (five,) = _frontier((5, 1))
+    three = acks.track(3, 2, "m3@2")  # below 5, delivered after it
+    assert acks.settle(three) is False  # acking it (delivery 2) would strand 5's ack
+    assert acks.take() is None
+    assert acks.settle(five) is True
+    assert acks.take() == "m5@1"
+
+
+@pytest.mark.parametrize(("tracked", "late", "ack", "left"), [
+    ([5, 6], 3, None, 3),  # below all of them: first in order, so nothing to ack yet
+    ([5, 6, 7], 4, None, 4),
+    ([2, 4, 6], 5, "m4", 2),  # between 4 and 6: the prefix stops at 4; 5 and 6 are left
+])
+def test_a_late_delivery_takes_its_place_in_sequence_order(
+        tracked: list[int], late: int, ack: str | None, left: int) -> None:
+    """Every tracked one settled, the late one not: the ack stops just before it."""
+    acks: AckFrontier[str] = AckFrontier()
+    slots = [acks.track(seq, n, f"m{seq}") for n, seq in enumerate(tracked, 1)]
+    acks.track(late, len(tracked) + 1, f"m{late}")
+    for slot in slots:
+        acks.settle(slot)
+    assert acks.take() == ack
+    assert len(acks) == left
