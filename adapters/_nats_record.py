@@ -30,7 +30,7 @@ from nats.aio.msg import Msg
 
 from gateway.jsontypes import JSON
 from gateway.protocols import NATS
-from gateway.record import NativeMessage
+from gateway.record import NativeMessage, as_text
 from gateway.record import is_json_media_type as is_json_type
 
 __all__ = [
@@ -170,35 +170,47 @@ def to_record(msg: Msg, jetstream: bool, received_at: str | None = None) -> Nati
 
 
 class PublishArgs:
-    """What `publish` needs for one record."""
+    """What `publish` needs for one record: the headers as (name, value) pairs, in order
+    and with repeats (`headers` is the same as nats-py takes them)."""
 
-    __slots__ = ("headers", "payload", "reply", "subject")
+    __slots__ = ("pairs", "payload", "reply", "subject")
 
     def __init__(
-        self, subject: str, reply: str, payload: bytes, headers: HeaderPairs | None
+        self, subject: str, reply: str, payload: bytes, pairs: list[tuple[str, str]] | None
     ) -> None:
         self.subject = subject
         self.reply = reply
         self.payload = payload
-        self.headers = headers
+        self.pairs = pairs
+
+    @property
+    def headers(self) -> HeaderPairs | None:
+        """For nats-py's own `publish` (request-reply answers); the frames use `pairs`."""
+        return None if self.pairs is None else HeaderPairs(self.pairs)
 
 
 def to_publish(record: NativeMessage) -> PublishArgs:
-    """Publish arguments for a record; raises ValueError when it cannot be sent."""
-    subject = record.get("subject")
+    """Publish arguments for a record; raises ValueError when it cannot be sent.
+    One pass over the headers (this runs for every published record)."""
+    fields = record.fields
+    subject = fields.get("subject")
     if not isinstance(subject, str) or not subject:
         raise ValueError("record has no subject")
-    reply = record.get("reply-to")
-    pairs = record.pairs("headers")
-    if record.has_json_data and not any(n.lower() == "content-type" for n, _ in pairs):
+    reply = fields.get("reply-to")
+    pairs: list[tuple[str, str]] = []
+    typed = False  # a content type among the headers
+    entries = fields.get("headers")
+    if isinstance(entries, list):
+        for entry in entries:
+            if isinstance(entry, dict):
+                name = str(entry.get("name", ""))
+                pairs.append((name, as_text(entry.get("value"))))
+                typed = typed or name.lower() == "content-type"
+    if record.has_json_data and not typed:
         # Say so, so that a consumer (ours included) reads the body back as JSON.
         pairs.append(("Content-Type", "application/json"))
-    return PublishArgs(
-        subject,
-        reply if isinstance(reply, str) else "",
-        record.body_bytes(),
-        HeaderPairs(pairs) if pairs else None,
-    )
+    return PublishArgs(subject, reply if isinstance(reply, str) else "", record.body_bytes(),
+                       pairs or None)
 
 
 # What nats-py's `publish` checks and writes, for `publish_frame` (nats-py 2.x,
@@ -235,13 +247,13 @@ def _frame(args: PublishArgs, reply: str) -> bytes:
     if reply and _SUBJECT_INVALID.search(reply):
         raise ValueError(f"invalid NATS reply subject {reply!r}")
     payload = args.payload
-    headers = args.headers
-    if headers is None:
+    pairs = args.pairs
+    if pairs is None:
         return b"PUB %s %s %d\r\n%s\r\n" % (subject.encode(), reply.encode(), len(payload),
                                             payload)
     lines = ["NATS/1.0\r\n"]
     checked = _CHECKED_NAMES
-    for name, value in headers.pairs:
+    for name, value in pairs:
         if name not in checked:
             key = name.strip()
             if not key:

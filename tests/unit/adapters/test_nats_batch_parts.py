@@ -162,7 +162,7 @@ def test_publish_frame_is_what_nats_py_queues(subject: str, reply: str, payload:
     headers = None if pairs is None else HeaderPairs(pairs)
     expected = _nats_py_frame(subject, reply, payload, headers)
     try:
-        got: bytes | str = publish_frame(PublishArgs(subject, reply, payload, headers))
+        got: bytes | str = publish_frame(PublishArgs(subject, reply, payload, pairs))
     except ValueError:
         got = "refused"
     assert got == expected
