@@ -17,6 +17,7 @@ from adapters._nats_record import (
     _cached_pairs,
     _pairs_of,
     jetstream_position,
+    jetstream_sequences,
     parse_header_block,
     publish_frame,
     to_record,
@@ -34,9 +35,11 @@ def test_jetstream_position_of_both_ack_subject_forms() -> None:
     assert jetstream_position(v1) == ("ORDERS", 42)
     assert jetstream_position(v2) == ("ORDERS", 42)
     # The same as nats-py's own (slower) reading.
+    assert jetstream_sequences(v1) == jetstream_sequences(v2) == (42, 7)
     for reply in (v1, v2):
         meta = Msg.Metadata._from_reply(reply)
         assert jetstream_position(reply) == (meta.stream, meta.sequence.stream)
+        assert jetstream_sequences(reply) == (meta.sequence.stream, meta.sequence.consumer)
 
 
 def test_jetstream_position_of_other_subjects_is_none() -> None:
@@ -44,6 +47,7 @@ def test_jetstream_position_of_other_subjects_is_none() -> None:
                   "$JS.NAK.ORDERS.d1.1.42.7.1732190000000000000.3",
                   "$JS.ACK.S.d.1.\u00b2.7.1.3"):  # a digit int() does not read
         assert jetstream_position(reply) is None, reply
+        assert jetstream_sequences(reply) is None, reply
 
 
 def test_jetstream_record_without_a_position_keeps_the_message() -> None:
