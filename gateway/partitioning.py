@@ -1,10 +1,18 @@
-"""The values of `routes[].partitionkey` (see `gateway/runtime/keys.py` for their effect)."""
+"""The values of `routes[].partitionkey` and the key each gives a record (see
+`gateway/runtime/keys.py` for their effect on a route; the Spark job's Kafka sink keys its
+records the same way)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from gateway.jsontypes import JSON
+from gateway.protocols import find_profile
+from gateway.protocols.profile import FieldRef
+from gateway.record import NativeMessage
 from gateway.templates import Template, TemplateError
 
-__all__ = ["NONE", "SOURCE", "check_policy"]
+__all__ = ["NONE", "SOURCE", "PartitionKeys", "check_policy"]
 
 #: Key by the source's unit of order (MQTT topic, NATS subject, Kafka key, AMQP group).
 SOURCE = "source"
@@ -25,3 +33,43 @@ def check_policy(policy: str) -> str | None:
         return ("a constant key sends every record to one partition; write source, none "
                 "or a template with a placeholder such as {storeid}")
     return None
+
+
+class PartitionKeys:
+    """The key policy of one route."""
+
+    def __init__(self, policy: str = SOURCE) -> None:
+        problem = check_policy(policy)
+        if problem is not None:
+            raise ValueError(f"partitionkey: {problem}")
+        self.policy = policy
+        self._template = None if policy in (SOURCE, NONE) else Template.parse(policy)
+
+    @property
+    def enabled(self) -> bool:
+        return self.policy != NONE
+
+    def key(self, source: NativeMessage, context: Mapping[str, JSON]) -> str | None:
+        """The key for the outputs of one source message, or None (keyless)."""
+        if self._template is not None:
+            try:
+                return self._template.expand(context)
+            except KeyError:
+                return None
+        if self.policy == NONE:
+            return None
+        prof = find_profile(source.protocol)
+        if prof is None:
+            return None
+        for ref in prof.ordering.source_key:
+            value = _text_at(source.fields, ref)
+            if value:
+                return value
+        return None
+
+
+def _text_at(fields: Mapping[str, JSON], ref: FieldRef) -> str | None:
+    value = fields.get(ref.field)
+    if ref.name is not None:
+        value = value.get(ref.name) if isinstance(value, dict) else None
+    return value if isinstance(value, str) else None

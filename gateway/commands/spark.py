@@ -9,6 +9,7 @@ import sys
 
 from gateway.commands.loading import load_definitions, load_gateway_config
 from gateway.definitions.model import MessageDefinition
+from gateway.partitioning import SOURCE, check_policy
 
 NAME = "spark"
 HELP = "run the conversion as a PySpark job (batch or stream)"
@@ -41,6 +42,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kafka-mode", choices=["structured", "binary"], default="structured",
                         help="CloudEvents binding of a Kafka sink (default: structured, "
                              "whatever mode the config's routes have)")
+    parser.add_argument("--partition-key", default=None, metavar="POLICY",
+                        help="key of Kafka sink records whose event has no partitionkey: "
+                             "source (the source's unit of order, the default), none, or a "
+                             "template such as {storeid}; as routes[].partitionkey (default: "
+                             "the config's first route's)")
     parser.add_argument("--kafka-records", choices=["native", "json"], default="native",
                         help="Kafka source values: native messages, or record JSON forms")
     parser.add_argument("--ambiguity", choices=["first", "deadletter"], default=None)
@@ -69,6 +75,8 @@ def job_definitions(args: argparse.Namespace) -> tuple[list[MessageDefinition], 
         ambiguity = config.routes[0].ambiguity if config.routes else "first"
         if args.schema is None and config.routes:
             args.schema = config.routes[0].schema
+        if args.partition_key is None and config.routes:
+            args.partition_key = config.routes[0].partitionkey
         return listed, args.ambiguity or ambiguity
     catalog = load_definitions(args.definitions, sys.stderr)
     if catalog is None:
@@ -85,10 +93,16 @@ def execute(args: argparse.Namespace) -> int:
     if loaded is None:
         return 1
     definitions, ambiguity = loaded
+    policy = args.partition_key or SOURCE
+    problem = check_policy(policy)
+    if problem is not None:
+        print(f"xrgw spark: --partition-key {policy!r}: {problem}", file=sys.stderr)
+        return 2
     options = JobOptions(
         source=args.source, sink=args.sink, deadletter=args.deadletter, report=args.report,
         checkpoint=args.checkpoint, stream=args.stream, format=args.format,
         kafka_mode=args.kafka_mode, kafka_records=args.kafka_records,
+        partition_key=policy,
         ambiguity=ambiguity, validate_schema=args.validate_schema, schema=args.schema,
         explain_dead_letters=not args.no_explain,
     )

@@ -38,6 +38,8 @@ class JobOptions:
     format: files.Format = "json"
     kafka_mode: Literal["structured", "binary"] = "structured"
     kafka_records: Literal["native", "json"] = "native"
+    # The key of Kafka sink records without a partitionkey (`gateway.partitioning`).
+    partition_key: str = "source"
     ambiguity: str = "first"
     validate_schema: bool = False
     schema: str | None = None  # the route's policy; None: validate_schema decides
@@ -77,7 +79,7 @@ def write_outcomes(outcomes: DataFrame, options: JobOptions, batch_id: int | Non
     if sink.kind == "file":
         files.write_events(events, *_with_format(target(sink), options))
     else:
-        kafka.write_events(events, sink, options.kafka_mode)
+        kafka.write_events(events, sink, options.kafka_mode, options.partition_key)
     if options.deadletter:
         where = parse_location(options.deadletter)
         dead = outcomes.filter(F.col("outcome") != "event")

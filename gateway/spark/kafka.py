@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from pyspark.sql import Column, DataFrame, Row, SparkSession
@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 
 from gateway.deadletter_format import deadletter_record
 from gateway.matching.matcher import Explanation
+from gateway.partitioning import PartitionKeys
 from gateway.protocols import KAFKA
 from gateway.record import NativeMessage
 from gateway.spark.kafka_source import NAME, KafkaDataSource
@@ -100,12 +101,30 @@ def read_records(spark: SparkSession, where: Location, *, stream: bool,
 
 # -- sinks --------------------------------------------------------------------------------
 
-def _event_messages(events: Iterable[Row], mode: str) -> Iterable[tuple[Any, ...]]:
+def sink_key(keys: PartitionKeys, ce: Mapping[str, Any], record: str | None,
+             context: Mapping[str, Any] | None) -> str | None:
+    """The Kafka key of an event's record, as a route gives it (`gateway.partitioning`):
+    the event's `partitionkey`, else the key policy's (by default the source's unit of
+    order: MQTT topic, NATS subject, Kafka key, AMQP group or subject), else none."""
+    key = ce.get("partitionkey")
+    if key is not None:
+        return str(key)
+    if not keys.enabled or record is None:
+        return None
+    try:
+        source = NativeMessage.from_line(record)
+    except ValueError:
+        return None
+    return keys.key(source, dict(context or {}))
+
+
+def _event_messages(events: Iterable[Row], mode: str,
+                    keys: PartitionKeys) -> Iterable[tuple[Any, ...]]:
     """(key, value, headers) of each event, per the Kafka binding."""
     for row in events:
         ce: dict[str, Any] = row["ce"].asDict()
-        key = ce.get("partitionkey")
-        key_bytes = str(key).encode() if key is not None else None
+        key = sink_key(keys, ce, row["record"], row["context"])
+        key_bytes = key.encode() if key is not None else None
         if mode == "structured":
             yield (key_bytes, row["event"].encode(),
                    [("content-type", b"application/cloudevents+json")])
@@ -163,19 +182,26 @@ def _produce(servers: str, topic: str, messages: Iterable[tuple[Any, ...]]) -> N
     asyncio.run(send())
 
 
-def write_events(events: DataFrame, where: Location, mode: str) -> None:
+def write_events(events: DataFrame, where: Location, mode: str,
+                 partition_key: str = "source") -> None:
+    """The events to a Kafka topic, each keyed as a route keys it (`sink_key`)."""
     spark = events.sparkSession
+    keys = PartitionKeys(partition_key)
     if has_connector(spark) and mode == "structured":
         headers = F.array(F.struct(F.lit("content-type").alias("key"),
                                    F.encode(F.lit("application/cloudevents+json"), "UTF-8")
                                    .alias("value")))
-        (events.select(F.col("event").alias("value"), headers.alias("headers"))
+        key_of = F.udf(lambda ce, record, context: sink_key(keys, ce.asDict(), record, context),
+                       "string")
+        key = F.encode(key_of("ce", "record", "context"), "UTF-8")
+        (events.select(key.alias("key"), F.col("event").alias("value"),
+                       headers.alias("headers"))
          .write.format("kafka").option("kafka.bootstrap.servers", where.servers)
          .option("topic", where.topic).save())
         return
     servers, topic = where.servers, where.topic
-    events.select("ce", "event").foreachPartition(
-        lambda rows: _produce(servers, topic, _event_messages(rows, mode)))
+    events.select("ce", "event", "record", "context").foreachPartition(
+        lambda rows: _produce(servers, topic, _event_messages(rows, mode, keys)))
 
 
 def write_deadletters(dead: DataFrame, where: Location) -> None:

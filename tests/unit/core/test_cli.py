@@ -105,6 +105,17 @@ def test_spark_kafka_sink_is_structured_unless_told_binary(capsys):
     assert "Kafka sink (default: structured, whatever mode the config's routes have)" in shown
 
 
+def test_spark_refuses_a_partition_key_a_route_would_refuse(capsys):
+    """Checked before Spark starts, in the words of the route option."""
+    store = str(Path(__file__).resolve().parents[3] / "config/examples/store.xreg.json")
+    code = main(["spark", "-d", store, "--source", "file:in", "--sink", "kafka://k:9092/t",
+                 "--partition-key", "fixed"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert ("--partition-key 'fixed': a constant key sends every record to one partition; "
+            "write source, none or a template with a placeholder such as {storeid}") in err
+
+
 def test_lint_and_validate_report_on_the_same_stream(tmp_path, capsys):
     """Problems, verdicts and summaries of both commands go to stdout; stderr stays empty."""
     doc = tmp_path / "warn.xreg.json"
