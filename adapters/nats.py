@@ -83,7 +83,8 @@ from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
 from adapters._nats_acks import AckFrontier
 from adapters._nats_options import OPTIONS
 from adapters._nats_record import (
-    jetstream_sequences,
+    JetStreamAck,
+    jetstream_ack,
     parse_header_block,
     publish_frame,
     to_publish,
@@ -579,8 +580,12 @@ class NatsConsumer:
         jetstream = self.jetstream
         acks = self._acks
         if acks is not None:
-            return [Delivery(to_record(msg, True, received_at), self._ack_all_settler(msg, acks))
-                    for msg in msgs]
+            out = []
+            for msg in msgs:
+                ack = jetstream_ack(msg.reply)  # read once: the record's and the ack's
+                out.append(Delivery(to_record(msg, True, received_at, ack),
+                                    self._ack_all_settler(msg, ack, acks)))
+            return out
         return [
             Delivery(to_record(msg, jetstream, received_at), self._settler(msg),
                      None if jetstream or not msg.reply else self._answerer(msg.reply))
@@ -619,14 +624,14 @@ class NatsConsumer:
 
         return settle
 
-    def _ack_all_settler(self, msg: Msg, acks: AckFrontier[Msg]) -> Settle:
+    def _ack_all_settler(self, msg: Msg, ack: JetStreamAck | None,
+                         acks: AckFrontier[Msg]) -> Settle:
         """Settlement under AckPolicy.ALL: an ack (or a dead-lettered message) only moves
         the frontier; the +ACK goes once the settling burst yields. A retry is a -NAK of
         this message, which keeps its place until its redelivery settles."""
-        sequences = jetstream_sequences(msg.reply)
-        if sequences is None:
+        if ack is None:
             return self._settler(msg)  # no position to order by: settle it on its own
-        slot = acks.track(*sequences, msg)
+        slot = acks.track(ack.sequence, ack.delivery, msg)
 
         async def settle(ack: bool, reason: str, retry: bool) -> None:
             self._unsettled -= 1

@@ -14,7 +14,7 @@ import pytest
 from nats.js.api import StreamConfig
 from support import asyncio_test
 
-from adapters._nats_record import jetstream_sequences
+from adapters._nats_record import jetstream_ack
 from adapters.nats import NatsConsumer, NatsProducer, _Client
 from gateway.ports import Delivery, EndpointSettings, Outcome, read_one, write
 from gateway.record import NativeMessage
@@ -204,7 +204,7 @@ async def test_jetstream_batches_and_a_burst_of_acks_is_one_write(
         [command] = wire.writes[0]
         assert command.startswith(b"PUB $JS.ACK.")
         subject = command.split(b" ")[1].decode()
-        assert jetstream_sequences(subject) == (10, 10)
+        assert jetstream_ack(subject)[1:] == (10, 10)  # type: ignore[index]
 
         got: list[Delivery] = []
         async with asyncio.timeout(TIMEOUT):

@@ -16,8 +16,7 @@ from adapters._nats_record import (
     PublishArgs,
     _cached_pairs,
     _pairs_of,
-    jetstream_position,
-    jetstream_sequences,
+    jetstream_ack,
     parse_header_block,
     publish_frame,
     to_record,
@@ -32,22 +31,19 @@ from gateway.record import NativeMessage
 def test_jetstream_position_of_both_ack_subject_forms() -> None:
     v1 = "$JS.ACK.ORDERS.d1.1.42.7.1732190000000000000.3"
     v2 = "$JS.ACK.hub.ACCHASH.ORDERS.d1.1.42.7.1732190000000000000.3.r4nd"
-    assert jetstream_position(v1) == ("ORDERS", 42)
-    assert jetstream_position(v2) == ("ORDERS", 42)
+    assert jetstream_ack(v1) == jetstream_ack(v2) == ("ORDERS", 42, 7)
     # The same as nats-py's own (slower) reading.
-    assert jetstream_sequences(v1) == jetstream_sequences(v2) == (42, 7)
     for reply in (v1, v2):
         meta = Msg.Metadata._from_reply(reply)
-        assert jetstream_position(reply) == (meta.stream, meta.sequence.stream)
-        assert jetstream_sequences(reply) == (meta.sequence.stream, meta.sequence.consumer)
+        assert jetstream_ack(reply) == (meta.stream, meta.sequence.stream,
+                                        meta.sequence.consumer)
 
 
 def test_jetstream_position_of_other_subjects_is_none() -> None:
     for reply in (None, "", "_INBOX.x.y", "$JS.ACK.ORDERS.d1.1.42", "$JS.ACK.S.d.1.x.7.1.3",
                   "$JS.NAK.ORDERS.d1.1.42.7.1732190000000000000.3",
                   "$JS.ACK.S.d.1.\u00b2.7.1.3"):  # a digit int() does not read
-        assert jetstream_position(reply) is None, reply
-        assert jetstream_sequences(reply) is None, reply
+        assert jetstream_ack(reply) is None, reply
 
 
 def test_jetstream_record_without_a_position_keeps_the_message() -> None:
