@@ -105,7 +105,7 @@ class _Member:
     """One event of a source message (an HTTP batch has several; everything else one):
     what failed about it, if anything, and the dead letter to write when something did."""
 
-    __slots__ = ("conversion", "definition", "failures", "reason", "source")
+    __slots__ = ("_original", "conversion", "definition", "failures", "reason", "source")
 
     def __init__(self, source: NativeMessage, conversion: Conversion) -> None:
         self.source = source
@@ -113,6 +113,16 @@ class _Member:
         self.definition: str | None = None
         self.reason: str | None = None  # a dead-letter reason once something failed
         self.failures: list[str] = []
+        self._original: NativeMessage | None = None
+
+    def original(self) -> NativeMessage:
+        """What to dead-letter (and sample) for this event of `source` (`member_record`):
+        built once, on failure only, for the report and the dead letter alike."""
+        if self._original is None:
+            conversion = self.conversion
+            self._original = member_record(self.source,
+                                           conversion.source_event or conversion.event)
+        return self._original
 
 
 class _Message:
@@ -433,7 +443,7 @@ class Route:
                 message.members.append(member)
                 event = conversion.event
                 if event is None:
-                    member.reason = self._not_converted(record, conversion, now, member=True)
+                    member.reason = self._not_converted(record, conversion, now, member)
                     unmatched += member.reason == reasons.UNMATCHED
                     continue
                 assert conversion.match.definition is not None
@@ -446,13 +456,13 @@ class Route:
                         report.rendered(xid)
                     else:
                         # The sample is what the dead letter holds: this event alone.
-                        report.failed(_member(record, conversion), member.reason, xid, (),
+                        report.failed(member.original(), member.reason, xid, (),
                                       "; ".join(member.failures), now)
         self._count_intake(received, matched, unmatched)
         return _Batch(messages, sent, started)
 
     def _not_converted(self, record: NativeMessage, conversion: Conversion,
-                       now: datetime, member: bool = False) -> str:
+                       now: datetime, member: _Member | None = None) -> str:
         """The reason a conversion gave no event, counted where it is counted (the
         invalid-data metric, the conformance report). The report's sample of a batch
         `member` is that member, as its dead letter is, not the whole batch."""
@@ -460,7 +470,7 @@ class Route:
         if reason == reasons.INVALID_DATA:
             self._count_invalid_data(conversion)
         if self.report is not None:
-            sampled = _member(record, conversion) if member else record
+            sampled = record if member is None else member.original()
             _report_failure(self.report, sampled, conversion, reason, now)
         return reason
 
@@ -838,19 +848,12 @@ def _failed_parts(
     for member in message.members:
         if member.reason is None:
             continue
-        conversion = member.conversion
         if member.failures:
-            parts.append((_member(member.source, conversion), member,
-                          "; ".join(member.failures), ()))
+            parts.append((member.original(), member, "; ".join(member.failures), ()))
         else:
-            parts.append((_member(member.source, conversion), member, conversion.detail,
-                          conversion.explain))
+            parts.append((member.original(), member, member.conversion.detail,
+                          member.conversion.explain))
     return parts
-
-
-def _member(source: NativeMessage, conversion: Conversion) -> NativeMessage:
-    """What to dead-letter for one conversion of `source` (see `member_record`)."""
-    return member_record(source, conversion.source_event or conversion.event)
 
 
 async def _settle_quietly(delivery: Delivery, reason: str, retry: bool) -> None:
