@@ -288,7 +288,6 @@ class _Sample(NamedTuple):
         }
 
 
-
 def sample_record(record: NativeMessage, redact: Sequence[str]) -> JSONObject:
     """The record as JSON for a sample: `redact` field paths replaced (`data.card.number`
     in the body, `topic_name` or `headers.authorization` in the record fields), the body

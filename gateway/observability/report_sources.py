@@ -141,8 +141,6 @@ def _definition(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-
-
 def table(report: JSONObject) -> str:
     """The report as text: one line per definition, then per route its dead letters,
     most frequent failed checks and latest unmatched samples."""
