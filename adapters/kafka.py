@@ -516,10 +516,12 @@ class _Renewal:
 
 
 class _Partitioner:
-    """aiokafka's DefaultPartitioner (the Java client's murmur2 of the key; a random
-    available partition for a record without a key), remembering the hashes of recent
-    keys: murmur2 is pure Python, about as costly as the rest of a send, and a route keys
-    its records by the source's unit of order (few keys, many records)."""
+    """The partition of a record without one, as aiokafka's DefaultPartitioner picks it
+    (the Java client's murmur2 of the key; a random available partition for a record
+    without a key); `_send_all` asks it, since records go to aiokafka in batches already
+    placed. It remembers the hashes of recent keys: murmur2 is pure Python, about as
+    costly as the rest of a send, and a route keys its records by the source's unit of
+    order (few keys, many records)."""
 
     __slots__ = ("_hashes",)
 
@@ -586,7 +588,6 @@ class KafkaProducer:
             acks=opts.acks,
             enable_idempotence=opts.enable_idempotence,
             linger_ms=opts.linger_ms,
-            partitioner=self._partitioner,
             max_batch_size=opts.max_batch_size,
             # Bounds metadata waits and unanswered produce requests: no hang when the
             # broker is gone.
