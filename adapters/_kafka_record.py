@@ -34,7 +34,7 @@ from typing import NamedTuple, Protocol
 
 from gateway.jsontypes import JSON
 from gateway.protocols import KAFKA
-from gateway.record import NativeMessage
+from gateway.record import NativeMessage, as_text
 from gateway.record import is_json_media_type as is_json_type
 
 __all__ = ["KafkaRecordLike", "SendArgs", "is_json_type", "to_record", "to_send"]
@@ -59,10 +59,6 @@ class KafkaRecordLike(Protocol):
     def value(self) -> bytes | None: ...
     @property
     def headers(self) -> Sequence[tuple[str, bytes | None]]: ...
-
-
-
-
 
 
 def _text(raw: bytes) -> str:
@@ -119,6 +115,29 @@ def _int(value: JSON) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _send_headers(raw: JSON) -> tuple[list[tuple[str, bytes]], bool]:
+    """The record's headers as Kafka sends them (UTF-8 values), and whether one of them is
+    a `content-type` (any case). The entries as `record.pairs("headers")` reads them, in
+    one pass over the field without that intermediate list: this runs for every record
+    sent, and a binary CloudEvent has seven or more headers."""
+    if not isinstance(raw, list):
+        return [], False
+    headers: list[tuple[str, bytes]] = []
+    append = headers.append
+    typed = False
+    for entry in raw:
+        if entry.__class__ is not dict and not isinstance(entry, dict):
+            continue
+        name = entry.get("name", "")
+        if name.__class__ is not str:
+            name = str(name)
+        value = entry.get("value")
+        append((name, (value if value.__class__ is str else as_text(value)).encode()))
+        if not typed and name.lower() == CONTENT_TYPE:
+            typed = True
+    return headers, typed
+
+
 def to_send(record: NativeMessage, default_topic: str | None = None,
             default_headers: tuple[tuple[str, bytes], ...] = ()) -> SendArgs:
     """Send arguments for a record; raises ValueError when it cannot be sent.
@@ -142,9 +161,8 @@ def to_send(record: NativeMessage, default_topic: str | None = None,
     partition = _int(fields.get("partition"))
     if partition is not None and partition < 0:
         raise ValueError(f"invalid partition {partition}")
-    pairs = record.pairs("headers")
-    headers = [(name, value.encode()) for name, value in pairs]
-    if record.has_json_data and not any(n.lower() == CONTENT_TYPE for n, _ in pairs):
+    headers, typed = _send_headers(fields.get("headers"))
+    if not typed and record.has_json_data:
         headers.append((CONTENT_TYPE, b"application/json"))
     if default_headers:
         own = {name.lower() for name, _ in headers}

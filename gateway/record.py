@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
+from gateway.jsonbody import loads_body
 from gateway.jsontypes import JSON, JSONObject
 from gateway.protocols import (
     MQTT5,
@@ -159,7 +160,7 @@ class NativeMessage:
         if content_type is not None and not is_json_media_type(content_type):
             return cls(protocol, fields, payload=body, received_at=received_at)
         try:
-            value: JSON = json.loads(body)
+            value: JSON = loads_body(body)
         except (ValueError, UnicodeDecodeError, RecursionError):
             # RecursionError: JSON nested deeper than the interpreter's recursion limit
             # (`[[[[...` from a hostile sender). It used to escape every adapter's
