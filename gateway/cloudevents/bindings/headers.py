@@ -105,12 +105,17 @@ def collect(entries: list[Entry], problems: list[str], percent_decode: bool) -> 
 def write(event: CloudEvent, prefix: str, percent_encode: bool) -> list[JSON]:
     """Prefixed headers for every attribute except `datacontenttype`, lower-case names."""
     headers: list[JSON] = []
-    append = headers.append
+    texts: list[str] = []
     for name, value in event.get_attributes().items():
         if name == "datacontenttype":
             continue
         text = value if value.__class__ is str else to_canonical(value)
-        if percent_encode and needs_no_encoding(text) is None:
-            text = encode_header_value(text)
-        append({"name": prefix + name, "value": text})
+        texts.append(text)
+        headers.append({"name": prefix + name, "value": text})
+    # Nearly every value is safe as it is: one check of them all, not one each (a regular
+    # expression call per attribute was half the cost of a NATS binary event's headers).
+    if percent_encode and needs_no_encoding("".join(texts)) is None:
+        for entry, text in zip(headers, texts, strict=True):
+            assert isinstance(entry, dict)
+            entry["value"] = encode_header_value(text)
     return headers
