@@ -105,13 +105,14 @@ class RouteReport:
     def received_messages(self, count: int) -> None:
         self.received += count
 
-    def matched(self, definition: str, at: datetime) -> None:
+    def matched(self, definition: str, at: datetime, count: int = 1) -> None:
+        """`count` messages matched `definition` (the route counts a batch at once)."""
         tally = self._tally(definition)
-        tally.matched += 1
+        tally.matched += count
         tally.seen(at)
 
-    def rendered(self, definition: str) -> None:
-        self._tally(definition).rendered += 1
+    def rendered(self, definition: str, count: int = 1) -> None:
+        self._tally(definition).rendered += count
 
     def failed(self, record: NativeMessage, reason: str, definition: str | None,
                explain: Sequence[Explanation], detail: str, at: datetime) -> None:

@@ -416,6 +416,7 @@ class Route:
         messages: list[_Message] = []
         received: dict[str, list[int]] = {}  # protocol -> [messages, bytes]
         matched: dict[str, int] = {}
+        rendered: dict[str, int] = {}  # of the matched: rendered for every output
         unmatched = 0
         # One receive time for the batch's messages that carry none: received together.
         now = datetime.now(UTC)
@@ -450,14 +451,17 @@ class Route:
                 xid = member.definition = conversion.match.definition.xid
                 matched[xid] = matched.get(xid, 0) + 1
                 self._render(member, event, conversion, sent)
-                if report is not None:
-                    report.matched(xid, now)
-                    if member.reason is None:
-                        report.rendered(xid)
-                    else:
-                        # The sample is what the dead letter holds: this event alone.
-                        report.failed(member.original(), member.reason, xid, (),
-                                      "; ".join(member.failures), now)
+                if member.reason is None:
+                    rendered[xid] = rendered.get(xid, 0) + 1
+                elif report is not None:
+                    # The sample is what the dead letter holds: this event alone.
+                    report.failed(member.original(), member.reason, xid, (),
+                                  "; ".join(member.failures), now)
+        if report is not None:  # counted per batch, as the metrics are
+            for xid, count in matched.items():
+                report.matched(xid, now, count)
+            for xid, count in rendered.items():
+                report.rendered(xid, count)
         self._count_intake(received, matched, unmatched)
         return _Batch(messages, sent, started)
 
@@ -484,16 +488,31 @@ class Route:
                 sent: list[_Sent]) -> None:
         """Render `member` for every output; if one cannot take it, it goes to none of
         them (dead-lettered as undeliverable)."""
+        context = conversion.match.context
+        if len(sent) == 1:  # the usual route: no lists or pairing per message
+            target = sent[0]
+            try:
+                record = self._formats[0].render(event, context)
+            except RenderFailed as exc:
+                member.reason = reasons.UNDELIVERABLE
+                member.failures.append(f"{target.output.endpoint_id}: {exc}")
+                return
+            place = self._key_places[0]
+            if place is not None:
+                record = keyed(record, place, self.keys.key(member.source, context))
+            target.records.append(record)
+            target.owners.append(member)
+            return
         rendered: list[NativeMessage] = []
         for target, output_format in zip(sent, self._formats, strict=True):
             try:
-                rendered.append(output_format.render(event, conversion.match.context))
+                rendered.append(output_format.render(event, context))
             except RenderFailed as exc:
                 member.reason = reasons.UNDELIVERABLE
                 member.failures.append(f"{target.output.endpoint_id}: {exc}")
                 return
         if self._keyed:
-            key = self.keys.key(member.source, conversion.match.context)
+            key = self.keys.key(member.source, context)
             rendered = [record if place is None else keyed(record, place, key)
                         for record, place in zip(rendered, self._key_places, strict=True)]
         for target, record in zip(sent, rendered, strict=True):
