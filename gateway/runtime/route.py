@@ -855,14 +855,20 @@ def _key_place(protocol: str) -> FieldRef | None:
     return prof.partition_key if prof is not None else None
 
 
+_NOTHING_FAILED: tuple[tuple[NativeMessage, _Member, str, Sequence[Explanation]], ...] = ()
+
+
 def _failed_parts(
     message: _Message,
-) -> list[tuple[NativeMessage, _Member, str, Sequence[Explanation]]]:
+) -> Sequence[tuple[NativeMessage, _Member, str, Sequence[Explanation]]]:
     """What to dead-letter of one message: the whole message when it failed to convert,
     else each failed member (original, member, detail, explanation)."""
     whole = message.whole
     if whole is not None:
         return [(whole.source, whole, whole.conversion.detail, whole.conversion.explain)]
+    members = message.members
+    if len(members) == 1 and members[0].reason is None:
+        return _NOTHING_FAILED  # nearly every message: no list built for it
     parts: list[tuple[NativeMessage, _Member, str, Sequence[Explanation]]] = []
     for member in message.members:
         if member.reason is None:
