@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
-from gateway.config._adapter_options import option_spec
+from gateway.adapter_options import option_spec
 from gateway.config._durations import format_duration
 from gateway.config._schema import CONFIG_SPEC
 from gateway.config._spec import OPTIONAL, REQUIRED, Field

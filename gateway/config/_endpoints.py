@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import cast
 
-from gateway.config._adapter_options import has_adapters, option_spec
+from gateway.adapter_options import has_adapters, option_spec
 from gateway.config._addresses import check_uri, definition_addresses, server_list
 from gateway.config._model import EndpointConfig
 from gateway.config._parse import holds_unresolved

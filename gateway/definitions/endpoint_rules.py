@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gateway.adapter_options import option_spec
 from gateway.definitions.checks import check_string_templates, unknown_name_problem, where
 from gateway.definitions.endpoints import ENDPOINT_OPTIONS, known_options
 from gateway.definitions.model import Catalog, Endpoint, Provenance
@@ -47,9 +48,13 @@ def _check_options(endpoint: Endpoint, problems: Problems) -> None:
                          f"unknown protocol '{protocol}'; endpoint options are not checked",
                          f"use one of: {', '.join(PROTOCOLS)}")
     known = known_options(protocol)
+    adapter = option_spec(protocol)
     for name, value in endpoint.protocol_options.items():
         at = _at(endpoint, "protocoloptions", name)
-        if protocol in ENDPOINT_OPTIONS and name not in known:
+        # Not an option of the spec, but one the installed adapter reads (a JetStream
+        # `stream`, a Kafka `consumergroup`): `xrgw run` uses it, so it is not "ignored".
+        if (protocol in ENDPOINT_OPTIONS and name not in known
+                and (adapter is None or adapter.lookup(name) is None)):
             unknown_name_problem(problems, at, f"{protocol} endpoint option", name, known)
         check_string_templates(problems, value, f"endpoint option '{name}'", at)
     prof = find_profile(protocol)

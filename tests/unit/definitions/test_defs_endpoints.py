@@ -112,6 +112,22 @@ def test_unknown_endpoint_option_suggests_a_name() -> None:
     assert warning.path == f"{E}.protocoloptions.topik"
 
 
+@pytest.mark.parametrize(("protocol", "options"), [
+    ("NATS", {"stream": "ORDERS", "durable": "xrgw"}),
+    ("KAFKA", {"topic": "t", "linger_ms": 0}),
+])
+def test_an_option_the_adapter_reads_is_not_called_ignored(
+        protocol: str, options: dict[str, Any]) -> None:
+    # Not in the spec's list, but `xrgw run` passes it to the adapter, which reads it.
+    assert _read({"protocol": protocol, "protocoloptions": options}).warnings == []
+
+
+def test_a_name_neither_spec_nor_adapter_knows_is_still_warned_of() -> None:
+    (warning,) = _read({"protocol": "NATS", "protocoloptions": {"strem": "ORDERS"}}).warnings
+    assert warning.message.startswith("unknown NATS endpoint option 'strem'")
+    assert "(until then it is ignored)" in warning.fix
+
+
 def test_endpoint_option_templates_are_level_1() -> None:
     catalog = _read({"protocol": "HTTP", "protocoloptions": {
         "headers": [{"name": "Authorization", "value": "Bearer {+token}"}]}})

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from functools import cache
 from importlib.metadata import entry_points
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from gateway.options import OptionSpec
+if TYPE_CHECKING:
+    # For the annotations only: gateway.options builds on the config parser, which
+    # loads the definitions package, and the definitions' endpoint check reads this.
+    from gateway.options import OptionSpec
 
 
 class _SpecSource(Protocol):
