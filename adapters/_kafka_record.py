@@ -161,7 +161,11 @@ def to_send(record: NativeMessage, default_topic: str | None = None,
     partition = _int(fields.get("partition"))
     if partition is not None and partition < 0:
         raise ValueError(f"invalid partition {partition}")
-    headers, typed = _send_headers(fields.get("headers"))
+    encoded = record.current_encoded_headers()
+    if encoded is not None:  # made by the binding (a copy: defaults may be added below)
+        headers, typed = list(encoded.pairs), encoded.typed
+    else:
+        headers, typed = _send_headers(fields.get("headers"))
     if not typed and record.has_json_data:
         headers.append((CONTENT_TYPE, b"application/json"))
     if default_headers:

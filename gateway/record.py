@@ -20,7 +20,7 @@ import binascii
 import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, ClassVar, NamedTuple, cast
 
 from gateway.jsonbody import loads_body
 from gateway.jsontypes import JSON, JSONObject
@@ -47,6 +47,14 @@ class RecordError(ValueError):
 _NO_DATA: Any = object()
 
 
+class EncodedHeaders(NamedTuple):
+    """A record's `headers` field in a binding's wire form (see `encoded_headers`)."""
+
+    entries: list[JSON]  # the field's list they were made from (compared by identity)
+    pairs: list[tuple[str, bytes]]
+    typed: bool  # one of them is a content type
+
+
 @dataclass(frozen=True, eq=False, init=False)
 class NativeMessage:
     """An immutable received message.
@@ -66,6 +74,13 @@ class NativeMessage:
     # leaves byte for byte as it came. Not part of the JSON form or of equality (it is
     # the same value).
     raw: bytes | None
+    # The `headers` field as UTF-8 (name, value) pairs, made by the binding that built the
+    # record while it had the values at hand (Kafka), with the list they were made from
+    # and whether one is a content type. A producer uses them only while
+    # `fields["headers"]` is that same list, of that length; otherwise it reads the field.
+    # Not part of the JSON form or of equality (the same headers). Set through
+    # `set_encoded_headers`, so it is an instance attribute only where it was made.
+    encoded_headers: ClassVar[EncodedHeaders | None] = None
 
     def __init__(self, protocol: str, fields: Mapping[str, JSON] | None = None,
                  data: JSON = _NO_DATA, payload: bytes | None = None,
@@ -173,9 +188,31 @@ class NativeMessage:
 
     def replace_fields(self, fields: Mapping[str, JSON], protocol: str | None = None
                        ) -> NativeMessage:
-        """The same body (raw bytes included) under other metadata."""
-        return NativeMessage(protocol or self.protocol, fields, self.data, self.payload,
-                             self.received_at, self.raw)
+        """The same body (raw bytes included) under other metadata. Encoded headers go
+        along: they only count while `fields` still holds the list they were made from."""
+        record = NativeMessage(protocol or self.protocol, fields, self.data, self.payload,
+                               self.received_at, self.raw)
+        encoded = self.encoded_headers
+        if encoded is not None:
+            record.__dict__["encoded_headers"] = encoded
+        return record
+
+    def set_encoded_headers(self, pairs: list[tuple[str, bytes]], typed: bool) -> None:
+        """Keep `pairs`, the UTF-8 form of `fields["headers"]` as it is now (see
+        `encoded_headers`); `typed`: one of them is a content type."""
+        entries = self.fields.get("headers")
+        if isinstance(entries, list) and len(entries) == len(pairs):
+            self.__dict__["encoded_headers"] = EncodedHeaders(entries, pairs, typed)
+
+    def current_encoded_headers(self) -> EncodedHeaders | None:
+        """The encoded headers, if `fields["headers"]` is still what they were made from."""
+        encoded = self.encoded_headers
+        if encoded is None:
+            return None
+        entries = self.fields.get("headers")
+        if entries is encoded.entries and len(entries) == len(encoded.pairs):
+            return encoded
+        return None
 
     # -- JSON form ---------------------------------------------------------------------------
     def to_json(self) -> JSONObject:

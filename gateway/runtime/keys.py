@@ -29,6 +29,4 @@ def keyed(record: NativeMessage, place: FieldRef, key: str | None) -> NativeMess
     `partitionkey` wins) or there is no key."""
     if key is None or record.fields.get(place.field) is not None:
         return record
-    # The constructor, not dataclasses.replace: this runs once per Kafka record.
-    return NativeMessage(record.protocol, {**record.fields, place.field: key}, record.data,
-                         record.payload, record.received_at, record.raw)
+    return record.replace_fields({**record.fields, place.field: key})

@@ -80,7 +80,22 @@ def encode(event: CloudEvent, mode: EncodeMode) -> NativeMessage:
         header_list.append({"name": CONTENT_TYPE, "value": content_type})
     fields["headers"] = header_list
     # No data -> no body: a null-value record (a tombstone on compacted topics).
-    return NativeMessage(KAFKA, fields, **body_fields(body, event))
+    record = NativeMessage(KAFKA, fields, **body_fields(body, event))
+    _encode_headers(record, header_list, content_type is not None)
+    return record
+
+
+def _encode_headers(record: NativeMessage, entries: list[JSON], typed: bool) -> None:
+    """The producer's form of the headers, made now: the values are at hand here, while
+    the producer reaches the record only after the rest of its batch is rendered."""
+    pairs: list[tuple[str, bytes]] = []
+    for entry in entries:  # built just now by `encode`: names and values are text
+        assert isinstance(entry, dict)
+        name, value = entry["name"], entry["value"]
+        assert isinstance(name, str) and isinstance(value, str)
+        # A validated event's text is UTF-8-encodable (lone surrogates are refused).
+        pairs.append((name, value.encode()))
+    record.set_encoded_headers(pairs, typed)
 
 
 BINDING = Binding(KAFKA, detect, decode, encode)

@@ -1,0 +1,76 @@
+"""The Kafka binding hands the producer its headers already encoded; the producer sends
+exactly what it would have made of the `headers` field, and falls back to the field as
+soon as the field is no longer what the pairs were made from."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from adapters._kafka_record import to_send
+from gateway.cloudevents.event import CloudEvent
+from gateway.envelope.outgoing import OutputFormat
+from gateway.protocols.profile import FieldRef
+from gateway.record import NativeMessage
+from gateway.runtime.keys import keyed
+
+BASE = {"specversion": "1.0", "type": "com.example.sale", "source": "/stores/1",
+        "id": "a-1", "time": datetime(2026, 11, 24, 12, 0, tzinfo=UTC)}
+
+
+def _plain(record: NativeMessage) -> NativeMessage:
+    """The same record without encoded headers: what to_send made before they existed."""
+    return NativeMessage(record.protocol, dict(record.fields), record.data, record.payload,
+                         record.received_at, record.raw)
+
+
+EVENTS = [
+    CloudEvent({**BASE, "datacontenttype": "application/json"}, {"amount": 1}),
+    CloudEvent(BASE, {"amount": 1}),  # JSON data without a content type
+    CloudEvent({**BASE, "datacontenttype": "text/plain"}, "héllo"),
+    CloudEvent(BASE),  # no data: a tombstone
+    CloudEvent({**BASE, "subject": "ünïcode ✓", "partitionkey": "k-1", "myext": 5}, b"\x00\x01"),
+    CloudEvent({**BASE, "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+                "tracestate": "a=b"}, {"x": 1}),
+]
+
+
+@pytest.mark.parametrize("event", EVENTS, ids=range(len(EVENTS)))
+@pytest.mark.parametrize("default_headers", [(), (("x-origin", b"gw"), ("ce_type", b"no"))])
+def test_the_producer_sends_what_it_would_have_made_of_the_field(
+        event: CloudEvent, default_headers: tuple[tuple[str, bytes], ...]) -> None:
+    record = OutputFormat("KAFKA", "binary", defaults={"topic": "t"}).render(event, {})
+    sent = to_send(record, default_headers=default_headers)
+    assert sent == to_send(_plain(record), default_headers=default_headers)
+
+
+def test_the_binding_makes_them_and_a_key_keeps_them() -> None:
+    record = OutputFormat("KAFKA", "binary", defaults={"topic": "t"}).render(EVENTS[0], {})
+    assert record.current_encoded_headers() is not None
+    with_key = keyed(record, FieldRef("key"), "store-1")
+    assert with_key.current_encoded_headers() is record.current_encoded_headers()
+    assert to_send(with_key).key == b"store-1"
+
+
+def test_trace_context_headers_are_a_new_list_and_are_read_from_the_field() -> None:
+    record = OutputFormat("KAFKA", "binary", defaults={"topic": "t"}).render(EVENTS[5], {})
+    # with_trace added `traceparent` to a copy of the list: the pairs no longer describe it
+    assert record.current_encoded_headers() is None
+    assert ("traceparent", EVENTS[5].get("traceparent").encode()) in to_send(record).headers
+
+
+def test_a_list_changed_in_place_is_read_from_the_field() -> None:
+    record = OutputFormat("KAFKA", "binary", defaults={"topic": "t"}).render(EVENTS[0], {})
+    entries = record.fields["headers"]
+    assert isinstance(entries, list)
+    entries.append({"name": "x-late", "value": "1"})
+    assert record.current_encoded_headers() is None
+    assert ("x-late", b"1") in to_send(record).headers
+
+
+def test_headers_replaced_under_the_same_record_are_read_from_the_field() -> None:
+    record = OutputFormat("KAFKA", "binary", defaults={"topic": "t"}).render(EVENTS[0], {})
+    other = record.replace_fields({**record.fields, "headers": [{"name": "a", "value": "b"}]})
+    assert other.current_encoded_headers() is None
+    assert to_send(other).headers[0] == ("a", b"b")
