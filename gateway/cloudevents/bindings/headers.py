@@ -102,8 +102,28 @@ def collect(entries: list[Entry], problems: list[str], percent_decode: bool) -> 
     return out
 
 
-def write(event: CloudEvent, prefix: str, percent_encode: bool) -> list[JSON]:
-    """Prefixed headers for every attribute except `datacontenttype`, lower-case names."""
+# Prefixed header names by (prefix, attribute name): the same few on every event, and a
+# concatenation each was a new string per header per message. Bounded against events
+# with endless extension names.
+_NAMES: dict[tuple[str, str], str] = {}
+_NAMES_MAX = 4096
+
+
+def _header_name(prefix: str, name: str) -> str:
+    header = _NAMES.get((prefix, name))
+    if header is None:
+        header = prefix + name
+        if len(_NAMES) < _NAMES_MAX:
+            _NAMES[prefix, name] = header
+    return header
+
+
+def write(event: CloudEvent, prefix: str, percent_encode: bool,
+          encoded: list[tuple[str, bytes]] | None = None) -> list[JSON]:
+    """Prefixed headers for every attribute except `datacontenttype`, lower-case names.
+    `encoded`, when given, also gets each header as (name, UTF-8 value) (Kafka's form),
+    made in the same pass; only without percent-encoding (which no such binding uses)."""
+    assert encoded is None or not percent_encode
     headers: list[JSON] = []
     texts: list[str] = []
     for name, value in event.get_attributes().items():
@@ -111,7 +131,11 @@ def write(event: CloudEvent, prefix: str, percent_encode: bool) -> list[JSON]:
             continue
         text = value if value.__class__ is str else to_canonical(value)
         texts.append(text)
-        headers.append({"name": prefix + name, "value": text})
+        header = _header_name(prefix, name)
+        headers.append({"name": header, "value": text})
+        if encoded is not None:
+            # A validated event's text is UTF-8-encodable (lone surrogates are refused).
+            encoded.append((header, text.encode()))
     # Nearly every value is safe as it is: one check of them all, not one each (a regular
     # expression call per attribute was half the cost of a NATS binary event's headers).
     if percent_encode and needs_no_encoding("".join(texts)) is None:
