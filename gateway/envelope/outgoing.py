@@ -60,18 +60,25 @@ class OutputFormat:
     defaults: Mapping[str, JSON] = field(default_factory=dict)
     definitions: Sequence[MessageDefinition] = ()
 
-    def render(self, event: CloudEvent, context: Mapping[str, str]) -> NativeMessage:
+    def render(self, event: CloudEvent, context: Mapping[str, str],
+               key: tuple[str, str] | None = None) -> NativeMessage:
         """The record for `event`; `context` holds the placeholders the match captured.
-        Raises RenderFailed."""
+        `key` (field, value): a partitioning key the record gets unless it has one there
+        already (the event's `partitionkey` wins). Raises RenderFailed."""
         if self.deliver == "native":
             record = self._native(event, context)
-            return with_trace(with_defaults(record, self.defaults, event, context), event)
+            record = with_trace(with_defaults(record, self.defaults, event, context), event)
+            if key is not None and record.fields.get(key[0]) is None:
+                record = record.replace_fields({**record.fields, key[0]: key[1]})
+            return record
         record = self._binding(event)
         fields = record.fields
-        # The binding built these fields just now, for this record alone: the defaults go
-        # into them, not into a copy under a second record.
+        # The binding built these fields just now, for this record alone: the defaults
+        # and the key go into them, not into a copy under a second record.
         assert isinstance(fields, dict)
         _add_defaults(fields, self.defaults, event, context)
+        if key is not None and fields.get(key[0]) is None:
+            fields[key[0]] = key[1]
         return with_trace(record, event)
 
     def _binding(self, event: CloudEvent) -> NativeMessage:

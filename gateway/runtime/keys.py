@@ -18,15 +18,5 @@ binding maps to the key) gets one, chosen by `routes[].partitionkey`
 from __future__ import annotations
 
 from gateway.partitioning import NONE, SOURCE, PartitionKeys, check_policy
-from gateway.protocols.profile import FieldRef
-from gateway.record import NativeMessage
 
-__all__ = ["NONE", "SOURCE", "PartitionKeys", "check_policy", "keyed"]
-
-
-def keyed(record: NativeMessage, place: FieldRef, key: str | None) -> NativeMessage:
-    """`record` with `key` at `place`, unless it has a key there already (the event's
-    `partitionkey` wins) or there is no key."""
-    if key is None or record.fields.get(place.field) is not None:
-        return record
-    return record.replace_fields({**record.fields, place.field: key})
+__all__ = ["NONE", "SOURCE", "PartitionKeys", "check_policy"]

@@ -73,7 +73,7 @@ from gateway.protocols import HTTP, find_profile
 from gateway.protocols.profile import FieldRef
 from gateway.record import NativeMessage
 from gateway.runtime.backlog import watch_backlog
-from gateway.runtime.keys import SOURCE, PartitionKeys, keyed
+from gateway.runtime.keys import SOURCE, PartitionKeys
 from gateway.runtime.reply import hand_back, stray_listener
 from gateway.runtime.retry import RetryPolicy
 
@@ -489,32 +489,32 @@ class Route:
         """Render `member` for every output; if one cannot take it, it goes to none of
         them (dead-lettered as undeliverable)."""
         context = conversion.match.context
+        key = self.keys.key(member.source, context) if self._keyed else None
         if len(sent) == 1:  # the usual route: no lists or pairing per message
             target = sent[0]
+            place = self._key_places[0]
             try:
-                record = self._formats[0].render(event, context)
+                record = self._formats[0].render(
+                    event, context,
+                    None if place is None or key is None else (place.field, key))
             except RenderFailed as exc:
                 member.reason = reasons.UNDELIVERABLE
                 member.failures.append(f"{target.output.endpoint_id}: {exc}")
                 return
-            place = self._key_places[0]
-            if place is not None:
-                record = keyed(record, place, self.keys.key(member.source, context))
             target.records.append(record)
             target.owners.append(member)
             return
         rendered: list[NativeMessage] = []
-        for target, output_format in zip(sent, self._formats, strict=True):
+        for target, output_format, place in zip(sent, self._formats, self._key_places,
+                                                strict=True):
             try:
-                rendered.append(output_format.render(event, context))
+                rendered.append(output_format.render(
+                    event, context,
+                    None if place is None or key is None else (place.field, key)))
             except RenderFailed as exc:
                 member.reason = reasons.UNDELIVERABLE
                 member.failures.append(f"{target.output.endpoint_id}: {exc}")
                 return
-        if self._keyed:
-            key = self.keys.key(member.source, context)
-            rendered = [record if place is None else keyed(record, place, key)
-                        for record, place in zip(rendered, self._key_places, strict=True)]
         for target, record in zip(sent, rendered, strict=True):
             target.records.append(record)
             target.owners.append(member)

@@ -94,6 +94,37 @@ def test_native_output_names_a_placeholder_without_a_value() -> None:
     assert native.render(_event(), {"orderid": "7"}).fields["key"] == "7"
 
 
+# -- partitioning key ---------------------------------------------------------------------
+
+
+def test_a_key_goes_where_the_record_has_none() -> None:
+    record = OutputFormat("KAFKA", defaults={"topic": "t"}).render(_event(), {}, ("key", "k1"))
+    assert record.fields["key"] == "k1" and record.fields["topic"] == "t"
+    assert record.data == {"amount": 1}
+
+
+def test_the_events_partitionkey_wins_over_a_key() -> None:
+    record = OutputFormat("KAFKA").render(_event(partitionkey="pk"), {}, ("key", "k1"))
+    assert record.fields["key"] == "pk"
+
+
+def test_a_native_record_keeps_its_own_key_and_gets_one_when_it_has_none() -> None:
+    native = OutputFormat("KAFKA", deliver="native", definitions=(SALE_TARGET,))
+    assert native.render(_event(), {}, ("key", "k1")).fields["key"] == "desk-3"
+    plain = define("plain", "KAFKA", [opt("topic", "all")])
+    unkeyed = OutputFormat("KAFKA", deliver="native", definitions=(plain,))
+    record = unkeyed.render(_event(), {}, ("key", "k1"))
+    assert record.fields["topic"] == "all" and record.fields["key"] == "k1"
+    assert record.data == {"amount": 1}
+    assert "key" not in unkeyed.render(_event(), {}).fields
+
+
+def test_a_traced_record_keeps_its_key() -> None:
+    record = OutputFormat("KAFKA").render(_traced(), {}, ("key", "k1"))
+    assert record.fields["key"] == "k1"
+    assert dict(record.pairs("headers"))["traceparent"] == TRACEPARENT
+
+
 # -- defaults -----------------------------------------------------------------------------
 
 

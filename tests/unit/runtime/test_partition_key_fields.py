@@ -1,14 +1,12 @@
 """Partition keys read from the source's fields (gateway/runtime/keys.py): only text
-values are keys, and a missing or malformed container of named fields means no key; a
-keyed record is the same record with the key added."""
+values are keys, and a missing or malformed container of named fields means no key."""
 
 from __future__ import annotations
 
 import pytest
 
-from gateway.protocols.profile import FieldRef
 from gateway.record import NativeMessage
-from gateway.runtime.keys import PartitionKeys, keyed
+from gateway.runtime.keys import PartitionKeys
 
 
 @pytest.mark.parametrize(("fields", "key"), [
@@ -32,16 +30,3 @@ def test_amqp_keys_are_text_values_of_the_properties_section(
 def test_an_mqtt_topic_is_a_key_only_when_it_is_text(topic: object, key: str | None) -> None:
     record = NativeMessage("MQTT/5.0", {"topic_name": topic})  # type: ignore[dict-item]
     assert PartitionKeys().key(record, {}) == key
-
-
-@pytest.mark.parametrize("body", [{"data": {"n": 1}, "raw": b'{"n": 1}'},
-                                  {"payload": b"\x00\x01"}])
-def test_a_keyed_record_is_the_same_record_with_the_key_added(body: dict[str, object]) -> None:
-    record = NativeMessage("KAFKA", {"topic": "t", "headers": [{"name": "a", "value": "b"}]},
-                           received_at="2024-05-01T10:00:00Z", **body)  # type: ignore[arg-type]
-    out = keyed(record, FieldRef("key", None), "k1")
-    assert out.protocol == "KAFKA"
-    assert out.fields == {"topic": "t", "headers": [{"name": "a", "value": "b"}], "key": "k1"}
-    assert out.received_at == "2024-05-01T10:00:00Z"
-    assert (out.data, out.payload, out.raw) == (record.data, record.payload, record.raw)
-    assert record.fields.get("key") is None  # the original is left as it was

@@ -12,9 +12,8 @@ from gateway.convert import Converter
 from gateway.definitions import read_document
 from gateway.observability.metrics import Metrics
 from gateway.partitioning import check_policy
-from gateway.protocols.profile import FieldRef
 from gateway.record import NativeMessage
-from gateway.runtime.keys import PartitionKeys, keyed
+from gateway.runtime.keys import PartitionKeys
 from gateway.runtime.route import Output, Route
 
 
@@ -57,16 +56,6 @@ def test_a_route_refuses_a_key_policy_it_cannot_use(policy: str, why: str) -> No
 def test_policy_check(policy, problem):
     found = check_policy(policy)
     assert (found is None) if problem is None else (problem in found)
-
-
-def test_an_existing_key_wins():
-    place = FieldRef("key")
-    with_key = NativeMessage("KAFKA", {"topic": "t", "key": "from-event"})
-    assert keyed(with_key, place, "from-source") is with_key
-    bare = NativeMessage("KAFKA", {"topic": "t"}, data={"x": 1})
-    out = keyed(bare, place, "from-source")
-    assert out.fields == {"topic": "t", "key": "from-source"} and out.data == {"x": 1}
-    assert keyed(bare, place, None) is bare
 
 
 DOC = {"messagegroups": {"g": {"envelope": "CloudEvents/1.0", "messages": {
