@@ -162,8 +162,9 @@ def to_send(record: NativeMessage, default_topic: str | None = None,
     if partition is not None and partition < 0:
         raise ValueError(f"invalid partition {partition}")
     encoded = record.current_encoded_headers()
-    if encoded is not None:  # made by the binding (a copy: defaults may be added below)
-        headers, typed = list(encoded.pairs), encoded.typed
+    if encoded is not None and encoded.utf8 is not None:
+        # Made by the binding (a copy: defaults may be added below).
+        headers, typed = list(encoded.utf8), encoded.typed
     else:
         headers, typed = _send_headers(fields.get("headers"))
     if not typed and record.has_json_data:

@@ -180,6 +180,20 @@ class PublishArgs:
         return None if self.pairs is None else HeaderPairs(self.pairs)
 
 
+def _pairs_and_type(entries: JSON) -> tuple[list[tuple[str, str]], bool]:
+    """The (name, value) pairs of a headers field, as `record.pairs` reads them, and
+    whether one is a content type."""
+    pairs: list[tuple[str, str]] = []
+    typed = False
+    if isinstance(entries, list):
+        for entry in entries:
+            if isinstance(entry, dict):
+                name = str(entry.get("name", ""))
+                pairs.append((name, as_text(entry.get("value"))))
+                typed = typed or name.lower() == "content-type"
+    return pairs, typed
+
+
 def to_publish(record: NativeMessage) -> PublishArgs:
     """Publish arguments for a record; raises ValueError when it cannot be sent.
     One pass over the headers (this runs for every published record)."""
@@ -188,15 +202,11 @@ def to_publish(record: NativeMessage) -> PublishArgs:
     if not isinstance(subject, str) or not subject:
         raise ValueError("record has no subject")
     reply = fields.get("reply-to")
-    pairs: list[tuple[str, str]] = []
-    typed = False  # a content type among the headers
-    entries = fields.get("headers")
-    if isinstance(entries, list):
-        for entry in entries:
-            if isinstance(entry, dict):
-                name = str(entry.get("name", ""))
-                pairs.append((name, as_text(entry.get("value"))))
-                typed = typed or name.lower() == "content-type"
+    encoded = record.current_encoded_headers()
+    if encoded is not None:  # made by the binding (a copy: a content type may be added)
+        pairs, typed = list(encoded.text), encoded.typed
+    else:
+        pairs, typed = _pairs_and_type(fields.get("headers"))
     if record.has_json_data and not typed:
         # Say so, so that a consumer (ours included) reads the body back as JSON.
         pairs.append(("Content-Type", "application/json"))

@@ -48,10 +48,13 @@ _NO_DATA: Any = object()
 
 
 class EncodedHeaders(NamedTuple):
-    """A record's `headers` field in a binding's wire form (see `encoded_headers`)."""
+    """A record's `headers` field as (name, value) pairs, the way `record.pairs("headers")`
+    reads it (`text`), and as UTF-8 bytes where the binding made those too (`utf8`,
+    Kafka's form); see `NativeMessage.encoded_headers`."""
 
     entries: list[JSON]  # the field's list they were made from (compared by identity)
-    pairs: list[tuple[str, bytes]]
+    text: list[tuple[str, str]]
+    utf8: list[tuple[str, bytes]] | None
     typed: bool  # one of them is a content type
 
 
@@ -74,12 +77,14 @@ class NativeMessage:
     # leaves byte for byte as it came. Not part of the JSON form or of equality (it is
     # the same value).
     raw: bytes | None
-    # The `headers` field as UTF-8 (name, value) pairs, made by the binding that built the
-    # record while it had the values at hand (Kafka), with the list they were made from
-    # and whether one is a content type. A producer uses them only while
+    # The `headers` field as (name, value) pairs, made by the binding that built the
+    # record while it had the values at hand (Kafka, NATS), with the list they were made
+    # from and whether one is a content type. A producer uses them only while
     # `fields["headers"]` is that same list, of that length; otherwise it reads the field.
-    # Not part of the JSON form or of equality (the same headers). Set through
-    # `set_encoded_headers`, so it is an instance attribute only where it was made.
+    # (Producers reached the entries only after the rest of their batch was rendered, and
+    # reading them again then cost as much as writing them.) Not part of the JSON form or
+    # of equality (the same headers). Set through `set_encoded_headers`, so it is an
+    # instance attribute only where it was made.
     encoded_headers: ClassVar[EncodedHeaders | None] = None
 
     def __init__(self, protocol: str, fields: Mapping[str, JSON] | None = None,
@@ -197,12 +202,14 @@ class NativeMessage:
             record.__dict__["encoded_headers"] = encoded
         return record
 
-    def set_encoded_headers(self, pairs: list[tuple[str, bytes]], typed: bool) -> None:
-        """Keep `pairs`, the UTF-8 form of `fields["headers"]` as it is now (see
+    def set_encoded_headers(self, text: list[tuple[str, str]], typed: bool,
+                            utf8: list[tuple[str, bytes]] | None = None) -> None:
+        """Keep `text` (and `utf8`), the pairs of `fields["headers"]` as it is now (see
         `encoded_headers`); `typed`: one of them is a content type."""
         entries = self.fields.get("headers")
-        if isinstance(entries, list) and len(entries) == len(pairs):
-            self.__dict__["encoded_headers"] = EncodedHeaders(entries, pairs, typed)
+        if (isinstance(entries, list) and len(entries) == len(text)
+                and (utf8 is None or len(utf8) == len(text))):
+            self.__dict__["encoded_headers"] = EncodedHeaders(entries, text, utf8, typed)
 
     def current_encoded_headers(self) -> EncodedHeaders | None:
         """The encoded headers, if `fields["headers"]` is still what they were made from."""
@@ -210,7 +217,7 @@ class NativeMessage:
         if encoded is None:
             return None
         entries = self.fields.get("headers")
-        if entries is encoded.entries and len(entries) == len(encoded.pairs):
+        if entries is encoded.entries and len(entries) == len(encoded.text):
             return encoded
         return None
 

@@ -119,27 +119,32 @@ def _header_name(prefix: str, name: str) -> str:
 
 
 def write(event: CloudEvent, prefix: str, percent_encode: bool,
-          encoded: list[tuple[str, bytes]] | None = None) -> list[JSON]:
+          pairs: list[tuple[str, str]] | None = None,
+          utf8: list[tuple[str, bytes]] | None = None) -> list[JSON]:
     """Prefixed headers for every attribute except `datacontenttype`, lower-case names.
-    `encoded`, when given, also gets each header as (name, UTF-8 value) (Kafka's form),
-    made in the same pass; only without percent-encoding (which no such binding uses)."""
-    assert encoded is None or not percent_encode
+    `pairs` and `utf8`, when given, also get each header as (name, value) and as (name,
+    UTF-8 value), made in the same pass (`NativeMessage.encoded_headers`)."""
     headers: list[JSON] = []
+    names: list[str] = []
     texts: list[str] = []
     for name, value in event.get_attributes().items():
         if name == "datacontenttype":
             continue
         text = value if value.__class__ is str else to_canonical(value)
-        texts.append(text)
         header = _header_name(prefix, name)
+        names.append(header)
+        texts.append(text)
         headers.append({"name": header, "value": text})
-        if encoded is not None:
-            # A validated event's text is UTF-8-encodable (lone surrogates are refused).
-            encoded.append((header, text.encode()))
     # Nearly every value is safe as it is: one check of them all, not one each (a regular
     # expression call per attribute was half the cost of a NATS binary event's headers).
     if percent_encode and needs_no_encoding("".join(texts)) is None:
+        texts = [encode_header_value(text) for text in texts]
         for entry, text in zip(headers, texts, strict=True):
             assert isinstance(entry, dict)
-            entry["value"] = encode_header_value(text)
+            entry["value"] = text
+    if pairs is not None:
+        pairs += zip(names, texts, strict=True)
+    if utf8 is not None:
+        # A validated event's text is UTF-8-encodable (lone surrogates are refused).
+        utf8 += [(name, text.encode()) for name, text in zip(names, texts, strict=True)]
     return headers

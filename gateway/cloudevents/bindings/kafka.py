@@ -78,15 +78,17 @@ def encode(event: CloudEvent, mode: EncodeMode) -> NativeMessage:
     # The producer's form of the headers is made here, in the same pass: the values are
     # at hand now, while the producer reaches the record only after the rest of its
     # batch is rendered (and was measured spending as long again re-reading them).
-    encoded: list[tuple[str, bytes]] = []
-    header_list = headers.write(event, PREFIX, percent_encode=False, encoded=encoded)
+    pairs: list[tuple[str, str]] = []
+    utf8: list[tuple[str, bytes]] = []
+    header_list = headers.write(event, PREFIX, percent_encode=False, pairs=pairs, utf8=utf8)
     if content_type is not None:
         header_list.append({"name": CONTENT_TYPE, "value": content_type})
-        encoded.append((CONTENT_TYPE, content_type.encode()))
+        pairs.append((CONTENT_TYPE, content_type))
+        utf8.append((CONTENT_TYPE, content_type.encode()))
     fields["headers"] = header_list
     # No data -> no body: a null-value record (a tombstone on compacted topics).
     record = NativeMessage(KAFKA, fields, **body_fields(body, event))
-    record.set_encoded_headers(encoded, content_type is not None)
+    record.set_encoded_headers(pairs, content_type is not None, utf8)
     return record
 
 

@@ -73,12 +73,18 @@ def encode(event: CloudEvent, mode: EncodeMode) -> NativeMessage:
         }
         return structured_message(NATS, fields, event)
     content_type, body = binary_body(event)
-    header_list = headers.write(event, PREFIX, percent_encode=True)
+    # The producer's (name, value) pairs are made in the same pass (see
+    # `NativeMessage.encoded_headers`); no `content-type` among them: the binding
+    # carries the content type as `ce-datacontenttype`.
+    pairs: list[tuple[str, str]] = []
+    header_list = headers.write(event, PREFIX, percent_encode=True, pairs=pairs)
     if content_type is not None:
-        header_list.append(
-            {"name": "ce-datacontenttype", "value": encode_header_value(content_type)}
-        )
-    return NativeMessage(NATS, {"headers": header_list}, **body_fields(body, event))
+        value = encode_header_value(content_type)
+        header_list.append({"name": "ce-datacontenttype", "value": value})
+        pairs.append(("ce-datacontenttype", value))
+    record = NativeMessage(NATS, {"headers": header_list}, **body_fields(body, event))
+    record.set_encoded_headers(pairs, typed=False)
+    return record
 
 
 BINDING = Binding(NATS, detect, decode, encode)

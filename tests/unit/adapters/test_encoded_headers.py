@@ -1,6 +1,6 @@
-"""The Kafka binding hands the producer its headers already encoded; the producer sends
-exactly what it would have made of the `headers` field, and falls back to the field as
-soon as the field is no longer what the pairs were made from."""
+"""The Kafka and NATS bindings hand the producer their headers already as pairs; the
+producer sends exactly what it would have made of the `headers` field, and falls back to
+the field as soon as the field is no longer what the pairs were made from."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from adapters._kafka_record import to_send
+from adapters._nats_record import publish_frame, to_publish
 from gateway.cloudevents.event import CloudEvent
 from gateway.envelope.outgoing import OutputFormat
 from gateway.record import NativeMessage
@@ -41,6 +42,23 @@ def test_the_producer_sends_what_it_would_have_made_of_the_field(
     record = OutputFormat("KAFKA", "binary", defaults={"topic": "t"}).render(event, {})
     sent = to_send(record, default_headers=default_headers)
     assert sent == to_send(_plain(record), default_headers=default_headers)
+
+
+@pytest.mark.parametrize("event", EVENTS, ids=range(len(EVENTS)))
+def test_the_nats_producer_frames_what_it_would_have_made_of_the_field(
+        event: CloudEvent) -> None:
+    record = OutputFormat("NATS", "binary", defaults={"subject": "s"}).render(event, {})
+    plain = _plain(record)
+    assert plain.current_encoded_headers() is None
+    assert publish_frame(to_publish(record)) == publish_frame(to_publish(plain))
+
+
+def test_nats_pairs_carry_the_percent_encoded_values() -> None:
+    record = OutputFormat("NATS", "binary", defaults={"subject": "s"}).render(EVENTS[4], {})
+    encoded = record.current_encoded_headers()
+    assert encoded is not None and encoded.utf8 is None
+    assert ("ce-subject", "%C3%BCn%C3%AFcode%20%E2%9C%93") in encoded.text
+    assert ("ce-subject", "%C3%BCn%C3%AFcode%20%E2%9C%93") in (to_publish(record).pairs or [])
 
 
 def test_the_binding_makes_them_and_a_key_keeps_them() -> None:
