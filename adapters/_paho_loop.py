@@ -227,6 +227,23 @@ class _BatchingClient(paho.Client):
             return self._send_puback(message.mid)
         return _OK
 
+    def _handle_on_message(self, message: paho.MQTTMessage) -> None:
+        # paho looks for per-topic callbacks (`message_callback_add`, never used here)
+        # first, with a matcher that makes a self-referencing closure per message: a
+        # reference cycle per message for the cyclic collector (measured: 6 objects per
+        # message, 180,052 for 30,000 messages), and its CPU. Straight to `on_message`,
+        # with paho's own locking and error handling.
+        on_message = self.on_message
+        if on_message is None:
+            return
+        with self._in_callback_mutex:
+            try:
+                on_message(self, self._userdata, message)
+            except Exception as err:
+                self._easy_log(paho.MQTT_LOG_ERR, "Caught exception in on_message: %s", err)
+                if not self.suppress_exceptions:
+                    raise
+
     def _handle_pubackcomp(self, cmd: Literal["PUBACK", "PUBCOMP"]) -> MQTTErrorCode:
         data = self._in_packet["packet"]
         reason = ack_success(cmd, data, self._protocol == paho.MQTTv5)

@@ -3,6 +3,7 @@ PUBLISH properties it encodes, and the buffered socket I/O (no broker needed).""
 
 from __future__ import annotations
 
+import gc
 import socket
 import struct
 from typing import Any
@@ -296,3 +297,37 @@ def test_paho_still_has_the_hooks_the_link_overrides() -> None:
                  "_protocol", "_sock"):
         assert hasattr(client, name), name
     assert set(client._in_packet) >= {"command", "packet"}
+
+
+def test_received_messages_leave_no_reference_cycles() -> None:
+    # paho's own dispatch made a self-referencing closure per message (its topic matcher):
+    # garbage only the cyclic collector frees. The link hands messages straight over.
+    link = _Link(_new_client(wire._BatchingClient, False))
+    link.peer.sendall(b"".join(_publish_packet(n, False) for n in range(200)))
+    gc.collect()
+    gc.disable()
+    try:
+        link.read_all()
+        assert len(link.messages) == 200
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
+
+
+@pytest.mark.parametrize("suppress", [False, True])
+def test_an_error_in_on_message_is_raised_unless_suppressed_as_paho_does(
+        suppress: bool) -> None:
+    for cls in (wire._BatchingClient, paho.Client):
+        link = _Link(_new_client(cls, False))
+        link.client.suppress_exceptions = suppress
+
+        def fail(c: Any, u: Any, m: Any) -> None:
+            raise RuntimeError("callback failed")
+
+        link.client.on_message = fail
+        link.peer.sendall(_publish_packet(1, False))
+        if suppress:
+            link.read_all()
+        else:
+            with pytest.raises(RuntimeError, match="callback failed"):
+                link.read_all()
