@@ -400,6 +400,9 @@ class HttpConsumer:
             return await self._admitted_request(request, path, query, pending)
         finally:
             pending.abandoned = True  # any later settlement has no request to answer
+            # The delivery's hooks are this object's methods: without this, each request
+            # left a reference cycle for the cyclic collector (measured: 10 objects each).
+            pending.delivery = None
             self._waiting.discard(pending)
             self._admitted -= 1
 

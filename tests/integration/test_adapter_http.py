@@ -4,6 +4,7 @@ the egress producer against an aiohttp webhook receiver (both on ephemeral ports
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import time
 from collections import deque
@@ -19,7 +20,7 @@ from aiohttp import web
 from support import asyncio_test
 from yarl import URL
 
-from adapters.http import HttpConsumer, HttpProducer
+from adapters.http import HttpConsumer, HttpProducer, _Pending
 from adapters.memory import MemoryConsumer, MemoryProducer
 from gateway.convert import Converter
 from gateway.definitions import load_catalog
@@ -111,6 +112,27 @@ async def test_ingress_round_trip_fields_and_ack() -> None:
         with pytest.raises(AlreadySettled):
             await delivery.ack()
     finally:
+        await consumer.aclose()
+
+
+@asyncio_test
+async def test_an_answered_request_leaves_nothing_for_the_cyclic_collector() -> None:
+    # A request's waiting state and its delivery's hooks pointed at each other: every
+    # request left a reference cycle behind (10 objects) until the collector ran.
+    consumer = await _consumer()
+    try:
+        gc.collect()
+        gc.disable()
+        for _ in range(20):
+            task = _post(f"{consumer.url}/x", data=b"{}")
+            delivery = await _read(consumer)
+            await delivery.ack()
+            assert (await _answer(task)).status == 202
+            del delivery
+        await asyncio.sleep(0)
+        assert [o for o in gc.get_objects() if isinstance(o, _Pending)] == []
+    finally:
+        gc.enable()
         await consumer.aclose()
 
 
