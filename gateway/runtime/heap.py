@@ -14,16 +14,29 @@ So, once the routes are built (and again after each reload):
 - what exists then (catalog, clients, config) is moved out of the collector's view
   (`gc.freeze`): it lives until the next reload anyway, and frozen objects are still
   freed by reference counting when they are dropped;
-- the young generation is scanned every `YOUNG_THRESHOLD` allocations rather than 700, so
-  a batch of messages is usually settled and freed by reference counting before a scan
-  looks at it. The cost is bounded: at most that many young container objects wait.
+- the young generation is scanned only once `YOUNG_THRESHOLD` more container objects
+  exist than at the last scan (CPython counts allocations minus deallocations), rather
+  than 700. A full window of the default size (4,096 messages, about 25 tracked
+  objects each) stays below it, so in steady state messages are allocated and freed by
+  reference counting and no scan walks them; only real growth (or garbage in reference
+  cycles) brings a scan. The cost is bounded: at most that many objects wait for one.
+
+At 10,000 (the setting before) the window was larger than the threshold, so every scan
+walked thousands of live messages: measured with the passthrough harness (Kafka->NATS and
+Kafka->Kafka, 30,000 messages, two runs) 71-88 µs of gateway CPU per message, against
+52-62 at 300,000 and 52-71 with the collector off.
+
+The data path makes no reference cycles per message (each adapter's receive path is
+checked: `gc.collect()` after 30,000 messages with the collector off found 17-52 objects
+in all; the MQTT link and the HTTP ingress each made one per message until they were
+mended), so nothing piles up between scans.
 """
 
 from __future__ import annotations
 
 import gc
 
-YOUNG_THRESHOLD = 10_000
+YOUNG_THRESHOLD = 300_000
 
 
 def settle_heap() -> None:

@@ -32,9 +32,9 @@ class FakeGc:
 
 
 @pytest.mark.parametrize(("before", "after"), [
-    ((700, 10, 10), (10_000, 10, 10)),  # CPython's default: widened
-    ((700, 15, 25), (10_000, 15, 25)),  # the older generations are kept as they were
-    ((50_000, 3, 7), (50_000, 3, 7)),  # already wider: never narrowed
+    ((700, 10, 10), (300_000, 10, 10)),  # CPython's default: widened
+    ((700, 15, 25), (300_000, 15, 25)),  # the older generations are kept as they were
+    ((500_000, 3, 7), (500_000, 3, 7)),  # already wider: never narrowed
 ])
 def test_settle_heap_frees_then_freezes_then_widens_the_young_generation(
         monkeypatch: pytest.MonkeyPatch, before: tuple[int, int, int],
