@@ -34,7 +34,7 @@ from typing import NamedTuple, Protocol
 
 from gateway.jsontypes import JSON
 from gateway.protocols import KAFKA
-from gateway.record import NativeMessage, as_text
+from gateway.record import NativeMessage
 from gateway.record import is_json_media_type as is_json_type
 
 __all__ = ["KafkaRecordLike", "SendArgs", "is_json_type", "to_record", "to_send"]
@@ -115,29 +115,6 @@ def _int(value: JSON) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _send_headers(raw: JSON) -> tuple[list[tuple[str, bytes]], bool]:
-    """The record's headers as Kafka sends them (UTF-8 values), and whether one of them is
-    a `content-type` (any case). The entries as `record.pairs("headers")` reads them, in
-    one pass over the field without that intermediate list: this runs for every record
-    sent, and a binary CloudEvent has seven or more headers."""
-    if not isinstance(raw, list):
-        return [], False
-    headers: list[tuple[str, bytes]] = []
-    append = headers.append
-    typed = False
-    for entry in raw:
-        if entry.__class__ is not dict and not isinstance(entry, dict):
-            continue
-        name = entry.get("name", "")
-        if name.__class__ is not str:
-            name = str(name)
-        value = entry.get("value")
-        append((name, (value if value.__class__ is str else as_text(value)).encode()))
-        if not typed and name.lower() == CONTENT_TYPE:
-            typed = True
-    return headers, typed
-
-
 def to_send(record: NativeMessage, default_topic: str | None = None,
             default_headers: tuple[tuple[str, bytes], ...] = ()) -> SendArgs:
     """Send arguments for a record; raises ValueError when it cannot be sent.
@@ -161,13 +138,11 @@ def to_send(record: NativeMessage, default_topic: str | None = None,
     partition = _int(fields.get("partition"))
     if partition is not None and partition < 0:
         raise ValueError(f"invalid partition {partition}")
-    encoded = record.current_encoded_headers()
-    if encoded is not None and encoded.utf8 is not None:
-        # Made by the binding (a copy: defaults may be added below).
-        headers, typed = list(encoded.utf8), encoded.typed
-    else:
-        headers, typed = _send_headers(fields.get("headers"))
-    if not typed and record.has_json_data:
+    pairs = record.header_pairs()
+    # A copy either way: a content type and the endpoint's headers may be added below.
+    headers = (list(pairs.utf8) if pairs.utf8 is not None
+               else [(name, value.encode()) for name, value in pairs.text])
+    if not pairs.typed and record.has_json_data:
         headers.append((CONTENT_TYPE, b"application/json"))
     if default_headers:
         own = {name.lower() for name, _ in headers}

@@ -31,7 +31,7 @@ from nats.aio.msg import Msg
 
 from gateway.jsontypes import JSON
 from gateway.protocols import NATS
-from gateway.record import NativeMessage, as_text
+from gateway.record import NativeMessage
 from gateway.record import is_json_media_type as is_json_type
 
 __all__ = [
@@ -180,20 +180,6 @@ class PublishArgs:
         return None if self.pairs is None else HeaderPairs(self.pairs)
 
 
-def _pairs_and_type(entries: JSON) -> tuple[list[tuple[str, str]], bool]:
-    """The (name, value) pairs of a headers field, as `record.pairs` reads them, and
-    whether one is a content type."""
-    pairs: list[tuple[str, str]] = []
-    typed = False
-    if isinstance(entries, list):
-        for entry in entries:
-            if isinstance(entry, dict):
-                name = str(entry.get("name", ""))
-                pairs.append((name, as_text(entry.get("value"))))
-                typed = typed or name.lower() == "content-type"
-    return pairs, typed
-
-
 def to_publish(record: NativeMessage) -> PublishArgs:
     """Publish arguments for a record; raises ValueError when it cannot be sent.
     One pass over the headers (this runs for every published record)."""
@@ -202,12 +188,9 @@ def to_publish(record: NativeMessage) -> PublishArgs:
     if not isinstance(subject, str) or not subject:
         raise ValueError("record has no subject")
     reply = fields.get("reply-to")
-    encoded = record.current_encoded_headers()
-    if encoded is not None:  # made by the binding (a copy: a content type may be added)
-        pairs, typed = list(encoded.text), encoded.typed
-    else:
-        pairs, typed = _pairs_and_type(fields.get("headers"))
-    if record.has_json_data and not typed:
+    headers = record.header_pairs()
+    pairs = list(headers.text)  # a copy: a content type may be added
+    if record.has_json_data and not headers.typed:
         # Say so, so that a consumer (ours included) reads the body back as JSON.
         pairs.append(("Content-Type", "application/json"))
     return PublishArgs(subject, reply if isinstance(reply, str) else "", record.body_bytes(),

@@ -34,10 +34,10 @@ from datetime import UTC, datetime
 
 import nats
 from aiokafka import AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from adapters._kafka_record import to_send
 from adapters._nats_record import to_publish
+from bench.bench_kafka_producer import create_topic
 from gateway.cloudevents import encode
 from gateway.cloudevents.event import CloudEvent
 from harness.brokers import NatsServer, Tansu
@@ -108,12 +108,7 @@ async def nats_run(url: str, headers: dict[str, str], count: int, flush_every: i
 
 async def kafka_run(bootstrap: str, headers: list[tuple[str, bytes]], count: int) -> None:
     topic = f"hdr-{uuid.uuid4().hex[:8]}"
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, 1, 1)])
-    finally:
-        await admin.close()
+    await create_topic(bootstrap, topic)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5,
                                 max_batch_size=256 * 1024)
     await producer.start()

@@ -42,7 +42,8 @@ HEADERS = {"ce_id": "7f1c2a9e-2b1d-4c6f-9a0e-3d5b8c7e1f20", "ce_source": "/store
 BODY = {"storeid": 1, "cdid": 4, "amount": 12.5, "pad": "x" * 120}
 
 
-async def _topic(bootstrap: str, name: str) -> None:
+async def create_topic(bootstrap: str, name: str) -> None:
+    """A one-partition topic `name` (also used by bench_broker_headers)."""
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
@@ -96,8 +97,8 @@ async def _adapter(url: str, topic: str, records: int, size: int) -> float:
 
 async def run(args: argparse.Namespace) -> None:
     with Tansu() as kafka:
-        await _topic(kafka.bootstrap_servers, "base")
-        await _topic(kafka.bootstrap_servers, "adapter")
+        await create_topic(kafka.bootstrap_servers, "base")
+        await create_topic(kafka.bootstrap_servers, "adapter")
         print("| submit size | baseline us/record | adapter us/record | ratio |")
         print("|---|---|---|---|")
         for size in (1, 16, 1024):

@@ -32,17 +32,14 @@ _DIGITS_ONLY = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(25
 _NINETEEN = b"0" * 19
 
 
-def _standard(body: bytes) -> Any:
-    return json.loads(body)
-
-
 def _load_fast() -> Callable[[bytes], Any]:
     try:
         import orjson
     except ImportError:  # pragma: no cover - orjson is a dependency
-        return _standard
+        return json.loads
     fast_loads = orjson.loads
     refused = orjson.JSONDecodeError
+
     def loads(body: bytes) -> Any:
         if _NINETEEN not in body.translate(_DIGITS_ONLY):
             try:

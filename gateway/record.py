@@ -211,6 +211,18 @@ class NativeMessage:
                 and (utf8 is None or len(utf8) == len(text))):
             self.__dict__["encoded_headers"] = EncodedHeaders(entries, text, utf8, typed)
 
+    def header_pairs(self) -> EncodedHeaders:
+        """The `headers` field as (name, value) pairs and whether one is a content type,
+        for a producer: the binding's own (`encoded_headers`) while they still describe
+        the field, else read from the field now (as `pairs("headers")`; no `utf8`)."""
+        encoded = self.current_encoded_headers()
+        if encoded is not None:
+            return encoded
+        entries = self.fields.get("headers")
+        text = self.pairs("headers")
+        return EncodedHeaders(entries if isinstance(entries, list) else [], text, None,
+                              any(name.lower() == "content-type" for name, _ in text))
+
     def current_encoded_headers(self) -> EncodedHeaders | None:
         """The encoded headers, if `fields["headers"]` is still what they were made from."""
         encoded = self.encoded_headers

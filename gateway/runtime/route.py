@@ -191,16 +191,17 @@ class Route:
         self.consumer = consumer
         self.converter = converter
         self.outputs = list(outputs)
-        self._formats = [OutputFormat(o.protocol, mode, o.deliver, o.defaults, o.definitions)
-                         for o in self.outputs]
         self.deadletter = deadletter
         self.metrics = metrics
         self.mode: Mode = mode
         self.keys = PartitionKeys(partition_key)
-        # Where each output keeps its partitioning key (Kafka), if it has one to fill.
-        self._key_places: list[FieldRef | None] = [
-            _key_place(o.protocol) if self.keys.enabled else None for o in self.outputs]
-        self._keyed = any(place is not None for place in self._key_places)
+        # Per output, in order: how it renders, and where it keeps its partitioning key
+        # (Kafka), if it has one to fill.
+        self._render_plan: list[tuple[OutputFormat, FieldRef | None]] = [
+            (OutputFormat(o.protocol, mode, o.deliver, o.defaults, o.definitions),
+             _key_place(o.protocol) if self.keys.enabled else None)
+            for o in self.outputs]
+        self._keyed = any(place is not None for _, place in self._render_plan)
         self.retry = retry or RetryPolicy()
         self.inflight_limit = inflight
         # A quarter of the window per batch: up to four batches are in flight at once.
@@ -490,30 +491,15 @@ class Route:
         them (dead-lettered as undeliverable)."""
         context = conversion.match.context
         key = self.keys.key(member.source, context) if self._keyed else None
-        if len(sent) == 1:  # the usual route: no lists or pairing per message
-            target = sent[0]
-            place = self._key_places[0]
-            try:
-                record = self._formats[0].render(
-                    event, context,
-                    None if place is None or key is None else (place.field, key))
-            except RenderFailed as exc:
-                member.reason = reasons.UNDELIVERABLE
-                member.failures.append(f"{target.output.endpoint_id}: {exc}")
-                return
-            target.records.append(record)
-            target.owners.append(member)
-            return
         rendered: list[NativeMessage] = []
-        for target, output_format, place in zip(sent, self._formats, self._key_places,
-                                                strict=True):
+        for output_format, place in self._render_plan:
             try:
                 rendered.append(output_format.render(
                     event, context,
                     None if place is None or key is None else (place.field, key)))
             except RenderFailed as exc:
                 member.reason = reasons.UNDELIVERABLE
-                member.failures.append(f"{target.output.endpoint_id}: {exc}")
+                member.failures.append(f"{sent[len(rendered)].output.endpoint_id}: {exc}")
                 return
         for target, record in zip(sent, rendered, strict=True):
             target.records.append(record)
