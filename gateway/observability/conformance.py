@@ -31,6 +31,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from gateway import reasons
+from gateway.cloudevents.timestamps import format_rfc3339
 from gateway.jsontext import utf8_json
 from gateway.jsontypes import JSON, JSONObject
 from gateway.matching.matcher import Explanation
@@ -51,7 +52,9 @@ def _now() -> datetime:
 
 
 def _stamp(at: datetime | None) -> str | None:
-    return None if at is None else at.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # The events' own formatter: a report time equals the `time` of the events it counted
+    # as text too (strftime's fixed six digits differed whenever a microsecond ended in 0).
+    return None if at is None else format_rfc3339(at)
 
 
 class DefinitionTally:

@@ -12,6 +12,7 @@ import pytest
 from adapters.memory import MemoryConsumer, MemoryProducer
 from gateway import reasons
 from gateway.cli import main
+from gateway.cloudevents.timestamps import format_rfc3339
 from gateway.config import load_config_text
 from gateway.convert import Converter
 from gateway.deadletter_format import deadletter_record
@@ -112,6 +113,17 @@ def test_failure_texts_and_samples_are_bounded():
     assert report.top_constraints(1) == [("often", 2)]
     assert len(report.samples) == MAX_SAMPLES
     assert report.definitions[DESK].unmatched == MAX_CONSTRAINTS * 3 + 2
+
+
+def test_report_times_are_written_as_event_times_are() -> None:
+    # A microsecond ending in 0 is where a fixed six-digit form and the events' form
+    # (trailing zeros dropped) part: the report must show the event's `time` text.
+    at = datetime(2026, 11, 24, 17, 44, 9, 246380, tzinfo=UTC)
+    report = RouteReport("r", "s")
+    report.matched(DESK, at, 1)
+    [row] = report.to_json(at)["definitions"]
+    assert row["first_seen"] == row["last_seen"] == format_rfc3339(at) == (
+        "2026-11-24T17:44:09.24638Z")
 
 
 def test_failed_checks_by_segment():
