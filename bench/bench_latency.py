@@ -2,20 +2,25 @@
 
 Not a test: run by hand, from the repository root (the broker harness imports), e.g.
 
-    python -m bench.bench_latency --rate 3500 --seconds 20
+    python -m bench.bench_latency --rate 2000 --seconds 12 --repeat 3
 
-Mosquitto and Tansu are started on loopback ephemeral ports with the broker harness; the
-real daemon (`xrgw run`, a child process) runs one MQTT 5 -> Kafka route (binary
-CloudEvents). A publisher in its own process sends QoS 1 messages at `--rate` per second
-for `--seconds`, the send time in each body; this process reads the Kafka topic.
+Mosquitto and Tansu are started on loopback ephemeral ports with the broker harness. Two
+subjects run in turn on the same brokers, each as a child process with fresh topics, the
+order swapped every repetition after one discarded broker warm-up run:
+- `gateway`: the real daemon (`xrgw run`), one MQTT 5 -> Kafka route, binary CloudEvents;
+- `passthrough`: `bench.latency_passthrough`, the same delivery contract on the raw client
+  libraries (paho on the event loop, aiokafka; acknowledged after Kafka confirmed).
+A publisher in its own process sends QoS 1 messages at `--rate` per second for
+`--seconds`, the send time in each body; this process reads the Kafka topic.
 
-Reported, after the first `--warmup` seconds:
+Reported per run, after the first `--warmup` seconds:
 - end to end (publish -> Kafka consumer) p50/p99/max, which includes the two brokers and
   the Kafka consumer's fetch wait;
-- the gateway's own part: its `xrgw_processing_seconds` histogram (a batch's receive to
-  the sink's confirmation, weighted by the batch's size), p50/p99 read off the buckets
-  (upper bound of the bucket the quantile falls in), sampled at the end minus at the end
-  of the warm-up.
+- for the gateway, its own part: the `xrgw_processing_seconds` histogram (a batch's
+  receive to the sink's confirmation, weighted by the batch's size), p50/p99 read off the
+  buckets (upper bound of the bucket the quantile falls in), sampled at the end minus at
+  the end of the warm-up.
+And `added_p99_ms`: the gateway's median p99 minus the passthrough's.
 """
 
 from __future__ import annotations
@@ -26,7 +31,9 @@ import contextlib
 import json
 import multiprocessing as mp
 import os
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -38,7 +45,7 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from harness.brokers import Mosquitto, Tansu, free_port
-from harness.faults.gateway_process import GatewayProcess
+from harness.faults.gateway_process import ROOT, GatewayProcess
 
 PAD = "x" * 160
 
@@ -126,68 +133,145 @@ def quantile_bound(counts: dict[float, float], q: float) -> float:
     return float("inf")
 
 
-async def run(args: argparse.Namespace) -> dict[str, Any]:
-    with Mosquitto() as mqtt, Tansu() as kafka:
-        run_id = f"{os.getpid()}{int(time.time()) % 100000}"
-        admin_client = AIOKafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers)
-        await admin_client.start()
+def _quantiles(latencies: list[tuple[float, float]], started: float,
+               warmup: float) -> dict[str, float]:
+    kept = sorted(lat for sent, lat in latencies if sent - started > warmup)
+    if len(kept) < 100:
+        return {}
+    q = statistics.quantiles(kept, n=100)
+    return {"e2e_p50_ms": q[49] * 1000, "e2e_p99_ms": q[98] * 1000,
+            "e2e_max_ms": kept[-1] * 1000}
+
+
+class Passthrough:
+    """`bench.latency_passthrough` as a child process: the plain bridge baseline."""
+
+    def __init__(self, mqtt_port: int, run: str, kafka: str, linger_ms: int | None) -> None:
+        cmd = [sys.executable, "-m", "bench.latency_passthrough",
+               "--mqtt", f"127.0.0.1:{mqtt_port}", "--filter", f"lat/{run}/dev/+",
+               "--kafka", kafka, "--topic", f"out-{run}", "--client-id", f"lat-pt-{run}"]
+        if linger_ms is not None:
+            cmd += ["--linger-ms", str(linger_ms)]
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, start_new_session=True)
+
+    async def ready(self) -> None:
+        assert self.proc.stdout is not None
+        line = await asyncio.to_thread(self.proc.stdout.readline)
+        if line.strip() != b"ready":
+            raise RuntimeError(f"passthrough bridge did not start (said {line!r})")
+
+    async def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
         try:
-            await admin_client.create_topics([NewTopic(f"out-{run_id}", 1, 1)])
-        finally:
-            await admin_client.close()
+            await asyncio.to_thread(self.proc.wait, 20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+async def measure(subject: str, mqtt: Mosquitto, kafka: Tansu,
+                  args: argparse.Namespace) -> dict[str, Any]:
+    """One subject, fresh topics and a fresh child, at `args.rate` for `args.seconds`."""
+    run_id = f"{os.getpid()}{int(time.time() * 1000) % 10_000_000}"
+    admin_client = AIOKafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers)
+    await admin_client.start()
+    try:
+        await admin_client.create_topics([NewTopic(f"out-{run_id}", 1, 1)])
+    finally:
+        await admin_client.close()
+    assert mqtt.port is not None
+    child: GatewayProcess | Passthrough
+    admin = free_port()
+    if subject == "gateway":
         workdir = Path(tempfile.mkdtemp(prefix="xrgw-lat-"))
-        admin = free_port()
         config = write_config(workdir, mqtt.url, kafka.url, run_id, admin, args.linger_ms)
         child = GatewayProcess(config, admin)
         child.start()
-        consumer = AIOKafkaConsumer(f"out-{run_id}", bootstrap_servers=kafka.bootstrap_servers,
-                                    auto_offset_reset="earliest", fetch_max_wait_ms=5)
-        await consumer.start()
-        latencies: list[tuple[float, float]] = []
-        try:
+    else:
+        child = Passthrough(mqtt.port, run_id, kafka.bootstrap_servers, args.linger_ms)
+    consumer = AIOKafkaConsumer(f"out-{run_id}", bootstrap_servers=kafka.bootstrap_servers,
+                                auto_offset_reset="earliest", fetch_max_wait_ms=5)
+    await consumer.start()
+    latencies: list[tuple[float, float]] = []
+    warm: dict[float, float] | None = None
+    end: dict[float, float] = {}
+    try:
+        if isinstance(child, Passthrough):
+            await child.ready()
+        else:
             for _ in range(300):  # until the gateway's admin server answers
                 with contextlib.suppress(OSError):
                     histogram(admin)
                     break
                 await asyncio.sleep(0.1)
-            await asyncio.sleep(2)  # subscriptions and the producer's metadata
-            assert mqtt.port is not None
-            pub = mp.get_context("spawn").Process(
-                target=publisher, args=("127.0.0.1", mqtt.port, run_id, args.rate, args.seconds))
-            pub.start()
-            started = time.time()
-            warm: dict[float, float] | None = None
-            total = int(args.rate * args.seconds)
-            deadline = time.monotonic() + args.seconds + 30
-            while len(latencies) < total and time.monotonic() < deadline:
-                if warm is None and time.time() - started > args.warmup:
-                    warm = await asyncio.to_thread(histogram, admin)
-                batch = await consumer.getmany(timeout_ms=200)
-                now = time.time()
-                for records in batch.values():
-                    for record in records:
-                        sent = json.loads(record.value)["ts"]
-                        latencies.append((sent, now - sent))
+        await asyncio.sleep(2)  # subscriptions and the producer's metadata
+        pub = mp.get_context("spawn").Process(
+            target=publisher, args=("127.0.0.1", mqtt.port, run_id, args.rate, args.seconds))
+        pub.start()
+        started = time.time()
+        total = int(args.rate * args.seconds)
+        deadline = time.monotonic() + args.seconds + 30
+        while len(latencies) < total and time.monotonic() < deadline:
+            if subject == "gateway" and warm is None and time.time() - started > args.warmup:
+                warm = await asyncio.to_thread(histogram, admin)
+            batch = await consumer.getmany(timeout_ms=200)
+            now = time.time()
+            for records in batch.values():
+                for record in records:
+                    sent = json.loads(record.value)["ts"]
+                    latencies.append((sent, now - sent))
+        if subject == "gateway":
             end = await asyncio.to_thread(histogram, admin)
-            pub.join(10)
-        finally:
-            await consumer.stop()
+        pub.join(10)
+    finally:
+        await consumer.stop()
+        if isinstance(child, Passthrough):
+            await child.stop()
+        else:
             await child.terminate(20)
             child.close()
-    kept = sorted(lat for sent, lat in latencies if sent - started > args.warmup)
-    result: dict[str, Any] = {"rate": args.rate, "seconds": args.seconds,
+    result: dict[str, Any] = {"subject": subject, "rate": args.rate, "seconds": args.seconds,
                               "linger_ms": args.linger_ms,
                               "received": len(latencies), "sent": total}
-    if len(kept) >= 100:
-        q = statistics.quantiles(kept, n=100)
-        result.update(e2e_p50_ms=q[49] * 1000, e2e_p99_ms=q[98] * 1000,
-                      e2e_max_ms=kept[-1] * 1000)
+    result.update(_quantiles(latencies, started, args.warmup))
     if warm is not None:
         window = {b: end[b] - warm.get(b, 0.0) for b in end}
         if window[float("inf")] > 0:
             result.update(gateway_p50_le_ms=quantile_bound(window, 0.5) * 1000,
                           gateway_p99_le_ms=quantile_bound(window, 0.99) * 1000)
     return result
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Every subject `--repeat` times on the same brokers, the order swapped each time
+    (the first subject after a start-up meets colder brokers)."""
+    subjects = args.subjects.split(",")
+    runs: list[dict[str, Any]] = []
+    with Mosquitto() as mqtt, Tansu() as kafka:
+        if args.broker_warmup > 0:
+            # A fresh Tansu answers its first topic's produce requests slowly: whoever
+            # ran first lost tens of milliseconds of p99 to it. One short run, discarded.
+            await measure(subjects[0], mqtt, kafka,
+                          argparse.Namespace(**{**vars(args), "seconds": args.broker_warmup,
+                                                "warmup": 0.0}))
+        for rep in range(args.repeat):
+            for subject in subjects if rep % 2 == 0 else subjects[::-1]:
+                result = await measure(subject, mqtt, kafka, args)
+                result["rep"] = rep
+                print(json.dumps(result), file=sys.stderr, flush=True)
+                runs.append(result)
+    summary: dict[str, Any] = {"rate": args.rate, "runs": runs}
+    p99: dict[str, float] = {}
+    for subject in subjects:
+        mine = [r["e2e_p99_ms"] for r in runs if r["subject"] == subject and "e2e_p99_ms" in r]
+        if mine:
+            p99[subject] = statistics.median(mine)
+            summary[f"{subject}_p99_ms"] = mine
+    if "gateway" in p99 and "passthrough" in p99:
+        # The issue's figure: what the gateway adds to the plain bridge's p99 (medians).
+        summary["added_p99_ms"] = p99["gateway"] - p99["passthrough"]
+    return summary
 
 
 def main() -> int:
@@ -197,6 +281,11 @@ def main() -> int:
     p.add_argument("--warmup", type=float, default=3)
     p.add_argument("--linger-ms", type=int, help="the Kafka output's linger_ms (default: "
                    "the adapter's)")
+    p.add_argument("--subjects", default="passthrough,gateway",
+                   help="comma-separated: passthrough (bench.latency_passthrough), gateway")
+    p.add_argument("--broker-warmup", type=float, default=4,
+                   help="seconds of a first, discarded run (0: none)")
+    p.add_argument("--repeat", type=int, default=2, help="runs per subject, order swapped")
     p.add_argument("--json", help="also write the result here")
     args = p.parse_args()
     result = asyncio.run(run(args))
