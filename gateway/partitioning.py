@@ -49,14 +49,21 @@ class PartitionKeys:
     def enabled(self) -> bool:
         return self.policy != NONE
 
-    def key(self, source: NativeMessage, context: Mapping[str, JSON]) -> str | None:
-        """The key for the outputs of one source message, or None (keyless)."""
+    @property
+    def reads_source(self) -> bool:
+        """Whether `key` reads the source record (else the context alone decides: a
+        caller holding the record as text need not parse it)."""
+        return self.policy == SOURCE
+
+    def key(self, source: NativeMessage | None, context: Mapping[str, JSON]) -> str | None:
+        """The key for the outputs of one source message, or None (keyless). `source` may
+        be None when `reads_source` is false, or when the record could not be read."""
         if self._template is not None:
             try:
                 return self._template.expand(context)
             except KeyError:
                 return None
-        if self.policy == NONE:
+        if self.policy == NONE or source is None:
             return None
         prof = find_profile(source.protocol)
         if prof is None:

@@ -109,12 +109,16 @@ def sink_key(keys: PartitionKeys, ce: Mapping[str, Any], record: str | None,
     key = ce.get("partitionkey")
     if key is not None:
         return str(key)
-    if not keys.enabled or record is None:
+    if not keys.enabled:
         return None
-    try:
-        source = NativeMessage.from_line(record)
-    except ValueError:
-        return None
+    source: NativeMessage | None = None
+    if keys.reads_source and record is not None:
+        # Only the source policy needs the record: a template keys from the context, so
+        # its rows are not parsed (nor left keyless when their record is unreadable).
+        try:
+            source = NativeMessage.from_line(record)
+        except ValueError:
+            return None
     return keys.key(source, dict(context or {}))
 
 

@@ -65,3 +65,20 @@ def test_kafka_sink_records_are_keyed_as_a_route_keys_them(
         assert result.counts.get("event") == 6, result.counts
         keys = asyncio.run(_keys(servers, "events", 6))
     assert sorted(keys, key=str) == sorted(expected, key=str)
+
+
+def test_a_template_key_comes_from_the_context_without_reading_the_record() -> None:
+    from gateway.partitioning import PartitionKeys
+    from gateway.spark.kafka import sink_key
+
+    context = {"storeid": "12", "cdid": "3"}
+    line = _sale(TOPICS[0], 1).to_line()
+    # The template needs only the context: an unreadable record does not unkey the event.
+    assert sink_key(PartitionKeys("{storeid}-{cdid}"), {}, "not a record", context) == "12-3"
+    assert sink_key(PartitionKeys("{storeid}-{cdid}"), {}, None, context) == "12-3"
+    # The source policy reads the record; without a readable one the event is keyless.
+    assert sink_key(PartitionKeys("source"), {}, line, context) == TOPICS[0]
+    assert sink_key(PartitionKeys("source"), {}, "not a record", context) is None
+    assert sink_key(PartitionKeys("none"), {}, line, context) is None
+    # The event's own partitionkey wins over every policy.
+    assert sink_key(PartitionKeys("none"), {"partitionkey": 7}, line, context) == "7"
