@@ -142,6 +142,21 @@ def test_default_templates_use_event_attributes_and_the_match_context_which_wins
     assert record.fields["key"] == "com.example.sale"
 
 
+def test_a_native_record_gets_the_defaults_it_lacks_filled_as_a_binding_record_does() -> None:
+    # The native path applies the endpoint's defaults too, templated from the event's
+    # attributes and the match context (which wins); a field the definition gives stays.
+    native = OutputFormat("KAFKA", deliver="native", definitions=(SALE_TARGET,),
+                          defaults={"topic": "ignored", "partition": "{region}",
+                                    "timestamp": "{subject}"})
+    record = native.render(_event(), {"region": "7", "subject": "from-match"})
+    assert record.fields["topic"] == "sales.12"
+    assert (record.fields["partition"], record.fields["timestamp"]) == ("7", "from-match")
+    # Without the context, only the event's attributes fill a placeholder.
+    only_event = OutputFormat("KAFKA", deliver="native", definitions=(SALE_TARGET,),
+                              defaults={"timestamp": "{subject}"})
+    assert only_event.render(_event(), {}).fields["timestamp"] == "desk-3"
+
+
 def test_a_default_template_without_a_value_fails_to_render_naming_it() -> None:
     missing = r"topic template '\{region\}\.x': no value for .*region"
     with pytest.raises(RenderFailed, match=missing):
