@@ -43,7 +43,7 @@ BODY = {"storeid": 1, "cdid": 4, "amount": 12.5, "pad": "x" * 120}
 
 
 async def create_topic(bootstrap: str, name: str) -> None:
-    """A one-partition topic `name` (also used by bench_broker_headers)."""
+    """A one-partition topic `name` (also used by bench_broker_headers and bench_latency)."""
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:

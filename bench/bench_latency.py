@@ -42,8 +42,8 @@ from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from bench.bench_kafka_producer import create_topic
 from harness.brokers import Mosquitto, Tansu, free_port
 from harness.faults.gateway_process import ROOT, GatewayProcess
 
@@ -174,12 +174,7 @@ async def measure(subject: str, mqtt: Mosquitto, kafka: Tansu,
                   args: argparse.Namespace) -> dict[str, Any]:
     """One subject, fresh topics and a fresh child, at `args.rate` for `args.seconds`."""
     run_id = f"{os.getpid()}{int(time.time() * 1000) % 10_000_000}"
-    admin_client = AIOKafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers)
-    await admin_client.start()
-    try:
-        await admin_client.create_topics([NewTopic(f"out-{run_id}", 1, 1)])
-    finally:
-        await admin_client.close()
+    await create_topic(kafka.bootstrap_servers, f"out-{run_id}")
     assert mqtt.port is not None
     child: GatewayProcess | Passthrough
     admin = free_port()
