@@ -143,8 +143,37 @@ def _quantiles(latencies: list[tuple[float, float]], started: float,
             "e2e_max_ms": kept[-1] * 1000}
 
 
+class GatewayChild:
+    """The real daemon (`xrgw run`) as a child process, with its processing histogram."""
+
+    reports_processing = True
+
+    def __init__(self, mqtt: str, kafka: str, run: str, linger_ms: int | None) -> None:
+        self.admin = free_port()
+        workdir = Path(tempfile.mkdtemp(prefix="xrgw-lat-"))
+        config = write_config(workdir, mqtt, kafka, run, self.admin, linger_ms)
+        self.process = GatewayProcess(config, self.admin)
+        self.process.start()
+
+    async def ready(self) -> None:
+        for _ in range(300):  # until the gateway's admin server answers
+            with contextlib.suppress(OSError):
+                histogram(self.admin)
+                return
+            await asyncio.sleep(0.1)
+
+    async def processing(self) -> dict[float, float]:
+        return await asyncio.to_thread(histogram, self.admin)
+
+    async def stop(self) -> None:
+        await self.process.terminate(20)
+        self.process.close()
+
+
 class Passthrough:
     """`bench.latency_passthrough` as a child process: the plain bridge baseline."""
+
+    reports_processing = False
 
     def __init__(self, mqtt_port: int, run: str, kafka: str, linger_ms: int | None) -> None:
         cmd = [sys.executable, "-m", "bench.latency_passthrough",
@@ -161,6 +190,9 @@ class Passthrough:
         if line.strip() != b"ready":
             raise RuntimeError(f"passthrough bridge did not start (said {line!r})")
 
+    async def processing(self) -> dict[float, float]:
+        raise NotImplementedError("the plain bridge keeps no histogram")
+
     async def stop(self) -> None:
         self.proc.send_signal(signal.SIGTERM)
         try:
@@ -176,15 +208,9 @@ async def measure(subject: str, mqtt: Mosquitto, kafka: Tansu,
     run_id = f"{os.getpid()}{int(time.time() * 1000) % 10_000_000}"
     await create_topic(kafka.bootstrap_servers, f"out-{run_id}")
     assert mqtt.port is not None
-    child: GatewayProcess | Passthrough
-    admin = free_port()
-    if subject == "gateway":
-        workdir = Path(tempfile.mkdtemp(prefix="xrgw-lat-"))
-        config = write_config(workdir, mqtt.url, kafka.url, run_id, admin, args.linger_ms)
-        child = GatewayProcess(config, admin)
-        child.start()
-    else:
-        child = Passthrough(mqtt.port, run_id, kafka.bootstrap_servers, args.linger_ms)
+    child: GatewayChild | Passthrough = (
+        GatewayChild(mqtt.url, kafka.url, run_id, args.linger_ms) if subject == "gateway"
+        else Passthrough(mqtt.port, run_id, kafka.bootstrap_servers, args.linger_ms))
     consumer = AIOKafkaConsumer(f"out-{run_id}", bootstrap_servers=kafka.bootstrap_servers,
                                 auto_offset_reset="earliest", fetch_max_wait_ms=5)
     await consumer.start()
@@ -192,14 +218,7 @@ async def measure(subject: str, mqtt: Mosquitto, kafka: Tansu,
     warm: dict[float, float] | None = None
     end: dict[float, float] = {}
     try:
-        if isinstance(child, Passthrough):
-            await child.ready()
-        else:
-            for _ in range(300):  # until the gateway's admin server answers
-                with contextlib.suppress(OSError):
-                    histogram(admin)
-                    break
-                await asyncio.sleep(0.1)
+        await child.ready()
         await asyncio.sleep(2)  # subscriptions and the producer's metadata
         pub = mp.get_context("spawn").Process(
             target=publisher, args=("127.0.0.1", mqtt.port, run_id, args.rate, args.seconds))
@@ -208,24 +227,21 @@ async def measure(subject: str, mqtt: Mosquitto, kafka: Tansu,
         total = int(args.rate * args.seconds)
         deadline = time.monotonic() + args.seconds + 30
         while len(latencies) < total and time.monotonic() < deadline:
-            if subject == "gateway" and warm is None and time.time() - started > args.warmup:
-                warm = await asyncio.to_thread(histogram, admin)
+            if (child.reports_processing and warm is None
+                    and time.time() - started > args.warmup):
+                warm = await child.processing()
             batch = await consumer.getmany(timeout_ms=200)
             now = time.time()
             for records in batch.values():
                 for record in records:
                     sent = json.loads(record.value)["ts"]
                     latencies.append((sent, now - sent))
-        if subject == "gateway":
-            end = await asyncio.to_thread(histogram, admin)
+        if child.reports_processing:
+            end = await child.processing()
         pub.join(10)
     finally:
         await consumer.stop()
-        if isinstance(child, Passthrough):
-            await child.stop()
-        else:
-            await child.terminate(20)
-            child.close()
+        await child.stop()
     result: dict[str, Any] = {"subject": subject, "rate": args.rate, "seconds": args.seconds,
                               "linger_ms": args.linger_ms,
                               "received": len(latencies), "sent": total}
