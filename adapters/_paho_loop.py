@@ -73,6 +73,8 @@ _V311_WINDOW = 100
 _V5_DEFAULT_WINDOW = 65535
 
 _OK = MQTTErrorCode.MQTT_ERR_SUCCESS
+#: Linux only; elsewhere the kernel's delayed ACKs stay as they are.
+_TCP_QUICKACK: int | None = getattr(socket, "TCP_QUICKACK", None)
 
 
 def new_properties(packet_type: int, **values: object) -> Properties:
@@ -103,6 +105,21 @@ class PublishBatch:
         self._remaining -= 1
         if self._remaining == 0 and not self.done.done():
             self.done.set_result(None)
+
+
+def _ack_now(sock: Any) -> None:
+    """Have the kernel acknowledge what was just read at once instead of delaying the ACK.
+
+    Why: a broker that leaves Nagle's algorithm on (Mosquitto does unless
+    `set_tcp_nodelay true`) holds its next PUBLISH until the previous one is ACKed, and
+    this client sends its PUBACK -- the segment a delayed ACK would ride on -- only after
+    the sinks confirmed. Each message then waited for the last one's sink round trip:
+    4.3 ms median from publish to receipt at 500 msg/s (bench/bench_latency.py), 0.5 ms
+    with this. The kernel clears the flag again by itself, so it is set after every read
+    (one system call per read burst, not per message)."""
+    if _TCP_QUICKACK is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, _TCP_QUICKACK, 1)
 
 
 class _BatchingClient(paho.Client):
@@ -152,6 +169,7 @@ class _BatchingClient(paho.Client):
         except OSError as exc:
             self._recv_error = exc  # raised to paho once the buffer is parsed
         if chunks:
+            _ack_now(sock)
             rest = self._rbuf[self._rpos:]
             self._rbuf = chunks[0] if not rest and len(chunks) == 1 else b"".join((rest, *chunks))
             self._rpos = 0

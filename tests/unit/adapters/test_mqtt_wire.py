@@ -4,6 +4,7 @@ PUBLISH properties it encodes, and the buffered socket I/O (no broker needed).""
 from __future__ import annotations
 
 import gc
+import select
 import socket
 import struct
 from typing import Any
@@ -283,6 +284,25 @@ def test_writes_of_a_burst_leave_in_one_send() -> None:
     assert sends == [400]  # 100 PUBACKs of 4 bytes
     assert link.peer.recv(1000) == b"".join(
         b"\x40\x02" + struct.pack("!H", mid) for mid in range(1, 101))
+
+
+@pytest.mark.skipif(not hasattr(socket, "TCP_QUICKACK"), reason="Linux socket option")
+def test_what_was_read_is_acknowledged_at_once_not_delayed() -> None:
+    # A broker with Nagle's algorithm on holds its next PUBLISH until this one is ACKed;
+    # a delayed ACK made every message wait for the previous one's sink round trip.
+    server = socket.create_server(("127.0.0.1", 0))
+    with server, socket.create_connection(server.getsockname()) as ours:
+        peer, _ = server.accept()
+        with peer:
+            ours.setblocking(False)
+            ours.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 0)  # delayed-ACK mode
+            client = _new_client(wire._BatchingClient, True)
+            client._sock = ours
+            peer.sendall(_publish_packet(1, True))
+            select.select([ours], [], [], 5)
+            client.fill()
+            assert client.buffered > 0
+            assert ours.getsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK) == 1
 
 
 def test_paho_still_has_the_hooks_the_link_overrides() -> None:
