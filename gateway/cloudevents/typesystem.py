@@ -62,7 +62,7 @@ def to_canonical(value: AttributeValue) -> str:
         return str(value)
     if isinstance(value, bytes):
         return base64.b64encode(value).decode("ascii")
-    return _format_time(value)
+    return canonical_time(value)
 
 
 # The receive times of a burst are one datetime object (`envelope.render` reuses the
@@ -70,7 +70,8 @@ def to_canonical(value: AttributeValue) -> str:
 _last_time: tuple[datetime | None, str] = (None, "")
 
 
-def _format_time(value: datetime) -> str:
+def canonical_time(value: datetime) -> str:
+    """`to_canonical` of a Timestamp (remembered for the last one, see above)."""
     global _last_time
     if value is _last_time[0]:
         return _last_time[1]

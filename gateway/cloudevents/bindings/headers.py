@@ -8,6 +8,9 @@ and `record.pairs()` would build a new list with every value's text first.
 
 from __future__ import annotations
 
+from datetime import datetime
+from operator import itemgetter
+
 from gateway.cloudevents.event import CloudEvent
 from gateway.cloudevents.headercodec import (
     HeaderValueError,
@@ -15,7 +18,7 @@ from gateway.cloudevents.headercodec import (
     encode_header_value,
     needs_no_encoding,
 )
-from gateway.cloudevents.typesystem import to_canonical
+from gateway.cloudevents.typesystem import canonical_time, to_canonical
 from gateway.jsontypes import JSON
 from gateway.record import as_text
 
@@ -102,19 +105,26 @@ def collect(entries: list[Entry], problems: list[str], percent_decode: bool) -> 
     return out
 
 
-# Prefixed header names by (prefix, attribute name): the same few on every event, and a
-# concatenation each was a new string per header per message. Bounded against events
-# with endless extension names.
-_NAMES: dict[tuple[str, str], str] = {}
+# Prefixed header names per prefix, by attribute name: the same few on every event, and a
+# concatenation each was a new string per header per message. `datacontenttype` maps to
+# "" (never a header of its own: the bindings write the content type themselves).
+# Bounded against events with endless extension names.
+_NAMES: dict[str, dict[str, str]] = {}
 _NAMES_MAX = 4096
+_SECOND = itemgetter(1)
 
 
-def _header_name(prefix: str, name: str) -> str:
-    header = _NAMES.get((prefix, name))
-    if header is None:
-        header = prefix + name
-        if len(_NAMES) < _NAMES_MAX:
-            _NAMES[prefix, name] = header
+def _names(prefix: str) -> dict[str, str]:
+    table = _NAMES.get(prefix)
+    if table is None:
+        table = _NAMES[prefix] = {"datacontenttype": ""}
+    return table
+
+
+def _new_name(table: dict[str, str], prefix: str, name: str) -> str:
+    header = prefix + name
+    if len(table) < _NAMES_MAX:
+        table[name] = header
     return header
 
 
@@ -124,27 +134,25 @@ def write(event: CloudEvent, prefix: str, percent_encode: bool,
     """Prefixed headers for every attribute except `datacontenttype`, lower-case names.
     `pairs` and `utf8`, when given, also get each header as (name, value) and as (name,
     UTF-8 value), made in the same pass (`NativeMessage.encoded_headers`)."""
-    headers: list[JSON] = []
-    names: list[str] = []
-    texts: list[str] = []
+    table = _names(prefix)
+    made: list[tuple[str, str]] = []
+    append = made.append
     for name, value in event.get_attributes().items():
-        if name == "datacontenttype":
-            continue
-        text = value if value.__class__ is str else to_canonical(value)
-        header = _header_name(prefix, name)
-        names.append(header)
-        texts.append(text)
-        headers.append({"name": header, "value": text})
+        header = table.get(name)
+        if not header:
+            if header is not None:
+                continue  # datacontenttype
+            header = _new_name(table, prefix, name)
+        cls = value.__class__
+        append((header, value if cls is str else canonical_time(value) if cls is datetime
+                else to_canonical(value)))
     # Nearly every value is safe as it is: one check of them all, not one each (a regular
     # expression call per attribute was half the cost of a NATS binary event's headers).
-    if percent_encode and needs_no_encoding("".join(texts)) is None:
-        texts = [encode_header_value(text) for text in texts]
-        for entry, text in zip(headers, texts, strict=True):
-            assert isinstance(entry, dict)
-            entry["value"] = text
+    if percent_encode and needs_no_encoding("".join(map(_SECOND, made))) is None:
+        made = [(header, encode_header_value(text)) for header, text in made]
     if pairs is not None:
-        pairs += zip(names, texts, strict=True)
+        pairs += made
     if utf8 is not None:
         # A validated event's text is UTF-8-encodable (lone surrogates are refused).
-        utf8 += [(name, text.encode()) for name, text in zip(names, texts, strict=True)]
-    return headers
+        utf8 += [(header, text.encode()) for header, text in made]
+    return [{"name": header, "value": text} for header, text in made]

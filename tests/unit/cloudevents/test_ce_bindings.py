@@ -731,3 +731,20 @@ def test_nan_in_a_record_body_is_not_json() -> None:
     with pytest.raises(CloudEventError) as caught:
         decode(record)
     assert caught.value.reason == "not-json"
+
+
+def test_header_name_cache_is_bounded_and_names_stay_right() -> None:
+    from gateway.cloudevents.bindings import headers as header_binding
+
+    base = {"specversion": "1.0", "id": "1", "source": "/s", "type": "t",
+            "datacontenttype": "text/plain", "time": datetime(2026, 1, 2, 3, 4, 5, 60, UTC)}
+    for batch in range(3):
+        extensions = {f"ext{batch}n{i}": str(i) for i in range(header_binding._NAMES_MAX)}
+        event = CloudEvent.trusted({**base, **extensions}, "x", True)
+        pairs: list[tuple[str, str]] = []
+        written = header_binding.write(event, "ce-", False, pairs=pairs)
+        assert len(header_binding._NAMES["ce-"]) <= header_binding._NAMES_MAX
+        assert pairs[:5] == [("ce-specversion", "1.0"), ("ce-id", "1"), ("ce-source", "/s"),
+                             ("ce-type", "t"), ("ce-time", "2026-01-02T03:04:05.00006Z")]
+        assert pairs[5:] == [(f"ce-{name}", value) for name, value in extensions.items()]
+        assert written == [{"name": n, "value": v} for n, v in pairs]
