@@ -91,9 +91,9 @@ OPTIONS = OptionSpec(
         Option(Field("linger_ms", "int",
                      "producer: milliseconds a partition's batch waits for more records "
                      "before it is sent. The default 5 lets small submits (AMQP, HTTP "
-                     "sources at moderate rates) share produce requests; 0 sends at once "
-                     "and takes ~4 ms off the median latency at low rates, for more "
-                     "produce requests (Kafka broker CPU)", default=5,
+                     "sources at moderate rates) share produce requests; 0 sends at once, "
+                     "for more produce requests (Kafka broker CPU) and no lower latency "
+                     "measured (bench/README.md)", default=5,
                      check=int_range(0, example=5)), side="producer"),
         count("max_batch_size", 1048576,
               "producer: bytes of records per partition in one produce request; stay at or "
