@@ -54,6 +54,10 @@ def type_of(value: AttributeValue) -> AttributeType:
 
 def to_canonical(value: AttributeValue) -> str:
     """The canonical string form, as string-only bindings (HTTP, Kafka, MQTT, NATS) carry it."""
+    if value.__class__ is datetime:
+        # First: the one non-text attribute of nearly every event (its `time`), written
+        # by every binary-mode output; text is passed over by those callers themselves.
+        return _format_time(value)
     if isinstance(value, str):
         return value
     if isinstance(value, bool):
@@ -62,7 +66,7 @@ def to_canonical(value: AttributeValue) -> str:
         return str(value)
     if isinstance(value, bytes):
         return base64.b64encode(value).decode("ascii")
-    return canonical_time(value)
+    return _format_time(value)
 
 
 # The receive times of a burst are one datetime object (`envelope.render` reuses the
@@ -70,8 +74,7 @@ def to_canonical(value: AttributeValue) -> str:
 _last_time: tuple[datetime | None, str] = (None, "")
 
 
-def canonical_time(value: datetime) -> str:
-    """`to_canonical` of a Timestamp (remembered for the last one, see above)."""
+def _format_time(value: datetime) -> str:
     global _last_time
     if value is _last_time[0]:
         return _last_time[1]

@@ -8,7 +8,6 @@ and `record.pairs()` would build a new list with every value's text first.
 
 from __future__ import annotations
 
-from datetime import datetime
 from operator import itemgetter
 
 from gateway.cloudevents.event import CloudEvent
@@ -18,7 +17,7 @@ from gateway.cloudevents.headercodec import (
     encode_header_value,
     needs_no_encoding,
 )
-from gateway.cloudevents.typesystem import canonical_time, to_canonical
+from gateway.cloudevents.typesystem import to_canonical
 from gateway.jsontypes import JSON
 from gateway.record import as_text
 
@@ -143,9 +142,7 @@ def write(event: CloudEvent, prefix: str, percent_encode: bool,
             if header is not None:
                 continue  # datacontenttype
             header = _new_name(table, prefix, name)
-        cls = value.__class__
-        append((header, value if cls is str else canonical_time(value) if cls is datetime
-                else to_canonical(value)))
+        append((header, value if value.__class__ is str else to_canonical(value)))
     # Nearly every value is safe as it is: one check of them all, not one each (a regular
     # expression call per attribute was half the cost of a NATS binary event's headers).
     if percent_encode and needs_no_encoding("".join(map(_SECOND, made))) is None:
