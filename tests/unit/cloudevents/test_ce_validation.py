@@ -201,6 +201,17 @@ def test_canonical_strings_round_trip(text: str, kind: str, value: object) -> No
     assert to_canonical(parsed) == text
 
 
+def test_a_timestamp_of_a_datetime_subclass_is_written_as_a_datetime_is() -> None:
+    # Datetimes take a shortcut by exact class; a subclass (a library's own) goes the
+    # general way and must come out the same.
+    class Moment(datetime):
+        pass
+
+    plain = datetime(2026, 11, 24, 21, 0, 5, 120000, tzinfo=UTC)
+    moment = Moment(2026, 11, 24, 21, 0, 5, 120000, tzinfo=UTC)
+    assert to_canonical(moment) == to_canonical(plain) == "2026-11-24T21:00:05.12Z"
+
+
 @pytest.mark.parametrize(
     ("text", "kind"),
     [
