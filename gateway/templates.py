@@ -10,10 +10,12 @@ are errors.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from urllib.parse import quote
+
+from gateway.template_match import linear_regex, template_matcher
 
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 _NAME = re.compile(r"[A-Za-z0-9_]+\Z")  # \Z: `$` would let a trailing newline in
@@ -111,44 +113,47 @@ class Template:
 
     @property
     def run(self) -> str:
-        """The regex of one placeholder's capture: never across the separator when the
-        template has one (non-greedy, so literal text after it anchors the end)."""
+        """What one placeholder's capture may hold, as a regex character class: anything
+        but the separator when the template has one, else any character."""
         if self.separator in self.text:
-            return f"[^{re.escape(self.separator)}]+?"
-        return ".+?"
+            return f"[^{re.escape(self.separator)}]"
+        return "."
 
     # -- matching ----------------------------------------------------------------------------
     @cached_property
-    def regex_source(self) -> str:
-        """An anchored regex with one named group per placeholder (backrefs for repeats)."""
+    def regex_source(self) -> str | None:
+        """An anchored regex (ending in `\\Z`, for `re.DOTALL`) with one named group per
+        placeholder that runs in time linear in the value's length
+        (`gateway.template_match`); None when the template is matched by a search
+        instead (a name repeated where no regex can be linear)."""
         if self.is_constant:
-            return re.escape(self.text)
+            return re.escape(self.text) + r"\Z"
         if self.whole_value:
-            return f"(?P<{self.parts[0].name}>.+)"
-        run = self.run
-        out: list[str] = []
-        seen: set[str] = set()
-        for part in self.parts:
-            if part.literal is not None:
-                out.append(re.escape(part.literal))
-            elif part.name in seen:
-                out.append(f"(?P={part.name})")
-            else:
-                assert part.name is not None
-                seen.add(part.name)
-                out.append(f"(?P<{part.name}>{run})")
-        return "".join(out)
+            return f"(?P<{self.parts[0].name}>.+)\\Z"
+        written = linear_regex(self)
+        return None if written is None else written[0]
 
     @cached_property
-    def regex(self) -> re.Pattern[str]:
-        return re.compile(self.regex_source + r"\Z", re.DOTALL)
+    def regex(self) -> re.Pattern[str] | None:
+        source = self.regex_source
+        return None if source is None else re.compile(source, re.DOTALL)
+
+    @cached_property
+    def matcher(self) -> Callable[[str], dict[str, str] | None]:
+        """`match` as one function, built on first use."""
+        if self.is_constant:
+            text = self.text
+            return lambda value: {} if value == text else None
+        if self.whole_value:
+            name = self.parts[0].name or ""
+            return lambda value: {name: value} if value else None
+        return template_matcher(self)
 
     def match(self, value: str) -> dict[str, str] | None:
-        """Captured values when `value` conforms to the template, else None."""
-        if self.is_constant:
-            return {} if value == self.text else None
-        m = self.regex.match(value)
-        return m.groupdict() if m else None
+        """Captured values when `value` conforms to the template, else None.
+
+        Time linear in `len(value)` whatever the template (`gateway.template_match`)."""
+        return self.matcher(value)
 
     # -- rendering ---------------------------------------------------------------------------
     def missing(self, context: Mapping[str, object]) -> list[str]:

@@ -7,7 +7,6 @@ placeholder name used twice must carry the same value.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -88,20 +87,21 @@ class Check:
                 self.has_constant = True
                 self.constant = value
                 self.literal_weight = len(as_text(value)) + 1
-        # The template regex's bound match, compiled on first use (`matcher`): most
+        # The template's match function, built on first use (`matcher`): most
         # templates never need it (the index reads address captures by segment, `{name}`
         # alone captures the whole value), and compiling 10,000 of them was half the
         # start-up of a large catalog.
-        self.match_fn: Callable[[str], re.Match[str] | None] | None = None
+        self.match_fn: Callable[[str], dict[str, str] | None] | None = None
         # Whether a type check can fail at all (string-like declarations accept any value).
         self.check_type = self.declared not in _STRINGY
 
-    def matcher(self) -> Callable[[str], re.Match[str] | None]:
-        """The template's anchored regex `match` (the check must have a template)."""
+    def matcher(self) -> Callable[[str], dict[str, str] | None]:
+        """The template's `match`: captures or None, in time linear in the value's length
+        (the check must have a template)."""
         match_fn = self.match_fn
         if match_fn is None:
             assert self.template is not None
-            match_fn = self.match_fn = self.template.regex.match
+            match_fn = self.match_fn = self.template.matcher
         return match_fn
 
     @property
@@ -142,11 +142,10 @@ class Check:
             if match_fn is not None:
                 if value.__class__ is not str:
                     value = as_text(value)
-                found = match_fn(value)
-                if found is None:
+                captures = match_fn(value)
+                if captures is None:
                     last_got = value
                     continue
-                captures = found.groupdict()
                 if self.decode:
                     captures = {k: unquote(v) for k, v in captures.items()}
                 clash = _merge(context, captures)

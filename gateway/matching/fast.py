@@ -15,7 +15,6 @@ its failures.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Hashable
 from typing import cast
 from urllib.parse import unquote
@@ -102,10 +101,10 @@ def _whole_value_test(name: str) -> ValueTest:
 
 def _template_test(check: Check) -> ValueTest:
     decode, check_type, declared = check.decode, check.check_type, check.declared
-    # The regex is compiled when the first value reaches it, not here: of a catalog of
+    # The matcher is built when the first value reaches it, not here: of a catalog of
     # 10,000 definitions with their own key templates most never see a message, and
     # compiling them all was most of the start-up.
-    match_fn: Callable[[str], re.Match[str] | None] | None = None
+    match_fn: Callable[[str], dict[str, str] | None] | None = None
 
     def test(value: JSON, context: dict[str, str]) -> int:
         nonlocal match_fn
@@ -116,10 +115,9 @@ def _template_test(check: Check) -> ValueTest:
         text = value if isinstance(value, str) else as_text(value)
         if match_fn is None:
             match_fn = check.matcher()
-        found = match_fn(text)
-        if found is None:
+        captures = match_fn(text)
+        if captures is None:
             return NEXT
-        captures: dict[str, str] = found.groupdict()
         if decode:
             captures = {k: unquote(v) for k, v in captures.items()}
         return _merge(context, captures)

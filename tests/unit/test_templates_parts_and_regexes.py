@@ -88,15 +88,15 @@ def test_facts(text: str, names: tuple[str, ...], literal_length: int, prefix: s
 
 
 @pytest.mark.parametrize(("text", "separator", "segmented", "whole", "run"), [
-    ("{x}", "/", False, True, ".+?"),
-    ("{x}", ".", False, True, ".+?"),
-    ("a{x}", "/", False, False, ".+?"),
-    ("{x}/", "/", True, False, "[^/]+?"),
-    ("a/{x}", "/", True, False, "[^/]+?"),
-    ("a.{x}", "/", False, False, ".+?"),
-    ("a.{x}", ".", False, False, r"[^\.]+?"),
-    ("a/{x}", ".", True, False, ".+?"),
-    ("{x}.", ".", False, False, r"[^\.]+?"),
+    ("{x}", "/", False, True, "."),
+    ("{x}", ".", False, True, "."),
+    ("a{x}", "/", False, False, "."),
+    ("{x}/", "/", True, False, "[^/]"),
+    ("a/{x}", "/", True, False, "[^/]"),
+    ("a.{x}", "/", False, False, "."),
+    ("a.{x}", ".", False, False, r"[^\.]"),
+    ("a/{x}", ".", True, False, "."),
+    ("{x}.", ".", False, False, r"[^\.]"),
 ])
 def test_separators(text: str, separator: str, segmented: bool, whole: bool, run: str
                     ) -> None:
@@ -107,17 +107,31 @@ def test_separators(text: str, separator: str, segmented: bool, whole: bool, run
 
 
 @pytest.mark.parametrize(("text", "separator", "source"), [
-    ("a.b", "/", r"a\.b"),
-    ("{x}", "/", "(?P<x>.+)"),
-    ("a/{x}", "/", "a/(?P<x>[^/]+?)"),
-    ("a.{x}-{x}", ".", r"a\.(?P<x>[^\.]+?)\-(?P=x)"),
-    ("{x}{y}", "/", "(?P<x>.+?)(?P<y>.+?)"),
+    ("a.b", "/", r"a\.b\Z"),
+    ("{x}", "/", r"(?P<x>.+)\Z"),
+    # The unit's last placeholder takes the rest of its segment, possessively.
+    ("a/{x}", "/", r"a/(?>(?P<x>[^/]++))\Z"),
+    # A placeholder followed by literal text and another placeholder stops at the text's
+    # first occurrence (a loop that cannot give characters back); one followed by
+    # another placeholder takes one character.
+    ("{x}{y}", "/", r"(?>(?P<x>.)(?P<y>.++))\Z"),
+    ("{x}-{y}", "/", r"(?>(?P<x>.[^\-]*+)\-(?P<y>.++))\Z"),
+    ("{x}ab{y}", "/", r"(?>(?P<x>.(?:(?!ab).)*+)ab(?P<y>.++))\Z"),
+    # Literal text that closes a segment: everything before it. A repeated name alone in
+    # its first segment is fixed there, then a backreference.
+    ("{y}/{x}-{z}.z/{y}", "/",
+     r"(?>(?P<y>[^/]++))/(?>(?P<x>[^/][^/\-]*+)\-(?P<z>[^/]+)\.z)/(?>(?P=y))\Z"),
+    # A name repeated inside one segment: matched by a search instead of a regex.
+    ("a.{x}-{x}", ".", None),
 ])
-def test_regex_source(text: str, separator: str, source: str) -> None:
+def test_regex_source(text: str, separator: str, source: str | None) -> None:
     t = Template.parse(text, separator)
     assert t.regex_source == source
-    assert t.regex.pattern == source + r"\Z"
-    assert t.regex.flags & re.DOTALL
+    if source is None:
+        assert t.regex is None
+    else:
+        assert t.regex is not None and t.regex.pattern == source
+        assert t.regex.flags & re.DOTALL
 
 
 @pytest.mark.parametrize(("text", "separator", "value", "captures"), [
