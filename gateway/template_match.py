@@ -36,6 +36,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
@@ -376,3 +377,49 @@ def template_matcher(template: Template) -> Callable[[str], dict[str, str] | Non
         return None if found is None else found.groupdict()
 
     return regex_match
+
+
+def pinned_names(template: Template) -> frozenset[str]:
+    """The repeated names some unit fixes whatever the value (`SearchMatcher._pin`)."""
+    units, _ = units_of(template)
+    repeated = repeated_names(template)
+    pinned: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for unit in units:
+            free = {t.name for t in unit if t.name is not None and t.name not in pinned}
+            if len(free) == 1 and free <= repeated:
+                pinned |= free
+                changed = True
+    return frozenset(pinned)
+
+
+def template_notes(template: Template) -> list[tuple[str, str]]:
+    """What `xrgw lint` says about one template: (message, fix) pairs.
+
+    - Adjacent placeholders (`{a}{b}`): nothing tells where one ends, so the first always
+      captures one character; a separator between them makes the split mean something.
+    - A repeated name no unit fixes (`{a}-{b}-{a}` in one segment): the only templates
+      whose matching must try several splits; past `SEARCH_BUDGET` steps (long values)
+      a value is not matched.
+    """
+    notes: list[tuple[str, str]] = []
+    parts = template.parts
+    for left, right in pairwise(parts):
+        if left.name is not None and right.name is not None:
+            notes.append((
+                f"template {template.text!r}: {{{left.name}}}{{{right.name}}} has nothing "
+                f"between the placeholders, so {{{left.name}}} always captures exactly one "
+                "character",
+                f"put a separator between them ({{{left.name}}}-{{{right.name}}}) or use "
+                "one placeholder"))
+    unpinned = sorted(repeated_names(template) - pinned_names(template))
+    if unpinned:
+        names = ", ".join(f"{{{n}}}" for n in unpinned)
+        notes.append((
+            f"template {template.text!r}: {names} repeated next to other placeholders in "
+            "a segment; matching must try several splits, and a long value that needs "
+            f"more than {SEARCH_BUDGET} steps is not matched",
+            "give the repeated name a segment of its own, or use different names"))
+    return notes

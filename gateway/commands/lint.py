@@ -1,5 +1,7 @@
 """`xrgw lint DOC...`: report pairs of definitions that can match the same message, each
-with an example message (one JSON object a line), then their count.
+with an example message (one JSON object a line), then their count. Templates that need
+a separator between adjacent placeholders, or whose repeated names make matching search,
+are warnings (problem lines) before the pairs.
 
 Everything goes to stdout, as with `xrgw validate`: the problems of the documents, the
 overlaps and the summary are the command's report, and both commands' reports can be
@@ -49,7 +51,7 @@ def execute(args: argparse.Namespace) -> int:
 
 
 def _execute(args: argparse.Namespace, report: Report) -> int:
-    from gateway.matching.lint import find_overlaps
+    from gateway.matching.lint import find_overlaps, template_notes_of
 
     summary = sys.stdout if args.format == "text" else sys.stderr
     catalog = load_catalog(list(args.docs))
@@ -58,7 +60,11 @@ def _execute(args: argparse.Namespace, report: Report) -> int:
         report.add(catalog.errors)
         print(f"xrgw: {len(catalog.errors)} error(s) in definitions", file=summary)
         return 1
-    overlaps = find_overlaps(list(catalog.messages()))
+    messages = list(catalog.messages())
+    report.add(Problem("warning", note.definition.provenance.file,
+                       note.definition.provenance.path, note.message, note.fix)
+               for note in template_notes_of(messages))
+    overlaps = find_overlaps(messages)
     for overlap in overlaps:
         if args.format == "text":
             print(utf8_json(overlap.to_json()))

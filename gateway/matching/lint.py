@@ -18,6 +18,7 @@ from gateway.jsontypes import JSON, JSONObject
 from gateway.matching.compiled import Check, CompiledDefinition, Failure, compile_definition
 from gateway.protocols import HTTP, definition_field, field_access, widest_protocol
 from gateway.record import NativeMessage
+from gateway.template_match import template_notes
 from gateway.templates import Template
 
 _SAMPLE = "x1"
@@ -160,4 +161,29 @@ def find_overlaps(definitions: Sequence[MessageDefinition]) -> list[Overlap]:
     return out
 
 
-__all__ = ["Overlap", "find_overlaps"]
+@dataclass(frozen=True)
+class TemplateNote:
+    """A template that matches, but not as its author probably meant or not cheaply."""
+
+    definition: MessageDefinition
+    label: str  # the constrained field, e.g. `topic_name`, `cloudevent subject`
+    message: str
+    fix: str
+
+
+def template_notes_of(definitions: Sequence[MessageDefinition]) -> list[TemplateNote]:
+    """`gateway.template_match.template_notes` of every template a definition matches
+    with, in catalog order."""
+    out: list[TemplateNote] = []
+    for definition in definitions:
+        compiled = compile_definition(definition)
+        for check in (*compiled.protocol_checks, *compiled.envelope_checks):
+            if check.template is None:
+                continue
+            for message, fix in template_notes(check.template):
+                out.append(TemplateNote(definition, check.label,
+                                        f"{check.label}: {message}", fix))
+    return out
+
+
+__all__ = ["Overlap", "TemplateNote", "find_overlaps", "template_notes_of"]
