@@ -28,6 +28,7 @@ from gateway.matching.values import ADDRESS_FIELD
 from gateway.protocols import field_access
 from gateway.record import as_text
 from gateway.schemas.enforce import validator_of
+from gateway.template_match import linear_regex
 from gateway.templates import Template
 
 CORE_ATTRIBUTES = ("specversion", "id", "source", "type", "subject", "time",
@@ -170,25 +171,23 @@ class CompiledCatalog:
         return lines
 
 
-def java_regex(template: Template) -> tuple[str, list[str]]:
-    """An anchored Java regex equivalent to `Template.regex`, and its group names.
+def java_regex(template: Template) -> tuple[str, list[str]] | None:
+    """An anchored Java regex equivalent to `Template.match`, and its group names; None
+    when no regex can match the template in linear time (the Python stage matches it).
 
+    `gateway.template_match.linear_regex` in Java's dialect: Java backtracks like Python,
+    so the lazy `[^/]+?` groups would cost seconds per record on a long topic here too.
     Java group names allow no `_`, so groups are numbered and repeats are backrefs.
     """
     if template.whole_value:
         return "(?s)^(.+)\\z", [template.parts[0].name or ""]
-    run = template.run
-    out: list[str] = []
-    groups: list[str] = []
-    for part in template.parts:
-        if part.literal is not None:
-            out.append("".join(c if c.isalnum() else "\\" + c for c in part.literal))
-        elif part.name in groups:
-            out.append(f"\\{groups.index(part.name) + 1}")
-        else:
-            groups.append(part.name or "")
-            out.append(f"({run})")
-    return "(?s)^" + "".join(out) + "\\z", groups
+    return linear_regex(template, "java")
+
+
+def _inert_regex(groups: int) -> str:
+    """A linear regex with `groups` groups for a check the Python stage decides (its
+    definition is `python_match`): `regexp_extract` needs the groups to exist."""
+    return "(?s)^" + "()" * groups + ".*\\z"
 
 
 def _key_label(family: str) -> str:
@@ -272,7 +271,15 @@ class _Builder:
                     shapes.append(CheckShape(reader, "segments", typ, check.required,
                                              slots, captured))
                 else:
-                    regex, groups = java_regex(template)
+                    written = java_regex(template)
+                    if written is None:
+                        # A repeated name no segment fixes: matched by a search, not a
+                        # regex (`gateway.template_match`), so in Python.
+                        plan.python = plan.python or f"template {template.text} needs a search"
+                        plan.python_match = True
+                        regex, groups = _inert_regex(len(names)), names
+                    else:
+                        regex, groups = written
                     slots = tuple(_slot(plan.names, n) for n in groups)
                     shapes.append(CheckShape(reader, "regex", typ, check.required, slots))
             elif check.has_constant:
