@@ -27,6 +27,14 @@ data plus the bytes it came from). Per size:
                 <= 5 us per message at 10,000 definitions
   output        `OutputFormat.render` of each event for one binary-mode output with an
                 address default (kafka for the mqtt catalog, NATS for the kafka one)
+
+`--adversarial` measures instead what one long topic costs (issue 28: matching is linear
+in the input's length): per template with several placeholders in one segment, one
+record through `Converter.convert_batch` (match, and explain when nothing matches, as the
+route does) with a normal topic, and with topics of 1,000, 1,500 and 65,535 characters
+built to make a backtracking matcher try every split (a run of the template's separator
+closed by the wrong literal: unmatched, then explained; and closed by the right one).
+Microseconds per record, best of `--rounds`, process CPU.
 """
 
 from __future__ import annotations
@@ -206,6 +214,65 @@ def measure(catalog: str, n_defs: int, n_messages: int, rounds: int) -> dict[str
     return best
 
 
+# (template, a normal topic, the character the adversarial topics repeat, right closer)
+ADVERSARIAL = [
+    ("/plant/{site}-{line}-{machine}/temp", "/plant/p1-l2-m3/temp", "-", "/temp"),
+    ("/plant/{site}.{line}.{machine}/temp", "/plant/p1.l2.m3/temp", ".", "/temp"),
+    ("/plant/{a}_{b}_{c}_{d}/temp", "/plant/a_b_c_d/temp", "_", "/temp"),
+    ("/s/{a}{b}{c}/t", "/s/abc/t", "a", "/t"),
+    ("/s/{a}-{b}-{a}/t", "/s/x-y-x/t", "-", "/t"),
+    # The same with a segment no split of which works ("hit" does not match either): the
+    # search runs until its budget is spent.
+    ("/s/{a}-{b}-{a}/t", "/s/x-y-x/t", "-", "y/t"),
+]
+ADVERSARIAL_LENGTHS = (1_000, 1_500, 65_535)
+
+
+def _one_record(topic: str) -> NativeMessage:
+    return NativeMessage.from_wire("MQTT/5.0", {"topic_name": topic, "qos": 1},
+                                   b'{"value": 1}', None, RECEIVED_AT)
+
+
+def measure_adversarial(rounds: int) -> list[dict[str, object]]:
+    """Per template: µs per record for the normal topic and each adversarial length
+    (`miss`: closed by the wrong literal, `hit`: by the right one)."""
+    out: list[dict[str, object]] = []
+    for template, normal, unit, closer in ADVERSARIAL:
+        definition = _definition(0, "MQTT/5.0", (OptionConstraint(
+            "topic_name", None, Property("uritemplate", template, True)),), "/s")
+        converter = Converter([definition])
+        head = template[:template.index("{")]
+        topics = {"normal": normal}
+        for length in ADVERSARIAL_LENGTHS:
+            for name, tail in (("miss", closer + "x"), ("hit", closer)):
+                body = (unit * length)[:length - len(head) - len(tail)]
+                topics[f"{length} {name}"] = head + body + tail
+        row: dict[str, object] = {"template": template}
+        for name, topic in topics.items():
+            record = _one_record(topic)
+            converter.convert_batch([record])  # build the matcher's tests first
+            best = float("inf")
+            for _ in range(rounds):
+                repeat = 20 if len(topic) < 10_000 else 5
+                start = time.process_time()
+                for _ in range(repeat):
+                    converter.convert_batch([record])
+                best = min(best, (time.process_time() - start) / repeat * 1e6)
+            row[name] = best
+        out.append(row)
+    return out
+
+
+def print_adversarial(rows: list[dict[str, object]]) -> None:
+    columns = ["normal"] + [f"{n} {k}" for n in ADVERSARIAL_LENGTHS for k in ("miss", "hit")]
+    print("µs per record (convert_batch of one record: match, explain when unmatched), "
+          "process CPU")
+    print(f"{'template':<38}" + "".join(f"{c:>12}" for c in columns))
+    for row in rows:
+        print(f"{row['template']!s:<38}"
+              + "".join(f"{float(row[c]):>12.1f}" for c in columns))  # type: ignore[arg-type]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -216,7 +283,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--catalogs", default="mqtt,kafka,topic",
                         help=f"comma-separated, of {', '.join(CATALOGS)}")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--adversarial", action="store_true",
+                        help="time one long adversarial topic per template instead")
     args = parser.parse_args(argv)
+    if args.adversarial:
+        rows = measure_adversarial(args.rounds)
+        if args.json:
+            print(json.dumps({"us_per_record": rows}))
+        else:
+            print_adversarial(rows)
+        return 0
     sizes = [int(s) for s in args.sizes.split(",")]
     results = {
         catalog: {n: measure(catalog, n, args.messages, args.rounds) for n in sizes}

@@ -33,6 +33,7 @@ search; that search has a work budget, and a value that exhausts it is not match
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -47,10 +48,12 @@ if TYPE_CHECKING:
 # linear whatever the length).
 MAX_LOOKAHEAD = 16
 # `SearchMatcher` steps (a tried split, or 256 characters compared) before it gives up
-# on one value: a few milliseconds.
-SEARCH_BUDGET = 20_000
+# on one value: about a millisecond. Only a template with a repeated name no unit pins
+# can need more than a few steps per placeholder (`template_notes`).
+SEARCH_BUDGET = 1_000
 
 Dialect = Literal["python", "java"]
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +227,7 @@ class SearchMatcher:
 
     def __init__(self, template: Template, budget: int = SEARCH_BUDGET) -> None:
         self.units, self.segmented = units_of(template)
+        self.text = template.text
         self.separator = template.separator
         self.names = template.names
         self.repeated = repeated_names(template)
@@ -251,11 +255,21 @@ class SearchMatcher:
         bound: dict[str, str] = {}
         if self.repeated and not self._pin(pieces, bound):
             return None
+        # Each unit on its own, repeated names unpinned treated as free: a linear
+        # necessary condition that turns most values away before any search.
+        for unit, piece in zip(self.units, pieces, strict=True):
+            if not _feasible(unit, piece, bound):
+                return None
         self._left = self.budget
         try:
             found = self._step(pieces, 0, 0, 0, bound)
         except _GiveUp:
             self.gave_up += 1
+            if self.gave_up == 1:  # once per template: the value itself is never logged
+                log.warning("template %r: gave up matching a value of %d characters after "
+                            "%d steps; it is treated as not matching (xrgw lint explains "
+                            "which templates can need a search)", self.text, len(value),
+                            self.budget)
             return None
         return {name: bound[name] for name in self.names} if found else None
 
@@ -363,6 +377,39 @@ class SearchMatcher:
                 return False
             end += 1
         return False
+
+
+def _feasible(unit: Unit, piece: str, bound: dict[str, str]) -> bool:
+    """Whether `piece` can match `unit` when every placeholder not in `bound` may take
+    any text (the first split that can work, as in the regex: linear, no retries)."""
+    pos, j, n, m = 0, 0, len(piece), len(unit)
+    while j < m:
+        token = unit[j]
+        if token.literal is not None or token.name in bound:
+            text = token.literal if token.literal is not None else bound[token.name or ""]
+            if not piece.startswith(text, pos):
+                return False
+            pos += len(text)
+            j += 1
+            continue
+        k, run_parts = j + 1, []
+        while k < m and (unit[k].literal is not None or unit[k].name in bound):
+            nxt = unit[k]
+            run_parts.append(nxt.literal if nxt.literal is not None
+                             else bound[nxt.name or ""])
+            k += 1
+        run = "".join(run_parts)
+        if k == m:
+            return n - len(run) > pos and piece.endswith(run)
+        if run:
+            found = piece.find(run, pos + 1)
+            if found < 0:
+                return False
+            pos = found + len(run)
+        else:
+            pos += 1
+        j = k
+    return pos == n
 
 
 def template_matcher(template: Template) -> Callable[[str], dict[str, str] | None]:
