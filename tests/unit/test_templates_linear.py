@@ -287,9 +287,23 @@ def test_the_search_does_work_proportional_to_the_template(text: str, unit: str)
     assert search.gave_up == 0  # never more than 50 steps on 30,000 repeats
 
 
-def test_the_search_gives_up_within_its_budget_on_names_no_segment_pins() -> None:
+def test_the_search_gives_up_within_its_budget_on_names_no_segment_pins(caplog) -> None:
     template = Template.parse("{a}-{b}-{a}")
     search = SearchMatcher(template)
     assert search("x-y-x") == {"a": "x", "b": "y"}
-    assert search("-" * 65_535 + "x") is None
-    assert search.gave_up == 1
+    secret = "-" * 65_534 + "sender-text"
+    assert search(secret) is None
+    assert search(secret) is None
+    assert search.gave_up == 2
+    # Logged once per template, with the length, never the value.
+    [record] = [r for r in caplog.records if r.name == "gateway.template_match"]
+    assert "'{a}-{b}-{a}'" in record.getMessage() and "65545 characters" in record.getMessage()
+    assert "sender-text" not in record.getMessage()
+
+
+def test_values_no_segment_can_take_are_turned_away_before_any_search() -> None:
+    search = SearchMatcher(Template.parse("/s/{a}-{b}-{a}/t"), budget=0)
+    for value in ("/s/" + "-" * 65_000 + "/tx", "/s/" + "a" * 65_000 + "/t",
+                  "/s/" + "-" * 65_000, "/s/-/t"):
+        assert search(value) is None
+    assert search.gave_up == 0  # a search step would have exceeded the budget of 0
