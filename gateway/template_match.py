@@ -244,6 +244,27 @@ class SearchMatcher:
                     seen.add(token.name)
             later.append(flags[::-1])
         self.referenced_later = later[::-1]
+        # How `_pin` fixes repeated names, found once: (unit, name, occurrences in the
+        # unit, the unit's other tokens before its first occurrence, the rest of them).
+        self.pins: list[tuple[int, str, int, Unit, Unit]] = []
+        pinned: set[str] = set()
+        changed = True
+        while changed:
+            changed = False
+            for u, unit in enumerate(self.units):
+                free = {t.name for t in unit if t.name is not None and t.name not in pinned}
+                if len(free) != 1 or not free <= self.repeated:
+                    continue
+                (name,) = free
+                first = next(j for j, t in enumerate(unit) if t.name == name)
+                others = tuple(t for t in unit[first:] if t.name != name)
+                self.pins.append((u, name, sum(1 for t in unit if t.name == name),
+                                  unit[:first], others))
+                pinned.add(name)
+                changed = True
+        # Only unpinned repeated names can make the search retry; for those templates a
+        # linear check of each unit first turns most values away.
+        self.may_search = not self.repeated <= pinned
 
     def __call__(self, value: str) -> dict[str, str] | None:
         if self.segmented:
@@ -257,9 +278,10 @@ class SearchMatcher:
             return None
         # Each unit on its own, repeated names unpinned treated as free: a linear
         # necessary condition that turns most values away before any search.
-        for unit, piece in zip(self.units, pieces, strict=True):
-            if not _feasible(unit, piece, bound):
-                return None
+        if self.may_search:
+            for unit, piece in zip(self.units, pieces, strict=True):
+                if not _feasible(unit, piece, bound):
+                    return None
         self._left = self.budget
         try:
             found = self._step(pieces, 0, 0, 0, bound)
@@ -274,32 +296,18 @@ class SearchMatcher:
         return {name: bound[name] for name in self.names} if found else None
 
     def _pin(self, pieces: list[str], bound: dict[str, str]) -> bool:
-        """Bind every repeated name some unit fixes; False when a unit cannot match."""
-        changed = True
-        while changed:
-            changed = False
-            for unit, piece in zip(self.units, pieces, strict=True):
-                free = {t.name for t in unit if t.name is not None and t.name not in bound}
-                if len(free) != 1:
-                    continue
-                (name,) = free
-                if name not in self.repeated:
-                    continue
-                fixed = count = offset = 0
-                for token in unit:
-                    if token.name == name:
-                        count += 1
-                        continue
-                    size = len(token.literal if token.literal is not None
-                               else bound[token.name or ""])
-                    fixed += size
-                    if not count:
-                        offset += size
-                rest = len(piece) - fixed
-                if rest < count or rest % count:
-                    return False
-                bound[name] = piece[offset:offset + rest // count]
-                changed = True
+        """Bind every repeated name some unit fixes (`self.pins`, in order); False when
+        a unit cannot match."""
+        for u, name, count, before, after in self.pins:
+            piece = pieces[u]
+            offset = sum(len(t.literal) if t.literal is not None else len(bound[t.name or ""])
+                         for t in before)
+            rest = len(piece) - offset - sum(
+                len(t.literal) if t.literal is not None else len(bound[t.name or ""])
+                for t in after)
+            if rest < count or rest % count:
+                return False
+            bound[name] = piece[offset:offset + rest // count]
         return True
 
     def _spend(self, steps: int) -> None:
@@ -428,18 +436,7 @@ def template_matcher(template: Template) -> Callable[[str], dict[str, str] | Non
 
 def pinned_names(template: Template) -> frozenset[str]:
     """The repeated names some unit fixes whatever the value (`SearchMatcher._pin`)."""
-    units, _ = units_of(template)
-    repeated = repeated_names(template)
-    pinned: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for unit in units:
-            free = {t.name for t in unit if t.name is not None and t.name not in pinned}
-            if len(free) == 1 and free <= repeated:
-                pinned |= free
-                changed = True
-    return frozenset(pinned)
+    return frozenset(name for _, name, _, _, _ in SearchMatcher(template).pins)
 
 
 def template_notes(template: Template) -> list[tuple[str, str]]:
