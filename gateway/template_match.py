@@ -38,10 +38,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import TYPE_CHECKING, Literal
-
-if TYPE_CHECKING:
-    from gateway.templates import Template
+from typing import Literal, Protocol
 
 # Literal text after a placeholder is found by a lookahead at every character of the
 # placeholder's run: cost n * len(text). Longer text goes to `SearchMatcher` (str.find,
@@ -53,6 +50,28 @@ MAX_LOOKAHEAD = 16
 SEARCH_BUDGET = 1_000
 
 Dialect = Literal["python", "java"]
+
+
+class _Part(Protocol):
+    @property
+    def literal(self) -> str | None: ...
+    @property
+    def name(self) -> str | None: ...
+
+
+class Template(Protocol):
+    """What matching reads of a `gateway.templates.Template` (which imports this module,
+    so this one names only the shape)."""
+
+    @property
+    def text(self) -> str: ...
+    @property
+    def separator(self) -> str: ...
+    @property
+    def parts(self) -> Sequence[_Part]: ...
+    @property
+    def names(self) -> tuple[str, ...]: ...
+
 log = logging.getLogger(__name__)
 
 
