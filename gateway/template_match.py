@@ -72,6 +72,7 @@ class Template(Protocol):
     @property
     def names(self) -> tuple[str, ...]: ...
 
+
 log = logging.getLogger(__name__)
 
 
@@ -382,8 +383,30 @@ class SearchMatcher:
                 return True
             del bound[name]
             return False
+        # When this name is the unit's last unknown, its length follows from the rest.
+        count, fixed = 0, 0
+        for later_token in unit[j:]:
+            if later_token.literal is not None:
+                fixed += len(later_token.literal)
+            elif later_token.name == name:
+                count += 1
+            elif later_token.name in bound:
+                fixed += len(bound[later_token.name or ""])
+            else:
+                break
+        else:
+            size, extra = divmod(n - pos - fixed, count)
+            if extra or size < 1:
+                return False
+            self._spend(1)
+            bound[name] = piece[pos:pos + size]
+            if self._step(pieces, u, j + 1, pos + size, bound):
+                return True
+            del bound[name]
+            return False
         # Try the splits shortest first; the first is the only one worth trying unless
-        # this name or the next placeholder's must equal something later.
+        # this name or the next placeholder's must equal something later. Where several
+        # are tried, each must leave a rest of the unit that can match (`_feasible`).
         only_first = not later[j] and not later[k]
         last = n - 1 - len(run)  # the next placeholder needs a character
         end = pos + 1
@@ -397,7 +420,10 @@ class SearchMatcher:
             else:
                 self._spend(1)
             bound[name] = piece[pos:end]
-            if self._step(pieces, u, k, end + len(run), bound):
+            if not only_first:
+                self._spend((n - end) >> 8)
+            if ((only_first or _feasible(unit, piece, bound, k, end + len(run)))
+                    and self._step(pieces, u, k, end + len(run), bound)):
                 return True
             del bound[name]
             if only_first:
@@ -406,10 +432,12 @@ class SearchMatcher:
         return False
 
 
-def _feasible(unit: Unit, piece: str, bound: dict[str, str]) -> bool:
-    """Whether `piece` can match `unit` when every placeholder not in `bound` may take
-    any text (the first split that can work, as in the regex: linear, no retries)."""
-    pos, j, n, m = 0, 0, len(piece), len(unit)
+def _feasible(unit: Unit, piece: str, bound: dict[str, str], j: int = 0, pos: int = 0
+              ) -> bool:
+    """Whether `piece[pos:]` can match `unit[j:]` when every placeholder not in `bound`
+    may take any text (the first split that can work, as in the regex: linear, no
+    retries)."""
+    n, m = len(piece), len(unit)
     while j < m:
         token = unit[j]
         if token.literal is not None or token.name in bound:

