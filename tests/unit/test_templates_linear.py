@@ -40,6 +40,7 @@ from gateway.template_match import (
     why_not_linear_regex,
 )
 from gateway.templates import Template
+from tests.unit.core.defs import define, opt
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -313,3 +314,26 @@ def test_values_no_segment_can_take_are_turned_away_before_any_search() -> None:
                   "/s/" + "-" * 65_000, "/s/-/t"):
         assert search(value) is None
     assert search.gave_up == 0  # a search step would have exceeded the budget of 0
+
+
+def test_explain_compares_a_bounded_window_of_a_long_value(monkeypatch) -> None:
+    """`explain` ranks near definitions by difflib's likeness of the failed value to the
+    template; difflib's cost grows with the value (~5 ms for a 65,535-byte topic, per
+    definition), so it sees at most 256 characters (or twice the template's length)."""
+    from gateway.matching import matcher as matcher_module
+
+    seen: list[int] = []
+    real = matcher_module.difflib.SequenceMatcher
+
+    def recording(junk: object, a: str, b: str) -> object:
+        seen.append(len(b))
+        return real(None, a, b)
+
+    monkeypatch.setattr(matcher_module.difflib, "SequenceMatcher", recording)
+    text = "/plant/{site}-{line}-{machine}/temp"
+    definitions = [define(f"d{i}", "MQTT/5.0", [opt("topic_name", text + str(i),
+                                                     type="uritemplate")]) for i in range(2)]
+    topic = "/plant/" + "-" * 65_000 + "/tempx"
+    hints = matcher_module.Matcher(definitions).explain(
+        matcher_module.NativeMessage("MQTT/5.0", {"topic_name": topic}))
+    assert len(hints) == 2 and seen and max(seen) == 256
