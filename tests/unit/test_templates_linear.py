@@ -194,7 +194,8 @@ def _adversarial(text: str, separator: str, unit: str) -> list[str]:
 
 def test_the_worst_case_family_finishes_in_a_child_within_a_generous_timeout() -> None:
     """65,535-character adversarial values against every template of the family, through
-    `Template.match` and the `Matcher` (the path of the daemon and `xrgw match`). Before
+    `Template.match`, the `Matcher` and `Converter.convert_batch` with its `explain` of
+    unmatched records (the path of the daemon and `xrgw match`). Before
     issue 28 one 1,500-character value of the first template took ~9 s; these are 44
     times longer against templates with up to four placeholders in a segment (hours).
     The child's answers are compared with the rule on short values above; here they are
@@ -202,7 +203,7 @@ def test_the_worst_case_family_finishes_in_a_child_within_a_generous_timeout() -
     closed by the wrong literal does not match)."""
     script = textwrap.dedent("""
         import json, sys
-        from gateway.matching.matcher import Matcher
+        from gateway.convert import Converter
         from gateway.record import NativeMessage
         from gateway.templates import Template
         sys.path.insert(0, "tests/unit/core")
@@ -213,12 +214,17 @@ def test_the_worst_case_family_finishes_in_a_child_within_a_generous_timeout() -
             template = Template.parse(text, separator)
             protocol, field = (("MQTT/5.0", "topic_name") if separator == "/"
                                else ("NATS", "subject"))
-            matcher = Matcher([define("d", protocol, [opt(field, text, type="uritemplate")])])
+            converter = Converter([define("d", protocol, [opt(field, text,
+                                                              type="uritemplate")])])
             for value in values:
                 direct = template.match(value)
-                via = matcher.match(NativeMessage(protocol, {field: value}))
+                record = NativeMessage(protocol, {field: value})
+                via = converter.matcher.match(record)
+                # The route's call: match, and explain (every near template) when unmatched.
+                [[conversion]] = converter.convert_batch([record])
                 out.append([text, len(value), direct is not None, via.matched,
-                            dict(via.context) == (direct or {})])
+                            dict(via.context) == (direct or {})
+                            and (conversion.reason == "unmatched") == (direct is None)])
         print(json.dumps(out))
     """)
     cases = [[text, sep, _adversarial(text, sep, unit)]
