@@ -19,8 +19,8 @@ may be 65,535 bytes long. Two facts make the rule cheap to follow:
    placeholder takes one character; one followed by literal text up to the unit's end
    takes everything before that text; the last one takes the rest of the unit.
 
-`linear_regex` writes that as a regex that cannot backtrack (possessive loops that stop
-at the next literal, one atomic group per unit), in Python's or Java's dialect (the
+`linear_regex` writes that as a regex that cannot backtrack (atomic loops that stop at
+the next literal, one atomic group per unit), in Python's or Java's dialect (the
 Spark pipeline runs the Java one). Templates it cannot write that way (a repeated name
 whose first occurrence shares its unit with another placeholder, a backreference right
 after a placeholder, long literal text after a placeholder) use `SearchMatcher`: the same
@@ -176,8 +176,10 @@ def linear_regex(template: Template, dialect: Dialect = "python"
     template needs `SearchMatcher` (`why_not_linear_regex`).
 
     Python: named groups, `\\Z` at the end (use with `re.DOTALL`). Java: numbered groups
-    and backreferences, `(?s)^...\\z`. Both dialects have possessive loops and atomic
-    groups (Python since 3.11).
+    and backreferences, `(?s)^...\\z`. A loop that must not give characters back is an
+    atomic group around a greedy one, `(?>x*)`, in both dialects (Python since 3.11):
+    not the possessive `x*+`, which CPython before 3.11.5 matched wrongly around a
+    lookahead (gh-100061, gh-106052).
     """
     if why_not_linear_regex(template) is not None:
         return None
@@ -206,7 +208,7 @@ def linear_regex(template: Template, dialect: Dialect = "python"
             if not run:
                 # The unit's last placeholder takes the rest; one followed by another
                 # placeholder takes one character.
-                capture = f"{one}++" if not free_next else one
+                capture = f"(?>{one}+)" if not free_next else one
             elif free_next:
                 # Up to the first occurrence of `run` (at least one character).
                 if len(run) == 1:
@@ -214,7 +216,7 @@ def linear_regex(template: Template, dialect: Dialect = "python"
                     loop = (f"[^{syntax.escape(sep)}{stop}]" if segmented else f"[^{stop}]")
                 else:
                     loop = f"(?:(?!{syntax.escape(run)}){one})"
-                capture = f"{one}{loop}*+"
+                capture = f"{one}(?>{loop}*)"
             else:
                 # Everything before the unit's closing literal text: greedy, giving back
                 # at most len(run) characters per position inside the atomic group.

@@ -260,24 +260,30 @@ def test_the_first_template_of_the_issue_matches_a_long_topic_as_the_rule_says()
     "{a}", "a/{b}", "{a}/{b}{c}", "{y}/{x}-{z}.z/{y}", "x{a}", "{a}.{b}", "{a}\\{b}",
 ])
 def test_regexes_cannot_backtrack(text: str) -> None:
-    """No lazy quantifier; every placeholder's loop is possessive or a single character,
-    inside an atomic group per segment, except a segment's last placeholder before its
-    closing literal (greedy, giving back at most that literal's length per position)."""
+    """No lazy or possessive quantifier (CPython before 3.11.5 got `x*+` wrong around a
+    lookahead); every loop is an atomic group around one greedy repeat of a single
+    character (`(?>[^/]+)`, `(?>(?:(?!ab).)*)`), except a segment's last placeholder before
+    its closing literal (greedy inside the segment's atomic group, giving back at most
+    that literal's length per position); every segment with a placeholder is atomic."""
     template = Template.parse(text)
     source = template.regex_source
     if source is None:
         assert why_not_linear_regex(template) is not None
         return
+    one_char = r"(?:\[\^[^\]]*\]|\.|\(\?:\(\?!(?:\\.|[^)])*\)(?:\[\^[^\]]*\]|\.)\))"
+    atomic_loop = re.compile(r"\(\?>" + one_char + r"[*+]\)")
     for dialect in ("python", "java"):
         written = linear_regex(template, dialect) if not template.whole_value else None
         regex = source if written is None else written[0]
-        assert "+?" not in regex and "*?" not in regex, regex
-        unescaped = regex.replace("\\\\", "")
-        possessive_removed = re.sub(r"(?<!\\)[*+]\+", "", unescaped)
-        unbounded = re.findall(r"(?<!\\)[*+]", possessive_removed)
-        # Greedy `+` only right after a one-character class, at most one per segment.
+        assert "+?" not in regex and "*?" not in regex and "*+" not in regex, regex
+        assert "++" not in regex.replace("\\+", ""), regex
+        rest = atomic_loop.sub("", regex.replace("\\\\", "").replace("\\+", "").replace(
+            "\\*", ""))
+        greedy = re.findall(r"[*+]", rest)
         segments = max(1, text.count("/") + 1)
-        assert len(unbounded) <= segments, regex
+        assert len(greedy) <= segments, (regex, rest)
+        if written is not None and any(p.name for p in template.parts):
+            assert "(?>" in regex
     for literal in re.findall(r"\(\?!(.*?)\)", source):
         assert len(literal.replace("\\", "")) <= MAX_LOOKAHEAD
 

@@ -109,18 +109,19 @@ def test_separators(text: str, separator: str, segmented: bool, whole: bool, run
 @pytest.mark.parametrize(("text", "separator", "source"), [
     ("a.b", "/", r"a\.b\Z"),
     ("{x}", "/", r"(?P<x>.+)\Z"),
-    # The unit's last placeholder takes the rest of its segment, possessively.
-    ("a/{x}", "/", r"a/(?>(?P<x>[^/]++))\Z"),
+    # The unit's last placeholder takes the rest of its segment (an atomic loop: it
+    # never gives characters back).
+    ("a/{x}", "/", r"a/(?>(?P<x>(?>[^/]+)))\Z"),
     # A placeholder followed by literal text and another placeholder stops at the text's
-    # first occurrence (a loop that cannot give characters back); one followed by
+    # first occurrence (an atomic loop that cannot give characters back); one followed by
     # another placeholder takes one character.
-    ("{x}{y}", "/", r"(?>(?P<x>.)(?P<y>.++))\Z"),
-    ("{x}-{y}", "/", r"(?>(?P<x>.[^\-]*+)\-(?P<y>.++))\Z"),
-    ("{x}ab{y}", "/", r"(?>(?P<x>.(?:(?!ab).)*+)ab(?P<y>.++))\Z"),
+    ("{x}{y}", "/", r"(?>(?P<x>.)(?P<y>(?>.+)))\Z"),
+    ("{x}-{y}", "/", r"(?>(?P<x>.(?>[^\-]*))\-(?P<y>(?>.+)))\Z"),
+    ("{x}ab{y}", "/", r"(?>(?P<x>.(?>(?:(?!ab).)*))ab(?P<y>(?>.+)))\Z"),
     # Literal text that closes a segment: everything before it. A repeated name alone in
     # its first segment is fixed there, then a backreference.
     ("{y}/{x}-{z}.z/{y}", "/",
-     r"(?>(?P<y>[^/]++))/(?>(?P<x>[^/][^/\-]*+)\-(?P<z>[^/]+)\.z)/(?>(?P=y))\Z"),
+     r"(?>(?P<y>(?>[^/]+)))/(?>(?P<x>[^/](?>[^/\-]*))\-(?P<z>[^/]+)\.z)/(?>(?P=y))\Z"),
     # A name repeated inside one segment: matched by a search instead of a regex.
     ("a.{x}-{x}", ".", None),
 ])
