@@ -37,6 +37,13 @@ from gateway.observability.admin import AdminServer
 from gateway.observability.conformance import Conformance
 from gateway.observability.logs import fields
 from gateway.observability.metrics import Metrics
+from gateway.observability.readiness import (
+    RUNNING,
+    EndpointState,
+    Readiness,
+    RouteState,
+    judge,
+)
 from gateway.ports import Consumer, Producer
 from gateway.problems import Problem
 from gateway.runtime.heap import settle_heap
@@ -128,13 +135,19 @@ class Gateway:
     def readiness(self) -> dict[str, bool]:
         return {route.name: route.ready for route in self.routes}
 
+    def readiness_report(self) -> Readiness:
+        """/readyz: the endpoints' and routes' states judged by `admin.readiness`."""
+        return judge(self.config.admin.readiness, _endpoint_states(self.routes),
+                     _route_states(self.routes), started=bool(self.routes))
+
     async def start(self) -> None:
         self.routes = self._build_routes(self.config)
         for route in self.routes:
             await route.start()
         admin = self.config.admin
         self.admin = AdminServer(self.metrics, self.readiness, admin.host, admin.port,
-                                 admin.health, conformance=self.conformance)
+                                 admin.health, conformance=self.conformance,
+                                 report=self.readiness_report)
         await self.admin.start()
         log.info("xrgw started: %d route(s), admin on %s:%d", len(self.routes),
                  self.admin.host, self.admin.port)
@@ -244,6 +257,33 @@ class Gateway:
                     and await asyncio.to_thread(FETCHER.changed, _schema_urls(self.config))):
                 log.info("a schema URL changed; reloading")
                 self.request_reload()
+
+
+def _endpoint_states(routes: Sequence[Route]) -> list[EndpointState]:
+    states = []
+    for route in routes:
+        states.append(EndpointState(route.source_endpoint, route.name, "source",
+                                    route.consumer.connected))
+        if route.observe:  # an observing route never uses its producers
+            continue
+        states.extend(EndpointState(o.endpoint_id, route.name, "output",
+                                    o.producer.connected) for o in route.outputs)
+        if route.deadletter is not None:
+            states.append(EndpointState(route.deadletter.endpoint_id, route.name,
+                                        "deadletter", route.deadletter.producer.connected))
+    return states
+
+
+def _route_states(routes: Sequence[Route]) -> list[RouteState]:
+    """Each route's state; a route that reports one (`state`, `state_why`: stalled,
+    held ...) is judged by it, else it is running."""
+    states = []
+    for route in routes:
+        state = getattr(route, "state", RUNNING)
+        why = getattr(route, "state_why", None)
+        states.append(RouteState(route.name, state if isinstance(state, str) else RUNNING,
+                                 why if isinstance(why, str) else None))
+    return states
 
 
 async def _close_producers(routes: Sequence[Route]) -> None:

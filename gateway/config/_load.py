@@ -42,6 +42,7 @@ from gateway.config._secret import Secret
 from gateway.config._yaml import locate, read_yaml
 from gateway.definitions import load_catalog
 from gateway.definitions.model import Catalog
+from gateway.observability.readiness import ReadinessPolicy
 from gateway.problems import Problem, Problems, json_path
 
 Raw = dict[str, object]
@@ -215,4 +216,5 @@ def _admin(raw: Raw) -> AdminConfig:
     hostport = split_hostport(cast(str, raw["listen"])) or ("127.0.0.1", 9464)
     health = raw.get("health_listen")
     return AdminConfig(*hostport, health=split_hostport(health) if isinstance(health, str)
-                       else None)
+                       else None,
+                       readiness=cast(ReadinessPolicy, raw.get("readiness") or "all"))

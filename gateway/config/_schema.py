@@ -258,7 +258,16 @@ CONFIG_SPEC = Field(
                             "/readyz, for HTTP probes from outside the pod while `listen` "
                             "stays on loopback (sidecars); default: none.", OPTIONAL,
                             "0.0.0.0:9465", check=_hostport,
-                            schema={"pattern": r"^.+:[0-9]{1,5}$"}, advanced=True)),
+                            schema={"pattern": r"^.+:[0-9]{1,5}$"}, advanced=True),
+                      Field("readiness", "enum",
+                            "What /readyz requires: all (every endpoint of every route "
+                            "connected and every route running), sources (each route's "
+                            "source connected and every route running; a down output holds "
+                            "messages at the source, the HTTP ingress answers 503), none "
+                            "(ready once started: for a sidecar, whose pod must not leave "
+                            "its Service because a remote broker is down). Liveness "
+                            "(/healthz) is always about the process only.", "all",
+                            "sources", choices=("all", "sources", "none"))),
               check=_distinct_listeners),
         Field("log", "object", "Logging.", {},
               fields=(

@@ -13,6 +13,7 @@ tests/integration/test_ship_metrics.py; here only against the declared metric fa
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import shutil
@@ -214,6 +215,38 @@ def test_rendered_config_loads(chart: Any, case: str, tmp_path: Path,
     assert listen == ("127.0.0.1:9464" if case == "sidecar" else "0.0.0.0:9464")
     # a loopback admin server gets the probes-only listener the kubelet can reach
     assert config.admin.health == (("0.0.0.0", 9465) if case == "sidecar" else None)
+
+
+@pytest.mark.parametrize(("case", "overrides", "policy"), [
+    ("default", {}, "all"),
+    ("bridge", {}, "all"),
+    # a sidecar's readiness is its application pod's: it must not follow a remote broker
+    ("sidecar", {}, "none"),
+    ("bridge", {"admin": {"readiness": "sources"}}, "sources"),
+    ("sidecar", {"admin": {"readiness": "sources"}}, "sources"),
+])
+def test_readiness_policy_per_mode(chart: Any, case: str, overrides: dict[str, Any],
+                                   policy: str, tmp_path: Path,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    values = copy.deepcopy(VALUES[case])
+    for key, value in overrides.items():
+        values.setdefault(key, {}).update(value)
+    path = _materialize(_render(chart, values), values, tmp_path, monkeypatch)
+    assert yaml.safe_load(path.read_text())["admin"]["readiness"] == policy
+    config, problems = load_config(path)
+    assert config is not None, [str(p) for p in problems]
+    assert config.admin.readiness == policy
+
+
+def test_readiness_probe_path_is_configurable(chart: Any) -> None:
+    values = {"probes": {"readiness": {"path": "/healthz", "periodSeconds": 5,
+                                       "timeoutSeconds": 3, "failureThreshold": 3}}}
+    container = _one(_render(chart, values), "Deployment")[
+        "spec"]["template"]["spec"]["containers"][0]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    with pytest.raises(helm.HelmValuesError):
+        _render(chart, {"admin": {"readiness": "sometimes"}})
 
 
 def test_bridge_values_documents_are_the_config_examples() -> None:
@@ -520,7 +553,8 @@ def test_example_app_chart_includes_the_sidecar(app_chart: Path, native: bool) -
     config_map = volumes["xrgw-config"]["configMap"]["name"]
     (rendered,) = [d for d in _kind(docs, "ConfigMap") if d["metadata"]["name"] == config_map]
     config = yaml.safe_load(rendered["data"]["config.yaml"])
-    assert config["admin"] == {"listen": "127.0.0.1:9464", "health_listen": "0.0.0.0:9465"}
+    assert config["admin"] == {"listen": "127.0.0.1:9464", "health_listen": "0.0.0.0:9465",
+                               "readiness": "none"}
     assert config["endpoints"]["app-http"]["uri"] == "http://127.0.0.1:8080"
     assert "Deployment" not in [d["kind"] for d in docs if "xrgw" in d["metadata"]["name"]]
 

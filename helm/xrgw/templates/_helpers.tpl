@@ -116,6 +116,20 @@ true
 {{- end -}}
 {{- end -}}
 
+{{/* What /readyz requires (config admin.readiness): admin.readiness, else all for a
+bridge and none for a sidecar, whose readiness is its application pod's and must not
+follow a remote broker. */}}
+{{- define "xrgw.readiness" -}}
+{{- $v := .values -}}
+{{- if $v.admin.readiness -}}
+{{- $v.admin.readiness -}}
+{{- else if eq $v.mode "sidecar" -}}
+none
+{{- else -}}
+all
+{{- end -}}
+{{- end -}}
+
 {{/* The gateway config file (/etc/xrgw/config.yaml). */}}
 {{- define "xrgw.configYaml" -}}
 {{- $v := .values -}}
@@ -134,7 +148,7 @@ true
 {{- fail "definitions: give at least one document (definitions.documents) or registry (definitions.registries)" -}}
 {{- end -}}
 {{- $_ := set $cfg "definitions" $sources -}}
-{{- $admin := dict "listen" (include "xrgw.adminListen" .) -}}
+{{- $admin := dict "listen" (include "xrgw.adminListen" .) "readiness" (include "xrgw.readiness" .) -}}
 {{- if include "xrgw.adminLoopback" . -}}
 {{- $_ := set $admin "health_listen" (printf "0.0.0.0:%v" $v.admin.healthPort) -}}
 {{- end -}}
@@ -213,7 +227,7 @@ failureThreshold: {{ .settings.failureThreshold }}
   livenessProbe:
     {{- include "xrgw.probe" (dict "ctx" . "path" "/healthz" "settings" $v.probes.liveness) | trim | nindent 4 }}
   readinessProbe:
-    {{- include "xrgw.probe" (dict "ctx" . "path" "/readyz" "settings" $v.probes.readiness) | trim | nindent 4 }}
+    {{- include "xrgw.probe" (dict "ctx" . "path" ($v.probes.readiness.path | default "/readyz") "settings" $v.probes.readiness) | trim | nindent 4 }}
   resources:
     {{- toYaml $v.resources | nindent 4 }}
   securityContext:
