@@ -60,6 +60,7 @@ from gateway.observability.logs import fields
 from gateway.observability.metrics import Metrics, body_size, observe_many, route_children
 from gateway.ports import (
     NO_REPLY_PREFIX,
+    Admission,
     Confirmation,
     Consumer,
     Delivery,
@@ -226,6 +227,12 @@ class Route:
                                            metrics.published_bytes.labels(o.endpoint_id))
                            for o in self._all_outputs()}
         self._up: dict[str, bool] = {}
+        # Every endpoint has its `xrgw_endpoint_connected` series from the start (an
+        # alert on 0 must be able to fire for an endpoint never reached).
+        metrics.connected.labels(source_endpoint).set(1 if consumer.connected else 0)
+        for output in [] if observe else self._all_outputs():  # observing: never used
+            metrics.connected.labels(output.endpoint_id).set(
+                1 if output.producer.connected else 0)
         self._strays: set[asyncio.Task[None]] = set()  # uncorrelated answers being dead-lettered
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -252,8 +259,17 @@ class Route:
     async def _start(self) -> None:
         if self.reply_timeout is not None and not self.observe:
             self._listen_for_strays()
+        # A sender waiting on the line (HTTP) is told "retry later" while the outputs
+        # connect, rather than finding nobody listening.
+        admission = (self.consumer if isinstance(self.consumer, Admission)
+                     and not self.observe else None)
+        if admission is not None:
+            admission.hold("the route's outputs are not connected yet")
+            await self._connect(self.source_endpoint, self.consumer)
         for output in [] if self.observe else self._all_outputs():
             await self._connect(output.endpoint_id, output.producer)
+        if admission is not None:
+            admission.hold(None)
         self._settler = asyncio.create_task(self._settle_loop())
         self._pump = asyncio.create_task(self._pump_loop())
         self._backlog = asyncio.create_task(

@@ -1,0 +1,161 @@
+"""What a deployment meets first, with the real adapters and a real Kafka (Tansu): the HTTP
+ingress listens from the start and answers 503 + Retry-After while its output is down,
+every endpoint has its `xrgw_endpoint_connected` series from the start, and `/readyz`
+follows `admin.readiness` (all / sources / none) with a broker stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import shutil
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+
+import aiohttp
+
+from adapters.registry import REGISTRY
+from gateway.config import load_config
+from gateway.daemon import Gateway
+from harness.brokers.broker import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@contextlib.asynccontextmanager
+async def _forwarder(port: int, target: tuple[str, int]) -> AsyncIterator[None]:
+    """A TCP forwarder on `port` to `target`: Kafka "coming up" where the gateway looks
+    for it (Tansu advertises its own address, so only the bootstrap goes through here)."""
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(OSError):
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        writer.close()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(*target)
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    server = await asyncio.start_server(handle, "127.0.0.1", port)
+    try:
+        yield
+    finally:
+        server.close()
+
+
+def _config(tmp: Path, ingress: int, kafka_port: int, policy: str) -> Path:
+    shutil.copy(ROOT / "config/examples/http-webhooks.xreg.json", tmp / "hooks.xreg.json")
+    path = tmp / "gateway.yaml"
+    topic = f"deploy-{uuid.uuid4().hex[:8]}"
+    path.write_text(f"""
+definitions: [hooks.xreg.json]
+routes:
+  - from: webhooks-http
+    to: [webhooks-kafka]
+    mode: structured
+deadletter: webhooks-deadletter
+admin: {{listen: "127.0.0.1:0", readiness: {policy}}}
+endpoints:
+  webhooks-http: {{uri: "http://127.0.0.1:{ingress}"}}
+  webhooks-kafka:
+    uri: "kafka://127.0.0.1:{kafka_port}"
+    options: {{topic: {topic}}}
+  webhooks-deadletter:
+    uri: "kafka://127.0.0.1:{kafka_port}"
+    options: {{topic: {topic}-dead}}
+""")
+    return path
+
+
+async def _post(session: aiohttp.ClientSession, url: str) -> tuple[int, dict[str, str]]:
+    async with session.post(url, json={"version": "1.2.3"}) as response:
+        return response.status, dict(response.headers)
+
+
+async def _until(check, what: str, timeout: float = 60.0):  # type: ignore[no-untyped-def]
+    async with asyncio.timeout(timeout):
+        while True:
+            try:
+                found = await check()
+            except aiohttp.ClientConnectionError:
+                found = None
+            if found:
+                return found
+            await asyncio.sleep(0.1)
+    raise AssertionError(what)  # pragma: no cover
+
+
+def test_ingress_answers_503_while_kafka_is_down_at_start_then_202(tmp_path, tansu):
+    ingress, kafka_port = free_port(), free_port()
+    config, problems = load_config(_config(tmp_path, ingress, kafka_port, "sources"))
+    assert config is not None, [str(p) for p in problems]
+    host, port = tansu.url.removeprefix("kafka://").split(":")
+    url = f"http://127.0.0.1:{ingress}/hooks/acme/deployments/prod"
+
+    async def scenario() -> None:
+        gateway = Gateway(config, REGISTRY)
+        await gateway.start()
+        try:
+            async with aiohttp.ClientSession() as session:
+                # Listening from the start: 503 + Retry-After, not a refused connection.
+                async def refused() -> tuple[int, dict[str, str]] | None:
+                    status, headers = await _post(session, url)
+                    return (status, headers) if status == 503 else None
+
+                status, headers = await _until(refused, "the ingress answered 503")
+                assert headers["Retry-After"] == "1"
+                # Every endpoint has its connected series, the ingress up, Kafka down.
+                text = gateway.metrics.render().decode()
+                for endpoint, value in (("webhooks-http", 1.0), ("webhooks-kafka", 0.0),
+                                        ("webhooks-deadletter", 0.0)):
+                    assert f'endpoint="{endpoint}"' in text
+                    sample = gateway.metrics.registry.get_sample_value(
+                        "xrgw_endpoint_connected", _labels(text, endpoint))
+                    assert sample == value, (endpoint, sample)
+                # Readiness per policy with the output down.
+                verdicts = {}
+                for policy in ("all", "sources", "none"):
+                    gateway.config = replace(config, admin=replace(config.admin,
+                                                                   readiness=policy))
+                    verdicts[policy] = gateway.readiness_report()
+                assert verdicts["all"].ready is False
+                down = {e.get("endpoint") for e in verdicts["all"].not_ready}
+                assert {"webhooks-kafka", "webhooks-deadletter"} <= down
+                assert verdicts["sources"].ready is True
+                assert {e.get("endpoint") for e in verdicts["sources"].ignored} >= down
+                assert verdicts["none"].ready is True
+                gateway.config = config
+                assert gateway.admin is not None
+                admin = f"http://127.0.0.1:{gateway.admin.port}/readyz"
+                async with session.get(admin) as response:
+                    body = await response.json()
+                    assert response.status == 200 and body["policy"] == "sources"
+                    assert body["ignored"], body
+                # Kafka comes up: the same request is accepted.
+                async with _forwarder(kafka_port, (host, int(port))):
+                    async def accepted() -> bool:
+                        status, _ = await _post(session, url)
+                        return status == 202
+
+                    await _until(accepted, "the ingress accepted once Kafka was up")
+                    sample = gateway.metrics.registry.get_sample_value(
+                        "xrgw_endpoint_connected", _labels(text, "webhooks-kafka"))
+                    assert sample == 1.0
+        finally:
+            await gateway.stop()
+
+    asyncio.run(scenario())
+
+
+def _labels(exposition: str, endpoint: str) -> dict[str, str]:
+    """The label set of `endpoint`'s connected series as the exposition writes it."""
+    for line in exposition.splitlines():
+        if line.startswith("xrgw_endpoint_connected{") and f'"{endpoint}"' in line:
+            inside = line[line.index("{") + 1:line.index("}")]
+            return dict((k, json.loads(v)) for k, v in
+                        (part.split("=", 1) for part in inside.split(",")))
+    raise AssertionError(f"no xrgw_endpoint_connected series for {endpoint}")
