@@ -39,7 +39,6 @@ adapter (it finds them through the `xrgw.adapters` entry point). Modules are pri
 
 from __future__ import annotations
 
-from gateway.ports._admission import Admission
 from gateway.ports._adapter import (
     Confirmation,
     Consumer,
@@ -48,6 +47,7 @@ from gateway.ports._adapter import (
     read_one,
     write,
 )
+from gateway.ports._admission import Admission
 from gateway.ports._backlog import Backlog, BacklogReporter, PartitionLag, StreamPending
 from gateway.ports._delivery import Answer, Delivery, Settle
 from gateway.ports._errors import AdapterError, AlreadySettled, EndOfInput, NotConnected

@@ -106,7 +106,7 @@ def test_ingress_answers_503_while_kafka_is_down_at_start_then_202(tmp_path, tan
                     status, headers = await _post(session, url)
                     return (status, headers) if status == 503 else None
 
-                status, headers = await _until(refused, "the ingress answered 503")
+                _, headers = await _until(refused, "the ingress answered 503")
                 assert headers["Retry-After"] == "1"
                 # Every endpoint has its connected series, the ingress up, Kafka down.
                 text = gateway.metrics.render().decode()
