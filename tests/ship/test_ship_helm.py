@@ -249,6 +249,33 @@ def test_readiness_probe_path_is_configurable(chart: Any) -> None:
         _render(chart, {"admin": {"readiness": "sometimes"}})
 
 
+def test_preflight_init_container_and_helm_test_run_validate_connect(chart: Any) -> None:
+    values = copy.deepcopy(VALUES["bridge"])
+    values["preflight"] = {"initContainer": True, "helmTest": True, "strict": True,
+                           "timeout": 3}
+    docs = _render(chart, values)
+    for doc in docs:
+        if doc["kind"] not in CRD_KINDS:
+            kv.validate(doc, KUBE_VERSIONS[-1], strict=True)
+    pod = _one(docs, "Deployment")["spec"]["template"]["spec"]
+    (init,) = [c for c in pod["initContainers"] if c["name"] == "xrgw-preflight"]
+    command = ["xrgw", "validate", "--connect", "-c", "/etc/xrgw/config.yaml",
+               "--timeout", "3", "--strict"]
+    assert init["command"] == command
+    gateway = pod["containers"][0]
+    # the same config, secrets and environment as the gateway
+    assert init["volumeMounts"] == gateway["volumeMounts"]
+    assert init["env"] == gateway["env"] and init["image"] == gateway["image"]
+    tests = [d for d in _kind(docs, "Pod") if d["metadata"]["name"].endswith("preflight")]
+    (test,) = tests
+    assert test["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    assert test["spec"]["containers"][0]["command"] == command
+    # off by default
+    default = _render(chart, VALUES["bridge"])
+    assert "initContainers" not in _one(default, "Deployment")["spec"]["template"]["spec"]
+    assert not [d for d in _kind(default, "Pod") if "preflight" in d["metadata"]["name"]]
+
+
 def test_bridge_values_documents_are_the_config_examples() -> None:
     for document in VALUES["bridge"]["definitions"]["documents"]:
         example = ROOT / "config" / "examples" / document["name"]

@@ -248,6 +248,51 @@ failureThreshold: {{ .settings.failureThreshold }}
     {{- end }}
 {{- end -}}
 
+{{/* `xrgw validate --connect` in the gateway's image, with its config, secrets and
+environment: DNS, TCP, TLS, login and topics of every endpoint before traffic (the init
+container and the `helm test` pod). Context: {"values", "root", "name"}. */}}
+{{- define "xrgw.preflight.container" -}}
+{{- $v := .values -}}
+- name: {{ .name }}
+  image: {{ include "xrgw.image" . | quote }}
+  imagePullPolicy: {{ $v.image.pullPolicy }}
+  command: ["xrgw", "validate", "--connect", "-c", "/etc/xrgw/config.yaml", "--timeout", {{ $v.preflight.timeout | quote }}{{ if $v.preflight.strict }}, "--strict"{{ end }}]
+  env:
+    - name: XRGW_POD_NAME
+      valueFrom:
+        fieldRef:
+          fieldPath: metadata.name
+    - name: XRGW_CLIENT_ID
+      valueFrom:
+        fieldRef:
+          fieldPath: metadata.name
+    {{- with concat ($v.env | default list) ($v.extraEnv | default list) }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  {{- with $v.envFrom }}
+  envFrom:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  resources:
+    {{- toYaml $v.resources | nindent 4 }}
+  securityContext:
+    {{- toYaml $v.securityContext | nindent 4 }}
+  volumeMounts:
+    - name: xrgw-config
+      mountPath: /etc/xrgw
+      readOnly: true
+    - name: xrgw-tmp
+      mountPath: /tmp
+    {{- range $v.secretMounts }}
+    - name: {{ printf "xrgw-secret-%s" .name | trunc 63 | trimSuffix "-" }}
+      mountPath: {{ default (printf "/run/secrets/xrgw/%s" .name) .mountPath }}
+      readOnly: true
+    {{- end }}
+    {{- with $v.extraVolumeMounts }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+{{- end -}}
+
 {{/* The pod volumes the container needs. Context: {"values", "root"}. */}}
 {{- define "xrgw.volumes" -}}
 {{- $v := .values -}}
