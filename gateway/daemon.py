@@ -31,6 +31,7 @@ from typing import Protocol
 from gateway.config import EndpointConfig, GatewayConfig, load_config
 from gateway.convert import Converter
 from gateway.definitions.model import MessageDefinition
+from gateway.definitions.positions import with_document_positions
 from gateway.definitions.sources import RegistryAccess
 from gateway.jsontypes import JSON
 from gateway.observability.admin import AdminServer
@@ -199,7 +200,7 @@ class Gateway:
         """Load, check and swap in the configuration; False (and keep serving) if broken."""
         config, problems = await asyncio.to_thread(load_config, self.config.file,
                                                    observe=self.observe)
-        for problem in problems:
+        for problem in with_document_positions(problems):
             log_problem(problem, "reload: ")
         if config is None:
             self.metrics.reloads.labels("rejected").inc()
@@ -353,7 +354,9 @@ def run(config_path: str, *, log_level: str | None = None, observe: bool = False
         configure(override=log_level)
     else:
         configure(config.log.level, config.log.format, override=log_level)
-    for problem in problems:
+    # Problems in the definitions documents get their line and column as `validate`
+    # prints them.
+    for problem in with_document_positions(problems):
         log_problem(problem)
     if config is None:
         log.error("not started: the configuration has errors",

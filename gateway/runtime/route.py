@@ -321,13 +321,19 @@ class Route:
             try:
                 await port.connect()
                 self.metrics.connected.labels(endpoint).set(1)
+                if attempt:
+                    log.info("endpoint connected after %d attempt(s)", attempt + 1,
+                             extra=fields(route=self.name, endpoint=endpoint))
                 return
             except NotConnected as exc:
                 self.metrics.connected.labels(endpoint).set(0)
                 delay = self.retry.delay(min(attempt, 6))
+                # One warning per outage, with the endpoint and the cause; the retries
+                # are debug lines (xrgw_endpoint_connected shows how long it lasts).
                 # pragma: no mutate start
-                log.warning("endpoint not connected; retrying in %.1fs", delay,
-                            extra=fields(route=self.name, endpoint=endpoint, error=exc))
+                (log.warning if attempt == 0 else log.debug)(
+                    "endpoint not connected; retrying in %.1fs", delay,
+                    extra=fields(route=self.name, endpoint=endpoint, error=exc))
                 # pragma: no mutate end
                 attempt += 1
                 await asyncio.sleep(delay)

@@ -9,6 +9,9 @@ import asyncio
 import contextlib
 import json
 import shutil
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -159,3 +162,42 @@ def _labels(exposition: str, endpoint: str) -> dict[str, str]:
             return dict((k, json.loads(v)) for k, v in
                         (part.split("=", 1) for part in inside.split(",")))
     raise AssertionError(f"no xrgw_endpoint_connected series for {endpoint}")
+
+
+def test_log_levels_while_kafka_is_unreachable(tmp_path):
+    """A broker that keeps refusing: one warning from the gateway, with the endpoint; the
+    client library's own lines are at most warnings and rate-limited; no error line."""
+    ingress, kafka_port = free_port(), free_port()
+    config = _config(tmp_path, ingress, kafka_port, "all")
+    log_path = tmp_path / "run.log"
+    with log_path.open("w") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gateway.cli", "run", "-c", str(config),
+             "--log-level", "debug"], stdout=out, stderr=subprocess.STDOUT)
+    try:
+        def lines() -> list[dict[str, object]]:
+            return [json.loads(x) for x in log_path.read_text().splitlines()
+                    if x.startswith("{")]
+
+        def retries() -> list[dict[str, object]]:
+            return [x for x in lines() if x.get("endpoint") == "webhooks-kafka"
+                    and str(x["message"]).startswith("endpoint not connected")]
+
+        deadline = time.monotonic() + 120
+        while len(retries()) < 5:  # a first attempt and four retries
+            assert process.poll() is None, log_path.read_text()
+            assert time.monotonic() < deadline, log_path.read_text()
+            time.sleep(0.2)
+    finally:
+        process.terminate()
+        process.wait(30)
+    found = lines()
+    assert [x for x in found if x["level"] == "error"] == []
+    assert retries()[0]["level"] == "warning"
+    assert {x["level"] for x in retries()[1:]} == {"debug"}
+    client = [x for x in found if str(x["logger"]).startswith("aiokafka")
+              and x["level"] != "debug"]
+    assert client, "aiokafka said nothing about the refused connection"
+    assert {x["level"] for x in client} == {"warning"}
+    templates = [str(x["message"]).split(":")[0] for x in client]
+    assert len(templates) == len(set(templates)), client  # once per minute each
