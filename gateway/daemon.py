@@ -102,6 +102,8 @@ class Gateway:
             deadletter = self._output(config.endpoints[config.deadletter], "cloudevent")
         for route_cfg in config.routes:
             source = config.endpoints[route_cfg.source]
+            if source.protocol is not None:
+                self.metrics.known_source(route_cfg.source, source.protocol)
             converter = Converter(route_cfg.messages, ambiguity=route_cfg.ambiguity,
                                   schema=route_cfg.schema)
             outputs = [self._output(config.endpoints[t], route_cfg.deliver)
@@ -204,6 +206,7 @@ class Gateway:
             log_problem(problem, "reload: ")
         if config is None:
             self.metrics.reloads.labels("rejected").inc()
+            self.metrics.reload_ok.set(0)
             log.error("reload rejected; the running configuration keeps serving")
             return False
         new_routes = self._build_routes(config)
@@ -216,6 +219,7 @@ class Gateway:
         await asyncio.gather(*(route.stop(config.shutdown.grace) for route in old_routes))
         await _close_producers(old_routes)
         self.metrics.reloads.labels("ok").inc()
+        self.metrics.reload_ok.set(1)
         log.info("reloaded: %d route(s)", len(new_routes))
         return True
 

@@ -223,9 +223,11 @@ class Route:
         self._inflight_gauge, self._processing = route_children(metrics, name, inflight)
         self._received: dict[str, tuple[Any, Any]] = {}  # protocol -> (messages, bytes)
         self._matched: dict[str, Any] = {}
+        # Dead letters are counted apart (`xrgw_messages_deadlettered_total{reason}`,
+        # `xrgw_deadletter_bytes_total`), not as publishes of the dead-letter endpoint.
         self._published = {o.endpoint_id: (metrics.published.labels(o.endpoint_id),
                                            metrics.published_bytes.labels(o.endpoint_id))
-                           for o in self._all_outputs()}
+                           for o in self.outputs}
         self._up: dict[str, bool] = {}
         # Every endpoint has its `xrgw_endpoint_connected` series from the start (an
         # alert on 0 must be able to fire for an endpoint never reached).
@@ -617,8 +619,11 @@ class Route:
         failed = [i for i, outcome in enumerate(outcomes) if not outcome.delivered]
         delivered = len(outcomes) - len(failed)
         if delivered:
-            messages, size = self._published[output.endpoint_id]
-            messages.inc(delivered)
+            if output is self.deadletter or output.endpoint_id not in self._published:
+                size = self.metrics.deadletter_bytes
+            else:
+                messages, size = self._published[output.endpoint_id]
+                messages.inc(delivered)
             if failed:
                 skip = set(failed)
                 size.inc(sum(body_size(r) for i, r in enumerate(records) if i not in skip))

@@ -30,7 +30,7 @@ import pytest
 import yaml
 
 from gateway.config import CONFIG_SPEC, load_config
-from gateway.observability.metrics import Metrics
+from gateway.observability.metrics import ENDPOINT_LABEL, Metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "xrgw"
@@ -85,7 +85,10 @@ def _check_crd(doc: dict[str, Any]) -> None:
     else:
         endpoints = spec.get("endpoints") or spec.get("podMetricsEndpoints")
         assert endpoints and all(e["port"] == "admin" and e["path"] == "/metrics"
-                                 and e["honorLabels"] is True for e in endpoints)
+                                 for e in endpoints)
+        # xrgw_endpoint does not collide with the operator's `endpoint` target label:
+        # no honorLabels needed (it stays a choice for the deprecated label's sake)
+        assert all(e["honorLabels"] is False for e in endpoints)
         assert spec["selector"]["matchLabels"]
 
 
@@ -625,6 +628,7 @@ def _declared_samples() -> set[str]:
 
 def test_dashboard_and_rules_use_declared_metrics_only(chart: Any) -> None:
     used = {m for e in dashboard_and_rule_expressions(chart) for m in METRIC.findall(e)}
+    used.discard(ENDPOINT_LABEL)  # a label, not a metric
     assert used, "no metric found"
     assert used - _declared_samples() == set()
 
