@@ -147,6 +147,10 @@ def _check(raw: Raw, file: str, base_dir: Path, env: _Environment,
     )
 
 
+#: How often a registry given as a plain URL is polled (the mapping form's default).
+_REGISTRY_POLL = 30.0
+
+
 def _sources(
     items: list[object], file: str, base_dir: Path, env: _Environment, problems: Problems
 ) -> tuple[list[DefinitionSource], bool]:
@@ -161,6 +165,11 @@ def _sources(
                              "not loaded: the source names an environment variable, which "
                              "--no-env does not read; routes are not checked against it",
                              "check with the environment: xrgw validate -c without --no-env")
+            continue
+        if isinstance(item, str) and item.strip().lower().startswith(("http://", "https://")):
+            # A registry written as a plain URL (what one writes first): polled with the
+            # defaults of the mapping form, which also takes headers and ca_file.
+            out.append(DefinitionSource(item.strip(), _REGISTRY_POLL))
             continue
         if isinstance(item, str):
             path = Path(item).expanduser()

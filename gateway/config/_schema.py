@@ -122,10 +122,13 @@ _DEFINITIONS = Field(
     "definitions", "list",
     "xRegistry documents: files, directories (not recursive) or registries. Relative paths "
     "are resolved against the config file's directory.",
-    REQUIRED, ["store.xreg.json", {"url": "https://registry.example.com", "poll": "30s"}],
+    REQUIRED, ["store.xreg.json", "https://registry.example.com",
+               {"url": "https://registry.example.com", "poll": "30s"}],
     item=Field("source", "union", "A file/directory path or a registry.",
-               variants=(Field("path", "str", "File or directory path.", check=_not_blank,
-                               schema={"minLength": 1}),
+               variants=(Field("path", "str", "File or directory path, or a registry's "
+                               "base URL (http:// or https://, polled every 30s; the "
+                               "mapping form sets poll, headers and ca_file).",
+                               check=_not_blank, schema={"minLength": 1}),
                          _URL_SOURCE)),
     non_empty=True,
 )
