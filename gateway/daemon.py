@@ -39,7 +39,6 @@ from gateway.observability.conformance import Conformance
 from gateway.observability.logs import fields
 from gateway.observability.metrics import Metrics
 from gateway.observability.readiness import (
-    RUNNING,
     EndpointState,
     Readiness,
     RouteState,
@@ -280,14 +279,19 @@ def _endpoint_states(routes: Sequence[Route]) -> list[EndpointState]:
 
 
 def _route_states(routes: Sequence[Route]) -> list[RouteState]:
-    """Each route's state; a route that reports one (`state`, `state_why`: stalled,
-    held ...) is judged by it, else it is running."""
+    """Each route's state: `stalled` while it reports stalls (`Route.stalled`, each with
+    `to_json()`: cause, endpoint, seconds), else running. Read with getattr: a route
+    without stall tracking is always running."""
     states = []
     for route in routes:
-        state = getattr(route, "state", RUNNING)
-        why = getattr(route, "state_why", None)
-        states.append(RouteState(route.name, state if isinstance(state, str) else RUNNING,
-                                 why if isinstance(why, str) else None))
+        stalls = list(getattr(route, "stalled", None) or ())
+        if not stalls:
+            states.append(RouteState(route.name))
+            continue
+        details = tuple(s.to_json() for s in stalls)
+        why = "; ".join(f"{d.get('cause')} at {d.get('endpoint')} for {d.get('seconds')}s"
+                        for d in details)
+        states.append(RouteState(route.name, "stalled", why, details))
     return states
 
 

@@ -50,6 +50,8 @@ class RouteState:
     route: str
     state: str = RUNNING
     why: str | None = None  # the cause of a state other than running
+    # what the route reports about its state (a stall: cause, endpoint, seconds)
+    details: tuple[dict[str, JSON], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -62,12 +64,15 @@ class Readiness:
     not_ready: list[dict[str, JSON]] = field(default_factory=list)
     # what is down but does not count under the policy
     ignored: list[dict[str, JSON]] = field(default_factory=list)
+    # route -> the details of its state, for the routes not running (e.g. their stalls)
+    stalled: dict[str, list[JSON]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, JSON]:
         return {"ready": self.ready, "policy": self.policy,
                 "routes": dict(self.routes),
                 "not_ready": list(self.not_ready),
-                "ignored": list(self.ignored)}
+                "ignored": list(self.ignored),
+                "stalled": {k: list(v) for k, v in self.stalled.items()}}
 
 
 def _counts(policy: ReadinessPolicy, role: EndpointRole) -> bool:
@@ -93,18 +98,21 @@ def judge(policy: ReadinessPolicy, endpoints: Iterable[EndpointState],
         entry: dict[str, JSON] = {"endpoint": state.endpoint, "role": state.role,
                                   "route": state.route, "why": "not connected"}
         (not_ready if _counts(policy, state.role) else ignored).append(entry)
+    stalled: dict[str, list[JSON]] = {}
     for route in routes:
         route_ok.setdefault(route.route, True)
         if route.state == RUNNING:
             continue
         route_ok[route.route] = False
+        if route.details:
+            stalled[route.route] = list(route.details)
         entry = {"route": route.route, "state": route.state,
                  "why": route.why or route.state}
         (ignored if policy == "none" else not_ready).append(entry)
     if not started:
         not_ready.insert(0, {"why": "starting"})
     ready = started and not not_ready
-    return Readiness(ready, policy, route_ok, not_ready, ignored)
+    return Readiness(ready, policy, route_ok, not_ready, ignored, stalled)
 
 
 __all__ = ["POLICIES", "RUNNING", "EndpointRole", "EndpointState", "Readiness",

@@ -51,3 +51,31 @@ def test_an_endpoint_shared_by_routes_is_listed_once() -> None:
     verdict = judge("all", shared, [])
     assert len(verdict.not_ready) == 1
     assert verdict.routes == {"a": False, "b": False}
+
+
+def test_a_stalled_route_lists_its_stalls_in_the_body() -> None:
+    from dataclasses import dataclass
+
+    from gateway.daemon import _route_states
+
+    @dataclass
+    class Stall:
+        cause: str
+        endpoint: str
+        seconds: float
+
+        def to_json(self) -> dict[str, object]:
+            return {"cause": self.cause, "endpoint": self.endpoint, "seconds": self.seconds}
+
+    class Route:
+        def __init__(self, name: str, stalled: list[Stall]) -> None:
+            self.name, self.stalled = name, stalled
+
+    states = _route_states([Route("a", [Stall("output", "kafka", 31.0)]),  # type: ignore[list-item]
+                            Route("b", [])])
+    verdict = judge("sources", [], states)
+    assert verdict.ready is False and verdict.routes == {"a": False, "b": True}
+    assert verdict.to_json()["stalled"] == {
+        "a": [{"cause": "output", "endpoint": "kafka", "seconds": 31.0}]}
+    assert verdict.not_ready == [{"route": "a", "state": "stalled",
+                                  "why": "output at kafka for 31.0s"}]
