@@ -232,6 +232,32 @@ async def kafka_topics(producer: Producer, endpoint: EndpointConfig) -> list[Fin
     return out
 
 
+async def jetstream_streams(producer: Producer, endpoint: EndpointConfig) -> list[Finding]:
+    """JetStream endpoints: a stream takes the endpoint's subject (a publish to a subject
+    no stream takes is refused by the server: "no responders"). Core NATS needs nothing."""
+    client = getattr(producer, "_client", None)
+    opts = getattr(producer, "_opts", None)
+    if client is None or opts is None or not getattr(opts, "jetstream", False):
+        return []
+    subject = endpoint.options.get("subject")
+    stream = getattr(opts, "stream", None)
+    if stream:
+        try:
+            await client.jetstream().stream_info(stream)
+        except Exception as exc:
+            return [Finding("destination", "error", f"stream {stream}: {_why(exc)}",
+                            f"create the stream {stream}, or check its name")]
+        return [Finding("destination", "ok", f"stream {stream} exists")]
+    if not isinstance(subject, str) or not subject or "{" in subject:
+        return []
+    try:
+        name = await client.jetstream().find_stream_name_by_subject(subject)
+    except Exception:
+        return [Finding("destination", "error", f"no JetStream stream takes subject {subject}",
+                        f"create a stream whose subjects include {subject}")]
+    return [Finding("destination", "ok", f"stream {name} takes subject {subject}")]
+
+
 def _listed(value: object) -> list[object]:
     return list(value) if isinstance(value, list) else [value] if value else []
 
@@ -245,5 +271,5 @@ def worst(findings: Sequence[Finding]) -> Outcome:
     return "error" if "error" in outcomes else "warning" if "warning" in outcomes else "ok"
 
 
-__all__ = ["EXPIRY_WARNING_DAYS", "Destination", "Finding", "addresses", "kafka_topics",
-           "preflight", "worst"]
+__all__ = ["EXPIRY_WARNING_DAYS", "Destination", "Finding", "addresses", "jetstream_streams",
+           "kafka_topics", "preflight", "worst"]

@@ -16,7 +16,13 @@ from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
 from adapters import _amqp_options, _http_options, _kafka_options, _mqtt_options, _nats_options
-from adapters._preflight import Destination, Finding, kafka_topics, preflight
+from adapters._preflight import (
+    Destination,
+    Finding,
+    jetstream_streams,
+    kafka_topics,
+    preflight,
+)
 from adapters.amqp import AmqpConsumer, AmqpProducer
 from adapters.http import HttpConsumer, HttpProducer
 from adapters.kafka import KafkaConsumer, KafkaProducer
@@ -210,7 +216,7 @@ ADAPTERS: dict[str, Adapter] = {
     KAFKA: Adapter(_kafka_options.OPTIONS, KafkaConsumer, KafkaProducer, _kafka_subscription,
                    prepare_observer=_kafka_observer, destination=kafka_topics),
     NATS: Adapter(_nats_options.OPTIONS, NatsConsumer, NatsProducer, _nats_subscription,
-                  prepare_observer=_nats_observer),
+                  prepare_observer=_nats_observer, destination=jetstream_streams),
     # HTTP ingress: the observing route acknowledges (202) and forwards nothing.
     HTTP: Adapter(_http_options.OPTIONS, HttpConsumer, HttpProducer, _http_paths,
                   prepare_observer=_nothing),

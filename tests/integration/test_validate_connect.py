@@ -239,3 +239,47 @@ def test_validate_refuses_an_nkey_seed_file_that_does_not_parse(tmp_path, pki) -
     (tmp_path / "user.nk").write_text(SEED + "\n")
     code, out, _ = _validate(config)
     assert code == 0, out
+
+
+def test_a_jetstream_subject_without_a_stream_fails_and_passes_once_created(
+        tmp_path, nats_server) -> None:  # type: ignore[no-untyped-def]
+    import asyncio
+
+    import nats
+
+    subject = f"validate.js.{uuid.uuid4().hex[:8]}"
+    doc = _doc()
+    doc["endpoints"] = {"webhooks-http": doc["endpoints"]["webhooks-http"],  # type: ignore[index]
+                        "out-nats": doc["endpoints"]["out-nats"]}  # type: ignore[index]
+    (tmp_path / "validate.xreg.json").write_text(json.dumps(doc))
+    config = tmp_path / "gateway.yaml"
+    config.write_text(f"""definitions: [validate.xreg.json]
+routes:
+  - from: webhooks-http
+    to: [out-nats]
+deadletter: log
+endpoints:
+  webhooks-http:
+    uri: http://127.0.0.1:{free_port()}
+  out-nats:
+    uri: {nats_server.url}
+    options: {{jetstream: true, subject: {subject}}}
+""")
+    code, out, _ = _validate(config, "--connect")
+    assert code == 1, out
+    (line,) = [x for x in out.splitlines() if "endpoint 'out-nats'" in x]
+    assert f"destination: no JetStream stream takes subject {subject}" in line, line
+
+    async def create() -> None:
+        client = await nats.connect(nats_server.url)
+        try:
+            await client.jetstream().add_stream(name=f"V{uuid.uuid4().hex[:8]}",
+                                                subjects=[subject])
+        finally:
+            await client.close()
+
+    asyncio.run(create())
+    code, out, _ = _validate(config, "--connect")
+    assert code == 0, out
+    (line,) = [x for x in out.splitlines() if "endpoint 'out-nats'" in x]
+    assert f"takes subject {subject}" in line and ": ok: " in line
