@@ -28,6 +28,12 @@ from gateway.protocols import ProtocolProfile
 
 Outcome = Literal["ok", "warning", "error"]
 
+#: The registered port of each URI scheme the adapters accept (IANA), for an address
+#: that names none; a scheme not listed takes the port of its profile's example.
+WELL_KNOWN_PORTS = {"mqtt": 1883, "tcp": 1883, "mqtts": 8883, "ssl": 8883,
+                    "amqp": 5672, "amqps": 5671, "nats": 4222, "tls": 4222,
+                    "http": 80, "https": 443, "kafka": 9092}
+
 #: A certificate with fewer days left than this is a warning.
 EXPIRY_WARNING_DAYS = 30
 
@@ -48,7 +54,7 @@ def addresses(prof: ProtocolProfile, endpoint: EndpointConfig) -> list[tuple[str
     """(scheme, host, port) of every server the endpoint names."""
     uris = endpoint.uris or (("kafka://" + ",".join(endpoint.bootstrap_servers),)
                              if endpoint.bootstrap_servers else ())
-    default = _port(prof.endpoint.uris.example.split(",")[0])
+    example = _port(prof.endpoint.uris.example.split(",")[0])
     out = []
     for uri in uris:
         scheme = urlsplit(uri).scheme.lower()
@@ -56,7 +62,10 @@ def addresses(prof: ProtocolProfile, endpoint: EndpointConfig) -> list[tuple[str
         for server in rest.split(","):
             part = urlsplit(f"{scheme}://{server.strip()}")
             tls = prof.endpoint.uris.is_tls(scheme)
-            port = _port(f"{scheme}://{server.strip()}") or default or (443 if tls else 80)
+            port = _port(f"{scheme}://{server.strip()}")
+            if port is None:  # 0 stays 0: a listener on any free port
+                port = WELL_KNOWN_PORTS.get(scheme, example if example is not None
+                                            else (443 if tls else 80))
             out.append((scheme, part.hostname or "127.0.0.1", port))
     return out
 
