@@ -103,7 +103,7 @@ def _execute(args: argparse.Namespace, report: Report, verdict: TextIO) -> int:
         warnings = len(problems)
         failed = args.strict and warnings > 0
         if args.connect:
-            connected = _connect(args, config, report)
+            connected = _connect(args, config, report, verdict)
             failed = failed or connected == "error" or (args.strict and connected == "warning")
         print(f"{'invalid' if failed else 'valid'}: {args.config}: {len(config.routes)} "
               f"route(s), {len(config.endpoints)} endpoint(s), "
@@ -127,8 +127,10 @@ def _execute(args: argparse.Namespace, report: Report, verdict: TextIO) -> int:
     return 1 if failed else 0
 
 
-def _connect(args: argparse.Namespace, config: GatewayConfig, report: Report) -> str:
-    """`--connect`: one result per endpoint, in the report; the worst outcome."""
+def _connect(args: argparse.Namespace, config: GatewayConfig, report: Report,
+             verdict: TextIO) -> str:
+    """`--connect`: one result per endpoint, in the report, and a count of them on the
+    verdict stream; the worst outcome."""
     from gateway.commands.preflight import connect_checks, connect_line
     from gateway.daemon import load_factory
 
@@ -155,4 +157,8 @@ def _connect(args: argparse.Namespace, config: GatewayConfig, report: Report) ->
             worst = "error"
         elif worst == "ok":
             worst = "warning"
+    outcomes = [c.problem.severity if c.problem else "ok" for c in results]
+    print(f"connect: {len(results)} endpoint(s): {outcomes.count('ok')} ok, "
+          f"{outcomes.count('warning')} with warnings, {outcomes.count('error')} failed",
+          file=verdict)
     return worst
