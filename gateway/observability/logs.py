@@ -18,6 +18,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from datetime import UTC, datetime
 
 from gateway.jsontext import utf8_json
@@ -62,6 +63,13 @@ def _structured(record: logging.LogRecord) -> dict[str, object]:
     return found
 
 
+#: The endpoint whose client is being connected in this task: set by the route around an
+#: adapter's `connect()`. The client's own tasks (aiokafka's sender and coordinator,
+#: nats-py's reader) are created inside it and inherit the value, so a client library's
+#: line says which endpoint it is about.
+CLIENT_ENDPOINT: ContextVar[str | None] = ContextVar("xrgw_client_endpoint", default=None)
+
+
 class ThirdPartyFilter(logging.Filter):
     """Client libraries' lines at sensible levels: an error of theirs is a warning (a
     reconnect is transient; the gateway reports what lasts), and the same line (logger +
@@ -82,6 +90,9 @@ class ThirdPartyFilter(logging.Filter):
             return True
         if record.levelno > logging.WARNING:
             record.levelno, record.levelname = logging.WARNING, "WARNING"
+        endpoint = CLIENT_ENDPOINT.get()
+        if endpoint is not None and "endpoint" not in record.__dict__:
+            record.endpoint = endpoint
         key = (record.name, str(record.msg))
         now = self.clock()
         last = self._seen.get(key)

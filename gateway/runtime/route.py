@@ -56,7 +56,7 @@ from gateway.envelope.outgoing import (
 from gateway.jsontypes import JSON
 from gateway.matching.matcher import Explanation
 from gateway.observability.conformance import RouteReport
-from gateway.observability.logs import fields
+from gateway.observability.logs import CLIENT_ENDPOINT, fields
 from gateway.observability.metrics import Metrics, body_size, observe_many, route_children
 from gateway.ports import (
     NO_REPLY_PREFIX,
@@ -320,6 +320,8 @@ class Route:
     async def _connect(self, endpoint: str, port: Consumer | Producer) -> None:
         attempt = 0
         while not self._stopping:
+            # The client's own tasks, made inside connect(), log with this endpoint.
+            about = CLIENT_ENDPOINT.set(endpoint)
             try:
                 await port.connect()
                 self.metrics.connected.labels(endpoint).set(1)
@@ -339,6 +341,8 @@ class Route:
                 # pragma: no mutate end
                 attempt += 1
                 await asyncio.sleep(delay)
+            finally:
+                CLIENT_ENDPOINT.reset(about)
 
     # -- intake: read, convert, submit ----------------------------------------------------------
     async def _pump_loop(self) -> None:

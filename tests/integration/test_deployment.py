@@ -187,5 +187,6 @@ def test_log_levels_while_kafka_is_unreachable(tmp_path):
               and x["level"] != "debug"]
     assert client, "aiokafka said nothing about the refused connection"
     assert {x["level"] for x in client} == {"warning"}
+    assert {x.get("endpoint") for x in client} == {"webhooks-kafka"}, client
     templates = [str(x["message"]).split(":")[0] for x in client]
     assert len(templates) == len(set(templates)), client  # once per minute each

@@ -41,3 +41,29 @@ def test_info_lines_keep_their_level() -> None:
     limit = ThirdPartyFilter(window=60.0, clock=lambda: 0.0)
     record = _record("nats.aio.client", logging.INFO, "connected")
     assert limit.filter(record) is True and record.levelno == logging.INFO
+
+
+def test_a_client_line_names_the_endpoint_whose_connect_made_its_task() -> None:
+    import asyncio
+
+    from gateway.observability.logs import CLIENT_ENDPOINT
+
+    limit = ThirdPartyFilter(window=60.0, clock=lambda: 0.0)
+
+    async def client_task() -> logging.LogRecord:
+        record = _record("aiokafka.conn", logging.ERROR, "Unable connect")
+        limit.filter(record)
+        return record
+
+    async def scenario() -> logging.LogRecord:
+        token = CLIENT_ENDPOINT.set("orders-kafka")
+        try:
+            task = asyncio.create_task(client_task())  # made inside connect()
+        finally:
+            CLIENT_ENDPOINT.reset(token)
+        return await task
+
+    assert asyncio.run(scenario()).__dict__["endpoint"] == "orders-kafka"
+    outside = _record("aiokafka.conn", logging.ERROR, "other")
+    limit.filter(outside)
+    assert "endpoint" not in outside.__dict__
