@@ -142,7 +142,11 @@ def test_ingress_answers_503_while_kafka_is_down_at_start_then_202(tmp_path, tan
                         status, _ = await _post(session, url)
                         return status == 202
 
+                    up = time.monotonic()
                     await _until(accepted, "the ingress accepted once Kafka was up")
+                    # shown with -s: how long senders still got 503 (the outputs'
+                    # reconnect backoff, at most routes[].retry.max_backoff)
+                    print(f"202 {time.monotonic() - up:.2f}s after Kafka was reachable")
                     sample = gateway.metrics.registry.get_sample_value(
                         "xrgw_endpoint_connected", {"endpoint": "webhooks-kafka"})
                     assert sample == 1.0
