@@ -1,7 +1,9 @@
 """`xrgw validate --connect` (and `--strict`) against real brokers, run as an operator
 runs it (the CLI in a subprocess): Mosquitto with TLS and a password, nats-server with
-an NKey user over TLS, Tansu (Kafka). Right and wrong password, a wrong CA, a missing
-topic, a wrong NKey; each result at the endpoint's line in the config, in text and JSON.
+an NKey user over TLS, nats-server in operator mode (decentralized auth: a .creds file
+of a user JWT signed by a trusted account, and one of an account it does not trust),
+Tansu (Kafka). Right and wrong password, a wrong CA, a missing topic or JetStream stream,
+a wrong NKey; each result at the endpoint's line in the config, in text and JSON.
 Also `validate` without `--connect`: an NKey seed file that does not parse is refused,
 as `run` refuses it."""
 
@@ -283,3 +285,126 @@ endpoints:
     assert code == 0, out
     (line,) = [x for x in out.splitlines() if "endpoint 'out-nats'" in x]
     assert f"takes subject {subject}" in line and ": ok: " in line
+
+
+# ------------------------------------------------------------- NATS operator mode (JWT)
+
+
+def _b64(raw: bytes) -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def _keypair(prefix: int) -> tuple[str, str, object]:
+    seed = nkeys.encode_seed(os.urandom(32), prefix)
+    pair = nkeys.from_seed(seed)
+    return seed.decode(), pair.public_key.decode(), pair
+
+
+def _jwt(issuer: object, issuer_public: str, subject: str, nats_claims: dict[str, object]) -> str:
+    """A NATS JWT (v2) as `nsc` makes it: ed25519-nkey signed by the issuer's key."""
+    import base64
+    import hashlib
+    import time
+
+    claims: dict[str, object] = {"iat": int(time.time()), "iss": issuer_public,
+                                 "name": subject[:8], "sub": subject, "nats": nats_claims,
+                                 "jti": ""}
+    raw = json.dumps(claims, separators=(",", ":")).encode()
+    claims["jti"] = base64.b32encode(hashlib.new("sha512_256", raw).digest()).decode().rstrip(
+        "=")
+    header = _b64(json.dumps({"typ": "JWT", "alg": "ed25519-nkey"}).encode())
+    payload = _b64(json.dumps(claims, separators=(",", ":")).encode())
+    signature = issuer.sign(f"{header}.{payload}".encode())  # type: ignore[attr-defined]
+    return f"{header}.{payload}.{_b64(signature)}"
+
+
+def _creds(account: object, account_public: str) -> str:
+    seed, public, _ = _keypair(nkeys.PREFIX_BYTE_USER)
+    user = _jwt(account, account_public, public, {"pub": {}, "sub": {}, "subs": -1,
+                                                  "data": -1, "payload": -1,
+                                                  "type": "user", "version": 2})
+    return (f"-----BEGIN NATS USER JWT-----\n{user}\n------END NATS USER JWT------\n\n"
+            f"-----BEGIN USER NKEY SEED-----\n{seed}\n------END USER NKEY SEED------\n")
+
+
+@pytest.fixture(scope="module")
+def nats_operator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, str]]:
+    """nats-server in operator mode (decentralized auth, accounts from JWTs): its URL, a
+    .creds file of a user of its account, and one of an account it does not trust."""
+    import socket
+    import time
+
+    from harness.brokers.broker import find_executable
+
+    directory = tmp_path_factory.mktemp("operator")
+    _, operator_public, operator = _keypair(nkeys.PREFIX_BYTE_OPERATOR)
+    _, account_public, account = _keypair(nkeys.PREFIX_BYTE_ACCOUNT)
+    _, stranger_public, stranger = _keypair(nkeys.PREFIX_BYTE_ACCOUNT)
+    limits = {"subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1,
+              "wildcards": True, "conn": -1, "leaf": -1}
+    operator_jwt = _jwt(operator, operator_public, operator_public,
+                        {"type": "operator", "version": 2})
+    account_jwt = _jwt(operator, operator_public, account_public,
+                       {"limits": limits, "type": "account", "version": 2})
+    port = free_port()
+    (directory / "nats.conf").write_text(
+        f"listen: 127.0.0.1:{port}\noperator: {operator_jwt}\nresolver: MEMORY\n"
+        f"resolver_preload: {{\n  {account_public}: {account_jwt}\n}}\n")
+    (directory / "user.creds").write_text(_creds(account, account_public))
+    (directory / "stranger.creds").write_text(_creds(stranger, stranger_public))
+    exe = find_executable("nats-server", "/usr/sbin/nats-server", env_var="XRGW_NATS_BIN")
+    with (directory / "nats.log").open("w") as log:
+        process = subprocess.Popen([exe, "-c", str(directory / "nats.conf")], stdout=log,
+                                   stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # until it accepts connections
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert process.poll() is None, (directory / "nats.log").read_text()
+                assert time.monotonic() < deadline, "nats-server did not start"
+                time.sleep(0.1)
+        yield (f"nats://127.0.0.1:{port}", str(directory / "user.creds"),
+               str(directory / "stranger.creds"))
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def test_operator_mode_creds_log_in_and_an_untrusted_account_is_refused(
+        tmp_path, nats_operator) -> None:  # type: ignore[no-untyped-def]
+    url, creds, stranger = nats_operator
+    doc = _doc()
+    doc["endpoints"] = {"webhooks-http": doc["endpoints"]["webhooks-http"],  # type: ignore[index]
+                        "out-nats": doc["endpoints"]["out-nats"]}  # type: ignore[index]
+    (tmp_path / "validate.xreg.json").write_text(json.dumps(doc))
+    config = tmp_path / "gateway.yaml"
+
+    def write(creds_file: str) -> None:
+        config.write_text(f"""definitions: [validate.xreg.json]
+routes:
+  - from: webhooks-http
+    to: [out-nats]
+deadletter: log
+endpoints:
+  webhooks-http:
+    uri: http://127.0.0.1:{free_port()}
+  out-nats:
+    uri: {url}
+    options: {{creds_file: {creds_file}}}
+""")
+
+    write(creds)
+    code, out, err = _validate(config, "--connect")
+    assert code == 0, out + err
+    (line,) = [x for x in out.splitlines() if "endpoint 'out-nats'" in x]
+    assert ": ok: " in line and "connected and logged in" in line, line
+    write(stranger)
+    code, out, _ = _validate(config, "--connect")
+    assert code == 1, out
+    (line,) = [x for x in out.splitlines() if "endpoint 'out-nats'" in x]
+    assert "auth: cannot log in" in line, line
