@@ -109,12 +109,13 @@ CMD ["-c", "/etc/xrgw/config.yaml"]
 # ---------------------------------------------------------------------- spark-build
 # PySpark for the Spark image goes into the same environment, here where an installer may
 # be: pip comes back for this step (the base image's bundled copy) and leaves again, and
-# the SBOM is made anew so that it lists PySpark too.
+# the SBOM is made anew so that it lists PySpark too. PySpark (4.3.0), pyarrow and pandas
+# (2.x: what pyproject's `spark` extra allows) and every dependency of theirs come from
+# requirements-spark.lock, hash-checked like the gateway's own.
 FROM build AS spark-build
-ARG PYSPARK_VERSION=4.3.0
+COPY requirements-spark.lock ./
 RUN /opt/xrgw/bin/python -m ensurepip \
- && /opt/xrgw/bin/pip install --no-cache-dir "pyspark==${PYSPARK_VERSION}" "pyarrow==26.0.1" \
-      "pandas==3.1.1" \
+ && /opt/xrgw/bin/pip install --no-cache-dir --require-hashes -r requirements-spark.lock \
  && /opt/xrgw/bin/python -m pip uninstall --yes --quiet pip setuptools wheel \
  && /opt/sbom-tool/bin/cyclonedx-py environment --pyproject pyproject.toml \
       --mc-type application --output-reproducible --output-format JSON \

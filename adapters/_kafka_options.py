@@ -13,6 +13,7 @@ from gateway.options import (
     Unsupported,
     count,
     int_range,
+    milliseconds,
     one_or_many,
     seconds,
 )
@@ -33,7 +34,8 @@ def _one_of(choices: tuple[str, ...]) -> Check:
     """Kafka's own settings are case-insensitive: `scram-sha-512` is SCRAM-SHA-512."""
     def check(value: object) -> tuple[str, str] | None:
         if isinstance(value, str) and value.upper() not in choices:
-            return f"'{value}' is not one of {', '.join(choices)}", f"write one of {choices}"
+            return (f"'{value}' is not one of {', '.join(choices)}",
+                    f"write one of: {', '.join(choices)}")
         return None
     return check
 
@@ -79,8 +81,10 @@ OPTIONS = OptionSpec(
         # as much (batches of 64, the next read waiting for the last one's commit).
         count("max_in_flight", 4096, "consumer: unsettled deliveries (a crash redelivers "
               "from the first unsettled one)"),
-        count("session_timeout_ms", 10000, "consumer: group session timeout"),
-        count("heartbeat_interval_ms", 3000, "consumer: group heartbeat interval"),
+        milliseconds("session_timeout_ms", 10000, "consumer: group session timeout",
+                     "consumer"),
+        milliseconds("heartbeat_interval_ms", 3000, "consumer: group heartbeat interval",
+                     "consumer"),
         Option(Field("enable_idempotence", "bool",
                      "producer: idempotent producer (Tansu 0.6 answers InitProducerId with "
                      "UnknownError, hence off)", default=False), side="producer"),
@@ -88,13 +92,12 @@ OPTIONS = OptionSpec(
                  "waits up to 3 x the session timeout for its group assignment"),
         seconds("publish_timeout", 10, "producer: seconds to wait for the broker's ack",
                  "producer"),
-        Option(Field("linger_ms", "int",
+        milliseconds("linger_ms", 5,
                      "producer: milliseconds a partition's batch waits for more records "
                      "before it is sent. The default 5 lets small submits (AMQP, HTTP "
                      "sources at moderate rates) share produce requests; 0 sends at once, "
                      "for more produce requests (Kafka broker CPU) and no lower latency "
-                     "measured (bench/README.md)", default=5,
-                     check=int_range(0, example=5)), side="producer"),
+                     "measured (bench/README.md)", "producer", low=0),
         count("max_batch_size", 1048576,
               "producer: bytes of records per partition in one produce request; stay at or "
               "below the broker's message.max.bytes (Kafka's default: 1 MiB + 12)",

@@ -50,9 +50,9 @@ OPTIONS = OptionSpec(
                  "producer"),
         seconds("reconnect_max", 10, "producer: longest backoff between attempts to connect "
                  "when there is no client at all", "producer"),
-        Option(Field("creds_file", "str", "a .creds file (user JWT + NKey seed); needs the "
-                     "nkeys package; relative to the config file")),
-        Option(Field("nkey_seed_file", "str", "a file holding a user NKey seed (SU...); needs "
-                     "the nkeys package; relative to the config file")),
+        Option(Field("creds_file", "str", "a .creds file (user JWT + NKey seed); read and "
+                     "checked by xrgw validate; relative to the config file")),
+        Option(Field("nkey_seed_file", "str", "a file holding a user NKey seed (SU...); "
+                     "xrgw validate reads and checks it; relative to the config file")),
     ),
 )

@@ -28,6 +28,10 @@ Accepted; nack(retry=True) -> 503 with Retry-After (the sender retries); nack(re
 request and so one record; the core splits it. Settling costs no I/O of its own: it
 wakes the request's handler, which writes the answer on the request's connection.
 
+Held (`Admission`): the route listens from the start but holds the ingress while its
+outputs are not connected yet; every request then gets 503 + Retry-After, before its
+body is read, instead of a refused connection.
+
 Back-pressure: at most `max_in_flight` requests are admitted (body being read, queued or
 delivered and unsettled); one more is answered 503 at once, before its body is read, so
 memory stays within `max_in_flight * max_body_bytes`. A declared Content-Length over the
@@ -282,6 +286,7 @@ class HttpConsumer:
         self._arrived = asyncio.Event()
         self._received_at = _ReceiveTime()
         self._closed = False
+        self._held: str | None = None  # why new requests get 503 (Admission)
         self.port: int | None = None
 
     @property
@@ -332,6 +337,11 @@ class HttpConsumer:
         self._runner = runner
         address = runner.addresses[0]
         self.port = int(address[1])
+
+    def hold(self, reason: str | None) -> None:
+        """Admission: while `reason` is set, answer new requests 503 + Retry-After (after
+        the credentials are checked, before the body is read)."""
+        self._held = reason
 
     async def read_batch(self, limit: int) -> list[Delivery]:
         """Every request received and not yet handed out, at most `limit`, in arrival
@@ -389,7 +399,7 @@ class HttpConsumer:
         if request.method not in opts.methods:
             allow = ", ".join(sorted(opts.methods))
             return _problem(405, f"method {request.method} not allowed", {"Allow": allow})
-        if self._admitted >= opts.max_in_flight:
+        if self._held is not None or self._admitted >= opts.max_in_flight:
             return self._busy()
         declared = request.content_length
         if declared is not None and declared > opts.max_body_bytes:

@@ -61,10 +61,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import importlib.util
 import json
 import logging
-import os
 import ssl
 import time
 from collections import deque
@@ -81,6 +79,7 @@ from nats.aio.subscription import Subscription
 from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
 
 from adapters._nats_acks import AckFrontier
+from adapters._nats_credentials import check_creds_file, check_seed_file
 from adapters._nats_options import OPTIONS
 from adapters._nats_record import (
     JetStreamAck,
@@ -157,12 +156,11 @@ class NatsOptions:
         opts = OPTIONS.read(settings.options)
         creds_file = _text(opts, "creds_file")
         nkey_seed_file = _text(opts, "nkey_seed_file")
-        if (creds_file or nkey_seed_file) and importlib.util.find_spec("nkeys") is None:
-            raise ValueError("creds_file/nkey_seed_file: NKey authentication needs the "
-                             "'nkeys' package (pip install nkeys)")
-        for name, path in (("creds_file", creds_file), ("nkey_seed_file", nkey_seed_file)):
-            if path is not None and not os.path.isfile(path):
-                raise ValueError(f"{name}: '{path}' is not a file")
+        # Read and checked as the client will sign with them (also by `xrgw validate`).
+        if creds_file is not None:
+            check_creds_file(creds_file)
+        if nkey_seed_file is not None:
+            check_seed_file(nkey_seed_file)
         raw_subjects = opts["subjectfilter"] or ()
         stream = _text(opts, "stream")
         return cls(

@@ -16,6 +16,13 @@ from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
 from adapters import _amqp_options, _http_options, _kafka_options, _mqtt_options, _nats_options
+from adapters._preflight import (
+    Destination,
+    Finding,
+    jetstream_streams,
+    kafka_topics,
+    preflight,
+)
 from adapters.amqp import AmqpConsumer, AmqpProducer
 from adapters.http import HttpConsumer, HttpProducer
 from adapters.kafka import KafkaConsumer, KafkaProducer
@@ -196,6 +203,8 @@ class Adapter:
     prepare_consumer: Prepare = _nothing
     prepare_producer: Prepare = _nothing
     prepare_observer: Prepare = _refuse_observer
+    # `validate --connect`: checks that the destination exists after a login
+    destination: Destination | None = None
 
 
 #: The adapter of each protocol family (`ProtocolProfile.family`); MQTT 3.1.1 and 5.0
@@ -205,9 +214,9 @@ ADAPTERS: dict[str, Adapter] = {
                          _mqtt_subscription, _mqtt_version, _mqtt_observer),
     AMQP: Adapter(_amqp_options.OPTIONS, AmqpConsumer, AmqpProducer, _amqp_node, _amqp_node),
     KAFKA: Adapter(_kafka_options.OPTIONS, KafkaConsumer, KafkaProducer, _kafka_subscription,
-                   prepare_observer=_kafka_observer),
+                   prepare_observer=_kafka_observer, destination=kafka_topics),
     NATS: Adapter(_nats_options.OPTIONS, NatsConsumer, NatsProducer, _nats_subscription,
-                  prepare_observer=_nats_observer),
+                  prepare_observer=_nats_observer, destination=jetstream_streams),
     # HTTP ingress: the observing route acknowledges (202) and forwards nothing.
     HTTP: Adapter(_http_options.OPTIONS, HttpConsumer, HttpProducer, _http_paths,
                   prepare_observer=_nothing),
@@ -254,6 +263,15 @@ class AdapterRegistry:
         opts = self._options(endpoint)
         adapter.prepare_producer(prof, endpoint, opts, ())
         return adapter.producer(settings_for(endpoint, opts))
+
+    async def preflight(self, endpoint: EndpointConfig, *, source: bool,
+                        timeout: float = 5.0) -> list[Finding]:
+        """`validate --connect`: DNS, TCP, TLS, login and destination of one endpoint
+        (a listening source: its address can be bound); see adapters/_preflight.py."""
+        prof, adapter = self._adapter(endpoint)
+        return await preflight(prof, endpoint, listens=source and prof.endpoint.uris.listens,
+                               make=self.producer, destination=adapter.destination,
+                               timeout=timeout)
 
     def output_defaults(self, endpoint: EndpointConfig) -> dict[str, JSON]:
         """Record fields every outgoing record of this endpoint gets unless it has its own:

@@ -31,12 +31,19 @@ from typing import Protocol
 from gateway.config import EndpointConfig, GatewayConfig, load_config
 from gateway.convert import Converter
 from gateway.definitions.model import MessageDefinition
+from gateway.definitions.positions import with_document_positions
 from gateway.definitions.sources import RegistryAccess
 from gateway.jsontypes import JSON
 from gateway.observability.admin import AdminServer
 from gateway.observability.conformance import Conformance
 from gateway.observability.logs import fields
 from gateway.observability.metrics import Metrics
+from gateway.observability.readiness import (
+    EndpointState,
+    Readiness,
+    RouteState,
+    judge,
+)
 from gateway.ports import Consumer, Producer
 from gateway.problems import Problem
 from gateway.runtime.heap import settle_heap
@@ -94,6 +101,8 @@ class Gateway:
             deadletter = self._output(config.endpoints[config.deadletter], "cloudevent")
         for route_cfg in config.routes:
             source = config.endpoints[route_cfg.source]
+            if source.protocol is not None:
+                self.metrics.known_source(route_cfg.source, source.protocol)
             converter = Converter(route_cfg.messages, ambiguity=route_cfg.ambiguity,
                                   schema=route_cfg.schema)
             outputs = [self._output(config.endpoints[t], route_cfg.deliver)
@@ -128,13 +137,19 @@ class Gateway:
     def readiness(self) -> dict[str, bool]:
         return {route.name: route.ready for route in self.routes}
 
+    def readiness_report(self) -> Readiness:
+        """/readyz: the endpoints' and routes' states judged by `admin.readiness`."""
+        return judge(self.config.admin.readiness, _endpoint_states(self.routes),
+                     _route_states(self.routes), started=bool(self.routes))
+
     async def start(self) -> None:
         self.routes = self._build_routes(self.config)
         for route in self.routes:
             await route.start()
         admin = self.config.admin
         self.admin = AdminServer(self.metrics, self.readiness, admin.host, admin.port,
-                                 admin.health, conformance=self.conformance)
+                                 admin.health, conformance=self.conformance,
+                                 report=self.readiness_report)
         await self.admin.start()
         log.info("xrgw started: %d route(s), admin on %s:%d", len(self.routes),
                  self.admin.host, self.admin.port)
@@ -186,10 +201,11 @@ class Gateway:
         """Load, check and swap in the configuration; False (and keep serving) if broken."""
         config, problems = await asyncio.to_thread(load_config, self.config.file,
                                                    observe=self.observe)
-        for problem in problems:
+        for problem in with_document_positions(problems):
             log_problem(problem, "reload: ")
         if config is None:
             self.metrics.reloads.labels("rejected").inc()
+            self.metrics.reload_ok.set(0)
             log.error("reload rejected; the running configuration keeps serving")
             return False
         new_routes = self._build_routes(config)
@@ -202,6 +218,7 @@ class Gateway:
         await asyncio.gather(*(route.stop(config.shutdown.grace) for route in old_routes))
         await _close_producers(old_routes)
         self.metrics.reloads.labels("ok").inc()
+        self.metrics.reload_ok.set(1)
         log.info("reloaded: %d route(s)", len(new_routes))
         return True
 
@@ -244,6 +261,38 @@ class Gateway:
                     and await asyncio.to_thread(FETCHER.changed, _schema_urls(self.config))):
                 log.info("a schema URL changed; reloading")
                 self.request_reload()
+
+
+def _endpoint_states(routes: Sequence[Route]) -> list[EndpointState]:
+    states = []
+    for route in routes:
+        states.append(EndpointState(route.source_endpoint, route.name, "source",
+                                    route.consumer.connected))
+        if route.observe:  # an observing route never uses its producers
+            continue
+        states.extend(EndpointState(o.endpoint_id, route.name, "output",
+                                    o.producer.connected) for o in route.outputs)
+        if route.deadletter is not None:
+            states.append(EndpointState(route.deadletter.endpoint_id, route.name,
+                                        "deadletter", route.deadletter.producer.connected))
+    return states
+
+
+def _route_states(routes: Sequence[Route]) -> list[RouteState]:
+    """Each route's state: `stalled` while it reports stalls (`Route.stalled`, each with
+    `to_json()`: cause, endpoint, seconds), else running. Read with getattr: a route
+    without stall tracking is always running."""
+    states = []
+    for route in routes:
+        stalls = list(getattr(route, "stalled", None) or ())
+        if not stalls:
+            states.append(RouteState(route.name))
+            continue
+        details = tuple(s.to_json() for s in stalls)
+        why = "; ".join(f"{d.get('cause')} at {d.get('endpoint')} for {d.get('seconds')}s"
+                        for d in details)
+        states.append(RouteState(route.name, "stalled", why, details))
+    return states
 
 
 async def _close_producers(routes: Sequence[Route]) -> None:
@@ -313,7 +362,9 @@ def run(config_path: str, *, log_level: str | None = None, observe: bool = False
         configure(override=log_level)
     else:
         configure(config.log.level, config.log.format, override=log_level)
-    for problem in problems:
+    # Problems in the definitions documents get their line and column as `validate`
+    # prints them.
+    for problem in with_document_positions(problems):
         log_problem(problem)
     if config is None:
         log.error("not started: the configuration has errors",

@@ -97,6 +97,14 @@ def seconds(name: str, default: float, description: str, side: Side = "both") ->
     return Option(Field(name, "seconds", description, default=float(default)), side=side)
 
 
+def milliseconds(name: str, default: int, description: str, side: Side = "both",
+                 low: int = 1) -> Option:
+    """A Kafka-style `*_ms` option: a whole number of milliseconds, as the spec and
+    Kafka write it, or a duration with a unit (`10s`) like every other time value."""
+    return Option(Field(name, "millis", description, default=default,
+                        check=int_range(low, example=max(default, low))), side=side)
+
+
 def count(name: str, default: int, description: str, side: Side = "consumer",
           high: int | None = None) -> Option:
     """A positive integer option (a window, a limit, a size)."""

@@ -22,7 +22,16 @@ def reference_markdown(spec: Field = CONFIG_SPEC) -> str:
         "# xrgw configuration reference",
         "",
         "Generated from `gateway/config/_schema.py`. Strings may use `${VAR}` and "
-        "`${VAR:-default}`; durations are written `500ms`, `30s`, `2m`, `1h`.",
+        "`${VAR:-default}`.",
+        "",
+        "Time values follow one convention: a duration with a unit (`500ms`, `30s`, "
+        "`2m`, `1h`, `1m30s`) is accepted everywhere. A bare number is accepted only "
+        "where the spec writes time values as numbers, and means what the spec means: "
+        "endpoint options of type *seconds or duration* take seconds (`publish_timeout: "
+        "10`), Kafka's `*_ms` options (*milliseconds or duration*) take milliseconds "
+        "(`session_timeout_ms: 10000`, or `10s`). The gateway's own keys (type "
+        "*duration*: `routes[].retry.*`, `shutdown.grace`, `definitions[].poll` ...) "
+        "need the unit, so that `30` is never read as the wrong one.",
         "",
         "| Key | Type | Default | Description | Example |",
         "|---|---|---|---|---|",

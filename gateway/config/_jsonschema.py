@@ -70,6 +70,9 @@ def _kind_schema(spec: Field, omit: tuple[str, ...]) -> JSONObject:
     if kind == "seconds":
         return {"anyOf": [{"type": "number", "minimum": 0},
                           {"type": "string", "pattern": DURATION_PATTERN}]}
+    if kind == "millis":
+        return {"anyOf": [{"type": "integer", "minimum": 0},
+                          {"type": "string", "pattern": DURATION_PATTERN}]}
     if kind == "enum":
         return {"enum": list(spec.choices)}
     if kind == "list":
@@ -98,15 +101,19 @@ def _kind_schema(spec: Field, omit: tuple[str, ...]) -> JSONObject:
 def _may_be_substituted(spec: Field) -> bool:
     """Scalars the schema restricts beyond "a string": a `${VAR}` in their place is
     fine, it is replaced before the gateway reads the value."""
-    if spec.kind in ("int", "bool", "enum", "duration", "seconds"):
+    if spec.kind in ("int", "bool", "enum", "duration", "seconds", "millis"):
         return True
     return spec.kind == "str" and bool(spec.schema) and "pattern" in (spec.schema or {})
 
 
 def _description(spec: Field) -> str:
     text = spec.description
-    if spec.kind in ("duration", "seconds"):
+    if spec.kind == "duration":
         text = f"{text} {_DURATION_HELP}"
+    elif spec.kind == "seconds":
+        text = f"{text} Seconds (10, 0.5) or {_DURATION_HELP[2:]}"
+    elif spec.kind == "millis":
+        text = f"{text} Milliseconds (10000) or {_DURATION_HELP[2:]}"
     return f"{text} (advanced)" if spec.advanced else text
 
 

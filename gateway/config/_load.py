@@ -42,6 +42,7 @@ from gateway.config._secret import Secret
 from gateway.config._yaml import locate, read_yaml
 from gateway.definitions import load_catalog
 from gateway.definitions.model import Catalog
+from gateway.observability.readiness import ReadinessPolicy
 from gateway.problems import Problem, Problems, json_path
 
 Raw = dict[str, object]
@@ -146,6 +147,10 @@ def _check(raw: Raw, file: str, base_dir: Path, env: _Environment,
     )
 
 
+#: How often a registry given as a plain URL is polled (the mapping form's default).
+_REGISTRY_POLL = 30.0
+
+
 def _sources(
     items: list[object], file: str, base_dir: Path, env: _Environment, problems: Problems
 ) -> tuple[list[DefinitionSource], bool]:
@@ -160,6 +165,11 @@ def _sources(
                              "not loaded: the source names an environment variable, which "
                              "--no-env does not read; routes are not checked against it",
                              "check with the environment: xrgw validate -c without --no-env")
+            continue
+        if isinstance(item, str) and item.strip().lower().startswith(("http://", "https://")):
+            # A registry written as a plain URL (what one writes first): polled with the
+            # defaults of the mapping form, which also takes headers and ca_file.
+            out.append(DefinitionSource(item.strip(), _REGISTRY_POLL))
             continue
         if isinstance(item, str):
             path = Path(item).expanduser()
@@ -215,4 +225,5 @@ def _admin(raw: Raw) -> AdminConfig:
     hostport = split_hostport(cast(str, raw["listen"])) or ("127.0.0.1", 9464)
     health = raw.get("health_listen")
     return AdminConfig(*hostport, health=split_hostport(health) if isinstance(health, str)
-                       else None)
+                       else None,
+                       readiness=cast(ReadinessPolicy, raw.get("readiness") or "all"))

@@ -18,6 +18,7 @@ from gateway.config._secret import Secret, redact_uri
 from gateway.definitions.model import Catalog, Endpoint, MessageDefinition, Usage
 from gateway.definitions.sources import RegistryAccess
 from gateway.jsontypes import JSON
+from gateway.observability.readiness import ReadinessPolicy
 from gateway.ports import TlsSettings
 from gateway.runtime.retry import RetryPolicy
 
@@ -109,6 +110,8 @@ class AdminConfig:
     # A second listener with only /healthz and /readyz (`admin.health_listen`): kubelet
     # HTTP probes reach the pod address, while `listen` may stay on loopback.
     health: tuple[str, int] | None = None
+    # What /readyz requires (`admin.readiness`, see gateway/observability/readiness.py).
+    readiness: ReadinessPolicy = "all"
 
     @property
     def listen(self) -> str:

@@ -10,7 +10,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from gateway.config._durations import DURATION_FIX, parse_duration
+from gateway.config._durations import (
+    DURATION_FIX,
+    MILLIS_FIX,
+    SECONDS_FIX,
+    parse_duration,
+    unit_fix,
+)
 from gateway.config._secret import Secret
 from gateway.config._spec import OPTIONAL, REQUIRED, Field, _Marker
 from gateway.definitions.checks import suggest
@@ -88,6 +94,15 @@ def _parse_kind(spec: Field, value: object, parts: Parts, ctx: Context) -> objec
             return float(value)
         if isinstance(value, str) and (seconds := parse_duration(value)) is not None:
             return seconds
+        if from_env and isinstance(value, str) and _number(value) is not None:
+            return _number(value)
+    if kind == "millis":
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+        if isinstance(value, str) and (seconds := parse_duration(value)) is not None:
+            return round(seconds * 1000)
+        if from_env and isinstance(value, str) and value.strip().isdigit():
+            return int(value)
     if kind == "enum" and isinstance(value, str):
         if value in spec.choices:
             return value
@@ -107,7 +122,7 @@ def _parse_kind(spec: Field, value: object, parts: Parts, ctx: Context) -> objec
             if _fits(variant, value):
                 return parse(variant, value, parts, ctx)
     ctx.error(parts, f"expected {spec.type_name()}, got {_describe(spec, value)}",
-              _type_fix(spec, parts))
+              unit_fix(value) if kind == "duration" else _type_fix(spec, parts))
     return INVALID
 
 
@@ -154,7 +169,15 @@ def _parse_object(spec: Field, value: dict[object, object], parts: Parts, ctx: C
 
 
 #: Kinds an environment variable's text can stand for (`"256"` an int, `"30s"` a duration).
-_TYPED_SCALARS = ("int", "bool", "duration", "seconds", "enum")
+_TYPED_SCALARS = ("int", "bool", "duration", "seconds", "millis", "enum")
+
+
+def _number(text: str) -> float | None:
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    return number if number >= 0 else None
 
 
 def _stand_in(spec: Field) -> object:
@@ -201,6 +224,10 @@ def _type_fix(spec: Field, parts: Parts) -> str:
     name = parts[-1] if parts and isinstance(parts[-1], str) else spec.name
     if spec.kind == "duration":
         return DURATION_FIX
+    if spec.kind == "seconds":
+        return SECONDS_FIX
+    if spec.kind == "millis":
+        return MILLIS_FIX
     if spec.example is None:
         return f"write {spec.type_name()}"
     return f"write {spec.type_name()}, e.g. {name}: {_example(spec)}"

@@ -122,10 +122,13 @@ _DEFINITIONS = Field(
     "definitions", "list",
     "xRegistry documents: files, directories (not recursive) or registries. Relative paths "
     "are resolved against the config file's directory.",
-    REQUIRED, ["store.xreg.json", {"url": "https://registry.example.com", "poll": "30s"}],
+    REQUIRED, ["store.xreg.json", "https://registry.example.com",
+               {"url": "https://registry.example.com", "poll": "30s"}],
     item=Field("source", "union", "A file/directory path or a registry.",
-               variants=(Field("path", "str", "File or directory path.", check=_not_blank,
-                               schema={"minLength": 1}),
+               variants=(Field("path", "str", "File or directory path, or a registry's "
+                               "base URL (http:// or https://, polled every 30s; the "
+                               "mapping form sets poll, headers and ca_file).",
+                               check=_not_blank, schema={"minLength": 1}),
                          _URL_SOURCE)),
     non_empty=True,
 )
@@ -205,13 +208,20 @@ _ROUTE = Field(
 )
 
 _TLS = Field(
-    "tls", "object", "TLS client settings; relative paths are resolved against the config "
-    "file's directory.", OPTIONAL,
+    "tls", "object", "TLS settings; relative paths are resolved against the config "
+    "file's directory. A client (every producer, and consumers of a broker) verifies the "
+    "server with ca_file and presents cert_file/key_file; a listener (the HTTP ingress) "
+    "serves cert_file/key_file as its server certificate and, with ca_file, requires "
+    "client certificates signed by that CA (mutual TLS).", OPTIONAL,
     fields=(
-        Field("ca_file", "str", "CA bundle (PEM) to verify the server.", OPTIONAL, "ca.pem"),
-        Field("cert_file", "str", "Client certificate (PEM).", OPTIONAL, "client.pem"),
-        Field("key_file", "str", "Client private key (PEM).", OPTIONAL, "client.key"),
-        Field("insecure", "bool", "Skip server verification (tests only).", False, False),
+        Field("ca_file", "str", "Client: CA bundle (PEM) that verifies the server (default: "
+              "the system CAs). HTTP ingress: the CA client certificates must be signed "
+              "by (mutual TLS).", OPTIONAL, "ca.pem"),
+        Field("cert_file", "str", "Client: client certificate (PEM). HTTP ingress: the "
+              "server certificate (PEM), required for https://.", OPTIONAL, "client.pem"),
+        Field("key_file", "str", "Private key (PEM) of cert_file.", OPTIONAL, "client.key"),
+        Field("insecure", "bool", "Client: skip server verification (tests only).", False,
+              False),
     ),
 )
 
@@ -221,9 +231,11 @@ _OVERRIDE = Field(
         Field("uri", "str",
               "Address, replacing the definition's protocoloptions.endpoints: "
               f"{accepted_forms()}.", OPTIONAL, "mqtt://127.0.0.1:1883"),
-        Field("username", "str", "User name.", OPTIONAL, "${MQTT_USER}"),
-        Field("password", "str", "Password; prefer password_file.", OPTIONAL, "${MQTT_PASSWORD}",
-              secret=True),
+        Field("username", "str", "User name (Kafka: turns SASL on; HTTP ingress: with "
+              "password, HTTP Basic is required).", OPTIONAL, "${MQTT_USER}"),
+        Field("password", "str", "Password or token; prefer password_file. HTTP ingress: "
+              "callers must send it (Authorization: Bearer, or Basic with username).",
+              OPTIONAL, "${MQTT_PASSWORD}", secret=True),
         Field("username_file", "str", "File whose content (stripped) is the user name.",
               OPTIONAL, "/run/secrets/mqtt_user"),
         Field("password_file", "str", "File whose content (stripped) is the password.",
@@ -258,7 +270,16 @@ CONFIG_SPEC = Field(
                             "/readyz, for HTTP probes from outside the pod while `listen` "
                             "stays on loopback (sidecars); default: none.", OPTIONAL,
                             "0.0.0.0:9465", check=_hostport,
-                            schema={"pattern": r"^.+:[0-9]{1,5}$"}, advanced=True)),
+                            schema={"pattern": r"^.+:[0-9]{1,5}$"}, advanced=True),
+                      Field("readiness", "enum",
+                            "What /readyz requires: all (every endpoint of every route "
+                            "connected and every route running), sources (each route's "
+                            "source connected and every route running; a down output holds "
+                            "messages at the source, the HTTP ingress answers 503), none "
+                            "(ready once started: for a sidecar, whose pod must not leave "
+                            "its Service because a remote broker is down). Liveness "
+                            "(/healthz) is always about the process only.", "all",
+                            "sources", choices=("all", "sources", "none"))),
               check=_distinct_listeners),
         Field("log", "object", "Logging.", {},
               fields=(

@@ -18,6 +18,7 @@ Kind = Literal[
     "bool",      # true / false
     "duration",  # `30s`, `500ms`, `2m` -> float seconds
     "seconds",   # a number of seconds (`10`, `0.5`) or a duration (`10s`) -> float seconds
+    "millis",    # a whole number of milliseconds (`500`) or a duration (`10s`) -> int ms
     "enum",      # one of `choices`
     "list",      # a list of `item`
     "map",       # a mapping of string keys to `item` (free keys: ids, header names)
@@ -90,4 +91,5 @@ class Field:
         if self.kind == "object":
             return "mapping"
         return {"str": "string", "int": "integer", "bool": "true/false",
-                "seconds": "seconds or duration"}.get(self.kind, self.kind)
+                "seconds": "seconds or duration",
+                "millis": "milliseconds or duration"}.get(self.kind, self.kind)

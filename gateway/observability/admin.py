@@ -1,6 +1,6 @@
-"""The admin HTTP server: `/metrics` (Prometheus), `/healthz` (alive), `/readyz` (every
-route's endpoints connected), `/conformance` (the live conformance report, JSON) and `/`
-(the status page). Listens on loopback by default.
+"""The admin HTTP server: `/metrics` (Prometheus), `/healthz` (alive), `/readyz` (what
+`admin.readiness` requires, see readiness.py), `/conformance` (the live conformance
+report, JSON) and `/` (the status page). Listens on loopback by default.
 
 An optional second listener (`admin.health_listen`) serves only `/healthz` and
 `/readyz`: the kubelet's HTTP probes connect to the pod address, so a sidecar whose
@@ -16,6 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from gateway.observability.conformance import Conformance
 from gateway.observability.metrics import Metrics
+from gateway.observability.readiness import RUNNING, Readiness, RouteState, judge
 from gateway.observability.statuspage import StatusPage
 
 
@@ -23,9 +24,12 @@ class AdminServer:
     def __init__(self, metrics: Metrics, ready: Callable[[], dict[str, bool]],
                  host: str = "127.0.0.1", port: int = 9464,
                  health: tuple[str, int] | None = None,
-                 conformance: Conformance | None = None) -> None:
+                 conformance: Conformance | None = None,
+                 report: Callable[[], Readiness] | None = None) -> None:
         self.metrics = metrics
         self.ready = ready  # route name -> ready
+        # /readyz's verdict under `admin.readiness`; default: every route ready
+        self.report = report or (lambda: _every_route(self.ready()))
         self.host = host
         self.port = port
         self.health = health  # (host, port) of the probes-only listener; port 0: any
@@ -84,6 +88,11 @@ class AdminServer:
         return web.json_response({"status": "ok"})
 
     async def _readyz(self, request: web.Request) -> web.Response:
-        routes = self.ready()
-        ok = bool(routes) and all(routes.values())
-        return web.json_response({"ready": ok, "routes": routes}, status=200 if ok else 503)
+        verdict = self.report()
+        return web.json_response(verdict.to_json(), status=200 if verdict.ready else 503)
+
+
+def _every_route(routes: dict[str, bool]) -> Readiness:
+    """Readiness from route -> ready alone (an admin server without a gateway: tests)."""
+    return judge("all", (), [RouteState(name, RUNNING if ok else "not-ready")
+                            for name, ok in routes.items()], started=bool(routes))

@@ -16,13 +16,25 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import time
+from collections.abc import Callable
+from contextvars import ContextVar
 from datetime import UTC, datetime
 
 from gateway.jsontext import utf8_json
 
-#: The structured keys a log call may carry (through `fields()`), in output order.
+#: The structured keys a log call may carry (through `fields()`), in output order;
+#: `suppressed`: how many lines like this one the rate limit dropped before it.
 FIELDS = ("route", "endpoint", "definition", "reason", "error_kind", "error", "file", "line",
-          "column", "path", "fix")
+          "column", "path", "fix", "suppressed")
+
+#: The client libraries whose loggers speak for the adapters. Their connection trouble is
+#: already the gateway's own warning, once, with the endpoint (the route's "endpoint not
+#: connected"); what they add is detail: at most warning, and rate-limited.
+THIRD_PARTY = ("aiokafka", "kafka", "nats", "proton", "paho", "aiohttp")
+#: Seconds during which a repeated third-party line (same logger, same message template)
+#: is dropped; the next one says how many were.
+RATE_WINDOW = 60.0
 
 
 def fields(*, route: str | None = None, endpoint: str | None = None,
@@ -49,6 +61,50 @@ def _structured(record: logging.LogRecord) -> dict[str, object]:
     if record.exc_info and record.exc_info[0] is not None and "error_kind" not in found:
         found["error_kind"] = record.exc_info[0].__name__
     return found
+
+
+#: The endpoint whose client is being connected in this task: set by the route around an
+#: adapter's `connect()`. The client's own tasks (aiokafka's sender and coordinator,
+#: nats-py's reader) are created inside it and inherit the value, so a client library's
+#: line says which endpoint it is about.
+CLIENT_ENDPOINT: ContextVar[str | None] = ContextVar("xrgw_client_endpoint", default=None)
+
+
+class ThirdPartyFilter(logging.Filter):
+    """Client libraries' lines at sensible levels: an error of theirs is a warning (a
+    reconnect is transient; the gateway reports what lasts), and the same line (logger +
+    message template) at most once per `window` seconds, the next one carrying how many
+    were dropped (`suppressed`). The gateway's own lines pass untouched."""
+
+    MAX_KEYS = 1024  # a bound on what is remembered (message templates are few)
+
+    def __init__(self, window: float = RATE_WINDOW,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.window = window
+        self.clock = clock
+        self._seen: dict[tuple[str, str], tuple[float, int]] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name.partition(".")[0] not in THIRD_PARTY:
+            return True
+        if record.levelno > logging.WARNING:
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        endpoint = CLIENT_ENDPOINT.get()
+        if endpoint is not None and "endpoint" not in record.__dict__:
+            record.endpoint = endpoint
+        key = (record.name, str(record.msg))
+        now = self.clock()
+        last = self._seen.get(key)
+        if last is not None and now - last[0] < self.window:
+            self._seen[key] = (last[0], last[1] + 1)
+            return False
+        if len(self._seen) >= self.MAX_KEYS:
+            self._seen.clear()
+        self._seen[key] = (now, 0)
+        if last is not None and last[1]:
+            record.suppressed = last[1]
+        return True
 
 
 class JsonFormatter(logging.Formatter):
@@ -88,6 +144,12 @@ def configure(level: str | None = None, fmt: str = "json", *,
     chosen = (override or os.environ.get("XRGW_LOG_LEVEL") or level or "info").upper()
     handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    handler.addFilter(ThirdPartyFilter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(getattr(logging, chosen, logging.INFO))
+    # The client libraries' info lines (connected to a node, joined a group ...) are
+    # noise beside the gateway's own; debug shows them.
+    third_party = logging.DEBUG if chosen == "DEBUG" else logging.WARNING
+    for name in THIRD_PARTY:
+        logging.getLogger(name).setLevel(third_party)

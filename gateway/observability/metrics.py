@@ -27,7 +27,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
-from gateway import buildinfo
+from gateway import buildinfo, reasons
 from gateway.ports import Backlog, PartitionLag, StreamPending
 from gateway.record import NativeMessage
 
@@ -85,6 +85,9 @@ class Metrics:
         self.deadletter = Counter(
             "xrgw_messages_deadlettered", "Messages sent to the dead letter, by reason",
             ["reason"], registry=r)
+        self.deadletter_bytes = Counter(
+            "xrgw_deadletter_bytes", "Body bytes of the dead letters the dead-letter "
+            "endpoint confirmed (not counted as publishes)", registry=r)
         self.dropped = Counter(
             "xrgw_messages_dropped",
             "Messages that could not even be dead-lettered (no dead letter configured)",
@@ -123,13 +126,33 @@ class Metrics:
         self.reloads = Counter(
             "xrgw_config_reloads", "Configuration reloads by result (ok / rejected)",
             ["result"], registry=r)
+        self.reload_ok = Gauge(
+            "xrgw_config_last_reload_successful", "1 when the last configuration load "
+            "(start-up or reload) succeeded, 0 when the last reload was rejected (the "
+            "previous configuration keeps serving)", registry=r)
+        self.reload_ok.set(1)
+        # Counters start at 0 for the label values known up front, so rate() and
+        # absence alerts see them before the first event.
+        for result in ("ok", "rejected"):
+            self.reloads.labels(result)
+        for reason in reasons.ALL:
+            self.deadletter.labels(reason)
+            self.dropped.labels(reason)
         self.aliases = (RenamedAlias("xrgw_deadletter", self.deadletter),
                         RenamedAlias("xrgw_inflight", self.inflight))
         for alias in self.aliases:
             r.register(alias)
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        """The exposition: every `endpoint` label also as `xrgw_endpoint` (see
+        `EndpointLabel`)."""
+        return generate_latest(EndpointLabel(self.registry))
+
+    def known_source(self, endpoint: str, protocol: str) -> None:
+        """A consumer endpoint's counters at 0 before its first message."""
+        self.received.labels(endpoint, protocol)
+        self.received_bytes.labels(endpoint, protocol)
+        self.unmatched.labels(endpoint)
 
     def show_backlog(self, endpoint: str, backlog: Iterable[Backlog],
                      shown: set[BacklogSeries]) -> set[BacklogSeries]:
@@ -151,6 +174,35 @@ class Metrics:
 
     def _backlog_gauge(self, series: BacklogSeries) -> Gauge:
         return self.consumer_lag if series[0] == "lag" else self.consumer_pending
+
+
+#: The label every endpoint series carries; `endpoint` stays beside it until
+#: ALIAS_REMOVED_IN (deprecated: it collides with the Prometheus Operator's target label,
+#: which made `honorLabels: true` necessary).
+ENDPOINT_LABEL = "xrgw_endpoint"
+DEPRECATED_ENDPOINT_LABEL = "endpoint"
+
+
+class EndpointLabel:
+    """The registry as scraped: each sample with an `endpoint` label gets the same value
+    as `xrgw_endpoint`, first. The metrics are declared and updated with `endpoint` (one
+    label, one place); the second name costs only at scrape time."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self.registry.collect():
+            if not any(DEPRECATED_ENDPOINT_LABEL in s.labels for s in family.samples):
+                yield family
+                continue
+            copy = Metric(family.name, family.documentation, family.type, family.unit)
+            for sample in family.samples:
+                labels = sample.labels
+                if DEPRECATED_ENDPOINT_LABEL in labels:
+                    labels = {ENDPOINT_LABEL: labels[DEPRECATED_ENDPOINT_LABEL], **labels}
+                copy.samples.append(sample._replace(labels=labels))
+            yield copy
 
 
 class RenamedAlias(Collector):
@@ -219,5 +271,5 @@ def route_children(metrics: Metrics, route: str, window: int) -> tuple[Gauge, Hi
     return metrics.inflight.labels(route), metrics.processing.labels(route)
 
 
-__all__ = ["ALIAS_REMOVED_IN", "Metrics", "RenamedAlias", "body_size", "observe_many",
-           "route_children"]
+__all__ = ["ALIAS_REMOVED_IN", "ENDPOINT_LABEL", "EndpointLabel", "Metrics", "RenamedAlias",
+           "body_size", "observe_many", "route_children"]

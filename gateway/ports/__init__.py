@@ -23,6 +23,9 @@ Request-reply (`routes[].reply: true`): a Delivery whose sender waits for an ans
 carries an `answer` hook, and a producer that can wait for one implements `Requester`
 (`request(messages, timeout)`, the answer in `Outcome.reply`).
 
+A consumer whose senders wait on the line (the HTTP ingress) implements `Admission`: it
+listens from the start and refuses messages (503 + Retry-After) while the route holds it.
+
 A consumer that knows how far it is behind its source (Kafka partition lag, JetStream
 pending messages) also implements `BacklogReporter`; the route exports it as metrics.
 
@@ -44,6 +47,7 @@ from gateway.ports._adapter import (
     read_one,
     write,
 )
+from gateway.ports._admission import Admission
 from gateway.ports._backlog import Backlog, BacklogReporter, PartitionLag, StreamPending
 from gateway.ports._delivery import Answer, Delivery, Settle
 from gateway.ports._errors import AdapterError, AlreadySettled, EndOfInput, NotConnected
@@ -65,6 +69,7 @@ __all__ = [
     "CORRELATION_ATTRIBUTE",
     "NO_REPLY_PREFIX",
     "AdapterError",
+    "Admission",
     "AlreadySettled",
     "Answer",
     "Backlog",

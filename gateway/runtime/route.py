@@ -56,10 +56,11 @@ from gateway.envelope.outgoing import (
 from gateway.jsontypes import JSON
 from gateway.matching.matcher import Explanation
 from gateway.observability.conformance import RouteReport
-from gateway.observability.logs import fields
+from gateway.observability.logs import CLIENT_ENDPOINT, fields
 from gateway.observability.metrics import Metrics, body_size, observe_many, route_children
 from gateway.ports import (
     NO_REPLY_PREFIX,
+    Admission,
     Confirmation,
     Consumer,
     Delivery,
@@ -222,10 +223,18 @@ class Route:
         self._inflight_gauge, self._processing = route_children(metrics, name, inflight)
         self._received: dict[str, tuple[Any, Any]] = {}  # protocol -> (messages, bytes)
         self._matched: dict[str, Any] = {}
+        # Dead letters are counted apart (`xrgw_messages_deadlettered_total{reason}`,
+        # `xrgw_deadletter_bytes_total`), not as publishes of the dead-letter endpoint.
         self._published = {o.endpoint_id: (metrics.published.labels(o.endpoint_id),
                                            metrics.published_bytes.labels(o.endpoint_id))
-                           for o in self._all_outputs()}
+                           for o in self.outputs}
         self._up: dict[str, bool] = {}
+        # Every endpoint has its `xrgw_endpoint_connected` series from the start (an
+        # alert on 0 must be able to fire for an endpoint never reached).
+        metrics.connected.labels(source_endpoint).set(1 if consumer.connected else 0)
+        for output in [] if observe else self._all_outputs():  # observing: never used
+            metrics.connected.labels(output.endpoint_id).set(
+                1 if output.producer.connected else 0)
         self._strays: set[asyncio.Task[None]] = set()  # uncorrelated answers being dead-lettered
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -252,8 +261,17 @@ class Route:
     async def _start(self) -> None:
         if self.reply_timeout is not None and not self.observe:
             self._listen_for_strays()
+        # A sender waiting on the line (HTTP) is told "retry later" while the outputs
+        # connect, rather than finding nobody listening.
+        admission = (self.consumer if isinstance(self.consumer, Admission)
+                     and not self.observe else None)
+        if admission is not None:
+            admission.hold("the route's outputs are not connected yet")
+            await self._connect(self.source_endpoint, self.consumer)
         for output in [] if self.observe else self._all_outputs():
             await self._connect(output.endpoint_id, output.producer)
+        if admission is not None:
+            admission.hold(None)
         self._settler = asyncio.create_task(self._settle_loop())
         self._pump = asyncio.create_task(self._pump_loop())
         self._backlog = asyncio.create_task(
@@ -302,19 +320,29 @@ class Route:
     async def _connect(self, endpoint: str, port: Consumer | Producer) -> None:
         attempt = 0
         while not self._stopping:
+            # The client's own tasks, made inside connect(), log with this endpoint.
+            about = CLIENT_ENDPOINT.set(endpoint)
             try:
                 await port.connect()
                 self.metrics.connected.labels(endpoint).set(1)
+                if attempt:
+                    log.info("endpoint connected after %d attempt(s)", attempt + 1,
+                             extra=fields(route=self.name, endpoint=endpoint))
                 return
             except NotConnected as exc:
                 self.metrics.connected.labels(endpoint).set(0)
                 delay = self.retry.delay(min(attempt, 6))
+                # One warning per outage, with the endpoint and the cause; the retries
+                # are debug lines (xrgw_endpoint_connected shows how long it lasts).
                 # pragma: no mutate start
-                log.warning("endpoint not connected; retrying in %.1fs", delay,
-                            extra=fields(route=self.name, endpoint=endpoint, error=exc))
+                (log.warning if attempt == 0 else log.debug)(
+                    "endpoint not connected; retrying in %.1fs", delay,
+                    extra=fields(route=self.name, endpoint=endpoint, error=exc))
                 # pragma: no mutate end
                 attempt += 1
                 await asyncio.sleep(delay)
+            finally:
+                CLIENT_ENDPOINT.reset(about)
 
     # -- intake: read, convert, submit ----------------------------------------------------------
     async def _pump_loop(self) -> None:
@@ -595,8 +623,11 @@ class Route:
         failed = [i for i, outcome in enumerate(outcomes) if not outcome.delivered]
         delivered = len(outcomes) - len(failed)
         if delivered:
-            messages, size = self._published[output.endpoint_id]
-            messages.inc(delivered)
+            if output is self.deadletter or output.endpoint_id not in self._published:
+                size = self.metrics.deadletter_bytes
+            else:
+                messages, size = self._published[output.endpoint_id]
+                messages.inc(delivered)
             if failed:
                 skip = set(failed)
                 size.inc(sum(body_size(r) for i, r in enumerate(records) if i not in skip))

@@ -105,7 +105,8 @@ class GatewayProcess:
             status, _ = await self.get("/readyz")
             if status == 200:
                 _, metrics = await self.get("/metrics")
-                if f'xrgw_endpoint_connected{{endpoint="{source}"}} 1.0' in metrics:
+                if (f'xrgw_endpoint_connected{{endpoint="{source}",'
+                        f'xrgw_endpoint="{source}"}} 1.0') in metrics:
                     return
             await asyncio.sleep(0.05)
         raise AssertionError(f"gateway not ready after {timeout}s:\n{self.log_tail()}")

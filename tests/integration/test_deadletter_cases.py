@@ -334,4 +334,5 @@ def test_deadletter_metrics(run: Run) -> None:
     for reason, count in counts.items():
         line = f'xrgw_deadletter_total{{reason="{reason}"}} {float(count)}'
         assert line in run.metrics, line
-    assert 'xrgw_messages_published_total{endpoint="dl-sink"} 2.0' in run.metrics
+    assert ('xrgw_messages_published_total{endpoint="dl-sink",xrgw_endpoint="dl-sink"} 2.0'
+            in run.metrics)

@@ -135,24 +135,28 @@ def test_store_deployment_end_to_end(tmp_path, mosquitto, tansu, nats_server):
             text = await asyncio.to_thread(
                 lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read())
             metrics = text.decode()
-            assert 'xrgw_messages_received_total{endpoint="store-mqtt",protocol="MQTT/5.0"} 3.0' \
-                in metrics
-            assert 'xrgw_messages_published_total{endpoint="events-kafka"} 2.0' in metrics
+            assert ('xrgw_messages_received_total{endpoint="store-mqtt",protocol="MQTT/5.0",'
+                    'xrgw_endpoint="store-mqtt"} 3.0') in metrics
+            assert ('xrgw_messages_published_total{endpoint="events-kafka",'
+                    'xrgw_endpoint="events-kafka"} 2.0') in metrics
+            # dead letters are not publishes of the dead-letter endpoint
+            assert 'xrgw_messages_published_total{endpoint="store-deadletter"' not in metrics
             assert 'xrgw_messages_deadlettered_total{reason="unmatched"} 1.0' in metrics
             assert 'xrgw_deadletter_total{reason="unmatched"} 1.0' in metrics  # until 0.3.0
             # bytes: the three bodies in; the two events and the dead letter out
-            assert 'xrgw_received_bytes_total{endpoint="store-mqtt",protocol="MQTT/5.0"}' \
-                in metrics
-            assert 'xrgw_published_bytes_total{endpoint="store-deadletter"} ' + \
-                f"{float(len(dead[0].value))}" in metrics
+            assert ('xrgw_received_bytes_total{endpoint="store-mqtt",protocol="MQTT/5.0",'
+                    'xrgw_endpoint="store-mqtt"}') in metrics
+            assert f"xrgw_deadletter_bytes_total {float(len(dead[0].value))}" in metrics
+            assert 'xrgw_config_last_reload_successful 1.0' in metrics
             ready = await asyncio.to_thread(
                 lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz").status)
             assert ready == 200
             # a broken config is rejected and the old one keeps serving
             Path(config.file).write_text("routes: [\n")
             assert await gateway.reload() is False
-            assert 'xrgw_config_reloads_total{result="rejected"} 1.0' in \
-                gateway.metrics.render().decode()
+            after = gateway.metrics.render().decode()
+            assert 'xrgw_config_reloads_total{result="rejected"} 1.0' in after
+            assert 'xrgw_config_last_reload_successful 0.0' in after
         finally:
             await sub.unsubscribe()
             await nc.close()

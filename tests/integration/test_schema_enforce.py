@@ -106,5 +106,6 @@ def test_enforce_dead_letters_invalid_data(tmp_path: Path, nats_server: Any) -> 
             assert headers["xrgw-detail"].startswith("$.text: 'this note is far too long'")
     for message, count in (("placed", 1), ("refund", 1), ("note", 1)):
         assert (f'xrgw_messages_invalid_data_total{{endpoint="orders-in",'
-                f'message="/messagegroups/orders/messages/{message}"}} {count}.0') in metrics
+                f'message="/messagegroups/orders/messages/{message}",'
+                f'xrgw_endpoint="orders-in"}} {count}.0') in metrics
     assert 'xrgw_messages_deadlettered_total{reason="invalid-data"} 3.0' in metrics

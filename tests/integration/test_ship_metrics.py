@@ -54,12 +54,15 @@ PROMISED = {
     "python_gc_collections_total": {"generation"},
     "xrgw_build_info": {"version", "revision"},
     "xrgw_processing_seconds_bucket": {"route", "le"},
-    "xrgw_received_bytes_total": {"endpoint", "protocol"},
-    "xrgw_published_bytes_total": {"endpoint"},
+    "xrgw_received_bytes_total": {"xrgw_endpoint", "endpoint", "protocol"},
+    "xrgw_published_bytes_total": {"xrgw_endpoint", "endpoint"},
+    "xrgw_messages_received_total": {"xrgw_endpoint", "endpoint", "protocol"},
+    "xrgw_endpoint_connected": {"xrgw_endpoint", "endpoint"},
+    "xrgw_config_last_reload_successful": set(), "xrgw_deadletter_bytes_total": set(),
     "xrgw_messages_inflight": {"route"}, "xrgw_messages_inflight_limit": {"route"},
     "xrgw_messages_deadlettered_total": {"reason"},
-    "xrgw_consumer_lag": {"endpoint", "topic", "partition"},
-    "xrgw_consumer_pending": {"endpoint", "stream", "consumer"},
+    "xrgw_consumer_lag": {"xrgw_endpoint", "endpoint", "topic", "partition"},
+    "xrgw_consumer_pending": {"xrgw_endpoint", "endpoint", "stream", "consumer"},
     # the old names, until 0.3.0
     "xrgw_deadletter_total": {"reason"}, "xrgw_inflight": {"route"},
 }
@@ -330,7 +333,7 @@ def test_dashboard_and_alert_metrics_exist_in_a_real_scrape(
             scraped.setdefault(name, set()).update(labels)
 
     exprs = _chart_expressions()
-    used = {m for e in exprs for m in METRIC.findall(e)}
+    used = {m for e in exprs for m in METRIC.findall(e)} - {"xrgw_endpoint"}  # a label
     assert len(used) >= 12, used
     missing = sorted(used - set(scraped))
     assert missing == [], f"dashboard/alerts use metrics the gateway does not expose: {missing}"
@@ -354,6 +357,7 @@ def test_dashboard_and_alert_metrics_exist_in_a_real_scrape(
         assert "_created" not in text
     assert re.search(r'xrgw_messages_inflight_limit\{route="in-mqtt->out-nats"\} 4096\.0',
                      first_text)
-    received = re.search(r'xrgw_received_bytes_total\{endpoint="in-http",protocol="HTTP"\} '
+    received = re.search(r'xrgw_received_bytes_total\{endpoint="in-http",protocol="HTTP",'
+                         r'xrgw_endpoint="in-http"\} '
                          r'([0-9.e+]+)', first_text)
     assert received and float(received.group(1)) == len(b'{"v": 2}')  # aiohttp's json=

@@ -79,9 +79,11 @@ def test_installs_are_pinned(name: str) -> None:
             if "-r" in rest:
                 assert "--require-hashes" in rest
                 lock = rest[rest.index("-r") + 1]
-                assert lock in ("requirements.lock", "requirements-sbom.lock"), argv
-                # the gateway's environment only from the project's lock
-                assert argv[0] != "/opt/xrgw/bin/pip" or lock == "requirements.lock"
+                assert lock in ("requirements.lock", "requirements-sbom.lock",
+                                "requirements-spark.lock"), argv
+                # the gateway's environment only from the project's locks
+                assert argv[0] != "/opt/xrgw/bin/pip" or lock in (
+                    "requirements.lock", "requirements-spark.lock")
                 continue
             packages = [a for a in rest if not a.startswith("-")]
             assert packages, argv
@@ -203,11 +205,30 @@ def test_spark_target_adds_java_and_pyspark() -> None:
     commands = _shell_commands(STAGES["spark"])
     assert any(c[:1] == ["apt-get"] and any(a.startswith("openjdk-17-jre-headless=")
                                             for a in c) for c in commands)
-    assert any("pyspark==" in " ".join(c) for c in _shell_commands(STAGES["spark-build"]))
+    assert any("requirements-spark.lock" in c for c in _shell_commands(STAGES["spark-build"]))
     assert "--from=spark-build /opt/xrgw /opt/xrgw" in [
         c.value for c in STAGES["spark"].all("COPY")]
     env = " ".join(i.value for i in STAGES["spark"].all("ENV"))
     assert "JAVA_HOME=" in env
+
+
+def test_spark_lock_pins_what_pyproject_allows_with_every_dependency_hashed() -> None:
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    text = (ROOT / "requirements-spark.lock").read_text()
+    pins = dict(re.findall(r"^([\w.-]+)==([\w.+!-]+) \\$", text, re.M))
+    spark = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]["spark"]
+    for spec in map(Requirement, spark):
+        assert spec.name in pins and spec.specifier.contains(pins[spec.name]), spec
+    assert pins["pandas"].split(".")[0] == "2"  # PySpark 4 supports pandas 2.x only
+    # what the pinned packages require (their metadata), each locked too
+    for needed in ("py4j", "numpy", "python-dateutil", "pytz", "tzdata"):
+        assert needed in pins, needed
+    for block in re.split(r"\n(?=[\w.-]+==)", text.split("\n#\n", 1)[1]):
+        assert "--hash=sha256:" in block, block[:60]
 
 
 def test_dockerignore_sends_only_what_the_build_copies() -> None:

@@ -13,6 +13,7 @@ tests/integration/test_ship_metrics.py; here only against the declared metric fa
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import shutil
@@ -29,7 +30,7 @@ import pytest
 import yaml
 
 from gateway.config import CONFIG_SPEC, load_config
-from gateway.observability.metrics import Metrics
+from gateway.observability.metrics import ENDPOINT_LABEL, Metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "xrgw"
@@ -84,7 +85,10 @@ def _check_crd(doc: dict[str, Any]) -> None:
     else:
         endpoints = spec.get("endpoints") or spec.get("podMetricsEndpoints")
         assert endpoints and all(e["port"] == "admin" and e["path"] == "/metrics"
-                                 and e["honorLabels"] is True for e in endpoints)
+                                 for e in endpoints)
+        # xrgw_endpoint does not collide with the operator's `endpoint` target label:
+        # no honorLabels needed (it stays a choice for the deprecated label's sake)
+        assert all(e["honorLabels"] is False for e in endpoints)
         assert spec["selector"]["matchLabels"]
 
 
@@ -214,6 +218,65 @@ def test_rendered_config_loads(chart: Any, case: str, tmp_path: Path,
     assert listen == ("127.0.0.1:9464" if case == "sidecar" else "0.0.0.0:9464")
     # a loopback admin server gets the probes-only listener the kubelet can reach
     assert config.admin.health == (("0.0.0.0", 9465) if case == "sidecar" else None)
+
+
+@pytest.mark.parametrize(("case", "overrides", "policy"), [
+    ("default", {}, "all"),
+    ("bridge", {}, "all"),
+    # a sidecar's readiness is its application pod's: it must not follow a remote broker
+    ("sidecar", {}, "none"),
+    ("bridge", {"admin": {"readiness": "sources"}}, "sources"),
+    ("sidecar", {"admin": {"readiness": "sources"}}, "sources"),
+])
+def test_readiness_policy_per_mode(chart: Any, case: str, overrides: dict[str, Any],
+                                   policy: str, tmp_path: Path,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    values = copy.deepcopy(VALUES[case])
+    for key, value in overrides.items():
+        values.setdefault(key, {}).update(value)
+    path = _materialize(_render(chart, values), values, tmp_path, monkeypatch)
+    assert yaml.safe_load(path.read_text())["admin"]["readiness"] == policy
+    config, problems = load_config(path)
+    assert config is not None, [str(p) for p in problems]
+    assert config.admin.readiness == policy
+
+
+def test_readiness_probe_path_is_configurable(chart: Any) -> None:
+    values = {"probes": {"readiness": {"path": "/healthz", "periodSeconds": 5,
+                                       "timeoutSeconds": 3, "failureThreshold": 3}}}
+    container = _one(_render(chart, values), "Deployment")[
+        "spec"]["template"]["spec"]["containers"][0]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    with pytest.raises(helm.HelmValuesError):
+        _render(chart, {"admin": {"readiness": "sometimes"}})
+
+
+def test_preflight_init_container_and_helm_test_run_validate_connect(chart: Any) -> None:
+    values = copy.deepcopy(VALUES["bridge"])
+    values["preflight"] = {"initContainer": True, "helmTest": True, "strict": True,
+                           "timeout": 3}
+    docs = _render(chart, values)
+    for doc in docs:
+        if doc["kind"] not in CRD_KINDS:
+            kv.validate(doc, KUBE_VERSIONS[-1], strict=True)
+    pod = _one(docs, "Deployment")["spec"]["template"]["spec"]
+    (init,) = [c for c in pod["initContainers"] if c["name"] == "xrgw-preflight"]
+    command = ["xrgw", "validate", "--connect", "-c", "/etc/xrgw/config.yaml",
+               "--timeout", "3", "--strict"]
+    assert init["command"] == command
+    gateway = pod["containers"][0]
+    # the same config, secrets and environment as the gateway
+    assert init["volumeMounts"] == gateway["volumeMounts"]
+    assert init["env"] == gateway["env"] and init["image"] == gateway["image"]
+    tests = [d for d in _kind(docs, "Pod") if d["metadata"]["name"].endswith("preflight")]
+    (test,) = tests
+    assert test["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    assert test["spec"]["containers"][0]["command"] == command
+    # off by default
+    default = _render(chart, VALUES["bridge"])
+    assert "initContainers" not in _one(default, "Deployment")["spec"]["template"]["spec"]
+    assert not [d for d in _kind(default, "Pod") if "preflight" in d["metadata"]["name"]]
 
 
 def test_bridge_values_documents_are_the_config_examples() -> None:
@@ -520,7 +583,8 @@ def test_example_app_chart_includes_the_sidecar(app_chart: Path, native: bool) -
     config_map = volumes["xrgw-config"]["configMap"]["name"]
     (rendered,) = [d for d in _kind(docs, "ConfigMap") if d["metadata"]["name"] == config_map]
     config = yaml.safe_load(rendered["data"]["config.yaml"])
-    assert config["admin"] == {"listen": "127.0.0.1:9464", "health_listen": "0.0.0.0:9465"}
+    assert config["admin"] == {"listen": "127.0.0.1:9464", "health_listen": "0.0.0.0:9465",
+                               "readiness": "none"}
     assert config["endpoints"]["app-http"]["uri"] == "http://127.0.0.1:8080"
     assert "Deployment" not in [d["kind"] for d in docs if "xrgw" in d["metadata"]["name"]]
 
@@ -564,6 +628,7 @@ def _declared_samples() -> set[str]:
 
 def test_dashboard_and_rules_use_declared_metrics_only(chart: Any) -> None:
     used = {m for e in dashboard_and_rule_expressions(chart) for m in METRIC.findall(e)}
+    used.discard(ENDPOINT_LABEL)  # a label, not a metric
     assert used, "no metric found"
     assert used - _declared_samples() == set()
 

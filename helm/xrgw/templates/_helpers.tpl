@@ -116,6 +116,20 @@ true
 {{- end -}}
 {{- end -}}
 
+{{/* What /readyz requires (config admin.readiness): admin.readiness, else all for a
+bridge and none for a sidecar, whose readiness is its application pod's and must not
+follow a remote broker. */}}
+{{- define "xrgw.readiness" -}}
+{{- $v := .values -}}
+{{- if $v.admin.readiness -}}
+{{- $v.admin.readiness -}}
+{{- else if eq $v.mode "sidecar" -}}
+none
+{{- else -}}
+all
+{{- end -}}
+{{- end -}}
+
 {{/* The gateway config file (/etc/xrgw/config.yaml). */}}
 {{- define "xrgw.configYaml" -}}
 {{- $v := .values -}}
@@ -134,7 +148,7 @@ true
 {{- fail "definitions: give at least one document (definitions.documents) or registry (definitions.registries)" -}}
 {{- end -}}
 {{- $_ := set $cfg "definitions" $sources -}}
-{{- $admin := dict "listen" (include "xrgw.adminListen" .) -}}
+{{- $admin := dict "listen" (include "xrgw.adminListen" .) "readiness" (include "xrgw.readiness" .) -}}
 {{- if include "xrgw.adminLoopback" . -}}
 {{- $_ := set $admin "health_listen" (printf "0.0.0.0:%v" $v.admin.healthPort) -}}
 {{- end -}}
@@ -213,7 +227,52 @@ failureThreshold: {{ .settings.failureThreshold }}
   livenessProbe:
     {{- include "xrgw.probe" (dict "ctx" . "path" "/healthz" "settings" $v.probes.liveness) | trim | nindent 4 }}
   readinessProbe:
-    {{- include "xrgw.probe" (dict "ctx" . "path" "/readyz" "settings" $v.probes.readiness) | trim | nindent 4 }}
+    {{- include "xrgw.probe" (dict "ctx" . "path" ($v.probes.readiness.path | default "/readyz") "settings" $v.probes.readiness) | trim | nindent 4 }}
+  resources:
+    {{- toYaml $v.resources | nindent 4 }}
+  securityContext:
+    {{- toYaml $v.securityContext | nindent 4 }}
+  volumeMounts:
+    - name: xrgw-config
+      mountPath: /etc/xrgw
+      readOnly: true
+    - name: xrgw-tmp
+      mountPath: /tmp
+    {{- range $v.secretMounts }}
+    - name: {{ printf "xrgw-secret-%s" .name | trunc 63 | trimSuffix "-" }}
+      mountPath: {{ default (printf "/run/secrets/xrgw/%s" .name) .mountPath }}
+      readOnly: true
+    {{- end }}
+    {{- with $v.extraVolumeMounts }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+{{- end -}}
+
+{{/* `xrgw validate --connect` in the gateway's image, with its config, secrets and
+environment: DNS, TCP, TLS, login and topics of every endpoint before traffic (the init
+container and the `helm test` pod). Context: {"values", "root", "name"}. */}}
+{{- define "xrgw.preflight.container" -}}
+{{- $v := .values -}}
+- name: {{ .name }}
+  image: {{ include "xrgw.image" . | quote }}
+  imagePullPolicy: {{ $v.image.pullPolicy }}
+  command: ["xrgw", "validate", "--connect", "-c", "/etc/xrgw/config.yaml", "--timeout", {{ $v.preflight.timeout | quote }}{{ if $v.preflight.strict }}, "--strict"{{ end }}]
+  env:
+    - name: XRGW_POD_NAME
+      valueFrom:
+        fieldRef:
+          fieldPath: metadata.name
+    - name: XRGW_CLIENT_ID
+      valueFrom:
+        fieldRef:
+          fieldPath: metadata.name
+    {{- with concat ($v.env | default list) ($v.extraEnv | default list) }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  {{- with $v.envFrom }}
+  envFrom:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
   resources:
     {{- toYaml $v.resources | nindent 4 }}
   securityContext:

@@ -105,7 +105,9 @@ def test_bad_durations(tmp_path: Path) -> None:
     fix = "write a number with a unit: 500ms, 30s, 2m, 1h (or combined: 1m30s)"
     assert _problems(tmp_path, text) == [
         Problem("error", "gw.yaml", "$.routes[0].retry.initial_backoff",
-                "expected duration, got an integer (30)", fix, line=5, column=13),
+                "expected duration, got an integer (30)",
+                "add the unit: 30s for seconds, 30ms for milliseconds (units: ms, s, m, h)",
+                line=5, column=13),
         Problem("error", "gw.yaml", "$.shutdown.grace", "'30 secs' is not a duration", fix,
                 line=7, column=12),
     ]

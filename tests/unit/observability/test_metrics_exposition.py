@@ -77,8 +77,9 @@ def test_route_exports_latency_window_and_bytes_per_route_and_endpoint() -> None
                   protocol="MQTT/5.0") == received
     assert sample(metrics, "xrgw_published_bytes_total", endpoint="events-kafka") == sum(
         body_size(r) for r in out.written) > 0
-    assert sample(metrics, "xrgw_published_bytes_total", endpoint="dlq") == sum(
+    assert sample(metrics, "xrgw_deadletter_bytes_total") == sum(
         body_size(r) for r in dlq.written) == len(b"\x00raw")
+    assert sample(metrics, "xrgw_published_bytes_total", endpoint="dlq") in (None, 0)
 
 
 def test_body_size_counts_received_bytes_without_reserialising() -> None:
@@ -169,3 +170,26 @@ def test_consumers_without_a_backlog_are_not_polled() -> None:
     asyncio.run(asyncio.wait_for(
         backlog_module.watch_backlog("in", MemoryConsumer(), metrics), 1))
     assert "xrgw_consumer_lag{" not in metrics.render().decode()
+
+
+def test_endpoint_series_carry_xrgw_endpoint_and_the_deprecated_endpoint_label() -> None:
+    metrics = Metrics()
+    metrics.connected.labels("orders-kafka").set(1)
+    text = metrics.render().decode()
+    assert 'xrgw_endpoint_connected{endpoint="orders-kafka",xrgw_endpoint="orders-kafka"} 1.0' \
+        in text
+    # series without an endpoint label are left as they are
+    assert 'xrgw_messages_deadlettered_total{reason="unmatched"} 0.0' in text
+
+
+def test_known_counters_start_at_zero_and_the_reload_gauge_is_one() -> None:
+    metrics = Metrics()
+    metrics.known_source("in", "MQTT/5.0")
+    text = metrics.render().decode()
+    for reason in ("unmatched", "undeliverable", "invalid-data"):
+        assert f'xrgw_messages_deadlettered_total{{reason="{reason}"}} 0.0' in text
+    assert 'xrgw_messages_received_total{endpoint="in",protocol="MQTT/5.0",' \
+        'xrgw_endpoint="in"} 0.0' in text
+    assert 'xrgw_messages_unmatched_total{endpoint="in",xrgw_endpoint="in"} 0.0' in text
+    assert 'xrgw_config_reloads_total{result="rejected"} 0.0' in text
+    assert "xrgw_config_last_reload_successful 1.0" in text
