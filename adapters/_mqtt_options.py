@@ -23,6 +23,10 @@ def _retain_handling(value: object) -> tuple[str, str] | None:
     return None
 
 
+#: The MQTT protocol's largest packet: a 4-byte remaining length (268,435,455) plus the
+#: fixed header's 5 bytes.
+MAX_PACKET_SIZE = 268_435_460
+
 OPTIONS = OptionSpec(
     protocol="MQTT",
     options=(
@@ -72,6 +76,12 @@ OPTIONS = OptionSpec(
                  "producer"),
         seconds("reconnect_max", 10, "producer: longest backoff between reconnect attempts",
                  "producer"),
+        count("max_packet_size", MAX_PACKET_SIZE,
+              "producer: the largest PUBLISH packet the broker takes, in bytes; a larger "
+              "message is dead-lettered as too-large before it is sent. An MQTT 5 broker's "
+              "own Maximum Packet Size (CONNACK) lowers it; set it for a 3.1.1 broker with a "
+              "limit (mosquitto's message_size_limit), which cannot say so",
+              side="producer", high=MAX_PACKET_SIZE),
     ),
     unsupported=(
         Unsupported("willtopic", "xrgw publishes no will message (a will is rendered from a "

@@ -163,6 +163,18 @@ def to_publish(record: NativeMessage, v5: bool, default_qos: int,
     return PublishArgs(topic, record.body_bytes(), qos, retain, props)
 
 
+def packet_size(args: PublishArgs, v5: bool) -> int:
+    """The size of the PUBLISH packet for `args`, in bytes, as a broker's (MQTT 5 CONNACK)
+    Maximum Packet Size counts it: fixed header, topic, packet id, properties, payload."""
+    remaining = 2 + len(args.topic.encode("utf-8", "surrogatepass")) + len(args.payload)
+    if args.qos:
+        remaining += 2  # packet identifier
+    if v5:
+        props = args.properties
+        remaining += 1 if props is None else len(props.pack())  # type: ignore[no-untyped-call]
+    return 1 + len(_varint(remaining)) + remaining
+
+
 # ====================================================================== wire codec
 # paho builds a Properties object per packet -- its constructor fills two 27-entry
 # tables, its pack()/unpack() walk them per property -- and a PUBACK costs two of them

@@ -60,6 +60,9 @@ from gateway.ports import NotConnected, Outcome
 
 __all__ = ["PahoLink", "PublishBatch", "new_properties"]
 
+#: MQTT 5 reason codes that refuse a message for its size: 0x95 Packet too large.
+_TOO_LARGE_CODES = frozenset({0x95})
+
 #: Most bytes taken from the socket per readable event (then the loop gets a turn).
 _READ_SIZE = 256 * 1024
 #: Largest piece handed to one TLS send(): one record, and a retried write after
@@ -334,6 +337,8 @@ class PahoLink:
         self._misc: asyncio.Task[None] | None = None
         self.connected = False
         self.session_present = False
+        # MQTT 5: the broker's Maximum Packet Size from its CONNACK (None: it set none).
+        self.max_packet_size: int | None = None
         c = self.client
         c.on_connect = self._on_connect
         c.on_disconnect = self._on_disconnect
@@ -584,6 +589,9 @@ class PahoLink:
             # The broker's flow control: more unacknowledged QoS>=1 PUBLISHes than this
             # is a protocol error it answers by disconnecting.
             self._window = int(getattr(props, "ReceiveMaximum", _V5_DEFAULT_WINDOW))
+            # A larger packet is a protocol error the broker answers by disconnecting.
+            most = getattr(props, "MaximumPacketSize", None)
+            self.max_packet_size = int(most) if isinstance(most, int) else None
         self.connected = True
         self._connack.set_result(bool(flags.session_present))
 
@@ -613,8 +621,12 @@ class PahoLink:
             self._in_flight -= 1
         # MQTT 5 PUBACK may carry a failure code (e.g. 0x87 not authorized): a verdict
         # on the message, so sending it again would not help.
-        batch.resolve(index, Outcome.failed(f"broker refused: {reason}", retryable=False)
-                      if reason.is_failure else Outcome.ok())
+        if not reason.is_failure:
+            batch.resolve(index, Outcome.ok())
+        elif int(reason.value) in _TOO_LARGE_CODES:
+            batch.resolve(index, Outcome.refused_as_too_large(f"broker refused: {reason}"))
+        else:
+            batch.resolve(index, Outcome.failed(f"broker refused: {reason}", retryable=False))
 
     def _on_subscribe(
         self, client: paho.Client, userdata: Any, mid: int, reasons: list[ReasonCode], props: Any

@@ -46,10 +46,11 @@ made as needed and reused), and returns; the Confirmation gathers the answers. H
 no order to keep: requests of a batch may arrive in any order. One request per record
 and submit: the route owns retries (`routes[].retry`). 2xx -> delivered; 408, 429, 5xx,
 timeouts and connection errors -> failed, retryable, with the answer's `Retry-After`
-(seconds) as `Outcome.retry_after` for the route to honour; other statuses -> failed,
-not retryable (redirects are not followed). Once a request has failed because the
-endpoint could not be reached, the requests of that batch not yet sent fail at once with
-the same reason instead of each waiting for its own connection error.
+(seconds) as `Outcome.retry_after` for the route to honour; 413 -> too large (dead-lettered
+as `too-large`); other statuses -> failed, not retryable (redirects are not followed).
+Once a request has failed because the endpoint could not be reached, the requests of
+that batch not yet sent fail at once with the same reason instead of each waiting for
+its own connection error.
 """
 
 from __future__ import annotations
@@ -548,6 +549,12 @@ def _authorized(request: web.BaseRequest, expected: tuple[str, bytes]) -> bool:
 _DRAIN_MAX = 64 * 1024
 
 
+#: 413 Content Too Large: the receiver refuses the body for its size (dead-lettered as
+#: too-large). HTTP has no way to learn the limit before sending, so the producer is not
+#: `SizeLimited`.
+_CONTENT_TOO_LARGE = 413
+
+
 class _Down:
     """One submit's knowledge that the endpoint cannot be reached: the first such failure,
     which the batch's requests not yet sent report at once instead of each trying."""
@@ -708,6 +715,8 @@ class HttpProducer:
             return (Outcome.ok() if reply is None else Outcome.answered(reply)), False
         text = excerpt.decode("utf-8", "replace").strip()
         reason = f"HTTP {status}" + (f": {text}" if text else "")
+        if status == _CONTENT_TOO_LARGE:  # the receiver's size limit: never sent again
+            return Outcome.refused_as_too_large(reason), False
         retryable = status in (408, 429) or status >= 500
         return Outcome.failed(reason, retryable=retryable, retry_after=retry_after), False
 

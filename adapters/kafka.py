@@ -577,6 +577,14 @@ class KafkaProducer:
     def connected(self) -> bool:
         return self._client is not None
 
+    @property
+    def max_message_bytes(self) -> int | None:
+        """aiokafka's `max_request_size`: a record (key, value, headers and the batch's
+        overhead) larger than this is never sent (the broker's `message.max.bytes` may be
+        lower: its MESSAGE_TOO_LARGE is a too-large refusal as well)."""
+        client = self._client
+        return None if client is None else int(client._max_request_size)
+
     async def connect(self) -> None:
         await self._gate.connect(self._connect)
 
@@ -762,7 +770,14 @@ def _outcome(item: _Pending) -> Outcome:
     return Outcome.ok() if exc is None else _failure(exc)
 
 
+#: Refusals of a record for its size (by aiokafka before sending, or by the broker).
+_TOO_LARGE: tuple[type[BaseException], ...] = (
+    MessageSizeTooLargeError, RecordListTooLargeError, RecordTooLargeError)
+
+
 def _failure(exc: BaseException) -> Outcome:
     if isinstance(exc, TimeoutError):
         return Outcome.failed("no acknowledgement from the broker in time")
+    if isinstance(exc, _TOO_LARGE):
+        return Outcome.refused_as_too_large(f"kafka: {exc!r}")
     return Outcome.failed(f"kafka: {exc!r}", retryable=not isinstance(exc, _VERDICTS))

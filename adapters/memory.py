@@ -122,8 +122,11 @@ FailureRule = Callable[[NativeMessage], Outcome | None]
 class MemoryProducer:
     """Records written messages in `written`; `fail_next(...)` or `rule` inject failures."""
 
-    def __init__(self, *, rule: FailureRule | None = None) -> None:
+    def __init__(self, *, rule: FailureRule | None = None,
+                 max_message_bytes: int | None = None) -> None:
         self.written: list[NativeMessage] = []
+        # A size limit (`SizeLimited`): a larger body is refused as too large.
+        self.max_message_bytes = max_message_bytes
         self._rule = rule
         self._scripted: deque[Outcome] = deque()
         self._connected = False
@@ -167,6 +170,9 @@ class MemoryProducer:
             return Outcome.failed("not connected", retryable=True)
         if self._scripted:
             return self._scripted.popleft()
+        limit = self.max_message_bytes
+        if limit is not None and len(message.body_bytes()) > limit:
+            return Outcome.oversize(len(message.body_bytes()), limit)
         if self._rule is not None:
             ruled = self._rule(message)
             if ruled is not None:

@@ -69,8 +69,8 @@ import paho.mqtt.client as paho
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
-from adapters._mqtt_options import OPTIONS
-from adapters._mqtt_record import PublishArgs, to_publish, to_record
+from adapters._mqtt_options import MAX_PACKET_SIZE, OPTIONS
+from adapters._mqtt_record import PublishArgs, packet_size, to_publish, to_record
 from adapters._paho_loop import PahoLink, PublishBatch, new_properties
 from adapters._reconnect import ReconnectGate
 from adapters._schemes import check_scheme
@@ -115,6 +115,7 @@ class MqttOptions:
     clean_start: bool = False
     retain_as_published: bool = False
     retain_handling: int = 0
+    max_packet_size: int = MAX_PACKET_SIZE
 
     @classmethod
     def parse(cls, settings: EndpointSettings) -> MqttOptions:
@@ -143,6 +144,7 @@ class MqttOptions:
             clean_start=cast(bool, opts["cleanstart"]),
             retain_as_published=cast(bool, opts["retainaspublished"]),
             retain_handling=cast(int, opts["retainhandling"]),
+            max_packet_size=cast(int, opts["max_packet_size"]),
         )
 
     def subscriptions(self) -> list[tuple[str, Any]]:
@@ -167,6 +169,9 @@ _UNCONFIRMED = Outcome.failed("no PUBACK/PUBCOMP in time")
 #: Messages waiting for a slot in the broker's window beyond which `submit` waits:
 #: enough to keep the window full between two submits, without an unbounded queue.
 _MAX_BACKLOG = 4096
+#: A payload this far under the packet limit leaves room for any topic and properties a
+#: record has in practice; only nearer ones are measured exactly (`packet_size`).
+_PACKET_SLACK = 256 * 1024
 
 
 def _now() -> str:
@@ -419,6 +424,15 @@ class MqttProducer:
     def connected(self) -> bool:
         return self._link is not None and self._link.connected
 
+    @property
+    def max_message_bytes(self) -> int:
+        """The largest PUBLISH packet: `max_packet_size`, lowered by an MQTT 5 broker's
+        CONNACK Maximum Packet Size."""
+        link = self._link
+        broker = None if link is None else link.max_packet_size
+        return self._opts.max_packet_size if broker is None else min(
+            broker, self._opts.max_packet_size)
+
     async def connect(self) -> None:
         await self._gate.connect(self._connect)
 
@@ -523,9 +537,15 @@ class MqttProducer:
 
     def _publish_args(self, record: NativeMessage, v5: bool) -> PublishArgs | Outcome:
         try:
-            return to_publish(record, v5, self._opts.qos, self._opts.retain)
+            args = to_publish(record, v5, self._opts.qos, self._opts.retain)
         except ValueError as exc:
             return Outcome.failed(str(exc), retryable=False)
+        limit = self.max_message_bytes
+        if len(args.payload) + _PACKET_SLACK > limit:  # near or over: measure exactly
+            size = packet_size(args, v5)
+            if size > limit:
+                return Outcome.oversize(size, limit, "PUBLISH packet (max packet size)")
+        return args
 
     async def _try_reconnect(self) -> str | None:
         return await self._gate.try_reconnect(lambda: self.connected, self._connect)

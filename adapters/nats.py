@@ -742,6 +742,12 @@ class NatsProducer:
     def connected(self) -> bool:
         return self._client is not None and self._client.is_connected
 
+    @property
+    def max_message_bytes(self) -> int | None:
+        """The server's `max_payload` (from its INFO; headers count against it too)."""
+        client = self._client
+        return None if client is None else client.max_payload
+
     async def connect(self) -> None:
         await self._gate.connect(self._connect)
 
@@ -909,12 +915,21 @@ async def _publish_all(
         try:
             args = to_publish(record)
             if len(args.payload) > max_payload:
-                raise ValueError(f"payload of {len(args.payload)} bytes is over the server's "
-                                 f"max_payload of {max_payload}")
+                outcomes[index] = Outcome.oversize(len(args.payload), max_payload,
+                                                   "payload (server max_payload)")
+                continue
             frame = publish_frame(args, reply_of(index))
         except ValueError as exc:
             outcomes[index] = Outcome.failed(str(exc), retryable=False)
             continue
+        if len(frame) > max_payload:
+            # The server counts an HPUB's headers against max_payload too: the frame
+            # less its protocol line and final CRLF (only measured when it could be over).
+            total = len(frame) - frame.index(b"\r\n") - 4
+            if total > max_payload:
+                outcomes[index] = Outcome.oversize(total, max_payload,
+                                                   "headers and payload (server max_payload)")
+                continue
         frames.append(frame)
         sent.append(index)
         size += len(args.payload)
@@ -1037,6 +1052,10 @@ class _Batch:
         return [o if o is not None else _NO_PUBACK for o in self.outcomes]
 
 
+#: JetStream's API error "message size exceeds maximum allowed" (JSStreamMessageExceedsMaximumErr).
+_JS_MESSAGE_TOO_LARGE = 10054
+
+
 def _pub_ack_outcome(msg: Msg) -> Outcome:
     """The answer of JetStream to one publish: a PubAck, an API error, or "no responders"
     (no stream takes the subject)."""
@@ -1050,6 +1069,9 @@ def _pub_ack_outcome(msg: Msg) -> Outcome:
     if isinstance(error, dict):
         code = error.get("code")
         code = code if isinstance(code, int) else 0
+        if error.get("err_code") == _JS_MESSAGE_TOO_LARGE:
+            return Outcome.refused_as_too_large(
+                f"JetStream refused: {error.get('description')} (the stream's max_msg_size)")
         return Outcome.failed(
             f"JetStream refused: {error.get('description')} (code {code}, err_code "
             f"{error.get('err_code')})",
@@ -1063,10 +1085,11 @@ def _failure(exc: nats.errors.Error) -> Outcome:
     if isinstance(exc, nats.js.errors.NoStreamResponseError):
         # No stream takes the subject -- or JetStream is still starting after a restart.
         return Outcome.failed("no JetStream stream answered for the subject")
+    if isinstance(exc, nats.errors.MaxPayloadError):
+        return Outcome.refused_as_too_large(f"refused: {exc!r}")
     permanent = (
         nats.errors.BadSubjectError,
         nats.errors.BadHeaderError,
-        nats.errors.MaxPayloadError,
     )
     if isinstance(exc, permanent):
         return Outcome.failed(f"refused: {exc!r}", retryable=False)

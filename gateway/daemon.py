@@ -117,6 +117,7 @@ class Gateway:
                 name, route_cfg.source, consumer, converter, outputs,
                 deadletter=deadletter, metrics=self.metrics, mode=route_cfg.mode,
                 inflight=route_cfg.inflight, retry=route_cfg.retry,
+                stall_after=route_cfg.stall_after,
                 partition_key=route_cfg.partitionkey, reply_timeout=route_cfg.reply_timeout,
                 observe=route_cfg.observe,
                 report=self.conformance.route(name, route_cfg.source,
@@ -135,6 +136,7 @@ class Gateway:
 
     # -- running ------------------------------------------------------------------------------
     def readiness(self) -> dict[str, bool]:
+        """Per route: connected and not stalled (`Route.ready`)."""
         return {route.name: route.ready for route in self.routes}
 
     def readiness_report(self) -> Readiness:

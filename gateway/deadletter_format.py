@@ -18,10 +18,17 @@ headers, MQTT 5 user properties, AMQP application properties), all prefixed `xrg
 
 `original_record(dead_letter)` rebuilds the original record, so a dead letter can be
 re-driven (by the daemon, or by the Spark job after a definition fix).
+
+A dead letter *without its body* (`withheld_body(letter, original)`) is what is written
+when the dead-letter endpoint itself cannot take the message for its size: the same
+metadata, no body, and two more entries that identify the body that was left out --
+`xrgw-body-size` (bytes) and `xrgw-body-sha256` (hex digest). Such a letter cannot be
+re-driven from the dead letter alone; the digest finds the original at its source.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -70,6 +77,33 @@ def deadletter_record(
     # The original body, byte for byte (raw bytes travel with parsed JSON data).
     return NativeMessage(protocol, {}).replace_fields(fields) if not original.has_body else (
         original.replace_fields(fields, protocol))
+
+
+def withheld_body(original: NativeMessage, *, protocol: str, reason: str, detail: str = "",
+                  source_endpoint: str = "", now: datetime | None = None) -> NativeMessage:
+    """A dead letter of `original` without its body: the reason, the explanation and
+    the original's metadata as `deadletter_record` writes them, plus the body's size
+    (`xrgw-body-size`) and SHA-256 (`xrgw-body-sha256`). Written when the dead-letter
+    endpoint refuses the whole letter for its size: a dead letter that cannot be written
+    must not hold the route for ever."""
+    body = original.body_bytes()
+    headless = NativeMessage(original.protocol, original.fields)
+    letter = deadletter_record(headless, protocol=protocol, reason=reason, detail=detail,
+                               source_endpoint=source_endpoint, now=now)
+    extra = {PREFIX + "body-size": str(len(body)),
+             PREFIX + "body-sha256": hashlib.sha256(body).hexdigest()}
+    prof = find_profile(protocol)
+    if prof is None:
+        return letter
+    if prof.metadata is None:  # the JSON-document form: the entries sit in its body
+        assert isinstance(letter.data, dict)
+        entries = letter.data["deadletter"]
+        assert isinstance(entries, dict)
+        return NativeMessage(protocol, {}, data={"deadletter": {**entries, **extra},
+                                                 "record": letter.data["record"]})
+    fields: dict[str, JSON] = dict(letter.fields)
+    add_metadata(fields, prof.metadata, extra)
+    return letter.replace_fields(fields)
 
 
 def _utf8(text: str) -> str:

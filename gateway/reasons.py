@@ -18,6 +18,7 @@ UNDELIVERABLE: Final = "undeliverable"  # outputs failed past the retry budget
 NO_REPLY: Final = "no-reply"  # request-reply: no answer within the route's reply_timeout
 UNCORRELATED_REPLY: Final = "uncorrelated-reply"  # an answer that names no request
 INVALID_DATA: Final = "invalid-data"  # the body fails its definition's schema (enforce)
+TOO_LARGE: Final = "too-large"  # over an output's size limit: never sent, never retried
 
 ALL: Final = (
     INVALID_RECORD,
@@ -31,4 +32,5 @@ ALL: Final = (
     NO_REPLY,
     UNCORRELATED_REPLY,
     INVALID_DATA,
+    TOO_LARGE,
 )

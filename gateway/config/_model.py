@@ -60,6 +60,7 @@ class RouteConfig:
     partitionkey: str = "source"
     inflight: int = 4096
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    stall_after: float = 30.0  # trouble lasting this long is a stall (runtime/stalls.py)
     # Request-reply (`reply: true`): how long a request waits for its answer; None: off.
     reply_timeout: float | None = None
     schema: SchemaPolicy = "tiebreak"  # see gateway.schemas.enforce

@@ -86,6 +86,7 @@ class RouteChecker:
             inflight=cast(int, raw["inflight"]),
             retry=RetryPolicy(cast(int, retry["attempts"]), cast(float, retry["initial_backoff"]),
                               cast(float, retry["max_backoff"])),
+            stall_after=cast(float, raw["stall_after"]),
             messages=messages, observe=observe, redact=redact, schema=schema,
             reply_timeout=cast(float, raw["reply_timeout"]) if reply else None,
         )

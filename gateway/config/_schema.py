@@ -23,6 +23,12 @@ def _positive(value: object) -> tuple[str, str] | None:
     return None
 
 
+def _not_negative(value: object) -> tuple[str, str] | None:
+    if isinstance(value, int) and value < 0:
+        return f"must be 0 or more, not {value}", "use 0 (no limit) or a count such as 10"
+    return None
+
+
 def _not_blank(value: object) -> tuple[str, str] | None:
     # An empty path would mean "the config's own directory": never what was meant.
     if isinstance(value, str) and not value.strip():
@@ -134,11 +140,19 @@ _DEFINITIONS = Field(
 )
 
 _RETRY = Field(
-    "retry", "object", "Retries of a failed send before the message is dead-lettered.",
+    "retry", "object", "Retries of a send that failed for a transient reason (broker "
+    "unreachable, timeout, HTTP 5xx/429). A permanent rejection is dead-lettered at once, a "
+    "message over an output's size limit as too-large before it is sent.",
     {},
     fields=(
-        Field("attempts", "int", "Sends in total, the first included.", 5, 5, check=_positive,
-              schema=_POSITIVE_SCHEMA),
+        Field("attempts", "int", "Sends in total, the first included, before a message whose "
+              "sends keep failing transiently is dead-lettered as undeliverable; 0 (the "
+              "default): no limit, the route holds the message and retries until the output "
+              "is back (back-pressure: intake stops, the route reports itself stalled after "
+              "stall_after). Why no limit: a rolling broker restart, a leader election or a "
+              "cluster upgrade takes seconds to minutes, and a budget shorter than that "
+              "dead-letters good messages that then need a re-drive.", 0, 10,
+              check=_not_negative, schema={"minimum": 0}),
         Field("initial_backoff", "duration", "Wait before the first retry; doubles per retry.",
               0.2, "200ms"),
         Field("max_backoff", "duration", "Longest wait between retries; a receiver's "
@@ -185,6 +199,13 @@ _ROUTE = Field(
               "source adapter's `max_in_flight` bounds it too).", 4096, 4096,
               check=_positive, schema=_POSITIVE_SCHEMA, advanced=True),
         _RETRY,
+        Field("stall_after", "duration",
+              "How long trouble may last before the route reports itself stalled (not ready "
+              "in /readyz, xrgw_route_stalled{route,cause} = 1, one log line with the error): "
+              "an output failing, the dead letter held, reads from the source failing, or "
+              "messages in flight with none settled. Shorter trouble (a reconnect, a broker "
+              "restart) is ordinary back-pressure.", 30.0, "30s",
+              check=_positive_seconds, advanced=True),
         Field("reply", "bool",
               "Request-reply: send each message as a request to the (one) output and carry "
               "its answer back to the sender (HTTP response; NATS reply subject; MQTT 5 "

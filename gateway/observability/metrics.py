@@ -109,6 +109,11 @@ class Metrics:
             "xrgw_messages_inflight_limit",
             "The route's in-flight window: intake pauses when this many are unsettled",
             ["route"], registry=r)
+        self.route_stalled = Gauge(
+            "xrgw_route_stalled", "1 while the route is stalled for this cause "
+            "(output-unavailable, deadletter-held, source-failing, no-progress); the "
+            "route is not ready meanwhile (see gateway/runtime/stalls.py)",
+            ["route", "cause"], registry=r)
         self.consumer_lag = Gauge(
             "xrgw_consumer_lag", "Kafka: records of an assigned partition not yet "
             "settled by this gateway (end offset minus first unsettled offset)",

@@ -26,6 +26,10 @@ carries an `answer` hook, and a producer that can wait for one implements `Reque
 A consumer whose senders wait on the line (the HTTP ingress) implements `Admission`: it
 listens from the start and refuses messages (503 + Retry-After) while the route holds it.
 
+A producer whose sink has a size limit implements `SizeLimited` (`max_message_bytes`):
+the route dead-letters a larger message as `too-large` before sending it, and the
+producer refuses one that its exact wire size puts over with `Outcome.oversize`.
+
 A consumer that knows how far it is behind its source (Kafka partition lag, JetStream
 pending messages) also implements `BacklogReporter`; the route exports it as metrics.
 
@@ -64,6 +68,7 @@ from gateway.ports._reply import (
     no_reply,
 )
 from gateway.ports._settings import EndpointSettings, TlsSettings
+from gateway.ports._size import SizeLimited, size_limit
 
 __all__ = [
     "CORRELATION_ATTRIBUTE",
@@ -87,6 +92,7 @@ __all__ = [
     "ReplyTable",
     "Requester",
     "Settle",
+    "SizeLimited",
     "Stray",
     "StrayListener",
     "StreamPending",
@@ -95,5 +101,6 @@ __all__ = [
     "correlation_of",
     "no_reply",
     "read_one",
+    "size_limit",
     "write",
 ]

@@ -16,6 +16,8 @@ class Outcome:
     is how long the receiver asked the sender to wait before trying again (HTTP
     `Retry-After`), in seconds; the engine waits at least that long, within its own
     retry policy. Producers never wait or retry themselves: the route owns retries.
+    `too_large`: refused for its size (over the sink's limit, `SizeLimited`), never
+    retryable; the engine dead-letters it as `too-large`.
     """
 
     delivered: bool
@@ -24,6 +26,7 @@ class Outcome:
     retry_after: float | None = None
     # Request-reply (`Requester.request`): the answer the receiver sent back.
     reply: NativeMessage | None = None
+    too_large: bool = False
 
     @classmethod
     def ok(cls) -> Outcome:
@@ -38,6 +41,19 @@ class Outcome:
     def failed(cls, reason: str, retryable: bool = True,
                retry_after: float | None = None) -> Outcome:
         return cls(False, retryable, reason, retry_after)
+
+    @classmethod
+    def oversize(cls, size: int, limit: int, what: str = "message") -> Outcome:
+        """Refused before it was sent (or by the receiver) for its size: `size` bytes
+        over the sink's `limit`."""
+        return cls(False, False, f"{what} of {size} bytes is over the limit of {limit} bytes",
+                   too_large=True)
+
+    @classmethod
+    def refused_as_too_large(cls, reason: str) -> Outcome:
+        """The receiver refused the message for its size (Kafka MESSAGE_TOO_LARGE, HTTP
+        413, MQTT 5 reason 0x95) and said so in `reason`."""
+        return cls(False, False, reason, too_large=True)
 
 
 _DELIVERED = Outcome(True)

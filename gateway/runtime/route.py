@@ -21,9 +21,20 @@
   dead letter took them. Failed sends are retried here, and only here (producers make one
   attempt), for the batch's failed records together, with exponential backoff and jitter,
   waiting at least as long as a receiver's Retry-After asks (up to the policy's longest
-  backoff); past the budget a record's message is dead-lettered as `undeliverable`. When
-  the dead letter itself fails, the route holds the batch and tries again (intake stops:
+  backoff). Only transient failures are retried, by default until they clear
+  (`runtime/retry.py` says why); a permanent rejection, or a transient one past a
+  configured budget, dead-letters the record's message as `undeliverable`. When the dead
+  letter itself fails, the route holds the batch and tries again (intake stops:
   back-pressure, not dropping); only a stopping route nacks it for redelivery.
+- Size: a record over an output's size limit (`SizeLimited`) is dead-lettered as
+  `too-large` before anything is sent, to no output (as a record one output cannot
+  render); one the producer refuses for its exact size (`Outcome.too_large`) likewise.
+  A dead letter the dead-letter endpoint refuses for its size is written again without
+  the body (`withheld_body`: size and SHA-256 instead) rather than held for ever.
+- Health (`runtime/stalls.py`): an output failing, a held dead letter, a source whose
+  reads keep failing or a window that does not move, once it lasts `stall_after`
+  seconds, is a stall: the route is not ready, `xrgw_route_stalled{route,cause}` is 1,
+  and one log line names the error (repeated at most once a minute).
 - Request-reply (`reply_timeout` set, `reply: true` in the config): outputs get
   `Requester.request` instead of `submit`, and before a source message is settled its
   sender gets the answer (or is told none came) -- see `gateway.runtime.reply`.
@@ -43,7 +54,7 @@ from typing import Any
 
 from gateway import reasons
 from gateway.convert import Conversion, Converter
-from gateway.deadletter_format import deadletter_record
+from gateway.deadletter_format import deadletter_record, withheld_body
 from gateway.definitions.model import MessageDefinition
 from gateway.envelope.outgoing import (
     Deliver,
@@ -69,6 +80,7 @@ from gateway.ports import (
     Outcome,
     Producer,
     Requester,
+    size_limit,
 )
 from gateway.protocols import HTTP, find_profile
 from gateway.protocols.profile import FieldRef
@@ -77,6 +89,15 @@ from gateway.runtime.backlog import watch_backlog
 from gateway.runtime.keys import SOURCE, PartitionKeys
 from gateway.runtime.reply import hand_back, stray_listener
 from gateway.runtime.retry import RetryPolicy
+from gateway.runtime.stalls import (
+    DEADLETTER_HELD,
+    NO_PROGRESS,
+    OUTPUT_UNAVAILABLE,
+    SOURCE_FAILING,
+    Cause,
+    Stall,
+    Stalls,
+)
 
 log = logging.getLogger("xrgw.route")
 
@@ -85,6 +106,10 @@ log = logging.getLogger("xrgw.route")
 MAX_BATCH = 1000
 #: Messages converted between two turns of the event loop (see `_convert_yielding`).
 CONVERT_SLICE = 250
+#: How long trouble may last before the route reports itself stalled (`routes[].stall_after`).
+STALL_AFTER = 30.0
+#: How often at most the stall watch looks (shorter when `stall_after` is shorter).
+WATCH_SECONDS = 1.0
 
 
 @dataclass
@@ -152,6 +177,23 @@ class _Sent:
         self.replies: dict[int, Outcome] = {}
 
 
+class _Letter:
+    """One dead letter to write: for which message, of what, why, and whether it is
+    the body-less form already."""
+
+    __slots__ = ("definition", "detail", "message", "original", "reason", "record", "withheld")
+
+    def __init__(self, message: _Message, original: NativeMessage, reason: str, detail: str,
+                 definition: str | None) -> None:
+        self.message = message
+        self.original = original
+        self.reason = reason
+        self.detail = detail
+        self.definition = definition
+        self.record = original  # replaced by the dead-letter record before it is sent
+        self.withheld = False
+
+
 class _Batch:
     __slots__ = ("messages", "sent", "started")
 
@@ -180,6 +222,7 @@ class Route:
         reply_timeout: float | None = None,
         report: RouteReport | None = None,
         observe: bool = False,
+        stall_after: float = STALL_AFTER,
     ) -> None:
         self.name = name
         # Request-reply: how long each request waits for its answer; None: not a reply route.
@@ -236,16 +279,30 @@ class Route:
             metrics.connected.labels(output.endpoint_id).set(
                 1 if output.producer.connected else 0)
         self._strays: set[asyncio.Task[None]] = set()  # uncorrelated answers being dead-lettered
+        self.stalls = Stalls(name, metrics, stall_after)
+        self._settled_at = time.monotonic()  # when a message last settled (no-progress)
+        self._watch: asyncio.Task[None] | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
     @property
-    def ready(self) -> bool:
+    def connected(self) -> bool:
+        """The consumer and every producer the route uses are connected."""
         if self.observe:  # an observing route never uses its producers
             return self.consumer.connected
         producers = [o.producer for o in self.outputs]
         if self.deadletter is not None:
             producers.append(self.deadletter.producer)
         return self.consumer.connected and all(p.connected for p in producers)
+
+    @property
+    def stalled(self) -> list[Stall]:
+        """The route's stalls now (`runtime/stalls.py`): empty while it makes progress."""
+        return self.stalls.stalls
+
+    @property
+    def ready(self) -> bool:
+        """Connected and not stalled: what `/readyz` reports for the route."""
+        return self.connected and not self.stalls.stalls
 
     @property
     def inflight(self) -> int:
@@ -276,6 +333,7 @@ class Route:
         self._pump = asyncio.create_task(self._pump_loop())
         self._backlog = asyncio.create_task(
             watch_backlog(self.source_endpoint, self.consumer, self.metrics))
+        self._watch = asyncio.create_task(self._watch_stalls())
 
     async def wait_finished(self) -> None:
         """Until the consumer reports the end of its input (finite inputs, tests)."""
@@ -290,7 +348,7 @@ class Route:
         if self._starter is not None and not self._starter.done():
             self._starter.cancel()
             await asyncio.gather(self._starter, return_exceptions=True)
-        for task in (self._pump, self._backlog):
+        for task in (self._pump, self._backlog, self._watch):
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
@@ -310,6 +368,7 @@ class Route:
             await self._give_back([m.delivery for m in batch.messages], "stopping")
             self._release(batch)
         await self.consumer.aclose()
+        self.stalls.close()
 
     async def wait_idle(self) -> None:
         await self._idle.wait()
@@ -357,19 +416,28 @@ class Route:
                 deliveries = await self.consumer.read_batch(min(free, self.max_batch))
             except EndOfInput:
                 return
-            except NotConnected:
+            except NotConnected as exc:
+                # The reason a read failed is the operator's only clue when it keeps
+                # failing (a record the client cannot decode, a fetch error): it goes to
+                # the stall watch, which logs it once and then rate-limited.
+                self._read_failed(exc)
                 self.metrics.connected.labels(self.source_endpoint).set(0)
                 await self._connect(self.source_endpoint, self.consumer)
                 continue
-            except Exception:
-                # pragma: no mutate start
-                log.exception("consumer failed; reconnecting",
-                              extra=fields(route=self.name, endpoint=self.source_endpoint))
-                # pragma: no mutate end
+            except Exception as exc:
+                if not self.stalls.active(SOURCE_FAILING, self.source_endpoint):
+                    # pragma: no mutate start
+                    log.exception("consumer failed; reconnecting",
+                                  extra=fields(route=self.name, endpoint=self.source_endpoint))
+                    # pragma: no mutate end
+                self._read_failed(exc)
                 await asyncio.sleep(self.retry.delay(0))
                 continue
             if not deliveries:
                 continue
+            self.stalls.cleared(SOURCE_FAILING, self.source_endpoint)
+            if not self._inflight:  # the no-progress clock starts with the first in flight
+                self._settled_at = time.monotonic()
             self._inflight += len(deliveries)
             self._idle.clear()
             self._inflight_gauge.set(self._inflight)
@@ -395,6 +463,28 @@ class Route:
                 self._free(len(deliveries), started)
                 continue
             self._batches.put_nowait(batch)
+
+    def _read_failed(self, exc: BaseException) -> None:
+        if not self.stalls.active(SOURCE_FAILING, self.source_endpoint):
+            # pragma: no mutate start
+            log.warning("reading from the source failed; reconnecting", extra=fields(
+                route=self.name, endpoint=self.source_endpoint, error=exc))
+            # pragma: no mutate end
+        self.stalls.failing(SOURCE_FAILING, self.source_endpoint,
+                            f"{type(exc).__name__}: {exc}")
+
+    async def _watch_stalls(self) -> None:
+        """Look at the route's conditions every so often: a window that does not move,
+        reads that stopped failing, stalls to report or to log again."""
+        interval = max(0.01, min(WATCH_SECONDS, self.stalls.stall_after / 2))
+        while True:
+            await asyncio.sleep(interval)
+            if self._inflight and time.monotonic() - self._settled_at >= self.stalls.stall_after:
+                self.stalls.failing(NO_PROGRESS, self.name,
+                                    f"{self._inflight} message(s) in flight, none settled "
+                                    f"for {self.stalls.stall_after:g} s")
+            self.stalls.quiet(SOURCE_FAILING, self.source_endpoint)
+            self.stalls.check()
 
     async def _observed(self, batch: _Batch) -> None:
         """Shadow mode: the batch was matched, rendered and counted; nothing is sent and
@@ -442,6 +532,10 @@ class Route:
         """Match and render the whole batch in one loop: no task, future or await per
         message. Metrics are counted per batch."""
         sent = [_Sent(output) for output in self.outputs]
+        # The outputs' size limits, read once per batch (a limit may change with a
+        # reconnect: NATS max_payload comes with the server's INFO).
+        limits = [size_limit(output.producer) for output in self.outputs]
+        checked = limits if any(limit is not None for limit in limits) else None
         messages: list[_Message] = []
         received: dict[str, list[int]] = {}  # protocol -> [messages, bytes]
         matched: dict[str, int] = {}
@@ -479,7 +573,7 @@ class Route:
                 assert conversion.match.definition is not None
                 xid = member.definition = conversion.match.definition.xid
                 matched[xid] = matched.get(xid, 0) + 1
-                self._render(member, event, conversion, sent)
+                self._render(member, event, conversion, sent, checked)
                 if member.reason is None:
                     rendered[xid] = rendered.get(xid, 0) + 1
                 elif report is not None:
@@ -514,9 +608,10 @@ class Route:
         self.metrics.invalid_data.labels(self.source_endpoint, xid).inc()
 
     def _render(self, member: _Member, event: Any, conversion: Conversion,
-                sent: list[_Sent]) -> None:
+                sent: list[_Sent], limits: list[int | None] | None = None) -> None:
         """Render `member` for every output; if one cannot take it, it goes to none of
-        them (dead-lettered as undeliverable)."""
+        them (dead-lettered as undeliverable, or too-large when its body is over an
+        output's size limit: `limits`, None when no output has one)."""
         context = conversion.match.context
         key = self.keys.key(member.source, context) if self._keyed else None
         rendered: list[NativeMessage] = []
@@ -529,6 +624,14 @@ class Route:
                 member.reason = reasons.UNDELIVERABLE
                 member.failures.append(f"{sent[len(rendered)].output.endpoint_id}: {exc}")
                 return
+        if limits is not None:
+            for target, record, limit in zip(sent, rendered, limits, strict=True):
+                if limit is not None and (size := body_size(record)) > limit:
+                    member.reason = reasons.TOO_LARGE
+                    member.failures.append(
+                        f"{target.output.endpoint_id}: body of {size} bytes is over the "
+                        f"output's limit of {limit} bytes")
+                    return
         for target, record in zip(sent, rendered, strict=True):
             target.records.append(record)
             target.owners.append(member)
@@ -575,7 +678,10 @@ class Route:
 
     def _free(self, count: int, started: float) -> None:
         """`count` messages are settled: their window slots are free again."""
-        observe_many(self._processing, time.monotonic() - started, count)
+        now = time.monotonic()
+        observe_many(self._processing, now - started, count)
+        self.stalls.cleared(NO_PROGRESS, self.name)
+        self._settled_at = now
         self._inflight -= count
         self._inflight_gauge.set(self._inflight)
         self._room.set()
@@ -610,8 +716,7 @@ class Route:
                 outcomes[index] = last
                 if why is not None:
                     member = sent.owners[index]
-                    member.reason = (reasons.NO_REPLY if why.startswith(NO_REPLY_PREFIX)
-                                     else reasons.UNDELIVERABLE)
+                    member.reason = _failure_reason(why, last)
                     member.failures.append(f"{output.endpoint_id}: {why}")
         if self.reply_timeout is not None:
             sent.replies = {i: o for i, o in enumerate(outcomes) if o.reply is not None}
@@ -647,9 +752,12 @@ class Route:
         policy's longest backoff."""
         why: list[str | None] = [o.reason or "failed" for o in outcomes]
         todo = [i for i, o in enumerate(outcomes) if o.retryable]
-        for attempt in range(1, self.retry.attempts):
-            if not todo:
-                break
+        # The output is failing: a stall once it lasts (`runtime/stalls.py`); the dead
+        # letter failing holds messages.
+        cause: Cause = DEADLETTER_HELD if output is self.deadletter else OUTPUT_UNAVAILABLE
+        attempt = 1
+        while todo and self.retry.allows(attempt):
+            self.stalls.failing(cause, output.endpoint_id, why[todo[0]] or "failed")
             waits = [outcomes[i].retry_after for i in todo]
             asked = max((w for w in waits if w is not None), default=None)
             await asyncio.sleep(self.retry.delay(attempt - 1, at_least=asked))
@@ -670,7 +778,10 @@ class Route:
                 if outcome.retryable:
                     still.append(index)
             todo = still
+            attempt += 1
             self._track_connection(output)
+        if cause is OUTPUT_UNAVAILABLE:  # the dead letter's hold clears its own
+            self.stalls.cleared(cause, output.endpoint_id)
         return why
 
     # -- request-reply ----------------------------------------------------------------------------
@@ -747,11 +858,13 @@ class Route:
     async def _dead_letter_batch(self, messages: Sequence[_Message]) -> set[_Message]:
         """Dead-letter what failed of a batch's messages, in one submit; the messages
         whose dead letter failed (they are nacked for redelivery)."""
-        letters: list[tuple[_Message, NativeMessage, str, str | None]] = []
+        letters: list[_Letter] = []
+        deadletter = self.deadletter
+        limit = None if deadletter is None else size_limit(deadletter.producer)
         for message in messages:
             for original, member, detail, explain in _failed_parts(message):
                 reason = member.reason or reasons.UNMATCHED
-                if self.deadletter is None:
+                if deadletter is None:
                     # `deadletter: log` in the config: counted and logged, then acked.
                     # pragma: no mutate start
                     log.warning("dropped message: %s", detail, extra=fields(
@@ -760,67 +873,86 @@ class Route:
                     # pragma: no mutate end
                     self.metrics.dropped.labels(reason).inc()
                     continue
-                record = deadletter_record(
-                    original, protocol=self.deadletter.protocol, reason=reason,
-                    detail=detail, explain=explain, source_endpoint=self.source_endpoint)
-                letters.append((message, with_defaults(record, self.deadletter.defaults),
-                                reason, member.definition))
-        if not letters or self.deadletter is None:
+                letter = _Letter(message, original, reason, detail, member.definition)
+                if limit is not None and body_size(original) > limit:
+                    # The dead letter's limit is known: the body cannot go there.
+                    letter.record = self._without_body(deadletter, letter, limit)
+                else:
+                    letter.record = with_defaults(deadletter_record(
+                        original, protocol=deadletter.protocol, reason=reason,
+                        detail=detail, explain=explain,
+                        source_endpoint=self.source_endpoint), deadletter.defaults)
+                letters.append(letter)
+        if not letters or deadletter is None:
             return set()
-        return await self._hold_until_dead_lettered(self.deadletter, letters)
+        return await self._hold_until_dead_lettered(deadletter, letters)
 
-    async def _hold_until_dead_lettered(
-        self, deadletter: Output,
-        letters: list[tuple[_Message, NativeMessage, str, str | None]],
-    ) -> set[_Message]:
+    def _without_body(self, deadletter: Output, letter: _Letter, limit: int | None,
+                      refusal: str | None = None) -> NativeMessage:
+        """`letter` as a dead letter without its body (size and digest instead)."""
+        why = (f"the dead letter's limit is {limit} bytes" if refusal is None
+               else f"the dead letter refused it: {refusal}")
+        letter.withheld = True
+        return with_defaults(withheld_body(
+            letter.original, protocol=deadletter.protocol, reason=letter.reason,
+            detail=f"{letter.detail}; body left out ({why})",
+            source_endpoint=self.source_endpoint), deadletter.defaults)
+
+    async def _hold_until_dead_lettered(self, deadletter: Output, letters: list[_Letter]
+                                        ) -> set[_Message]:
         """The dead letter is the last resort: while it is down, hold the batch (and its
         window slots) and keep trying. Held slots fill the window, so intake stops --
         back-pressure instead of dropping, and instead of nacking into a redelivery storm.
-        Only a stopping route gives the messages back to the source."""
-        warned = False
+        A letter refused for its size is written again at once without its body: it
+        would be refused for ever. Only a stopping route gives the messages back to the
+        source. Holding is a stall (`deadletter-held`): at once when the dead letter
+        refused a letter for good, after `stall_after` when it is unreachable."""
+        endpoint = deadletter.endpoint_id
         while True:
-            records = [letter[1] for letter in letters]
+            records = [letter.record for letter in letters]
             outcomes = await _outcomes(await self._submit(deadletter, records), len(records))
             failed = self._account(deadletter, records, outcomes)
             why: list[str | None] = [None] * len(records)
+            last: list[Outcome | None] = [None] * len(records)
             if failed:
-                retried = await self._retry(deadletter, [records[i] for i in failed],
-                                            [outcomes[i] for i in failed])
-                for index, reason in zip(failed, retried, strict=True):
+                retried = [outcomes[i] for i in failed]  # _retry leaves the last ones here
+                given_up = await self._retry(deadletter, [records[i] for i in failed],
+                                             retried)
+                for index, reason, outcome in zip(failed, given_up, retried, strict=True):
                     why[index] = reason
+                    last[index] = outcome
             self._track_connection(deadletter)
-            for (_, _, reason, _), failure in zip(letters, why, strict=True):
+            remaining: list[_Letter] = []
+            again = False  # a letter was rebuilt without its body: try at once
+            permanent: str | None = None
+            for letter, failure, refusal in zip(letters, why, last, strict=True):
                 if failure is None:
-                    self.metrics.deadletter.labels(reason).inc()
-            remaining = [letter for letter, failure in zip(letters, why, strict=True)
-                         if failure is not None]
+                    self.metrics.deadletter.labels(letter.reason).inc()
+                    continue
+                remaining.append(letter)
+                if refusal is not None and refusal.too_large and not letter.withheld:
+                    letter.record = self._without_body(deadletter, letter, None, failure)
+                    again = True
+                elif refusal is not None and not refusal.retryable:
+                    permanent = permanent or failure
             if not remaining:
-                if warned:
-                    # pragma: no mutate start
-                    log.info("dead letter is back", extra=fields(
-                        route=self.name, endpoint=deadletter.endpoint_id))
-                    # pragma: no mutate end
+                self.stalls.cleared(DEADLETTER_HELD, endpoint)
                 return set()
-            # The extra= fields of the two log lines below:
-            # pragma: no mutate start
-            first = next(f for f in why if f is not None)
-            where = fields(route=self.name, endpoint=deadletter.endpoint_id,
-                           reason=remaining[0][2], definition=remaining[0][3],
-                           error=f"{deadletter.endpoint_id}: {first}")
-            # pragma: no mutate end
+            letters = remaining
+            if again:
+                continue
+            first = permanent or next(f for f in why if f is not None)
+            error = f"{endpoint}: {first}"
             if self._stopping:
                 # pragma: no mutate start
                 log.error("dead letter failed; %d message(s) nacked for redelivery",
-                          len(remaining), extra=where)
+                          len(remaining), extra=fields(
+                              route=self.name, endpoint=endpoint, reason=letters[0].reason,
+                              definition=letters[0].definition, error=error))
                 # pragma: no mutate end
-                return {letter[0] for letter in remaining}
-            if not warned:
-                # pragma: no mutate start
-                log.error("dead letter failed; holding messages until it is back",
-                          extra=where)
-                # pragma: no mutate end
-                warned = True
-            letters = remaining
+                return {letter.message for letter in remaining}
+            # Logged by the stall watch: once when it begins, then at most once a minute.
+            self.stalls.failing(DEADLETTER_HELD, endpoint, error, at_once=permanent is not None)
             await asyncio.sleep(self.retry.max_backoff)
 
     async def _give_back(self, deliveries: Sequence[Delivery], reason: str) -> None:
@@ -861,6 +993,13 @@ def _why_unanswered(member: _Member | None) -> str:
         last = member.failures[-1].partition(": ")[2]
         return last if last.startswith(NO_REPLY_PREFIX) else member.reason or "failed"
     return member.reason or reasons.UNMATCHED
+
+
+def _failure_reason(why: str, last: Outcome) -> str:
+    """The dead-letter reason of a record given up with `why` after `last`."""
+    if why.startswith(NO_REPLY_PREFIX):
+        return reasons.NO_REPLY
+    return reasons.TOO_LARGE if last.too_large else reasons.UNDELIVERABLE
 
 
 async def _refused(count: int, reason: str) -> list[Outcome]:

@@ -70,7 +70,9 @@ def test_defaults(tmp_path: Path) -> None:
     route = config.routes[0]
     assert (route.mode, route.deliver, route.ambiguity, route.inflight) == (
         "binary", "cloudevent", "first", 4096)
-    assert route.retry == RetryPolicy(5, 0.2, 10.0)
+    # No retry limit while a failure is transient: a broker restart is back-pressure.
+    assert route.retry == RetryPolicy(0, 0.2, 10.0) and route.retry.unlimited
+    assert route.stall_after == 30.0
     assert (config.log.level, config.log.format, config.shutdown.grace) == ("info", "json", 30.0)
     assert (config.admin.host, config.admin.port) == ("127.0.0.1", 9464)
     assert config.definitions[0].location == str(STORE)
