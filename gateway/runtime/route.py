@@ -282,6 +282,7 @@ class Route:
         self.stalls = Stalls(name, metrics, stall_after)
         self._settled_at = time.monotonic()  # when a message last settled (no-progress)
         self._watch: asyncio.Task[None] | None = None
+        self._read_failures = 0  # reads failed in a row
 
     # -- lifecycle --------------------------------------------------------------------------
     @property
@@ -422,6 +423,10 @@ class Route:
                 # the stall watch, which logs it once and then rate-limited.
                 self._read_failed(exc)
                 self.metrics.connected.labels(self.source_endpoint).set(0)
+                if self._read_failures > 1:
+                    # Failing again right after a reconnect: not a dropped connection but
+                    # something the reconnect does not cure; back off instead of spinning.
+                    await asyncio.sleep(self.retry.delay(min(self._read_failures - 2, 6)))
                 await self._connect(self.source_endpoint, self.consumer)
                 continue
             except Exception as exc:
@@ -435,6 +440,7 @@ class Route:
                 continue
             if not deliveries:
                 continue
+            self._read_failures = 0
             self.stalls.cleared(SOURCE_FAILING, self.source_endpoint)
             if not self._inflight:  # the no-progress clock starts with the first in flight
                 self._settled_at = time.monotonic()
@@ -465,6 +471,7 @@ class Route:
             self._batches.put_nowait(batch)
 
     def _read_failed(self, exc: BaseException) -> None:
+        self._read_failures += 1
         if not self.stalls.active(SOURCE_FAILING, self.source_endpoint):
             # pragma: no mutate start
             log.warning("reading from the source failed; reconnecting", extra=fields(
