@@ -1,0 +1,225 @@
+"""A sink or the dead letter down for longer than the old retry budget, with a real
+broker stopped and started again (issue 28).
+
+Measured before: Kafka unreachable for 15 s under an HTTP -> Kafka route dead-lettered
+11-16 good messages as `undeliverable` (the default budget, ~3 s, was shorter than an
+ordinary broker restart), and a held dead letter showed nowhere but in one log line.
+
+Now: the sink's outage is back-pressure (the default retry budget has no limit while a
+failure is transient) -- nothing is dead-lettered and everything arrives once the broker
+is back -- and while it lasts the route is stalled: `/readyz` 503 naming the cause,
+`xrgw_route_stalled{route,cause}` 1, one log line with the error; all of it clears when
+the broker is back. The same for a dead letter that is down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import shutil
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+
+from adapters.registry import REGISTRY
+from gateway.config import load_config
+from gateway.daemon import Gateway
+from harness.brokers import NatsServer
+from tests.integration.test_size_limits import _metric, _publish, _readyz, _started, _until
+
+ROOT = Path(__file__).resolve().parents[2]
+#: Longer than the old default budget (5 sends, ~3 s of backoff) by a margin.
+OUTAGE = 6.0
+
+
+@pytest.fixture
+def own_nats() -> Iterator[NatsServer]:
+    """A nats-server of this test alone: it is stopped and started again."""
+    server = NatsServer()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.close()
+
+
+def _endpoint(url: str, subject: str, jetstream: bool) -> dict[str, Any]:
+    options: dict[str, Any] = {"endpoints": [{"uri": url}], "subject": subject}
+    if jetstream:
+        options["jetstream"] = True
+    return {"usage": ["producer"], "protocol": "NATS", "protocoloptions": options}
+
+
+def _config(tmp: Path, mosquitto_url: str, sfx: str, out: tuple[str, str, bool],
+            dead: tuple[str, str, bool]) -> Path:
+    shutil.copy(ROOT / "config/examples/store.xreg.json", tmp / "store.xreg.json")
+    extra = {"endpoints": {"out": _endpoint(*out), "dl": _endpoint(*dead)}}
+    (tmp / "extra.xreg.json").write_text(json.dumps(extra))
+    (tmp / "gw.yaml").write_text(f"""
+definitions: [store.xreg.json, extra.xreg.json]
+routes:
+  - from: store-mqtt
+    to: [out]
+    stall_after: 1s
+deadletter: dl
+admin: {{listen: "127.0.0.1:0"}}
+endpoints:
+  store-mqtt: {{uri: "{mosquitto_url}", client_id: "xrgw-outage-{sfx}"}}
+  out: {{uri: "{out[0]}", options: {{reconnect_max: 1s}}}}
+  dl: {{uri: "{dead[0]}", options: {{reconnect_max: 1s}}}}
+""")
+    return tmp / "gw.yaml"
+
+
+async def _stream(url: str, name: str, subject: str) -> None:
+    nc = await nats.connect(url)
+    try:
+        await nc.jetstream().add_stream(name=name, subjects=[subject])
+    finally:
+        await nc.close()
+
+
+async def _stored(url: str, name: str) -> int:
+    """Messages in a stream (0 while the server cannot be asked)."""
+    try:
+        nc = await nats.connect(url, connect_timeout=1, max_reconnect_attempts=0)
+    except Exception:
+        return 0
+    try:
+        info = await nc.jetstream().stream_info(name)
+        return int(info.state.messages)
+    except Exception:
+        return 0
+    finally:
+        await nc.close()
+
+
+async def _wait_stored(url: str, name: str, count: int) -> None:
+    async with asyncio.timeout(60):
+        while await _stored(url, name) < count:
+            await asyncio.sleep(0.2)
+
+
+def _stall_lines(caplog: pytest.LogCaptureFixture, cause: str) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.getMessage().startswith("route stalled")
+            and r.__dict__.get("reason") == cause]
+
+
+def test_a_sink_down_longer_than_the_old_budget_holds_and_delivers_everything(
+        tmp_path: Path, mosquitto, nats_server, own_nats: NatsServer,
+        caplog: pytest.LogCaptureFixture) -> None:
+    sfx = uuid.uuid4().hex[:8]
+    stream = f"OUT_{sfx}"
+    path = _config(tmp_path, mosquitto.url, sfx, (own_nats.url, f"out.{sfx}", True),
+                   (nats_server.url, f"dl.{sfx}", False))
+    config, problems = load_config(path)
+    assert config is not None, [str(p) for p in problems]
+    topic = f"/store/{sfx}/cashierdesk/1"
+
+    async def scenario() -> None:
+        await _stream(own_nats.url, stream, f"out.{sfx}")
+        watcher = await nats.connect(nats_server.url)
+        dead: list[Any] = []
+
+        async def on_dead(msg: Any) -> None:
+            dead.append(msg)
+
+        await watcher.subscribe(f"dl.{sfx}", cb=on_dead)
+        await watcher.flush()
+        gateway = Gateway(config, REGISTRY)
+        await _started(gateway)
+        assert gateway.admin is not None
+        route = gateway.routes[0].name
+        try:
+            await asyncio.to_thread(_publish, mosquitto.url, [
+                (topic, json.dumps({"amount": n}).encode()) for n in range(5)])
+            await _wait_stored(own_nats.url, stream, 5)
+
+            await asyncio.to_thread(own_nats.stop)
+            stopped = time.monotonic()
+            await asyncio.to_thread(_publish, mosquitto.url, [
+                (topic, json.dumps({"amount": n}).encode()) for n in range(5, 15)])
+            await _until(lambda: _metric(gateway, "xrgw_route_stalled", route=route,
+                                         cause="output-unavailable") == 1,
+                         "the route to report the output")
+            status, body = await asyncio.to_thread(_readyz, gateway.admin.port)
+            assert status == 503 and body["routes"][route] is False
+            assert [(s["cause"], s["endpoint"]) for s in body["stalled"][route]] == [
+                ("output-unavailable", "out")]
+            # The outage goes on past the old budget; the messages wait, none is given up.
+            await _until(lambda: time.monotonic() - stopped >= OUTAGE, "the outage")
+            assert not dead
+            assert _metric(gateway, "xrgw_publish_errors_total", endpoint="out",
+                           reason="retryable") > 5
+            await asyncio.to_thread(own_nats.start)
+
+            await _wait_stored(own_nats.url, stream, 15)
+            await _until(lambda: not gateway.routes[0].stalled, "the stall to clear")
+            await _until(lambda: all(gateway.readiness().values()), "ready again")
+            status, body = await asyncio.to_thread(_readyz, gateway.admin.port)
+            assert status == 200 and body["stalled"] == {}
+            assert _metric(gateway, "xrgw_route_stalled", route=route,
+                           cause="output-unavailable") == 0
+            await watcher.flush()
+            assert not dead  # nothing dead-lettered: the sink was only down
+            assert _metric(gateway, "xrgw_messages_deadlettered_total",
+                           reason="undeliverable") == 0
+        finally:
+            await gateway.stop()
+            await watcher.close()
+
+    with caplog.at_level(logging.INFO, logger="xrgw.route"):
+        asyncio.run(scenario())
+    [line] = _stall_lines(caplog, "output-unavailable")  # once for the whole outage
+    assert line.__dict__["endpoint"] == "out" and line.__dict__["error"]
+
+
+def test_a_dead_letter_that_is_down_is_a_stall_until_it_is_back(
+        tmp_path: Path, mosquitto, nats_server, own_nats: NatsServer,
+        caplog: pytest.LogCaptureFixture) -> None:
+    sfx = uuid.uuid4().hex[:8]
+    stream = f"DL_{sfx}"
+    path = _config(tmp_path, mosquitto.url, sfx, (nats_server.url, f"out.{sfx}", False),
+                   (own_nats.url, f"dl.{sfx}", True))
+    config, problems = load_config(path)
+    assert config is not None, [str(p) for p in problems]
+
+    async def scenario() -> None:
+        await _stream(own_nats.url, stream, f"dl.{sfx}")
+        gateway = Gateway(config, REGISTRY)
+        await _started(gateway)
+        assert gateway.admin is not None
+        route = gateway.routes[0].name
+        try:
+            await asyncio.to_thread(own_nats.stop)
+            # A message no definition matches: it can only go to the dead letter.
+            await asyncio.to_thread(_publish, mosquitto.url, [
+                (f"/store/{sfx}/desk/9", b'{"amount": 3}')])
+            await _until(lambda: _metric(gateway, "xrgw_route_stalled", route=route,
+                                         cause="deadletter-held") == 1,
+                         "the held dead letter to show")
+            status, body = await asyncio.to_thread(_readyz, gateway.admin.port)
+            assert status == 503
+            assert ("deadletter-held", "dl") in [
+                (s["cause"], s["endpoint"]) for s in body["stalled"][route]]
+            assert gateway.routes[0].inflight == 1  # held, not acked, not dropped
+            await asyncio.to_thread(own_nats.start)
+            await _wait_stored(own_nats.url, stream, 1)
+            await _until(lambda: not gateway.routes[0].stalled
+                         and gateway.routes[0].inflight == 0, "the stall to clear")
+            assert _metric(gateway, "xrgw_route_stalled", route=route,
+                           cause="deadletter-held") == 0
+            assert _metric(gateway, "xrgw_messages_deadlettered_total", reason="unmatched") == 1
+        finally:
+            await gateway.stop()
+
+    with caplog.at_level(logging.INFO, logger="xrgw.route"):
+        asyncio.run(scenario())
+    [line] = _stall_lines(caplog, "deadletter-held")
+    assert line.__dict__["endpoint"] == "dl" and line.__dict__["error"]
