@@ -442,7 +442,12 @@ class HttpConsumer:
         self._arrived.set()
         verdict = await pending.verdict
         if verdict is None:
-            return _problem(504, "the message was not settled in time")
+            # The truth: the outcome is unknown. The route may still deliver it (an
+            # output that is down is retried until it is back), so a sender that retries
+            # should make its retry recognisable (Idempotency-Key -> the CloudEvent id).
+            return _problem(504, "the message was not settled in time; it may still be "
+                            "delivered (send an Idempotency-Key to make a retry a duplicate "
+                            "with the same CloudEvent id)")
         if isinstance(verdict, web.Response):
             return verdict
         ack, reason, retry = verdict

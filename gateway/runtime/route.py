@@ -486,7 +486,12 @@ class Route:
         interval = max(0.01, min(WATCH_SECONDS, self.stalls.stall_after / 2))
         while True:
             await asyncio.sleep(interval)
-            if self._inflight and time.monotonic() - self._settled_at >= self.stalls.stall_after:
+            if self.stalls.explained():
+                # An output or the dead letter failing explains the standstill: one
+                # cause, one alert.
+                self.stalls.cleared(NO_PROGRESS, self.name)
+            elif (self._inflight
+                  and time.monotonic() - self._settled_at >= self.stalls.stall_after):
                 self.stalls.failing(NO_PROGRESS, self.name,
                                     f"{self._inflight} message(s) in flight, none settled "
                                     f"for {self.stalls.stall_after:g} s")

@@ -22,7 +22,8 @@ Causes (the label's whole vocabulary), and when each ends:
   intake stops; ends when the letter is written.
 - `source-failing`: reads from the source keep failing (a reconnect loop); ends when a
   read returns messages, or no read failed for `stall_after`.
-- `no-progress`: messages are in flight and none has settled; ends when one settles.
+- `no-progress`: messages are in flight and none has settled, and no other condition
+  explains it (a wedged client); ends when one settles.
 """
 
 from __future__ import annotations
@@ -129,6 +130,11 @@ class Stalls:
 
     def active(self, cause: Cause, endpoint: str) -> bool:
         return (cause, endpoint) in self._conditions
+
+    def explained(self) -> bool:
+        """Whether a condition other than `no-progress` is under way (an output or the
+        dead letter failing): it explains why nothing settles."""
+        return any(c.cause != NO_PROGRESS for c in self._conditions.values())
 
     # -- evaluation ---------------------------------------------------------------------
     def check(self) -> list[Stall]:
