@@ -30,10 +30,15 @@ from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
+from adapters.kafka import KafkaProducer
+from adapters.mqtt import MqttProducer
+from adapters.nats import NatsProducer
 from adapters.registry import REGISTRY
 from gateway.config import load_config
 from gateway.daemon import Gateway
-from harness.brokers import free_port
+from gateway.ports import EndpointSettings, Outcome, write
+from gateway.record import NativeMessage
+from harness.brokers import Mosquitto, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 60.0
@@ -238,3 +243,78 @@ endpoints:
             await nc.close()
 
     asyncio.run(scenario())
+
+
+# -- each adapter learns its sink's limit and refuses a larger message as too large ----------
+
+class SmallPacketMosquitto(Mosquitto):
+    """A mosquitto that announces a Maximum Packet Size of 100,000 bytes (MQTT 5 CONNACK)."""
+
+    def prepare(self) -> None:
+        super().prepare()
+        with self.config_path.open("a") as config:
+            config.write("max_packet_size 100000\n")
+
+
+def _record(protocol: str, fields: dict[str, Any], size: int) -> NativeMessage:
+    return NativeMessage(protocol, fields, payload=b"z" * size)
+
+
+def test_the_mqtt_producer_reads_the_brokers_maximum_packet_size() -> None:
+    broker = SmallPacketMosquitto()
+    broker.start()
+
+    async def scenario() -> list[Outcome]:
+        producer = MqttProducer(EndpointSettings(broker.url, options={"topic": "size/t"}))
+        await producer.connect()
+        try:
+            assert producer.max_message_bytes == 100_000
+            return await write(producer, [
+                _record("MQTT/5.0", {"topic_name": "size/t"}, 1000),
+                _record("MQTT/5.0", {"topic_name": "size/t"}, 99_990),  # + headers: over
+                _record("MQTT/5.0", {"topic_name": "size/t"}, 200_000)])
+        finally:
+            await producer.aclose()
+
+    try:
+        small, near, large = asyncio.run(scenario())
+    finally:
+        broker.close()
+    assert small.delivered
+    assert near.too_large and not near.retryable  # the packet, not just the payload, counts
+    assert large.too_large and "over the limit of 100000 bytes" in (large.reason or "")
+
+
+def test_the_nats_producer_reads_max_payload_from_the_servers_info(nats_server) -> None:
+    async def scenario() -> list[Outcome]:
+        producer = NatsProducer(EndpointSettings(nats_server.url, options={"subject": "s.t"}))
+        await producer.connect()
+        try:
+            assert producer.max_message_bytes == 1024 * 1024
+            return await write(producer, [
+                _record("NATS", {"subject": "s.t"}, 1000),
+                _record("NATS", {"subject": "s.t", "headers": [
+                    {"name": "h", "value": "v" * 2000}]}, 1024 * 1024 - 1000),
+                _record("NATS", {"subject": "s.t"}, BIG)])
+        finally:
+            await producer.aclose()
+
+    small, near, large = asyncio.run(scenario())
+    assert small.delivered
+    assert near.too_large  # headers count against max_payload too
+    assert large.too_large and not large.retryable
+
+
+def test_the_kafka_producer_refuses_a_record_over_max_request_size(tansu) -> None:
+    async def scenario() -> list[Outcome]:
+        producer = KafkaProducer(EndpointSettings(tansu.url, options={
+            "topic": f"size-{uuid.uuid4().hex[:6]}"}))
+        await producer.connect()
+        try:
+            assert producer.max_message_bytes == 1024 * 1024
+            return await write(producer, [_record("KAFKA", {}, BIG)])
+        finally:
+            await producer.aclose()
+
+    [large] = asyncio.run(scenario())
+    assert large.too_large and not large.retryable
