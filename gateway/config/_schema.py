@@ -278,7 +278,9 @@ CONFIG_SPEC = Field(
               item=_ROUTE, non_empty=True),
         Field("deadletter", "str",
               "Producer endpoint for messages that cannot be delivered, or `log` to only log "
-              "and count them (an explicit choice to lose them).", REQUIRED, "dlq-kafka",
+              "and count them (an explicit choice to lose them; the source is told: "
+              "nack never-again, so an HTTP sender gets 400 with the reason, not 202).",
+              REQUIRED, "dlq-kafka",
               hint="add deadletter: <id of a producer endpoint>, or deadletter: log to only "
                    "log and count messages that cannot be delivered"),
         Field("admin", "object", "The admin HTTP server: /metrics, /healthz, /readyz.",

@@ -706,10 +706,15 @@ class Route:
                 await self._confirm(sent)
         if self.reply_timeout is not None:
             await self._hand_back(batch)
-        failed = await self._dead_letter_batch(batch.messages)
+        dropped: dict[_Message, str] = {}
+        failed = await self._dead_letter_batch(batch.messages, dropped)
         for message in batch.messages:
             if message in failed:
                 await message.delivery.nack("dead letter failed", retry=True)
+            elif message in dropped:
+                # Neither published nor dead-lettered (`deadletter: log`): the source is
+                # told so -- never again (an HTTP sender: 400 with the reason, not 202).
+                await message.delivery.nack(dropped[message], retry=False)
             else:
                 await message.delivery.ack()
 
@@ -867,9 +872,12 @@ class Route:
             self.metrics.connected.labels(output.endpoint_id).set(1 if up else 0)
 
     # -- dead letters -------------------------------------------------------------------------
-    async def _dead_letter_batch(self, messages: Sequence[_Message]) -> set[_Message]:
+    async def _dead_letter_batch(self, messages: Sequence[_Message],
+                                 dropped: dict[_Message, str] | None = None) -> set[_Message]:
         """Dead-letter what failed of a batch's messages, in one submit; the messages
-        whose dead letter failed (they are nacked for redelivery)."""
+        whose dead letter failed (they are nacked for redelivery). Without a dead letter
+        (`deadletter: log`) what failed is logged and counted, and `dropped` gets each
+        such message with why."""
         letters: list[_Letter] = []
         deadletter = self.deadletter
         limit = None if deadletter is None else size_limit(deadletter.producer)
@@ -884,6 +892,9 @@ class Route:
                         definition=member.definition))
                     # pragma: no mutate end
                     self.metrics.dropped.labels(reason).inc()
+                    if dropped is not None:
+                        dropped.setdefault(message, f"{reason}: {detail}" if detail
+                                           else reason)
                     continue
                 letter = _Letter(message, original, reason, detail, member.definition)
                 if limit is not None and body_size(original) > limit:

@@ -79,7 +79,9 @@ def test_deadletter_log_drops_and_counts_every_failed_member_of_a_batch() -> Non
                   [Output("k", "KAFKA", out, defaults={"topic": "t"})],
                   deadletter=None, metrics=metrics, retry=FAST)
     asyncio.run(run_to_end(route, consumer))
-    assert len(consumer.acked) == 1 and len(out.written) == 1
+    # Two of its events were dropped: the batch is refused (never again), not acked.
+    assert not consumer.acked and len(out.written) == 1
+    assert [n.retry for n in consumer.nacked] == [False]
     assert sample(metrics, "xrgw_messages_dropped_total", reason="unmatched") == 2
     assert sample(metrics, "xrgw_messages_unmatched_total", endpoint="ingress") == 2
     assert sample(metrics, "xrgw_messages_matched_total", endpoint="ingress",

@@ -79,11 +79,15 @@ def test_a_miscounted_confirmation_is_a_failure_and_ends_undeliverable():
     assert "reported 0 outcomes for 1 messages" in meta["xrgw-detail"]
 
 
-def test_without_a_dead_letter_a_failed_message_is_dropped_counted_and_acked():
+def test_without_a_dead_letter_a_failed_message_is_dropped_counted_and_refused():
+    """Neither published nor dead-lettered: the source is told so, never again (an HTTP
+    sender gets 400 with the reason instead of a 202 that claims it was taken)."""
     route, consumer, _, metrics = _route([unmatched(), sale(1)], [("a", MemoryProducer())],
                                          dlq=False)
     asyncio.run(run_to_end(route, consumer))
-    assert len(consumer.acked) == 2 and not consumer.nacked
+    assert len(consumer.acked) == 1
+    [refused] = consumer.nacked
+    assert not refused.retry and refused.reason.startswith("unmatched: ")
     assert sample(metrics, "xrgw_messages_dropped_total", reason="unmatched") == 1
 
 
