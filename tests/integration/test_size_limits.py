@@ -228,8 +228,17 @@ endpoints:
                     small_status = response.status
             assert big_status == 202  # dead-lettered: a 2xx, and the sender does not retry
             assert small_status == 202
-            await _until(lambda: len(dead) == 1 and len(published) == 1,
-                         "the dead letter and the small event")
+            # The same with curl, the client webhook senders' scripts use.
+            body_file = tmp_path / "big.json"
+            body_file.write_bytes(big)
+            curl = await asyncio.create_subprocess_exec(
+                "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
+                "-H", "Content-Type: application/json", "--data-binary", f"@{body_file}",
+                url, stdout=asyncio.subprocess.PIPE)
+            stdout, _ = await curl.communicate()
+            assert stdout == b"202"
+            await _until(lambda: len(dead) == 2 and len(published) == 1,
+                         "the dead letters and the small event")
             headers = dead[0].headers or {}
             assert headers["xrgw-reason"] == "too-large"
             assert headers["xrgw-detail"].startswith("out-nats: body of ")
