@@ -181,8 +181,9 @@ class Stalls:
         self._gauges[cause].set(1 if stalled else 0)
 
     def close(self) -> None:
-        """The route is gone (stopped, replaced by a reload): no stale series."""
-        for cause in CAUSES:
+        """The route is gone (stopped, replaced by a reload): its stalls end. Only the
+        series it set are reset -- a reload's new route of the same name shares them."""
+        for cause in {c.cause for c in self._conditions.values() if c.stalled}:
             self._gauges[cause].set(0)
         self._conditions.clear()
 
