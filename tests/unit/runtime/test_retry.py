@@ -31,3 +31,16 @@ def test_a_shorter_retry_after_does_not_shorten_the_backoff() -> None:
 
 def test_no_retry_after_is_the_plain_backoff() -> None:
     assert all(0.1 <= POLICY.delay(0, at_least=None) <= 0.2 for _ in range(50))
+
+
+def test_the_default_budget_has_no_limit_while_a_failure_is_transient() -> None:
+    policy = RetryPolicy()
+    assert policy.unlimited and policy.attempts == 0
+    assert all(policy.allows(attempt) for attempt in (1, 5, 10_000))
+    assert not RetryPolicy(attempts=3).allows(3) and RetryPolicy(attempts=3).allows(2)
+
+
+def test_the_backoff_of_a_long_retry_stays_at_the_cap_and_never_overflows() -> None:
+    policy = RetryPolicy(initial_backoff=0.2, max_backoff=10.0)
+    for attempt in (20, 1_100, 100_000):  # 2**1100 * 0.2 would overflow a float
+        assert 5.0 <= policy.delay(attempt) <= 10.0
