@@ -252,3 +252,20 @@ def test_a_stall_is_logged_again_at_most_once_per_repeat_interval(
     # Stalled at t=10, then repeats at 70, 130, ... up to 399.
     assert len(repeats) == int((399 - 10) // REPEAT_SECONDS)
     assert "for 70 s (71 failure(s))" in repeats[0]
+
+
+def test_one_failed_read_is_no_stall_but_failures_that_go_on_are() -> None:
+    now = [0.0]
+    stalls = Stalls("r", Metrics(), 10, clock=lambda: now[0])
+    stalls.failing("source-failing", "in", "connection reset")  # one reconnect
+    for step in range(1, 30):
+        now[0] = float(step)
+        stalls.quiet("source-failing", "in")
+        stalls.check()
+    assert not stalls.stalls and not stalls.active("source-failing", "in")
+    for step in range(30, 45):  # a read fails every second
+        now[0] = float(step)
+        stalls.failing("source-failing", "in", "UnsupportedCodecError")
+        stalls.quiet("source-failing", "in")
+        stalls.check()
+    assert [(s.cause, s.endpoint) for s in stalls.stalls] == [("source-failing", "in")]
