@@ -223,3 +223,46 @@ def test_a_dead_letter_that_is_down_is_a_stall_until_it_is_back(
         asyncio.run(scenario())
     [line] = _stall_lines(caplog, "deadletter-held")
     assert line.__dict__["endpoint"] == "dl" and line.__dict__["error"]
+
+
+def test_a_dead_letter_without_its_stream_wedges_visibly_and_heals_when_created(
+        tmp_path: Path, mosquitto, nats_server, caplog: pytest.LogCaptureFixture) -> None:
+    """A misconfiguration that wedges a route: the dead letter publishes through
+    JetStream, and no stream takes its subject. Before, the route held the messages with
+    one log line and `/readyz` 200. Now the route is stalled (`deadletter-held`), says so
+    in `/readyz`, the metric and a log line naming JetStream's answer -- and goes on by
+    itself once the stream exists."""
+    sfx = uuid.uuid4().hex[:8]
+    path = _config(tmp_path, mosquitto.url, sfx, (nats_server.url, f"out.{sfx}", False),
+                   (nats_server.url, f"dl.{sfx}", True))
+    config, problems = load_config(path)
+    assert config is not None, [str(p) for p in problems]
+
+    async def scenario() -> None:
+        gateway = Gateway(config, REGISTRY)
+        await _started(gateway)
+        assert gateway.admin is not None
+        route = gateway.routes[0].name
+        try:
+            await asyncio.to_thread(_publish, mosquitto.url, [
+                (f"/store/{sfx}/desk/9", b'{"amount": 3}')])
+            await _until(lambda: _metric(gateway, "xrgw_route_stalled", route=route,
+                                         cause="deadletter-held") == 1,
+                         "the wedge to show")
+            status, body = await asyncio.to_thread(_readyz, gateway.admin.port)
+            assert status == 503 and body["routes"][route] is False
+            assert [(s["cause"], s["endpoint"]) for s in body["stalled"][route]] == [
+                ("deadletter-held", "dl")]
+            await _stream(nats_server.url, f"DL_{sfx}", f"dl.{sfx}")
+            await _wait_stored(nats_server.url, f"DL_{sfx}", 1)
+            await _until(lambda: not gateway.routes[0].stalled
+                         and gateway.routes[0].inflight == 0, "the route to go on")
+            status, body = await asyncio.to_thread(_readyz, gateway.admin.port)
+            assert status == 200 and body["stalled"] == {}
+        finally:
+            await gateway.stop()
+
+    with caplog.at_level(logging.INFO, logger="xrgw.route"):
+        asyncio.run(scenario())
+    [line] = _stall_lines(caplog, "deadletter-held")
+    assert "no JetStream stream" in line.__dict__["error"]
