@@ -893,8 +893,9 @@ class Route:
                     # pragma: no mutate end
                     self.metrics.dropped.labels(reason).inc()
                     if dropped is not None:
-                        dropped.setdefault(message, f"{reason}: {detail}" if detail
-                                           else reason)
+                        # The reason code only: the detail may quote the message, and an
+                        # HTTP sender gets this as its answer (the log line has it).
+                        dropped.setdefault(message, reason)
                     continue
                 letter = _Letter(message, original, reason, detail, member.definition)
                 if limit is not None and body_size(original) > limit:
