@@ -228,6 +228,11 @@ class _Pending:
         if not self.abandoned and not self.verdict.done():
             self.verdict.set_result((ack, reason, retry))
 
+    def waiting(self) -> bool:
+        """The Delivery's waiting hook: False once the request was answered without its
+        settlement (504, shutdown, client gone)."""
+        return not self.abandoned and not self.verdict.done()
+
     async def answer(self, reply: NativeMessage | None, why: str) -> None:
         """The Delivery's answer hook (request-reply): the reply becomes the response;
         none -> 504 when the service did not answer in time, else 502. The settlement
@@ -436,7 +441,7 @@ class HttpConsumer:
             return self._busy()
         record = request_record(request.method, path, query, request.raw_headers, body,
                                 self._received_at())
-        pending.delivery = Delivery(record, pending.settle, pending.answer)
+        pending.delivery = Delivery(record, pending.settle, pending.answer, pending.waiting)
         self._queue.append(pending)
         self._watch(pending)
         self._arrived.set()

@@ -12,6 +12,9 @@ Settle = Callable[[bool, str, bool], Awaitable[None]]
 #: The adapter's reply hook (request-reply): answer the sender with a record in the
 #: source's protocol, or (None, why) when no answer came (HTTP: 504 with a problem body).
 Answer = Callable[["NativeMessage | None", str], Awaitable[None]]
+#: The adapter's "does the sender still wait?" hook: False once the sender was answered
+#: without the settlement (an HTTP request answered 504 after `settle_timeout`).
+Waiting = Callable[[], bool]
 
 
 class Delivery:
@@ -23,16 +26,26 @@ class Delivery:
     so concurrent double settlement is caught too.
     """
 
-    __slots__ = ("_settle", "answer", "message", "settled")
+    __slots__ = ("_settle", "_waiting", "answer", "message", "settled")
 
     def __init__(self, message: NativeMessage, settle: Settle,
-                 answer: Answer | None = None) -> None:
+                 answer: Answer | None = None, waiting: Waiting | None = None) -> None:
         self.message = message
         self.settled = False
         self._settle = settle
         # Set when the sender waits for an answer the route can give (HTTP request, NATS
         # reply subject, MQTT 5 response topic); only `reply: true` routes use it.
         self.answer = answer
+        self._waiting = waiting
+
+    @property
+    def abandoned(self) -> bool:
+        """The sender no longer waits for this message's settlement: it was answered
+        without it (HTTP 504 after `settle_timeout`) and will send it again if it wants
+        it delivered. The route stops retrying such a message: a late copy would only be
+        a duplicate of the sender's retry. Always False for a broker's message (it is
+        redelivered, not resent)."""
+        return self._waiting is not None and not self._waiting()
 
     async def ack(self) -> None:
         self._mark()

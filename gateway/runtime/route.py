@@ -131,11 +131,14 @@ class _Member:
     """One event of a source message (an HTTP batch has several; everything else one):
     what failed about it, if anything, and the dead letter to write when something did."""
 
-    __slots__ = ("_original", "conversion", "definition", "failures", "reason", "source")
+    __slots__ = ("_original", "conversion", "definition", "delivery", "failures", "reason",
+                 "source")
 
-    def __init__(self, source: NativeMessage, conversion: Conversion) -> None:
+    def __init__(self, source: NativeMessage, conversion: Conversion,
+                 delivery: Delivery | None = None) -> None:
         self.source = source
         self.conversion = conversion
+        self.delivery = delivery  # whose settlement it waits for
         self.definition: str | None = None
         self.reason: str | None = None  # a dead-letter reason once something failed
         self.failures: list[str] = []
@@ -569,13 +572,13 @@ class Route:
             message = _Message(delivery)
             messages.append(message)
             if len(conversions) == 1 and conversions[0].event is None:
-                whole = _Member(record, conversions[0])
+                whole = _Member(record, conversions[0], delivery)
                 whole.reason = self._not_converted(record, conversions[0], now)
                 unmatched += whole.reason == reasons.UNMATCHED
                 message.whole = whole
                 continue
             for conversion in conversions:
-                member = _Member(record, conversion)
+                member = _Member(record, conversion, delivery)
                 message.members.append(member)
                 event = conversion.event
                 if event is None:
@@ -727,10 +730,13 @@ class Route:
         failed = self._account(output, sent.records, outcomes)
         if failed:
             retried = [outcomes[i] for i in failed]  # _retry leaves the last outcomes here
+            owners = [sent.owners[i] for i in failed]
             reasons_given = await self._retry(output, [sent.records[i] for i in failed],
-                                              retried)
+                                              retried, owners)
             for index, why, last in zip(failed, reasons_given, retried, strict=True):
                 outcomes[index] = last
+                if why is _ABANDONED:
+                    continue  # its sender was answered (504) and sends it again itself
                 if why is not None:
                     member = sent.owners[index]
                     member.reason = _failure_reason(why, last)
@@ -761,12 +767,15 @@ class Route:
         return failed
 
     async def _retry(self, output: Output, records: list[NativeMessage],
-                     outcomes: list[Outcome]) -> list[str | None]:
+                     outcomes: list[Outcome], owners: Sequence[_Member] = ()
+                     ) -> list[str | None]:
         """Send failed records again, together, within the retry policy; for each record
         None once delivered, else why it was given up. The route is the one owner of
         retries: a producer makes one attempt and may say how long the receiver wants it
         to wait (`Outcome.retry_after`), which the next attempt honours within the
-        policy's longest backoff."""
+        policy's longest backoff. A record whose sender stopped waiting (`owners`: an
+        HTTP request answered 504) is not sent again (`_ABANDONED`): the sender was told
+        to, and a late copy would be a duplicate of its retry."""
         why: list[str | None] = [o.reason or "failed" for o in outcomes]
         todo = [i for i, o in enumerate(outcomes) if o.retryable]
         # The output is failing: a stall once it lasts (`runtime/stalls.py`); the dead
@@ -774,6 +783,10 @@ class Route:
         cause: Cause = DEADLETTER_HELD if output is self.deadletter else OUTPUT_UNAVAILABLE
         attempt = 1
         while todo and self.retry.allows(attempt):
+            if owners:
+                todo = self._still_awaited(todo, owners, why)
+                if not todo:
+                    break
             self.stalls.failing(cause, output.endpoint_id, why[todo[0]] or "failed")
             waits = [outcomes[i].retry_after for i in todo]
             asked = max((w for w in waits if w is not None), default=None)
@@ -800,6 +813,25 @@ class Route:
         if cause is OUTPUT_UNAVAILABLE:  # the dead letter's hold clears its own
             self.stalls.cleared(cause, output.endpoint_id)
         return why
+
+    def _still_awaited(self, todo: list[int], owners: Sequence[_Member],
+                       why: list[str | None]) -> list[int]:
+        """`todo` without the records whose sender stopped waiting; those get
+        `_ABANDONED` in `why`."""
+        keep = []
+        for index in todo:
+            delivery = owners[index].delivery
+            if delivery is not None and delivery.abandoned:
+                why[index] = _ABANDONED
+            else:
+                keep.append(index)
+        if len(keep) < len(todo):
+            # pragma: no mutate start
+            log.info("%d message(s) not sent again: the sender stopped waiting (HTTP 504) "
+                     "and sends again itself", len(todo) - len(keep),
+                     extra=fields(route=self.name, endpoint=self.source_endpoint))
+            # pragma: no mutate end
+        return keep
 
     # -- request-reply ----------------------------------------------------------------------------
     async def _hand_back(self, batch: _Batch) -> None:
@@ -1017,6 +1049,11 @@ def _why_unanswered(member: _Member | None) -> str:
         last = member.failures[-1].partition(": ")[2]
         return last if last.startswith(NO_REPLY_PREFIX) else member.reason or "failed"
     return member.reason or reasons.UNMATCHED
+
+
+#: `_retry`'s verdict on a record whose sender stopped waiting: not sent again, not
+#: dead-lettered (the sender was answered 504 and decides), settled as usual.
+_ABANDONED = "the sender stopped waiting"
 
 
 def _failure_reason(why: str, last: Outcome) -> str:

@@ -269,3 +269,45 @@ def test_one_failed_read_is_no_stall_but_failures_that_go_on_are() -> None:
         stalls.quiet("source-failing", "in")
         stalls.check()
     assert [(s.cause, s.endpoint) for s in stalls.stalls] == [("source-failing", "in")]
+
+
+class Waiting(MemoryConsumer):
+    """Deliveries whose sender waits until `gone` is set (an HTTP request and its 504)."""
+
+    def __init__(self, messages: list[NativeMessage]) -> None:
+        super().__init__(messages)
+        self.gone = False
+
+    async def read_batch(self, limit: int):  # type: ignore[no-untyped-def]
+        from gateway.ports import Delivery
+
+        return [Delivery(d.message, d._settle, None, lambda: not self.gone)
+                for d in await super().read_batch(limit)]
+
+
+def test_a_message_whose_sender_stopped_waiting_is_not_sent_again() -> None:
+    """An HTTP sender answered 504 (settle_timeout) sends the message again itself: the
+    route's own retries of it stop, so the sink does not get it twice (before: published
+    later, after the 504, and again from the sender's retry)."""
+    out, dlq = Down(), MemoryProducer()
+    consumer = Waiting([sale(1)])
+    route, _ = _route(consumer, out, dlq)
+
+    async def scenario() -> None:
+        await route.start()
+        try:
+            await _until(lambda: out.attempts >= 3)
+            consumer.gone = True  # the 504
+            # Settled once its retries stopped (the settlement goes nowhere: the sender
+            # was answered already).
+            await _until(lambda: len(consumer.acked) == 1)
+            out.is_down, consumer.gone = False, False
+            consumer.feed(sale(2))  # the route goes on with the next one
+            await _until(lambda: len(consumer.acked) == 2)
+            assert not route.stalled
+        finally:
+            await route.stop(grace=1)
+
+    asyncio.run(scenario())
+    # The first was not sent again, nor dead-lettered; the second went through.
+    assert [r.data["desk"] for r in out.written] == [2] and not dlq.written
