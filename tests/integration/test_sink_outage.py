@@ -24,13 +24,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import nats
 import pytest
 
 from adapters.registry import REGISTRY
 from gateway.config import load_config
 from gateway.daemon import Gateway
-from harness.brokers import NatsServer
+from harness.brokers import NatsServer, free_port
 from tests.integration.test_size_limits import _metric, _publish, _readyz, _started, _until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -266,3 +267,64 @@ def test_a_dead_letter_without_its_stream_wedges_visibly_and_heals_when_created(
         asyncio.run(scenario())
     [line] = _stall_lines(caplog, "deadletter-held")
     assert "no JetStream stream" in line.__dict__["error"]
+
+
+def test_an_http_sender_answered_504_during_an_outage_gets_no_duplicate(
+        tmp_path: Path, nats_server, own_nats: NatsServer) -> None:
+    """HTTP -> NATS JetStream with the sink down longer than `settle_timeout`: the
+    sender gets 504 and sends the message again once the sink is back. Before, the route
+    also kept retrying its copy, so the event arrived twice; now the route stops
+    retrying a message whose sender was answered, and the event arrives once."""
+    sfx = uuid.uuid4().hex[:8]
+    stream = f"HOOKS_{sfx}"
+    doc = json.loads((ROOT / "config/examples/http-webhooks.xreg.json").read_text())
+    doc["endpoints"]["out"] = _endpoint(own_nats.url, f"hooks.{sfx}", True)
+    doc["endpoints"]["dl"] = _endpoint(nats_server.url, f"dl.{sfx}", False)
+    (tmp_path / "hooks.xreg.json").write_text(json.dumps(doc))
+    port = free_port()
+    (tmp_path / "gw.yaml").write_text(f"""
+definitions: [hooks.xreg.json]
+routes:
+  - from: webhooks-http
+    to: [out]
+deadletter: dl
+admin: {{listen: "127.0.0.1:0"}}
+endpoints:
+  webhooks-http:
+    uri: "http://127.0.0.1:{port}"
+    options: {{settle_timeout: 2}}
+  out: {{uri: "{own_nats.url}", options: {{reconnect_max: 1s}}}}
+  dl: {{uri: "{nats_server.url}"}}
+""")
+    config, problems = load_config(tmp_path / "gw.yaml")
+    assert config is not None, [str(p) for p in problems]
+    url = f"http://127.0.0.1:{port}/hooks/acme/deployments/prod"
+
+    async def post(session: aiohttp.ClientSession) -> int:
+        async with session.post(url, json={"env": "prod"},
+                                headers={"Idempotency-Key": f"deploy-{sfx}"}) as response:
+            return response.status
+
+    async def scenario() -> None:
+        await _stream(own_nats.url, stream, f"hooks.{sfx}")
+        gateway = Gateway(config, REGISTRY)
+        await _started(gateway)
+        try:
+            await asyncio.to_thread(own_nats.stop)
+            async with aiohttp.ClientSession() as session:
+                assert await post(session) == 504  # not settled within settle_timeout
+                await _until(lambda: gateway.routes[0].inflight == 0,
+                             "the route to give the message up")
+                await asyncio.to_thread(own_nats.start)
+                await _until(lambda: all(gateway.readiness().values()), "ready again")
+                assert await post(session) == 202  # the sender's retry
+            await _wait_stored(own_nats.url, stream, 1)
+            await _until(lambda: gateway.routes[0].inflight == 0, "everything settled")
+            assert await _stored(own_nats.url, stream) == 1  # once, not twice
+            # ... and the sink's outage cost no dead letter of a good message.
+            assert _metric(gateway, "xrgw_messages_deadlettered_total",
+                           reason="undeliverable") == 0
+        finally:
+            await gateway.stop()
+
+    asyncio.run(scenario())
