@@ -24,9 +24,11 @@ Delivery (`read_batch` hands out every request received so far, in arrival order
 the request waits for its settlement, so the HTTP status *is* the settlement: ack -> 202
 Accepted; nack(retry=True) -> 503 with Retry-After (the sender retries); nack(retry=False)
 -> 400 with an RFC 9457 problem body whose `detail` is the reason; no settlement within
-`settle_timeout` -> 504 (a later settlement is ignored). A CloudEvents batch is one
-request and so one record; the core splits it. Settling costs no I/O of its own: it
-wakes the request's handler, which writes the answer on the request's connection.
+`settle_timeout` -> 504 (a later settlement is ignored, and the Delivery reports itself
+`abandoned`: the route stops retrying it, since the sender sends it again). A
+CloudEvents batch is one request and so one record; the core splits it. Settling costs
+no I/O of its own: it wakes the request's handler, which writes the answer on the
+request's connection.
 
 Held (`Admission`): the route listens from the start but holds the ingress while its
 outputs are not connected yet; every request then gets 503 + Retry-After, before its
