@@ -286,6 +286,7 @@ class Route:
         self._settled_at = time.monotonic()  # when a message last settled (no-progress)
         self._watch: asyncio.Task[None] | None = None
         self._read_failures = 0  # reads failed in a row
+        self._holding = False  # the ingress is held because the route is stalled
 
     # -- lifecycle --------------------------------------------------------------------------
     @property
@@ -499,7 +500,17 @@ class Route:
                                     f"{self._inflight} message(s) in flight, none settled "
                                     f"for {self.stalls.stall_after:g} s")
             self.stalls.quiet(SOURCE_FAILING, self.source_endpoint)
-            self.stalls.check()
+            self._hold_while_stalled(bool(self.stalls.check()))
+
+    def _hold_while_stalled(self, stalled: bool) -> None:
+        """A sender waiting on the line (HTTP) is told "retry later" (503 + Retry-After)
+        while the route is stalled, at once, instead of waiting out `settle_timeout` for
+        a 504 on a message the route could not move anyway."""
+        if stalled == self._holding or self.observe:
+            return
+        if isinstance(self.consumer, Admission):
+            self._holding = stalled
+            self.consumer.hold("the route is stalled" if stalled else None)
 
     async def _observed(self, batch: _Batch) -> None:
         """Shadow mode: the batch was matched, rendered and counted; nothing is sent and

@@ -311,3 +311,33 @@ def test_a_message_whose_sender_stopped_waiting_is_not_sent_again() -> None:
     asyncio.run(scenario())
     # The first was not sent again, nor dead-lettered; the second went through.
     assert [r.data["desk"] for r in out.written] == [2] and not dlq.written
+
+
+class Ingress(MemoryConsumer):
+    """A consumer whose senders wait on the line (`Admission`), recording its holds."""
+
+    def __init__(self, messages: list[NativeMessage]) -> None:
+        super().__init__(messages)
+        self.holds: list[str | None] = []
+
+    def hold(self, reason: str | None) -> None:
+        self.holds.append(reason)
+
+
+def test_a_stalled_route_holds_an_ingress_whose_senders_wait_and_lets_it_go_after() -> None:
+    out = Down()
+    consumer = Ingress([sale(1)])
+    route, _ = _route(consumer, out, MemoryProducer())
+
+    async def scenario() -> None:
+        await route.start()
+        try:
+            await _until(lambda: "the route is stalled" in consumer.holds)
+            out.is_down = False
+            await _until(lambda: consumer.holds[-1] is None and len(consumer.acked) == 1)
+        finally:
+            await route.stop(grace=1)
+
+    asyncio.run(scenario())
+    # Held while the outputs connected (start), then while stalled, released after each.
+    assert consumer.holds[-2:] == ["the route is stalled", None]
