@@ -23,6 +23,7 @@ with `str.find`. Here:
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -202,11 +203,11 @@ def test_the_worst_case_family_finishes_in_a_child_within_a_generous_timeout() -
     checked for sanity (the daemon's path agrees with `Template.match`, and a value
     closed by the wrong literal does not match)."""
     script = textwrap.dedent("""
-        import json, sys
+        import json
+        import sys
         from gateway.convert import Converter
         from gateway.record import NativeMessage
         from gateway.templates import Template
-        sys.path.insert(0, "tests/unit/core")
         from defs import define, opt
         cases = json.loads(sys.stdin.read())
         out = []
@@ -230,7 +231,10 @@ def test_the_worst_case_family_finishes_in_a_child_within_a_generous_timeout() -
     cases = [[text, sep, _adversarial(text, sep, unit)]
              for text, sep, units in FAMILY for unit in units]
     done = subprocess.run([sys.executable, "-c", script], input=json.dumps(cases),
-                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+                          capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          # `defs` (the tests' definition builders) is found through the
+                          # child's PYTHONPATH, not by editing sys.path.
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "tests/unit/core")})
     assert done.returncode == 0, done.stderr
     results = json.loads(done.stdout)
     assert len(results) == sum(len(values) for _, _, values in cases)
