@@ -11,7 +11,8 @@ with both); a missing or wrong one gets 401 with `WWW-Authenticate` and nothing 
 before the path, method or body is looked at. The comparison takes constant time. Error
 bodies never carry exception text, broker answers or configuration: 503 says only to
 retry, 400 for a nack(retry=False) gives the caller's reason (first line). The token is
-never logged.
+never logged, and once a request is authenticated its `Authorization` header is dropped
+from the record: the credential reaches no output, dead letter or report.
 
 Security (producer). `https://` (or a `tls` block, which turns `http://` into `https://`)
 verifies the server against `tls.ca_file` (default: the
@@ -441,7 +442,12 @@ class HttpConsumer:
             return self._too_large()
         if self._closed:  # closed while the body arrived: nothing will read or settle it
             return self._busy()
-        record = request_record(request.method, path, query, request.raw_headers, body,
+        headers = request.raw_headers
+        if self._expected is not None:
+            # The ingress's own credential was for the ingress: it is not part of the
+            # message, so no dead letter, report or output ever carries it.
+            headers = tuple(pair for pair in headers if pair[0].lower() != b"authorization")
+        record = request_record(request.method, path, query, headers, body,
                                 self._received_at())
         pending.delivery = Delivery(record, pending.settle, pending.answer, pending.waiting)
         self._queue.append(pending)

@@ -220,10 +220,13 @@ _ROUTE = Field(
               "(an observing subscription of its own; see docs/operations.md). The "
               "conformance report (`/conformance`, `xrgw report`) shows what the catalog "
               "catches. `xrgw run --observe` observes on every route.", False, True),
-        Field("redact", "list", "Field paths whose values the conformance report's "
-              "unmatched samples never show: `data.` paths into the body, else record "
-              "fields (`headers.authorization`); `*` matches any key.", [],
-              ["data.card.number", "headers.authorization"],
+        Field("redact", "list", "Field paths whose values the conformance report, the "
+              "status page, log lines and dead-letter explanations never show (samples, "
+              "failed checks, `explain`, details): `data.` paths into the body, else record "
+              "fields (`topic_name`, `headers.x-api-key`); `*` matches any key. The "
+              "`authorization`, `proxy-authorization`, `cookie` and `set-cookie` headers "
+              "are always hidden.", [],
+              ["data.card.number", "headers.x-api-key"],
               item=Field("path", "str", "Dot-separated field path.")),
     ),
 )

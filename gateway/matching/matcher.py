@@ -64,6 +64,12 @@ class Explanation:
     definition: str  # xid
     failure: str
     passed: int  # how many of its checks the message passed
+    # The failure's parts when the matcher made it (empty when read back from JSON): the
+    # check's label and expected value come from the definitions, `got` from the sender,
+    # so redaction and metric labels treat them apart (gateway/redaction.py).
+    check: str = ""
+    expected: str = ""
+    got: str = ""
 
     def to_json(self) -> dict[str, JSON]:
         return {"definition": self.definition, "failure": self.failure, "passed": self.passed}
@@ -292,7 +298,8 @@ class Matcher:
         # Most checks passed first; among equals, the failed value most like what was expected.
         scored.sort(key=lambda item: (-item[0], -_likeness(item[2]), item[1].definition.order))
         return [
-            Explanation(c.definition.xid, str(failure), passed)
+            Explanation(c.definition.xid, str(failure), passed,
+                        failure.label, failure.expected, failure.got)
             for passed, c, failure in scored[:limit]
         ]
 

@@ -36,6 +36,7 @@ from gateway.jsontext import utf8_json
 from gateway.jsontypes import JSON, JSONObject
 from gateway.matching.matcher import Explanation
 from gateway.record import NativeMessage
+from gateway.redaction import REDACTED, Redactor, hide_capture
 
 #: The reasons counted as `invalid` in the report rows: the definition matched, but no
 #: valid CloudEvent could be rendered (as in the Spark job's report).
@@ -43,8 +44,8 @@ INVALID_REASONS = (reasons.MISSING_CONTEXT, reasons.INVALID_ENVELOPE, reasons.NO
 MAX_CONSTRAINTS = 200
 MAX_SAMPLES = 20
 SAMPLE_BYTES = 512
-#: What a redacted value is replaced with.
-REDACTED = "***"
+#: Longest metric label of a failed check (the definitions' texts, but still bounded).
+LABEL_CHARS = 200
 
 
 def _now() -> datetime:
@@ -93,10 +94,14 @@ class RouteReport:
         self.source = source
         self.observe = observe
         self.redact = tuple(redact)
+        self.redactor = Redactor(self.redact)
         self.started = started or _now()
         self.received = 0
         self.definitions: dict[str | None, DefinitionTally] = {}
         self.constraints: dict[str, int] = {}
+        # Each failure text's metric label: the check and what the definition expected,
+        # never what the sender sent (bounded by the definitions, whatever arrives).
+        self.constraint_labels: dict[str, str] = {}
         self.samples: deque[_Sample] = deque(maxlen=MAX_SAMPLES)
 
     def _tally(self, definition: str | None) -> DefinitionTally:
@@ -128,20 +133,48 @@ class RouteReport:
         tally.seen(at)
         if reason == reasons.UNMATCHED:
             for explanation in explain[:1]:
-                self._constraint(failed_check(explanation.failure))
+                self._constraint(*self._failed_check(explanation, record))
         # Kept as they are and turned into JSON only when the report is read: a burst of
         # failures would otherwise build (and redact) a sample per message for the 20 kept.
         self.samples.append(_Sample(at, reason, detail, nearest, tuple(explain[:3]), record))
 
-    def _constraint(self, failure: str) -> None:
+    def _failed_check(self, explanation: Explanation,
+                      record: NativeMessage) -> tuple[str, str]:
+        """(the report's text, the metric label) of an explanation's failed check, the
+        received value hidden when its field is (`redact:`, credential headers) and
+        scrubbed of hidden values otherwise."""
+        parts = explanation_parts(explanation)
+        if parts is None:  # no structure (read back from JSON): the scrubbed text alone
+            text = self.redactor.text(explanation.failure, self.redactor.secrets(record))
+            return text, "(other)"
+        label, expected, got = parts
+        if self.redactor.hides_check(label):
+            expected, got = hide_capture(expected), REDACTED
+        else:
+            got = self.redactor.text(got, self.redactor.secrets(record))
+        return f"{label}: expected {expected}, got {got}", metric_label(label, expected)
+
+    def _constraint(self, failure: str, label: str) -> None:
         counts = self.constraints
         if failure in counts:
             counts[failure] += 1
             return
         if len(counts) >= MAX_CONSTRAINTS:
             # Bounded: a new text takes the place of the least frequent one.
-            del counts[min(counts, key=counts.__getitem__)]
+            evicted = min(counts, key=counts.__getitem__)
+            del counts[evicted]
+            self.constraint_labels.pop(evicted, None)
         counts[failure] = 1
+        self.constraint_labels[failure] = label
+
+    def failed_check_counts(self, limit: int = 10) -> list[tuple[str, int]]:
+        """The most frequent failed checks by metric label (texts differing only in
+        what was received count together)."""
+        merged: dict[str, int] = {}
+        for failure, count in self.constraints.items():
+            label = self.constraint_labels.get(failure, "(other)")
+            merged[label] = merged.get(label, 0) + count
+        return sorted(merged.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
 
     def deadletter(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -170,7 +203,7 @@ class RouteReport:
                 for xid, t in sorted(self.definitions.items(), key=lambda kv: kv[0] or "")
             ],
             "constraints": [{"failure": f, "count": c} for f, c in self.top_constraints()],
-            "samples": [sample.to_json(self.redact) for sample in self.samples],
+            "samples": [sample.to_json(self.redactor) for sample in self.samples],
         }
 
 
@@ -191,7 +224,9 @@ class Conformance(Collector):
         if report is None:
             report = self.routes[name] = RouteReport(name, source, observe=observe,
                                                      redact=redact, started=self.started)
-        report.observe, report.redact = observe, tuple(redact)
+        if tuple(redact) != report.redact:
+            report.redact, report.redactor = tuple(redact), Redactor(redact)
+        report.observe = observe
         return report
 
     def collect(self) -> Iterator[Metric]:
@@ -201,7 +236,9 @@ class Conformance(Collector):
             "it would have been dead-lettered for)", labels=["route", "definition", "outcome"])
         checks = GaugeMetricFamily(
             "xrgw_conformance_failed_checks", "The most frequent first failed checks of "
-            "unmatched messages, per route (top ten)", labels=["route", "failure"])
+            "unmatched messages, per route (top ten), each the check and the value the "
+            "definition expected (never the received value: that is in /conformance, "
+            "redacted)", labels=["route", "failure"])
         for name, report in list(self.routes.items()):
             for xid, tally in list(report.definitions.items()):
                 definition = xid or ""
@@ -209,8 +246,8 @@ class Conformance(Collector):
                             **tally.deadletter}
                 for outcome, count in outcomes.items():
                     messages.add_metric([name, definition, outcome], count)
-            for failure, count in report.top_constraints():
-                checks.add_metric([name, failure[:200]], count)
+            for label, count in report.failed_check_counts():
+                checks.add_metric([name, label[:LABEL_CHARS]], count)
         yield messages
         yield checks
 
@@ -241,6 +278,7 @@ def rows(routes: Iterable[RouteReport], start: datetime, end: datetime) -> list[
 _FAILURE = re.compile(r"^(?P<label>[^:]+): expected (?P<expected>.+), got (?P<got>.*)$",
                       re.DOTALL)
 _PLACEHOLDER = re.compile(r"^\{[^{}]*\}$")
+_CAPTURED = re.compile(r"^(?P<name>\{[^{}]*\}) = .* \(captured earlier\)$", re.DOTALL)
 
 
 def failed_check(failure: str) -> str:
@@ -251,23 +289,51 @@ def failed_check(failure: str) -> str:
     found = _FAILURE.match(failure)
     if found is None:
         return failure
-    label, expected, got = found["label"], found["expected"], found["got"]
+    label, expected, got = check_parts(found["label"], found["expected"], found["got"])
+    return f"{label}: expected {expected}, got {got}"
+
+
+def explanation_parts(explanation: Explanation) -> tuple[str, str, str] | None:
+    """(label, expected, got) of an explanation's failed check (`check_parts`), from the
+    matcher's own parts; parsed from the text when there are none (an explanation read
+    back from JSON: a sender's value may then blur where `got` begins). None when the
+    text is not a failed check."""
+    if explanation.check:
+        return check_parts(explanation.check, explanation.expected, explanation.got)
+    found = _FAILURE.match(explanation.failure)
+    if found is None:
+        return None
+    return check_parts(found["label"], found["expected"], found["got"])
+
+
+def check_parts(label: str, expected: str, got: str) -> tuple[str, str, str]:
+    """A failed check phrased by the first differing segment of an address template."""
+    whole = label, expected, got
     if "{" not in expected:
-        return failure
+        return whole
     separator = "/" if "/" in expected else "." if "." in expected else None
     if separator is None:
-        return failure
+        return whole
     want, have = expected.split(separator), got.split(separator)
     for index, (part, value) in enumerate(zip(want, have, strict=False)):
         if "{" in part:
             if _PLACEHOLDER.match(part) and value:
                 continue
-            return failure  # a placeholder inside a segment: keep the whole text
+            return whole  # a placeholder inside a segment: keep the whole text
         if part != value:
-            return f"{label} segment {index}: expected {part}, got {value}"
+            return f"{label} segment {index}", part, value
     if len(want) != len(have):
-        return f"{label}: expected {len(want)} segments, got {len(have)}"
-    return failure
+        return label, f"{len(want)} segments", str(len(have))
+    return whole
+
+
+def metric_label(label: str, expected: str) -> str:
+    """A failed check as a metric label: the check and what the definition expected. A
+    clash of captures names the placeholder only (the earlier value is the sender's)."""
+    found = _CAPTURED.match(expected)
+    if found is not None:
+        expected = f"{found['name']} as captured earlier"
+    return f"{label}: expected {expected}"
 
 
 # -- samples ----------------------------------------------------------------------------------
@@ -283,22 +349,24 @@ class _Sample(NamedTuple):
     explain: tuple[Explanation, ...]
     record: NativeMessage
 
-    def to_json(self, redact: Sequence[str]) -> JSONObject:
+    def to_json(self, redactor: Redactor) -> JSONObject:
+        secrets = redactor.secrets(self.record)
         return {
             "at": _stamp(self.at), "reason": self.reason,
-            "detail": self.detail[:SAMPLE_BYTES], "nearest": self.nearest,
-            "explain": [e.to_json() for e in self.explain],
-            "record": sample_record(self.record, redact),
+            "detail": redactor.text(self.detail, secrets)[:SAMPLE_BYTES],
+            "nearest": self.nearest,
+            "explain": [e.to_json() for e in redactor.explanations(self.explain, secrets)],
+            "record": sample_record(self.record, redactor),
         }
 
 
-def sample_record(record: NativeMessage, redact: Sequence[str]) -> JSONObject:
-    """The record as JSON for a sample: `redact` field paths replaced (`data.card.number`
-    in the body, `topic_name` or `headers.authorization` in the record fields), the body
-    cut to `SAMPLE_BYTES` of JSON text."""
-    doc = record.to_json()
-    for path in redact:
-        _redact(doc, [p for p in path.split(".") if p])
+def sample_record(record: NativeMessage, redact: Sequence[str] | Redactor) -> JSONObject:
+    """The record as JSON for a sample: the credential headers and the `redact` field
+    paths replaced (`data.card.number` in the body, `topic_name` or
+    `headers.x-api-key` in the record fields), the body cut to `SAMPLE_BYTES` of JSON
+    text."""
+    redactor = redact if isinstance(redact, Redactor) else Redactor(redact)
+    doc = redactor.record_json(record)
     data = doc.get("data")
     if data is not None:
         # utf8_json: a body with a lone surrogate must not raise on the message path.
@@ -311,34 +379,6 @@ def sample_record(record: NativeMessage, redact: Sequence[str]) -> JSONObject:
         doc["data_base64"] = encoded[:SAMPLE_BYTES]
         doc["truncated"] = True
     return doc
-
-
-def _redact(node: JSON, parts: list[str]) -> None:
-    """Replace the value at `parts` under `node`; `*` matches any key or list item, and
-    a {name, value} list (headers, user properties) is addressed by its names."""
-    if not parts:
-        return
-    head, rest = parts[0], parts[1:]
-    if isinstance(node, dict):
-        keys = list(node) if head == "*" else [head] if head in node else []
-        for key in keys:
-            if rest:
-                _redact(node[key], rest)
-            else:
-                node[key] = REDACTED
-    elif isinstance(node, list):
-        for index, item in enumerate(node):
-            if isinstance(item, dict) and "name" in item and "value" in item:
-                if head in ("*", item["name"]) or str(item["name"]).lower() == head.lower():
-                    if rest:
-                        _redact(item["value"], rest)
-                    else:
-                        item["value"] = REDACTED
-            elif head in ("*", str(index)):
-                if rest:
-                    _redact(item, rest)
-                else:
-                    node[index] = REDACTED
 
 
 def redaction_problem(path: str) -> str | None:
@@ -358,7 +398,7 @@ def route_counts(report: Mapping[str, JSON]) -> tuple[int, int, int]:
             matched if isinstance(matched, int) else 0, total)
 
 
-__all__ = ["INVALID_REASONS", "MAX_CONSTRAINTS", "MAX_SAMPLES", "REDACTED", "SAMPLE_BYTES",
-           "Conformance", "DefinitionTally", "RouteReport", "failed_check", "redaction_problem",
-           "route_counts",
-           "rows", "sample_record"]
+__all__ = ["INVALID_REASONS", "LABEL_CHARS", "MAX_CONSTRAINTS", "MAX_SAMPLES", "REDACTED",
+           "SAMPLE_BYTES", "Conformance", "DefinitionTally", "RouteReport", "check_parts",
+           "explanation_parts", "failed_check", "metric_label", "redaction_problem",
+           "route_counts", "rows", "sample_record"]

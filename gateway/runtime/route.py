@@ -85,6 +85,7 @@ from gateway.ports import (
 from gateway.protocols import HTTP, find_profile
 from gateway.protocols.profile import FieldRef
 from gateway.record import NativeMessage
+from gateway.redaction import Redactor
 from gateway.runtime.backlog import watch_backlog
 from gateway.runtime.keys import SOURCE, PartitionKeys
 from gateway.runtime.reply import hand_back, stray_listener
@@ -234,6 +235,9 @@ class Route:
         # nothing (the report counts what would have happened).
         self.observe = observe
         self.report = report
+        # What the dead letters' explanations and the log lines hide of a sender's message
+        # (the route's `redact:` and the credential headers), as the report does.
+        self.redactor = report.redactor if report is not None else Redactor()
         self.source_endpoint = source_endpoint
         self.consumer = consumer
         self.converter = converter
@@ -927,6 +931,9 @@ class Route:
         for message in messages:
             for original, member, detail, explain in _failed_parts(message):
                 reason = member.reason or reasons.UNMATCHED
+                secrets = self.redactor.secrets(original)
+                detail = self.redactor.text(detail, secrets)
+                explain = self.redactor.explanations(explain, secrets)
                 if deadletter is None:
                     # `deadletter: log` in the config: counted and logged, then acked.
                     # pragma: no mutate start
