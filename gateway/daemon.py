@@ -151,10 +151,16 @@ class Gateway:
         admin = self.config.admin
         self.admin = AdminServer(self.metrics, self.readiness, admin.host, admin.port,
                                  admin.health, conformance=self.conformance,
-                                 report=self.readiness_report)
+                                 report=self.readiness_report,
+                                 pages=admin.pages_address(),
+                                 token=None if admin.token is None else admin.token.reveal())
         await self.admin.start()
-        log.info("xrgw started: %d route(s), admin on %s:%d", len(self.routes),
-                 self.admin.host, self.admin.port)
+        pages = self.admin.pages
+        where = ("on the admin port" if pages == "listen" else "off" if pages is None
+                 else f"on {pages[0]}:{pages[1]}")
+        log.info("xrgw started: %d route(s), admin on %s:%d, sample pages %s%s",
+                 len(self.routes), self.admin.host, self.admin.port, where,
+                 " (token required)" if admin.token is not None else "")
 
     def request_stop(self) -> None:
         self._stop.set()

@@ -9,7 +9,9 @@ line."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 
 from gateway.jsontext import utf8_json
 
@@ -20,6 +22,7 @@ EXAMPLES = """\
   xrgw report out/report                        the Spark job's --report file:out/report
   xrgw report deadletters.jsonl                 dead letters dumped from their endpoint
   xrgw report --format json http://127.0.0.1:9464 > live.json    the /conformance document
+  xrgw report --token-file token http://127.0.0.1:9466   pages behind admin.token_file
 exit codes: 0 printed, 2 the source could not be read
 """
 
@@ -29,13 +32,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
                                        "directory or file, or dead-letter JSON Lines file")
     parser.add_argument("--format", choices=("table", "json"), default="table",
                         help="table (default) or the /conformance JSON document")
+    parser.add_argument("--token-file", metavar="FILE",
+                        help="file holding the admin token (admin.token_file) to send as "
+                             "Authorization: Bearer; default: $XRGW_ADMIN_TOKEN, if set")
 
 
 def execute(args: argparse.Namespace) -> int:
     from gateway.observability.report_sources import ReportError, load_report, table
 
     try:
-        report = load_report(args.source)
+        token = (Path(args.token_file).read_text(encoding="utf-8").strip()
+                 if args.token_file else os.environ.get("XRGW_ADMIN_TOKEN") or None)
+        report = load_report(args.source, token=token)
     except (ReportError, OSError, ValueError) as exc:
         print(f"xrgw report: {exc}", file=sys.stderr)
         return 2

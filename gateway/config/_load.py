@@ -131,6 +131,7 @@ def _check(raw: Raw, file: str, base_dir: Path, env: _Environment,
         checker.deadletter(deadletter)
     endpoints = _endpoints(cast(dict[str, Raw] | None, raw["endpoints"]) or {}, checker.used,
                            catalog, file, base_dir, env, problems, unread)
+    admin = _admin(cast(Raw, raw["admin"]), file, base_dir, env, problems)
     if problems.errors:
         return None
     return GatewayConfig(
@@ -138,7 +139,7 @@ def _check(raw: Raw, file: str, base_dir: Path, env: _Environment,
         definitions=tuple(sources),
         routes=tuple(r for r in routes if isinstance(r, RouteConfig)),
         deadletter=None if deadletter == DEADLETTER_LOG else deadletter,
-        admin=_admin(cast(Raw, raw["admin"])),
+        admin=admin,
         log=LogConfig(cast(LogLevel, cast(Raw, raw["log"])["level"]),
                       cast(LogFormat, cast(Raw, raw["log"])["format"])),
         shutdown=ShutdownConfig(cast(float, cast(Raw, raw["shutdown"])["grace"])),
@@ -221,9 +222,37 @@ def _endpoints(
     return out
 
 
-def _admin(raw: Raw) -> AdminConfig:
+def _admin(raw: Raw, file: str, base_dir: Path, env: _Environment,
+           problems: Problems) -> AdminConfig:
     hostport = split_hostport(cast(str, raw["listen"])) or ("127.0.0.1", 9464)
     health = raw.get("health_listen")
+    pages_listen = split_hostport(cast(str, raw["pages_listen"])) or ("127.0.0.1", 9466)
     return AdminConfig(*hostport, health=split_hostport(health) if isinstance(health, str)
                        else None,
-                       readiness=cast(ReadinessPolicy, raw.get("readiness") or "all"))
+                       readiness=cast(ReadinessPolicy, raw.get("readiness") or "all"),
+                       pages=cast(str, raw["pages"]), pages_listen=pages_listen,
+                       token=_admin_token(raw.get("token_file"), file, base_dir, env,
+                                          problems))
+
+
+def _admin_token(name: object, file: str, base_dir: Path, env: _Environment,
+                 problems: Problems) -> Secret | None:
+    """The pages' bearer token from `admin.token_file` (None: none, or not read under
+    `--no-env`)."""
+    if not isinstance(name, str) or not env.checked:
+        return None
+    path = Path(name) if Path(name).is_absolute() else base_dir / name
+    where = json_path("admin", "token_file")
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "unreadable"
+        problems.error(file, where, f"cannot read the admin token file '{path}': {reason}",
+                       "create the file or correct the path (relative paths start at the "
+                       "config file's directory)")
+        return None
+    if not token:
+        problems.error(file, where, f"admin token file '{path}' is empty",
+                       "write the token into the file")
+        return None
+    return Secret(token)

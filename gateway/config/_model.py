@@ -10,6 +10,7 @@ take a value as it is configured, the config holds their type (`RetryPolicy`,
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -113,6 +114,20 @@ class AdminConfig:
     health: tuple[str, int] | None = None
     # What /readyz requires (`admin.readiness`, see gateway/observability/readiness.py).
     readiness: ReadinessPolicy = "all"
+    # The sample-bearing pages (/conformance, /): `auto`, `listen` or `off`
+    # (`admin.pages`), their own listener (`admin.pages_listen`), and the bearer token
+    # they require (read from `admin.token_file`).
+    pages: str = "auto"
+    pages_listen: tuple[str, int] = ("127.0.0.1", 9466)
+    token: Secret | None = None
+
+    def pages_address(self) -> tuple[str, int] | Literal["listen"] | None:
+        """Where the pages are served: on `listen`, on their own listener, or nowhere."""
+        if self.pages == "off":
+            return None
+        if self.pages == "listen" or is_loopback(self.host):
+            return "listen"
+        return self.pages_listen
 
     @property
     def listen(self) -> str:
@@ -142,3 +157,13 @@ class GatewayConfig:
     # Every endpoint a route or the dead letter uses, and every overridden one, by id.
     endpoints: Mapping[str, EndpointConfig] = field(default_factory=dict)
     catalog: Catalog = field(default_factory=Catalog, repr=False, compare=False)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` (an address or `localhost`) only listens on loopback."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

@@ -286,7 +286,8 @@ CONFIG_SPEC = Field(
               REQUIRED, "dlq-kafka",
               hint="add deadletter: <id of a producer endpoint>, or deadletter: log to only "
                    "log and count messages that cannot be delivered"),
-        Field("admin", "object", "The admin HTTP server: /metrics, /healthz, /readyz.",
+        Field("admin", "object", "The admin HTTP server: /metrics, /healthz, /readyz, and "
+              "the pages with message samples (/conformance, /); see docs/operations.md.",
               {},
               fields=(Field("listen", "str", "host:port to listen on.", "127.0.0.1:9464",
                             "0.0.0.0:9464", check=_hostport,
@@ -305,7 +306,25 @@ CONFIG_SPEC = Field(
                             "(ready once started: for a sidecar, whose pod must not leave "
                             "its Service because a remote broker is down). Liveness "
                             "(/healthz) is always about the process only.", "all",
-                            "sources", choices=("all", "sources", "none"))),
+                            "sources", choices=("all", "sources", "none")),
+                      Field("pages", "enum",
+                            "Where the pages that show message samples (`/conformance`, the "
+                            "status page `/`) are served: `auto` on `listen` when it is a "
+                            "loopback address, else only on `pages_listen`; `listen` on "
+                            "`listen` whatever its address (opt-in); `off` nowhere. "
+                            "/metrics, /healthz and /readyz are always on `listen`.",
+                            "auto", "listen", choices=("auto", "listen", "off")),
+                      Field("pages_listen", "str",
+                            "host:port of the separate listener of the sample-bearing pages "
+                            "when `listen` is not on loopback (`pages: auto`); reach it with "
+                            "`kubectl port-forward`.", "127.0.0.1:9466", "127.0.0.1:9466",
+                            check=_hostport, schema={"pattern": r"^.+:[0-9]{1,5}$"},
+                            advanced=True),
+                      Field("token_file", "str",
+                            "File holding a bearer token the sample-bearing pages then "
+                            "require (`Authorization: Bearer <token>`, compared in constant "
+                            "time; `xrgw report --token-file`). Default: none.", OPTIONAL,
+                            "/run/secrets/xrgw/admin-token", advanced=True)),
               check=_distinct_listeners),
         Field("log", "object", "Logging.", {},
               fields=(

@@ -1,15 +1,28 @@
-"""The admin HTTP server: `/metrics` (Prometheus), `/healthz` (alive), `/readyz` (what
-`admin.readiness` requires, see readiness.py), `/conformance` (the live conformance
-report, JSON) and `/` (the status page). Listens on loopback by default.
+"""The admin HTTP server.
 
-An optional second listener (`admin.health_listen`) serves only `/healthz` and
+On `listen` (the scrape port): `/metrics` (Prometheus), `/healthz` (alive), `/readyz`
+(what `admin.readiness` requires, see readiness.py). None of them shows anything a sender
+sent: metric labels carry route, endpoint, definition and reason names and the
+definitions' expected values only.
+
+The pages that show message samples -- `/conformance` (the live conformance report,
+JSON) and `/` (the status page) -- are served where `admin.pages` says: on `listen` when
+it is on loopback (the default, 127.0.0.1:9464), else on their own loopback listener
+(`admin.pages_listen`, reached with `kubectl port-forward`), or on `listen` whatever its
+address when the operator opts in (`pages: listen`). With `admin.token_file` they ask for
+`Authorization: Bearer <token>`, compared in constant time. On a listener without them
+they answer 404 naming the setting.
+
+An optional further listener (`admin.health_listen`) serves only `/healthz` and
 `/readyz`: the kubelet's HTTP probes connect to the pod address, so a sidecar whose
 admin server stays on loopback is probed there instead of by running a program in the
 container for every probe."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import hmac
+from collections.abc import Awaitable, Callable
+from typing import Literal
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -25,8 +38,13 @@ class AdminServer:
                  host: str = "127.0.0.1", port: int = 9464,
                  health: tuple[str, int] | None = None,
                  conformance: Conformance | None = None,
-                 report: Callable[[], Readiness] | None = None) -> None:
+                 report: Callable[[], Readiness] | None = None, *,
+                 pages: tuple[str, int] | Literal["listen"] | None = "listen",
+                 token: str | None = None) -> None:
         self.metrics = metrics
+        # Where /conformance and / are served: on `listen`, their own (host, port), or not.
+        self.pages = pages
+        self._token = None if token is None else b"Bearer " + token.encode()
         self.ready = ready  # route name -> ready
         # /readyz's verdict under `admin.readiness`; default: every route ready
         self.report = report or (lambda: _every_route(self.ready()))
@@ -40,9 +58,17 @@ class AdminServer:
     async def start(self) -> None:
         app = self._health_app()
         app.router.add_get("/metrics", self._metrics)
-        app.router.add_get("/conformance", self._conformance)
-        app.router.add_get("/", self._status)
+        if self.pages == "listen":
+            self._add_pages(app)
+        else:
+            app.router.add_get("/conformance", self._elsewhere)
+            app.router.add_get("/", self._elsewhere)
         self.port = await self._serve(app, self.host, self.port)
+        if isinstance(self.pages, tuple):
+            pages = web.Application()
+            self._add_pages(pages)
+            host, port = self.pages
+            self.pages = host, await self._serve(pages, host, port)
         if self.health is not None:
             host, port = self.health
             self.health = host, await self._serve(self._health_app(), host, port)
@@ -72,6 +98,35 @@ class AdminServer:
                 bound: int = sockets[0].getsockname()[1]
                 return bound
         return port
+
+    def _add_pages(self, app: web.Application) -> None:
+        app.router.add_get("/conformance", self._guarded(self._conformance))
+        app.router.add_get("/", self._guarded(self._status))
+
+    def _guarded(self, handler: Callable[[web.Request], Awaitable[web.Response]]
+                 ) -> Callable[[web.Request], Awaitable[web.Response]]:
+        """`handler` behind the bearer token, when there is one."""
+        token = self._token
+        if token is None:
+            return handler
+
+        async def guarded(request: web.Request) -> web.Response:
+            given = request.headers.get("Authorization", "").strip().encode(
+                "utf-8", "replace")
+            if not hmac.compare_digest(given, token):
+                return web.json_response(
+                    {"error": "this page needs the admin token"}, status=401,
+                    headers={"WWW-Authenticate": 'Bearer realm="xrgw admin"'})
+            return await handler(request)
+
+        return guarded
+
+    async def _elsewhere(self, request: web.Request) -> web.Response:
+        where = ("on admin.pages_listen" if isinstance(self.pages, tuple)
+                 else "nowhere (admin.pages: off)")
+        return web.json_response(
+            {"error": f"the pages with message samples are served {where}, not on the "
+                      "scrape port; see admin.pages in docs/configuration.md"}, status=404)
 
     async def _metrics(self, request: web.Request) -> web.Response:
         return web.Response(body=self.metrics.render(),

@@ -28,11 +28,13 @@ class ReportError(ValueError):
     """The input is not a report this command reads (the message says what it is)."""
 
 
-def load_report(where: str, timeout: float = 10.0) -> JSONObject:
+def load_report(where: str, timeout: float = 10.0, token: str | None = None) -> JSONObject:
     if where.startswith(("http://", "https://")):
         url = where if where.rstrip("/").endswith("/conformance") else (
             where.rstrip("/") + "/conformance")
-        with urllib.request.urlopen(url, timeout=timeout) as answer:
+        request = urllib.request.Request(url, headers={} if token is None else {
+            "Authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
             doc = json.loads(answer.read())
         if not isinstance(doc, dict) or "rows" not in doc:
             raise ReportError(f"{url}: not a conformance report")

@@ -55,7 +55,7 @@ class StatusPage:
             "<h1>xrgw status</h1>",
             f'<p class=muted>generated {_text(report.get("generated_at"))}; '
             f"refreshes every {REFRESH_SECONDS}s; JSON at <a href=/conformance>/conformance"
-            "</a>, metrics at <a href=/metrics>/metrics</a></p>",
+            "</a>, metrics at /metrics on the admin port</p>",
             "<h2>Routes</h2><table><tr><th>route</th><th>ready</th><th>received</th>"
             "<th>matched</th><th>rendered</th><th>dead letters</th><th>msg/s</th></tr>",
         ]

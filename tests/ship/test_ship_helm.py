@@ -121,14 +121,14 @@ def test_rendered_manifests_validate_against_kubernetes_schemas(chart: Any, case
 def test_bridge_renders_every_object(chart: Any) -> None:
     kinds = sorted(d["kind"] for d in _render(chart, VALUES["bridge"]))
     assert kinds == sorted(["ConfigMap", "ConfigMap", "Deployment", "HorizontalPodAutoscaler",
-                            "PodDisruptionBudget", "PrometheusRule", "Service",
+                            "NetworkPolicy", "PodDisruptionBudget", "PrometheusRule", "Service",
                             "ServiceAccount", "ServiceMonitor", "Pod"])  # Pod: helm test
 
 
 def test_default_renders_a_bridge_without_optional_objects(chart: Any) -> None:
     kinds = sorted(d["kind"] for d in _render(chart, {}))
-    assert kinds == ["ConfigMap", "Deployment", "Pod", "PodDisruptionBudget", "Service",
-                     "ServiceAccount"]
+    assert kinds == ["ConfigMap", "Deployment", "NetworkPolicy", "Pod", "PodDisruptionBudget",
+                     "Service", "ServiceAccount"]
 
 
 def test_sidecar_mode_renders_only_config_and_monitoring(chart: Any) -> None:
@@ -455,15 +455,36 @@ def test_network_policy_admits_monitoring_to_admin_and_named_sources_to_http(
     assert test_pod["podSelector"]["matchLabels"].items() <= hook["metadata"]["labels"].items()
     assert http == {"ports": [{"port": "http", "protocol": "TCP"}],
                     "from": values["networkPolicy"]["httpIngressFrom"]}
-    # defaults: monitoring namespace only, and no HTTP rule without named sources
-    docs = _render(chart, {"networkPolicy": {"enabled": True}, "httpIngress": {
-        "enabled": True, "port": 8080}})
-    (admin,) = _one(docs, "NetworkPolicy")["spec"]["ingress"]
-    assert admin["from"][0] == {"namespaceSelector": {"matchLabels": {
-        "kubernetes.io/metadata.name": "monitoring"}}}
-    assert "NetworkPolicy" not in {d["kind"] for d in _render(chart, {})}
+    # defaults: on, scrapers from any namespace (scraping keeps working), the HTTP ingress
+    # port from any source (it is there for senders), nothing else
+    docs = _render(chart, {"httpIngress": {"enabled": True, "port": 8080}})
+    admin, http = _one(docs, "NetworkPolicy")["spec"]["ingress"]
+    assert admin["from"][0] == {"namespaceSelector": {}}
+    assert http == {"ports": [{"port": "http", "protocol": "TCP"}]}
+    (admin,) = _one(_render(chart, {}), "NetworkPolicy")["spec"]["ingress"]
+    assert admin["ports"] == [{"port": "admin", "protocol": "TCP"}]
+    assert "NetworkPolicy" not in {d["kind"] for d in _render(
+        chart, {"networkPolicy": {"enabled": False}})}
     assert "NetworkPolicy" not in {d["kind"] for d in _render(chart, dict(
         VALUES["sidecar"], networkPolicy={"enabled": True}))}  # the app owns its pods
+
+
+def test_sample_pages_stay_on_loopback_by_default(chart: Any) -> None:
+    """Bridge mode scrapes 0.0.0.0:<admin port>; /conformance and / (message samples) go
+    to a loopback listener that no Service, container port or policy exposes."""
+    docs = _render(chart, {})
+    config = yaml.safe_load(next(d for d in docs if d["kind"] == "ConfigMap")["data"][
+        "config.yaml"])
+    assert config["admin"] == {"listen": "0.0.0.0:9464", "readiness": "all",
+                               "pages": "auto", "pages_listen": "127.0.0.1:9466"}
+    ports = [p["port"] for p in _one(docs, "Service")["spec"]["ports"]]
+    assert 9466 not in ports
+    container = _one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert 9466 not in [p["containerPort"] for p in container.get("ports", [])]
+    config = yaml.safe_load(next(d for d in _render(chart, {"admin": {
+        "port": 9464, "tokenFile": "/run/secrets/xrgw/admin/token"}})
+        if d["kind"] == "ConfigMap")["data"]["config.yaml"])
+    assert config["admin"]["token_file"] == "/run/secrets/xrgw/admin/token"
 
 
 def test_helm_test_hook_asks_the_service_for_readyz(chart: Any) -> None:
@@ -584,7 +605,8 @@ def test_example_app_chart_includes_the_sidecar(app_chart: Path, native: bool) -
     (rendered,) = [d for d in _kind(docs, "ConfigMap") if d["metadata"]["name"] == config_map]
     config = yaml.safe_load(rendered["data"]["config.yaml"])
     assert config["admin"] == {"listen": "127.0.0.1:9464", "health_listen": "0.0.0.0:9465",
-                               "readiness": "none"}
+                               "readiness": "none", "pages": "auto",
+                               "pages_listen": "127.0.0.1:9466"}
     assert config["endpoints"]["app-http"]["uri"] == "http://127.0.0.1:8080"
     assert "Deployment" not in [d["kind"] for d in docs if "xrgw" in d["metadata"]["name"]]
 

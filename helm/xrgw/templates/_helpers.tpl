@@ -152,6 +152,11 @@ all
 {{- if include "xrgw.adminLoopback" . -}}
 {{- $_ := set $admin "health_listen" (printf "0.0.0.0:%v" $v.admin.healthPort) -}}
 {{- end -}}
+{{- $_ := set $admin "pages" ($v.admin.pages | default "auto") -}}
+{{- $_ := set $admin "pages_listen" (printf "127.0.0.1:%v" ($v.admin.pagesPort | default 9466)) -}}
+{{- if $v.admin.tokenFile -}}
+{{- $_ := set $admin "token_file" $v.admin.tokenFile -}}
+{{- end -}}
 {{- $_ := set $cfg "admin" $admin -}}
 # Rendered by the xrgw Helm chart; reference: docs/configuration.md
 {{ toYaml $cfg }}
