@@ -44,6 +44,7 @@ from gateway.definitions import load_catalog
 from gateway.definitions.model import Catalog
 from gateway.observability.readiness import ReadinessPolicy
 from gateway.problems import Problem, Problems, json_path
+from gateway.schemas.fetch import FETCHER, FetchPolicy
 
 Raw = dict[str, object]
 
@@ -122,6 +123,7 @@ def _check(raw: Raw, file: str, base_dir: Path, env: _Environment,
                            access={s.location: s.access() for s in sources if s.is_registry})
     problems.extend(catalog.problems)
     unread = skipped or any(p.is_error and p.path == "$" for p in catalog.problems)
+    FETCHER.configure(_fetch_policy(cast(Raw, raw["schema_fetch"])))
     checker = RouteChecker(catalog, file, problems, unread_sources=unread,
                            unresolved=env.unresolved)
     raw_routes = cast(list[Raw], raw["routes"])
@@ -220,6 +222,13 @@ def _endpoints(
                              "remove the override, or use the endpoint in a route")
             out[eid] = resolver.resolve(eid, override, json_path("endpoints", eid))
     return out
+
+
+def _fetch_policy(raw: Raw) -> FetchPolicy:
+    proxy = raw.get("proxy")
+    return FetchPolicy(allow=tuple(cast(list[str], raw.get("allow") or [])),
+                       proxy=proxy if isinstance(proxy, str) and proxy else None,
+                       timeout=cast(float, raw["timeout"]))
 
 
 def _admin(raw: Raw, file: str, base_dir: Path, env: _Environment,

@@ -326,6 +326,23 @@ CONFIG_SPEC = Field(
                             "time; `xrgw report --token-file`). Default: none.", OPTIONAL,
                             "/run/secrets/xrgw/admin-token", advanced=True)),
               check=_distinct_listeners),
+        Field("schema_fetch", "object",
+              "Where schema documents at URLs (a definition's `dataschemauri`, a schema "
+              "version's `schemaurl`) may be fetched from, for routes with `schema: "
+              "enforce`. A registry-served document reaches only its registry's origin and "
+              "the `allow` list, never `file://`; documents read from local files reach "
+              "any http(s) URL and local files. Redirects stay on the same origin.", {},
+              fields=(
+                  Field("allow", "list", "URL prefixes (scheme://host[:port]/path) that "
+                        "any document may fetch schemas from.", [],
+                        ["https://schemas.example.com/"],
+                        item=Field("prefix", "str", "An http(s) URL prefix.")),
+                  Field("proxy", "str", "HTTP proxy for schema fetches; default: none "
+                        "(the HTTP_PROXY / HTTPS_PROXY environment is ignored).", OPTIONAL,
+                        "http://proxy.internal:3128"),
+                  Field("timeout", "duration", "Longest time one fetch may take, start to "
+                        "end (a slow answer is cut off).", 10.0, "10s"),
+              ), advanced=True),
         Field("log", "object", "Logging.", {},
               fields=(
                   Field("level", "enum", "Lowest level logged.", "info", "debug",

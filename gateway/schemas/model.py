@@ -40,6 +40,9 @@ class SchemaResolution:
     fix: str = ""
     # A URL still to fetch (`gateway.schemas.fetch`); `document.content` is None until then.
     remote: str | None = None
+    # The URL of the registry-served document that named `remote` (None: a document read
+    # from a local file): what the fetch policy allows depends on it.
+    referrer: str | None = None
 
     @property
     def resolved(self) -> bool:

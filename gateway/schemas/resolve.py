@@ -136,7 +136,8 @@ class SchemaIndex:
                 return SchemaResolution(error=f"schema '{ref}': unsupported scheme",
                                         fix="use an http(s) URL or a relative file path")
             fmt = declared or _format_by_name(urlsplit(url).path) or ""
-            return SchemaResolution(SchemaDocument(fmt, None, url, type_name), remote=url)
+            return SchemaResolution(SchemaDocument(fmt, None, url, type_name), remote=url,
+                                    referrer=origin if is_absolute(origin) else None)
         path = (Path(origin).parent / ref).resolve()
         try:
             raw = path.read_bytes()
