@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import os
 import ssl
 import urllib.error
 import urllib.parse
@@ -42,7 +43,28 @@ from gateway.problems import Problem
 JSON_SUFFIXES = (".xreg.json", ".cereg", ".json")
 YAML_SUFFIXES = (".cereg.yaml", ".cereg.yml", ".yaml", ".yml")
 DEFAULT_TIMEOUT = 10.0
-MAX_RESPONSE_BYTES = 64 * 1024 * 1024  # a registry export larger than this is a mistake
+# A definitions document (a file, a registry export) is parsed whole, and the parsed
+# catalog takes some 35 times its JSON size (measured: 5 MB of JSON holding 10,000
+# definitions -> 195 MiB resident; as YAML, 6 MB -> 350 MiB), twice during a reload.
+# 8 MiB keeps a gateway inside the chart's default 512 MiB limit; a larger registry is
+# loaded group by group, or with the limit raised (XRGW_DEFINITIONS_MAX_BYTES, bytes) and
+# the memory limit with it.
+DEFAULT_MAX_DOCUMENT_BYTES = 8 * 1024 * 1024
+# A YAML document's values after alias expansion ("billion laughs": a few lines that
+# expand into billions of values), and its nesting: 10,000 definitions are ~410,000.
+MAX_YAML_NODES = 500_000
+MAX_YAML_DEPTH = 64
+
+
+def max_document_bytes() -> int:
+    """The size limit of one definitions document (XRGW_DEFINITIONS_MAX_BYTES or 8 MiB)."""
+    raw = os.environ.get("XRGW_DEFINITIONS_MAX_BYTES", "")
+    return int(raw) if raw.isdigit() and int(raw) > 0 else DEFAULT_MAX_DOCUMENT_BYTES
+
+
+_TOO_LARGE_FIX = ("split the definitions into smaller documents (load the registry group by "
+                  "group), or raise XRGW_DEFINITIONS_MAX_BYTES together with the memory "
+                  "limit (about 35 bytes of memory per byte of document)")
 
 
 @dataclass(frozen=True)
@@ -114,8 +136,10 @@ def list_directory(directory: Path) -> list[Path]:
 
 def load_file(path: Path) -> RawDocument | Problem:
     name = str(path)
+    limit = max_document_bytes()
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as stream:
+            raw = stream.read(limit + 1)
     except FileNotFoundError:
         return _error(name, "file not found", "check the path of the definitions source")
     except OSError as exc:
@@ -123,6 +147,8 @@ def load_file(path: Path) -> RawDocument | Problem:
                       "check that the file exists and is readable")
     except ValueError as exc:  # e.g. a NUL byte in the path
         return _error(name, f"invalid file name: {exc}", "check the path")
+    if len(raw) > limit:
+        return _error(name, f"document larger than {limit} bytes", _TOO_LARGE_FIX)
     lower = path.name.lower()
     if lower.endswith(YAML_SUFFIXES):
         parsed = parse_yaml(raw, name)
@@ -156,8 +182,19 @@ def parse_json(raw: bytes, name: str) -> JSON | Problem:
 
 
 def parse_yaml(raw: bytes, name: str) -> JSON | Problem:
+    """A YAML document, bounded as the config is: composed first (aliases still shared),
+    then refused when it expands past MAX_YAML_NODES values or MAX_YAML_DEPTH levels,
+    before anything is built."""
+    loader = yaml.SafeLoader(raw)
     try:
-        return as_json(yaml.safe_load(raw))
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        refused = _yaml_bounds(node)
+        if refused is not None:
+            return _error(name, refused, "write the document out plainly: fewer YAML "
+                          "aliases, less nesting, or split it into smaller documents")
+        return as_json(loader.construct_document(node))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
@@ -167,6 +204,32 @@ def parse_yaml(raw: bytes, name: str) -> JSON | Problem:
                        column=mark.column + 1 if mark else None)
     except RecursionError:
         return _error(name, "YAML nesting is too deep", "flatten the document")
+    except (ValueError, OverflowError) as exc:  # e.g. an impossible date
+        return _error(name, f"YAML value error: {exc}",
+                      "quote the value if it is not meant as a date")
+    finally:
+        loader.dispose()
+
+
+def _yaml_bounds(node: yaml.Node) -> str | None:
+    """Why a composed YAML tree is too large to build (None: it is not). Walks the tree
+    as it would expand (an alias is visited at each use), stopping at the limits."""
+    pending: list[tuple[yaml.Node, int]] = [(node, 1)]
+    visited = 0
+    while pending:
+        current, depth = pending.pop()
+        visited += 1
+        if visited > MAX_YAML_NODES:
+            return f"the YAML expands to more than {MAX_YAML_NODES} values"
+        if depth > MAX_YAML_DEPTH:
+            return f"the YAML nests deeper than {MAX_YAML_DEPTH} levels"
+        if isinstance(current, yaml.MappingNode):
+            for key, value in current.value:
+                pending.append((key, depth + 1))
+                pending.append((value, depth + 1))
+        elif isinstance(current, yaml.SequenceNode):
+            pending.extend((item, depth + 1) for item in current.value)
+    return None
 
 
 def as_json(value: object) -> JSON:
@@ -274,9 +337,14 @@ def _fetch_json(
         url, headers={"Accept": "application/json, application/yaml;q=0.5", **(headers or {})}
     )
     opener = opener or _opener(None, bool(headers))
+    limit = max_document_bytes()
     try:
         with opener.open(request, timeout=timeout) as response:
-            body: bytes = response.read(MAX_RESPONSE_BYTES + 1)
+            declared = response.headers.get("Content-Length", "")
+            if declared.isdigit() and int(declared) > limit:
+                return _error(url, f"response larger than {limit} bytes "
+                              f"({declared} declared)", _TOO_LARGE_FIX)
+            body: bytes = response.read(limit + 1)
     except urllib.error.HTTPError as exc:
         fix = ("check the registry headers (e.g. the Authorization token)"
                if exc.code in (401, 403) else "check the registry URL")
@@ -296,9 +364,8 @@ def _fetch_json(
                       "check the host name, port and network access to the registry")
     except ValueError as exc:  # e.g. an invalid URL
         return _error(url, f"invalid URL: {exc}", "give an http:// or https:// registry URL")
-    if len(body) > MAX_RESPONSE_BYTES:
-        return _error(url, f"response larger than {MAX_RESPONSE_BYTES} bytes",
-                      "load the registry group by group or from an exported file")
+    if len(body) > limit:
+        return _error(url, f"response larger than {limit} bytes", _TOO_LARGE_FIX)
     return parse_json(body, url)
 
 
