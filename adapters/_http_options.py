@@ -84,6 +84,11 @@ OPTIONS = OptionSpec(
                  "consumer"),
         seconds("keepalive_timeout", 75, "consumer: idle seconds before a kept-alive "
                  "connection is closed", "consumer"),
+        seconds("header_timeout", 10, "consumer: seconds for a request line and headers to "
+                 "arrive whole (from the connection, or the head's first bytes); a slower "
+                 "client is disconnected", "consumer"),
+        count("max_connections", 1024, "consumer: connections held at once; one more is "
+              "answered 503 and closed before it is read", side="consumer"),
     ),
     unsupported=(
         Unsupported("apikeyname", _AUTH_HINT),

@@ -41,6 +41,11 @@ memory stays within `max_in_flight * max_body_bytes`. A declared Content-Length 
 limit is refused with 413 before reading; a chunked body is read until it passes the
 limit. Either way the connection is closed after the answer.
 
+Connections (`adapters/_http_server.py`): a request head must arrive whole within
+`header_timeout` (slowloris connections are closed), an idle kept-alive connection is
+closed after `keepalive_timeout`, at most `max_connections` are held (one more is
+answered 503 and closed unread), and aiohttp's own 400 answers never quote the request.
+
 Producer. Each record is sent with its method (default POST) to the endpoint URI with the
 record's `path` appended. `submit()` starts a request per record at once, up to
 `concurrency` in flight (then it waits for answers: back-pressure), each on a kept-alive
@@ -83,6 +88,7 @@ from adapters._http_record import (
     split_target,
     to_request,
 )
+from adapters._http_server import GuardedServer
 from adapters._schemes import check_scheme
 from adapters._tls import client_context, describe, server_context, wants_tls
 from gateway.jsontypes import JSON
@@ -121,6 +127,8 @@ class HttpOptions:
     max_header_bytes: int = 8190
     read_timeout: float = 30.0
     keepalive_timeout: float = 75.0
+    header_timeout: float = 10.0  # consumer: a request head arrives whole within it
+    max_connections: int = 1024  # consumer: connections held at once; more get 503
     concurrency: int = 8  # producer: requests in flight at once
     # producer: the endpoint's method, headers and query for every request
     request: RequestDefaults = field(default_factory=RequestDefaults)
@@ -150,6 +158,8 @@ class HttpOptions:
             max_header_bytes=max(256, cast(int, opts["max_header_bytes"])),
             read_timeout=cast(float, opts["read_timeout"]),
             keepalive_timeout=cast(float, opts["keepalive_timeout"]),
+            header_timeout=cast(float, opts["header_timeout"]),
+            max_connections=cast(int, opts["max_connections"]),
             concurrency=cast(int, opts["concurrency"]),
             request=RequestDefaults(
                 method=cast(str, opts["method"]).upper(),
@@ -326,8 +336,11 @@ class HttpConsumer:
         if self._runner is not None:
             return  # a listening server has nothing to reconnect
         opts = self._opts
-        server = web.Server(
+        server = GuardedServer(
             self._handle,
+            header_timeout=opts.header_timeout,
+            max_connections=opts.max_connections,
+            retry_after=opts.retry_after,
             max_headers=opts.max_headers,
             max_field_size=opts.max_header_bytes,
             max_line_size=opts.max_header_bytes,
