@@ -34,6 +34,10 @@ OPTIONS = OptionSpec(
                  "disposition", "producer"),
         seconds("reconnect_max", 10, "producer: longest backoff between reconnect attempts",
                  "producer"),
+        Option(Field("allow_plain_without_tls", "bool",
+                     "SASL PLAIN (a user name and password) over amqp:// to a host other "
+                     "than loopback sends the password in clear text and is refused unless "
+                     "this is true; use amqps:// or a tls block instead", default=False)),
     ),
     unsupported=(
         Unsupported("link-properties", "xrgw sends no link properties yet"),

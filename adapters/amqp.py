@@ -67,6 +67,7 @@ from adapters._proton_loop import LoopHandler, ProtonThread
 from adapters._reconnect import ReconnectGate
 from adapters._schemes import check_scheme
 from adapters._tls import client_context, wants_tls
+from gateway.netaddr import is_loopback
 from gateway.ports import (
     Confirmation,
     Delivery,
@@ -104,6 +105,8 @@ class AmqpOptions:
     publish_timeout: float
     reconnect_max: float
     tls: TlsSettings | None = None  # set: connect with TLS (amqps)
+    # SASL PLAIN may go over a connection without TLS (loopback, or allow_plain_without_tls)
+    plain_in_clear: bool = False
 
     @classmethod
     def parse(cls, settings: EndpointSettings) -> AmqpOptions:
@@ -121,6 +124,13 @@ class AmqpOptions:
         user = settings.username or (unquote(url.username) if url.username else None)
         password = settings.password or (unquote(url.password) if url.password else None)
         scheme, port = ("amqps", 5671) if secure else ("amqp", 5672)
+        plain_in_clear = not secure and bool(user) and (
+            bool(opts["allow_plain_without_tls"]) or is_loopback(url.hostname or ""))
+        if user and not secure and not plain_in_clear:
+            raise ValueError(
+                f"SASL PLAIN over amqp:// would send the password to {url.hostname} in "
+                "clear text: use amqps:// (or a tls block), or set the option "
+                "allow_plain_without_tls: true")
         return cls(
             url=f"{scheme}://{url.hostname or '127.0.0.1'}:{url.port or port}",
             user=user,
@@ -134,6 +144,7 @@ class AmqpOptions:
             publish_timeout=cast(float, opts["publish_timeout"]),
             reconnect_max=cast(float, opts["reconnect_max"]),
             tls=(settings.tls or TlsSettings()) if secure else None,
+            plain_in_clear=plain_in_clear,
         )
 
     def connect_kwargs(self) -> dict[str, Any]:
@@ -145,7 +156,8 @@ class AmqpOptions:
             kwargs["heartbeat"] = self.heartbeat
         if self.user:
             kwargs.update(user=self.user, password=self.password or "")
-            kwargs.update(allowed_mechs="PLAIN", allow_insecure_mechs=True)
+            # Proton refuses PLAIN without TLS unless told: only where parse allowed it.
+            kwargs.update(allowed_mechs="PLAIN", allow_insecure_mechs=self.plain_in_clear)
         else:
             kwargs["allowed_mechs"] = "ANONYMOUS"
         return kwargs

@@ -24,6 +24,7 @@ from typing import cast
 
 from gateway.config._endpoints import EndpointResolver
 from gateway.config._env import Substitution
+from gateway.config._insecure import insecure_settings
 from gateway.config._model import (
     AdminConfig,
     DefinitionSource,
@@ -134,6 +135,8 @@ def _check(raw: Raw, file: str, base_dir: Path, env: _Environment,
     endpoints = _endpoints(cast(dict[str, Raw] | None, raw["endpoints"]) or {}, checker.used,
                            catalog, file, base_dir, env, problems, unread)
     admin = _admin(cast(Raw, raw["admin"]), file, base_dir, env, problems)
+    for where, message, fix in insecure_settings(endpoints):
+        problems.warning(file, where, message, fix)
     if problems.errors:
         return None
     return GatewayConfig(

@@ -10,7 +10,6 @@ take a value as it is configured, the config holds their type (`RetryPolicy`,
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -19,6 +18,7 @@ from gateway.config._secret import Secret, redact_uri
 from gateway.definitions.model import Catalog, Endpoint, MessageDefinition, Usage
 from gateway.definitions.sources import RegistryAccess
 from gateway.jsontypes import JSON
+from gateway.netaddr import is_loopback
 from gateway.observability.readiness import ReadinessPolicy
 from gateway.ports import TlsSettings
 from gateway.runtime.retry import RetryPolicy
@@ -158,12 +158,3 @@ class GatewayConfig:
     endpoints: Mapping[str, EndpointConfig] = field(default_factory=dict)
     catalog: Catalog = field(default_factory=Catalog, repr=False, compare=False)
 
-
-def is_loopback(host: str) -> bool:
-    """Whether `host` (an address or `localhost`) only listens on loopback."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False

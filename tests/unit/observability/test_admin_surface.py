@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from gateway.config import load_config
-from gateway.config._model import AdminConfig, is_loopback
+from gateway.config._model import AdminConfig
+from gateway.netaddr import is_loopback
 from gateway.observability.admin import AdminServer
 from gateway.observability.metrics import Metrics
 
