@@ -40,6 +40,9 @@ MIN_SCRUBBED = 4
 #: long are scrubbed too, for texts that quote only a part.
 MIN_PIECE = 8
 
+#: What the matcher says of a field the message lacks: its own words, not the sender's.
+ABSENT = "nothing (field absent)"
+
 _LABEL = re.compile(r"^(?P<field>[^\[\] ]+)(?:\[(?P<name>[^\]]*)\])?(?: segment \d+)?$")
 _CLASH = re.compile(r"^(?P<name>\{[^{}]*\}) = .* \(captured earlier\)$", re.DOTALL)
 
@@ -107,10 +110,10 @@ class Redactor:
         """An explanation whose received value is hidden when its check is."""
         if explanation.check and self.hides_check(explanation.check):
             expected = hide_capture(explanation.expected)
+            got = hide_received(explanation.got)
             return Explanation(
-                explanation.definition,
-                f"{explanation.check}: expected {expected}, got {REDACTED}",
-                explanation.passed, explanation.check, expected, REDACTED)
+                explanation.definition, f"{explanation.check}: expected {expected}, got {got}",
+                explanation.passed, explanation.check, expected, got)
         failure = self.text(explanation.failure, secrets)
         if failure == explanation.failure:
             return explanation
@@ -121,6 +124,11 @@ class Redactor:
     def explanations(self, explain: Sequence[Explanation],
                      secrets: Sequence[str]) -> tuple[Explanation, ...]:
         return tuple(self.explanation(e, secrets) for e in explain)
+
+
+def hide_received(got: str) -> str:
+    """A hidden field's received value as shown: `***`, or the matcher's word for none."""
+    return got if got == ABSENT else REDACTED
 
 
 def hide_capture(expected: str) -> str:
@@ -219,5 +227,5 @@ def _collect(doc: JSON, parts: list[str], found: list[str]) -> None:
             _strings(container[int(key)], found)
 
 
-__all__ = ["MIN_PIECE", "MIN_SCRUBBED", "REDACTED", "SENSITIVE_NAMES", "Redactor",
-           "hide_capture"]
+__all__ = ["ABSENT", "MIN_PIECE", "MIN_SCRUBBED", "REDACTED", "SENSITIVE_NAMES", "Redactor",
+           "hide_capture", "hide_received"]

@@ -36,7 +36,7 @@ from gateway.jsontext import utf8_json
 from gateway.jsontypes import JSON, JSONObject
 from gateway.matching.matcher import Explanation
 from gateway.record import NativeMessage
-from gateway.redaction import REDACTED, Redactor, hide_capture
+from gateway.redaction import REDACTED, Redactor, hide_capture, hide_received
 
 #: The reasons counted as `invalid` in the report rows: the definition matched, but no
 #: valid CloudEvent could be rendered (as in the Spark job's report).
@@ -149,7 +149,7 @@ class RouteReport:
             return text, "(other)"
         label, expected, got = parts
         if self.redactor.hides_check(label):
-            expected, got = hide_capture(expected), REDACTED
+            expected, got = hide_capture(expected), hide_received(got)
         else:
             got = self.redactor.text(got, self.redactor.secrets(record))
         return f"{label}: expected {expected}, got {got}", metric_label(label, expected)
