@@ -8,7 +8,8 @@ listener needs and aiohttp does not have.
 - **Connection cap** (`max_connections`): one connection more is answered `503` with
   `Retry-After` and closed before anything is read, so a flood of connections costs a
   bounded number of sockets and parsers.
-- **No echo**: aiohttp's own error answers (a malformed request line, a header too
+- **No echo**: no access log (its lines quote the request target), and aiohttp's own
+  error answers (a malformed request line, a header too
   long) carry the parser's message, which quotes what the client sent (a non-UTF-8
   request line came back verbatim) and is logged with it. Here they are a fixed problem
   body per status, and the log line names the status only.
@@ -34,7 +35,9 @@ class GuardedServer(web.Server):
 
     def __init__(self, handler: Any, *, header_timeout: float, max_connections: int,
                  retry_after: int, **kwargs: Any) -> None:
-        super().__init__(handler, **kwargs)
+        # No access log: its lines quote request targets, which senders write (a query
+        # string may carry a key); the route's metrics and dead letters say what came.
+        super().__init__(handler, access_log=None, **kwargs)
         self.header_timeout = header_timeout
         self.max_connections = max_connections
         self.retry_after = retry_after

@@ -122,7 +122,7 @@ def test_connections_over_the_cap_are_answered_503_and_closed() -> None:
     assert all(a.startswith(b"HTTP/1.1 503 ") and b"Retry-After: 1" in a for a in answers)
 
 
-def test_the_400_page_and_the_log_do_not_echo_the_request_line(
+def test_the_400_page_and_the_logs_do_not_echo_the_request_line(
         caplog: pytest.LogCaptureFixture) -> None:
     marker = b"\xff\xfeSECRET-LINE-\xc3"
 
@@ -133,6 +133,14 @@ def test_the_400_page_and_the_log_do_not_echo_the_request_line(
             writer.write(b"POST /" + marker + b" HTTP/1.1\r\nHost: x\r\n\r\n")
             await writer.drain()
             answer = await _closed(reader)
+            writer.close()
+            reader, writer = await asyncio.open_connection("127.0.0.1", consumer.port)
+            writer.write(b"POST /?key=SECRET-LINE-query HTTP/1.1\r\nHost: x\r\n"
+                         b"Content-Length: 0\r\nConnection: close\r\n\r\n")
+            await writer.drain()
+            delivery = await asyncio.wait_for(read_one(consumer), TIMEOUT)
+            await delivery.ack()
+            answer += await _closed(reader)
             writer.close()
             reader, writer = await asyncio.open_connection("127.0.0.1", consumer.port)
             writer.write(b"G\xffT /" + marker + b" HTTP/1.1\r\n\r\n")
