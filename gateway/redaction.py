@@ -44,6 +44,7 @@ MIN_PIECE = 8
 ABSENT = "nothing (field absent)"
 
 _LABEL = re.compile(r"^(?P<field>[^\[\] ]+)(?:\[(?P<name>[^\]]*)\])?(?: segment \d+)?$")
+_BODY_DETAIL = re.compile(r"^(?P<head>\$(?P<path>(?:\.[^.:\s\[]+|\[\d+\])*):)\s")
 _CLASH = re.compile(r"^(?P<name>\{[^{}]*\}) = .* \(captured earlier\)$", re.DOTALL)
 
 
@@ -88,7 +89,14 @@ class Redactor:
 
     # -- texts -------------------------------------------------------------------------------
     def text(self, text: str, secrets: Sequence[str]) -> str:
-        """A free text (a detail, a log line) without the hidden values."""
+        """A free text (a detail, a log line) without the hidden values. A schema
+        validator's detail (`$.card.number: '4111' is too short`) about a hidden body
+        field reads `$.card.number: ***`, whatever the length of the value."""
+        found = _BODY_DETAIL.match(text)
+        if found is not None:
+            where = ["data", *(p for p in re.split(r"[.\[\]]+", found["path"]) if p)]
+            if any(_overlaps(where, parts) for parts in self._paths):
+                return f"{found['head']} {REDACTED}"
         for secret in secrets:
             if secret in text:
                 text = text.replace(secret, REDACTED)

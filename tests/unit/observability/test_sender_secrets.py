@@ -165,3 +165,12 @@ def test_a_capture_clash_hides_the_earlier_value_too() -> None:
 def test_failed_check_text_form_is_unchanged() -> None:
     assert failed_check("topic_name: expected /store/{storeid}/cashierdesk, got "
                         "/store/12/desk") == "topic_name segment 3: expected cashierdesk, got desk"
+
+
+def test_a_schema_detail_about_a_hidden_body_field_hides_even_a_short_value() -> None:
+    redactor = Redactor(["data.pin"])
+    assert redactor.text("$.pin: '12' is too short", ()) == f"$.pin: {REDACTED}"
+    assert redactor.text("$.amount: -3 is less than the minimum of 0", ()) == (
+        "$.amount: -3 is less than the minimum of 0")
+    assert Redactor(["data.card"]).text("$.card.number: 'x' is bad", ()) == (
+        f"$.card.number: {REDACTED}")
