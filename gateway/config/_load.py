@@ -43,6 +43,7 @@ from gateway.config._secret import Secret
 from gateway.config._yaml import locate, read_yaml
 from gateway.definitions import load_catalog
 from gateway.definitions.model import Catalog
+from gateway.netaddr import is_loopback
 from gateway.observability.readiness import ReadinessPolicy
 from gateway.problems import Problem, Problems, json_path
 from gateway.schemas.fetch import FETCHER, FetchPolicy
@@ -239,12 +240,22 @@ def _admin(raw: Raw, file: str, base_dir: Path, env: _Environment,
     hostport = split_hostport(cast(str, raw["listen"])) or ("127.0.0.1", 9464)
     health = raw.get("health_listen")
     pages_listen = split_hostport(cast(str, raw["pages_listen"])) or ("127.0.0.1", 9466)
-    return AdminConfig(*hostport, health=split_hostport(health) if isinstance(health, str)
-                       else None,
-                       readiness=cast(ReadinessPolicy, raw.get("readiness") or "all"),
-                       pages=cast(str, raw["pages"]), pages_listen=pages_listen,
-                       token=_admin_token(raw.get("token_file"), file, base_dir, env,
-                                          problems))
+    admin = AdminConfig(*hostport, health=split_hostport(health) if isinstance(health, str)
+                        else None,
+                        readiness=cast(ReadinessPolicy, raw.get("readiness") or "all"),
+                        pages=cast(str, raw["pages"]), pages_listen=pages_listen,
+                        token=_admin_token(raw.get("token_file"), file, base_dir, env,
+                                           problems))
+    where = admin.pages_address()
+    exposed = (admin.host if where == "listen" else where[0] if where is not None else
+               "127.0.0.1")
+    if not is_loopback(exposed) and admin.token is None and raw.get("token_file") is None:
+        problems.warning(file, json_path("admin", "pages"),
+                         f"the pages with message samples (/conformance, /) are served on "
+                         f"{exposed}, off loopback, without a token",
+                         "set admin.token_file, or keep the pages on loopback "
+                         "(admin.pages: auto)")
+    return admin
 
 
 def _admin_token(name: object, file: str, base_dir: Path, env: _Environment,

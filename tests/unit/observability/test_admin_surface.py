@@ -124,3 +124,13 @@ def test_a_missing_token_file_is_a_problem(tmp_path: Path) -> None:
     config, problems = load_config(_config(tmp_path, "admin: {token_file: nothere}"))
     assert config is None
     assert any("admin token file" in str(p) for p in problems)
+
+
+def test_pages_off_loopback_without_a_token_are_a_warning(tmp_path: Path) -> None:
+    config, problems = load_config(_config(tmp_path, "admin: {listen: '0.0.0.0:9464', "
+                                                     "pages: listen}"))
+    assert config is not None
+    assert any(p.path == "$.admin.pages" and "without a token" in p.message
+               for p in problems)
+    _, quiet = load_config(_config(tmp_path, "admin: {listen: '0.0.0.0:9464'}"))
+    assert not any(p.path == "$.admin.pages" for p in quiet)
