@@ -23,7 +23,7 @@ the HTTP ingress strips its own credential before the record is made.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from gateway.jsontypes import JSON, JSONObject
 from gateway.matching.matcher import Explanation
@@ -51,13 +51,15 @@ _CLASH = re.compile(r"^(?P<name>\{[^{}]*\}) = .* \(captured earlier\)$", re.DOTA
 class Redactor:
     """The hiding rules of one route (`paths`: its `redact:` list)."""
 
-    __slots__ = ("_paths", "names", "paths")
+    __slots__ = ("_hidden_checks", "_paths", "names", "paths")
 
     def __init__(self, paths: Sequence[str] = (), *,
                  names: Iterable[str] = SENSITIVE_NAMES) -> None:
         self.paths = tuple(paths)
         self.names = frozenset(n.lower() for n in names)
         self._paths = tuple([p for p in path.split(".") if p] for path in self.paths)
+        # Check label -> hidden: labels come from the definitions, a bounded set.
+        self._hidden_checks: dict[str, bool] = {}
 
     # -- records ---------------------------------------------------------------------------
     def record_json(self, record: NativeMessage | JSONObject) -> JSONObject:
@@ -73,13 +75,23 @@ class Redactor:
     def secrets(self, record: NativeMessage | JSONObject) -> tuple[str, ...]:
         """The hidden values of a record, as texts to scrub out of free text (longest
         first, so a value is scrubbed before a piece of it)."""
-        doc = record.to_json() if isinstance(record, NativeMessage) else record
+        if isinstance(record, NativeMessage):
+            fields: Mapping[str, JSON] = record.fields
+            doc: JSONObject | None = None
+        else:
+            fields = doc = record
         found: list[str] = []
-        for key, value in doc.items():
-            if key not in ("data", "protocol"):
+        for key, value in fields.items():
+            if key not in ("data", "protocol") and isinstance(value, (list, dict)):
                 _collect_names(value, self.names, found)
-        for parts in self._paths:
-            _collect(doc, parts, found)
+        if self._paths:
+            if doc is None:
+                assert isinstance(record, NativeMessage)
+                doc = {**record.fields, "data": record.data}
+            for parts in self._paths:
+                _collect(doc, parts, found)
+        if not found:
+            return ()
         pieces = set()
         for text in found:
             if len(text) >= MIN_SCRUBBED:
@@ -92,7 +104,7 @@ class Redactor:
         """A free text (a detail, a log line) without the hidden values. A schema
         validator's detail (`$.card.number: '4111' is too short`) about a hidden body
         field reads `$.card.number: ***`, whatever the length of the value."""
-        found = _BODY_DETAIL.match(text)
+        found = _BODY_DETAIL.match(text) if self._paths else None
         if found is not None:
             where = ["data", *(p for p in re.split(r"[.\[\]]+", found["path"]) if p)]
             if any(_overlaps(where, parts) for parts in self._paths):
@@ -105,6 +117,14 @@ class Redactor:
     def hides_check(self, label: str) -> bool:
         """Whether a failed check's label (`topic_name`, `headers[authorization]`,
         `topic_name segment 3`) names a hidden field."""
+        hidden = self._hidden_checks.get(label)
+        if hidden is None:
+            hidden = self._hides(label)
+            if len(self._hidden_checks) < 10_000:
+                self._hidden_checks[label] = hidden
+        return hidden
+
+    def _hides(self, label: str) -> bool:
         found = _LABEL.match(label)
         if found is None:
             return False
@@ -122,6 +142,8 @@ class Redactor:
             return Explanation(
                 explanation.definition, f"{explanation.check}: expected {expected}, got {got}",
                 explanation.passed, explanation.check, expected, got)
+        if not secrets:
+            return explanation
         failure = self.text(explanation.failure, secrets)
         if failure == explanation.failure:
             return explanation
