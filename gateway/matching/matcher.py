@@ -67,9 +67,10 @@ class Explanation:
     # The failure's parts when the matcher made it (empty when read back from JSON): the
     # check's label and expected value come from the definitions, `got` from the sender,
     # so redaction and metric labels treat them apart (gateway/redaction.py).
-    check: str = ""
-    expected: str = ""
-    got: str = ""
+    # Not compared: an explanation equals one read back from its JSON.
+    check: str = field(default="", compare=False)
+    expected: str = field(default="", compare=False)
+    got: str = field(default="", compare=False, repr=False)
 
     def to_json(self) -> dict[str, JSON]:
         return {"definition": self.definition, "failure": self.failure, "passed": self.passed}
