@@ -6,11 +6,14 @@ failed checks carry only what the definitions say."""
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import logging
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
 
 from adapters.memory import MemoryConsumer, MemoryProducer
@@ -174,3 +177,37 @@ def test_a_schema_detail_about_a_hidden_body_field_hides_even_a_short_value() ->
         "$.amount: -3 is less than the minimum of 0")
     assert Redactor(["data.card"]).text("$.card.number: 'x' is bad", ()) == (
         f"$.card.number: {REDACTED}")
+
+
+_TOKENS = st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126),
+                  min_size=8, max_size=40).filter(lambda t: "***" not in t)
+
+
+@settings(max_examples=60, deadline=None)
+@given(token=_TOKENS, name=st.sampled_from(
+    ["Authorization", "authorization", "AUTHORIZATION", "Cookie", "Set-Cookie",
+     "Proxy-Authorization", "X-Api-Key"]), scheme=st.sampled_from(["", "Basic ", "Token "]))
+def test_no_credential_header_value_reaches_any_output(token: str, name: str,
+                                                       scheme: str) -> None:
+    """Whatever the token and the header's spelling, no output shows it (`X-Api-Key` is
+    hidden by the route's `redact:`)."""
+    catalog = read_document(DOC)
+    converter = Converter(catalog.messages())
+    conformance = Conformance()
+    report = conformance.route("r", "in", redact=["headers.x-api-key"])
+    record = NativeMessage("HTTP", {"method": "POST", "path": "/api", "headers": [
+        {"name": name, "value": scheme + token}]}, data={"n": 1})
+    conversion = converter.convert(record)
+    assert conversion.event is None
+    report.failed(record, "unmatched", None, conversion.explain, conversion.detail,
+                  datetime.now(UTC))
+    outputs = _outputs(conformance, [])
+    redactor = report.redactor
+    secrets = redactor.secrets(record)
+    outputs["deadletter explanations"] = json.dumps(
+        [e.to_json() for e in redactor.explanations(conversion.explain, secrets)])
+    for where, text in outputs.items():
+        assert token not in text, where
+        assert json.dumps(token)[1:-1] not in text, where
+        assert html.escape(json.dumps(token)[1:-1]) not in text, where
+        assert html.escape(token) not in text, where
