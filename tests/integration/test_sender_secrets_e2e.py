@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import shutil
 import subprocess
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,16 @@ API_KEY = "X-API-KEY-SECRET-555"
 INGRESS = "INGRESS-PASSWORD-4711"
 ADMIN = "admin-token-for-the-pages"
 SECRETS = (SENDER, COOKIE, API_KEY, INGRESS)
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """`run` and `configure` replace the root logger's handlers: put them back."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 def _config(tmp: Path, sfx: str, nats_url: str) -> Path:

@@ -5,6 +5,8 @@ text only to loopback or with `allow_plain_without_tls: true`."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,16 @@ from gateway.problems import Problem
 ROOT = Path(__file__).resolve().parents[3]
 STORE = ROOT / "config/examples/store.xreg.json"
 PASSWORD = "hunter2-clear"
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """`run` and `configure` replace the root logger's handlers: put them back."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 def _config(endpoints: str) -> str:
