@@ -81,6 +81,8 @@ def test_validate_prints_and_run_logs_the_warning_once(
                             "    tls: {insecure: true}\n"))
     assert main(["validate", "-c", str(path)]) == 0
     assert "verification is off" in capfd.readouterr().out
+    assert main(["validate", "--strict", "-c", str(path)]) != 0  # --strict refuses it
+    capfd.readouterr()
     # `run` logs configuration warnings before it starts (a port taken stops it after).
     blocker = tmp_path / "admin.yaml"
     blocker.write_text(path.read_text() + "admin: {listen: '256.0.0.1:1'}\n")
