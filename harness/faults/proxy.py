@@ -138,7 +138,8 @@ class FaultProxy:
 
     def reset(self) -> int:
         """Reset (RST) every open connection; the number reset."""
-        return self._call(self._reset_all())
+        count: int = self._call(self._reset_all())
+        return count
 
     def refuse(self) -> None:
         """Close the listener: new connections are refused until `heal()`."""

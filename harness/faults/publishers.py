@@ -65,8 +65,10 @@ def publish(mqtt: Mosquitto, run: str, seqs: range,
     return time.monotonic() - began
 
 
-async def publish_kafka(tansu: Tansu, topic: str, run: str, seqs: range) -> None:
-    """`{"seq": N}` keyed by lane (spread over the topic's partitions), acks=all."""
+async def publish_kafka(tansu: Tansu, topic: str, run: str, seqs: range, *,
+                        chunk: int = 1000, pause: float = 0.0) -> None:
+    """`{"seq": N}` keyed by lane (spread over the topic's partitions), acks=all;
+    `chunk` at a time, `pause` seconds after each (a stream that spans a fault)."""
     producer = AIOKafkaProducer(bootstrap_servers=tansu.bootstrap_servers, acks="all",
                                 linger_ms=5)
     await producer.start()
@@ -75,9 +77,11 @@ async def publish_kafka(tansu: Tansu, topic: str, run: str, seqs: range) -> None
         for seq in seqs:
             pending.append(await producer.send(topic, body(seq),
                                                key=str(seq % LANES).encode()))
-            if len(pending) >= 1000:
+            if len(pending) >= chunk:
                 await asyncio.gather(*pending)
                 pending.clear()
+                if pause:
+                    await asyncio.sleep(pause)
         await asyncio.gather(*pending)
     finally:
         await producer.stop()

@@ -1,0 +1,86 @@
+"""A network fault played through a `FaultProxy` while the gateway works: the link is
+blackholed until the gateway says it is not ready (and a while longer), then every
+connection is reset at a fixed period, then the link heals and the gateway must say it is
+ready again. What happened (how long each step took, what /readyz said, how many
+connections were reset) comes back as a `FaultLog` for the scenario's row."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+from harness.faults.gateway_process import GatewayProcess
+from harness.faults.proxy import FaultProxy
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    """`blackhole` seconds at least (and until /readyz is not 200, when `not_ready`
+    asks for it), then `resets` resets `every` seconds apart, then heal."""
+
+    blackhole: float = 6.0
+    resets: int = 4
+    every: float = 1.5
+    #: The gateway must report not ready during the blackhole (within `patience` s).
+    not_ready: bool = True
+    #: Seconds /readyz may take to turn (not ready in the blackhole, ready after heal).
+    patience: float = 60.0
+
+
+@dataclass
+class FaultLog:
+    """What the fault did and what the gateway said meanwhile."""
+
+    #: Seconds from the blackhole's start to /readyz not 200 (None: not asked / never).
+    not_ready_after: float | None = None
+    #: /readyz statuses seen during the blackhole and the resets (each distinct one).
+    statuses: set[int] = field(default_factory=set)
+    #: Connections reset, over all resets.
+    connections_reset: int = 0
+    resets: int = 0
+    #: Seconds from the heal to /readyz 200.
+    ready_after_heal: float | None = None
+
+    def describe(self) -> str:
+        not_ready = ("not asked" if self.not_ready_after is None
+                     else f"{self.not_ready_after:.1f}s")
+        ready = "-" if self.ready_after_heal is None else f"{self.ready_after_heal:.1f}s"
+        return (f"readyz not 200 after {not_ready} of blackhole; {self.resets} resets "
+                f"({self.connections_reset} connections); readyz 200 {ready} after heal; "
+                f"statuses seen {sorted(self.statuses)}")
+
+
+async def play(plan: FaultPlan, proxy: FaultProxy, gateway: GatewayProcess) -> FaultLog:
+    """Blackhole, resets, heal (see `FaultPlan`), sampling /readyz throughout."""
+    log = FaultLog()
+    began = time.monotonic()
+    await asyncio.to_thread(proxy.blackhole)
+    try:
+        if plan.not_ready:
+            while (status := await gateway.readyz()) == 200:
+                if time.monotonic() - began > plan.patience:
+                    _, metrics = await gateway.get("/metrics")
+                    raise AssertionError(
+                        f"/readyz still 200 after {plan.patience}s of blackhole\n"
+                        + "\n".join(m for m in metrics.splitlines()
+                                    if m.startswith("xrgw_") and not m.endswith(" 0.0")))
+                await asyncio.sleep(0.1)
+            log.statuses.add(status)
+            log.not_ready_after = time.monotonic() - began
+        while time.monotonic() - began < plan.blackhole:
+            log.statuses.add(await gateway.readyz())
+            await asyncio.sleep(0.1)
+        for _ in range(plan.resets):
+            log.connections_reset += await asyncio.to_thread(proxy.reset)
+            log.resets += 1
+            if proxy.blackholed:
+                await asyncio.to_thread(proxy.heal)  # reset connections, new ones flow
+            step = time.monotonic()
+            while time.monotonic() - step < plan.every:
+                log.statuses.add(await gateway.readyz())
+                await asyncio.sleep(0.1)
+    finally:
+        await asyncio.to_thread(proxy.heal)
+    log.ready_after_heal = await gateway.wait_status(200, plan.patience)
+    return log
