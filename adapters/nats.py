@@ -56,9 +56,9 @@ after its read loop died); if that connection breaks first, or no PONG comes wit
 also forces a reconnect and makes the producer not ready (`connected` false, one log
 line) until the server confirms again: a partitioned link still takes writes for a
 while, and nats-py alone would notice only after two idle PINGs two minutes apart. On a
-reconnect the publishes still queued for the old connection are dropped (the route sends
-them again) and new batches are held back until the failed ones were resent
-(`adapters/_resend_first.py`), so the order per subject survives a broken link. With
+reconnect the publishes still queued for the old connection are dropped: the route sends
+them again, before anything new (`gateway/runtime/resend.py`), so the order per subject
+survives a broken link. With
 `jetstream: true` each record carries its own reply subject on one inbox subscription
 and is delivered once its PubAck arrives; the batch waits for all of them together,
 until `publish_timeout`. While disconnected, `submit()` fails fast with retryable
@@ -100,7 +100,6 @@ from adapters._nats_record import (
     to_record,
 )
 from adapters._reconnect import ReconnectGate
-from adapters._resend_first import HELD, ResendFirst
 from adapters._schemes import check_scheme
 from adapters._tls import client_context, describe
 from gateway.jsontypes import JSON
@@ -819,7 +818,6 @@ class NatsProducer:
         # Request-reply: answers come to `<inbox>.<token>` on one wildcard subscription.
         self.replies = ReplyTable()
         self._inbox: str | None = None
-        self._order = ResendFirst()
         #: The connection (`_Client.connection`) that left a batch without a PONG; a new
         #: connection (nats-py's reconnect ends with a PING/PONG) or a confirmed batch
         #: clears it.
@@ -860,29 +858,14 @@ class NatsProducer:
         self._client = client
 
     async def submit(self, messages: Sequence[NativeMessage]) -> Confirmation:
-        # Resends of failed batches first, then new ones (adapters/_resend_first.py).
-        if not self._order.admit(messages):
-            return confirmed([HELD] * len(messages))
         client = await self._ready()
         if isinstance(client, str):
-            outcomes = [Outcome.failed(client) for _ in messages]
-            self._order.settled(messages, outcomes)
-            return confirmed(outcomes)
+            return confirmed([Outcome.failed(client) for _ in messages])
         if self._opts.jetstream:
             acks = self._pub_acks
             assert acks is not None  # subscribed before the client was kept
-            confirmation = await self._submit_jetstream(client, acks, messages)
-        else:
-            confirmation = await self._submit_core(client, messages)
-        return asyncio.ensure_future(self._owed_if_failed(messages, confirmation))
-
-    async def _owed_if_failed(self, messages: Sequence[NativeMessage],
-                              confirmation: Confirmation) -> list[Outcome]:
-        # A task of its own, so that failures count as owed when they happen, not when
-        # the route's settler gets to this batch (a new batch may come before that).
-        outcomes = await confirmation
-        self._order.settled(messages, outcomes)
-        return outcomes
+            return await self._submit_jetstream(client, acks, messages)
+        return await self._submit_core(client, messages)
 
     async def _ready(self) -> _Client | str:
         """The connected client, or at once why there is none."""

@@ -13,10 +13,10 @@
 - Order: there is one pump, and producers send the batches of successive `submit` calls
   in order (the contract), so every output receives messages in the order the source
   gave them; the settler settles sources in that same order. So the order per Kafka
-  partition, MQTT topic, NATS subject or AMQP link is kept on the happy path. A message
-  whose send failed is sent again by the settler after later ones may have gone out:
-  under sink failures order is kept only as far as the sink's own client keeps it
-  (Kafka's idempotent producer retries inside the client, in order).
+  partition, MQTT topic, NATS subject or AMQP link is kept on the happy path, and under
+  sink failures: once an output failed records retryably, newer ones are held back
+  until the settler has sent those again (`runtime/resend.py`). What a partial failure
+  leaves (record 5 of 10 failed, 6-10 delivered) the sink's client must order itself.
 - A source message is acked only when every output confirmed each of its events, or the
   dead letter took them. Failed sends are retried here, and only here (producers make one
   attempt), for the batch's failed records together, with exponential backoff and jitter,
@@ -81,6 +81,7 @@ from gateway.ports import (
     Producer,
     Requester,
     size_limit,
+    confirmed,
 )
 from gateway.protocols import HTTP, find_profile
 from gateway.protocols.profile import FieldRef
@@ -88,6 +89,7 @@ from gateway.record import NativeMessage
 from gateway.runtime.backlog import watch_backlog
 from gateway.runtime.keys import SOURCE, PartitionKeys
 from gateway.runtime.reply import hand_back, stray_listener
+from gateway.runtime.resend import HELD, ResendFirst
 from gateway.runtime.retry import RetryPolicy
 from gateway.runtime.stalls import (
     DEADLETTER_HELD,
@@ -281,6 +283,8 @@ class Route:
         for output in [] if observe else self._all_outputs():  # observing: never used
             metrics.connected.labels(output.endpoint_id).set(
                 1 if output.producer.connected else 0)
+        # Per output (not the dead letter, which only the settler writes, in order).
+        self._resend_first = {o.endpoint_id: ResendFirst() for o in self.outputs}
         self._strays: set[asyncio.Task[None]] = set()  # uncorrelated answers being dead-lettered
         self.stalls = Stalls(name, metrics, stall_after)
         self._settled_at = time.monotonic()  # when a message last settled (no-progress)
@@ -525,7 +529,18 @@ class Route:
 
     async def _submit(self, output: Output, records: list[NativeMessage]) -> Confirmation:
         """Submit (a reply route's outputs: request); a producer that raises (it should
-        report Outcomes instead) fails the whole submission, retryably."""
+        report Outcomes instead) fails the whole submission, retryably. While records of
+        an output failed retryably and were not sent again, new ones wait (`HELD`): the
+        settler resends in order (`runtime/resend.py`)."""
+        order = self._resend_first.get(output.endpoint_id)
+        if order is None:
+            return await self._submit_now(output, records)
+        if not order.admit(records):
+            return confirmed([HELD] * len(records))
+        return asyncio.ensure_future(
+            _owed_if_failed(order, records, await self._submit_now(output, records)))
+
+    async def _submit_now(self, output: Output, records: list[NativeMessage]) -> Confirmation:
         try:
             producer = output.producer
             if (self.reply_timeout is not None and output is not self.deadletter
@@ -1033,6 +1048,15 @@ def _report_failure(report: RouteReport, record: NativeMessage, conversion: Conv
     definition = conversion.match.definition
     report.failed(record, reason, definition.xid if definition is not None else None,
                   conversion.explain, conversion.detail, now)
+
+
+async def _owed_if_failed(order: ResendFirst, records: list[NativeMessage],
+                          confirmation: Confirmation) -> list[Outcome]:
+    # A task of its own: failures are owed when they happen, not when the settler gets
+    # to the batch (by then the pump may have sent newer records past them).
+    outcomes = await _outcomes(confirmation, len(records))
+    order.settled(records, outcomes)
+    return outcomes
 
 
 async def _outcomes(confirmation: Confirmation, count: int) -> list[Outcome]:

@@ -26,6 +26,9 @@ class FaultPlan:
     not_ready: bool = True
     #: Seconds /readyz may take to turn (not ready in the blackhole, ready after heal).
     patience: float = 60.0
+    #: Seconds of latency each way from the first reset on (slows the link so that the
+    #: resets hit a stream still in progress).
+    latency: float = 0.0
 
 
 @dataclass
@@ -76,6 +79,7 @@ async def play(plan: FaultPlan, proxy: FaultProxy, gateway: GatewayProcess) -> F
             log.resets += 1
             if proxy.blackholed:
                 await asyncio.to_thread(proxy.heal)  # reset connections, new ones flow
+                proxy.delay(plan.latency)
             step = time.monotonic()
             while time.monotonic() - step < plan.every:
                 log.statuses.add(await gateway.readyz())

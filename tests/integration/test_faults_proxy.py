@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -26,8 +28,9 @@ import pytest
 from harness.brokers import Tansu, free_port
 from harness.faults.gateway_process import GatewayProcess, gateway_process
 from harness.faults.proxy import FaultProxy
-from harness.faults.publishers import LANES, publish_kafka
+from harness.faults.publishers import LANES, publish, publish_kafka
 from harness.faults.readers import (
+    KafkaReader,
     create_stream,
     create_topics,
     jetstream_count,
@@ -35,10 +38,10 @@ from harness.faults.readers import (
     read_kafka,
 )
 from harness.faults.report import report
-from harness.faults.route_config import INFLIGHT, RECEIVE_MAX, write_route_config
+from harness.faults.route_config import INFLIGHT, RECEIVE_MAX, write_config, write_route_config
 from harness.faults.schedule import FaultLog, FaultPlan, play
 from harness.faults.tally import Tally
-from harness.faults.waiting import patience, until_async
+from harness.faults.waiting import patience, until, until_async
 
 pytestmark = pytest.mark.fault
 
@@ -46,8 +49,14 @@ pytestmark = pytest.mark.fault
 N = 4_000
 #: The fault: blackhole >= 6 s (and until not ready), then 4 resets 1.5 s apart.
 PLAN = FaultPlan(blackhole=6.0, resets=4, every=1.5, patience=20)
-#: Seconds the sink adapters wait for a confirmation before calling the link dead.
+#: Seconds the adapters wait for a confirmation or a connection before calling the
+#: link dead.
 CONFIRM_TIMEOUT = 2
+#: The gateway's MQTT keepalive here: paho calls a link dead after 1.5 keepalives
+#: without an answer.
+MQTT_KEEPALIVE = 2
+#: Whether /readyz must say "not ready" while a Kafka link is blackholed.
+KAFKA_NOT_READY = False
 
 
 def dup_bound(log: FaultLog) -> int:
@@ -156,3 +165,126 @@ def test_core_nats_sink_through_faults(tmp_path, tansu, nats_server, run_id):
 
         delivered, dead, log = asyncio.run(scenario())
     check("core nats sink: blackhole + resets", sent, delivered, dead, log)
+
+
+def test_kafka_sink_through_faults(tmp_path, mosquitto, tansu, proxied_tansu, run_id):
+    """MQTT -> Kafka, the Kafka link blackholed then reset: failed produce requests are
+    retried by the route, resends before new batches; nothing is lost."""
+    sink, proxy = proxied_tansu
+    sent = range(N)
+    topic, dead_topic = f"faults-pxk-{run_id}", f"faults-pxk-dead-{run_id}"
+    port = free_port()
+    config = write_config(
+        tmp_path, name="px-kafka", mqtt=mosquitto, client_id=f"xrgw-px-kafka-{run_id}",
+        run=run_id, outputs={"faults-kafka": {"uri": kafka_url(proxy), "options": {
+            "topic": topic, "publish_timeout": CONFIRM_TIMEOUT}}},
+        tansu=tansu, deadletter_topic=dead_topic, admin_port=port)
+
+    async def scenario() -> tuple[Tally, Tally, FaultLog]:
+        await create_topics(sink, topic)
+        await create_topics(tansu, dead_topic)
+        with gateway_process(config, port) as gateway:
+            await started(gateway, "faults-mqtt")
+            publishing = asyncio.create_task(paced(
+                lambda part: asyncio.to_thread(publish, mosquitto, run_id, part),
+                sent, chunks=20, pause=0.5))
+            log = await play(replace(PLAN, not_ready=KAFKA_NOT_READY), proxy, gateway)
+            await publishing
+            delivered = await read_kafka(sink, topic, expect=None, quiet=3.0,
+                                         timeout=patience(N))
+            delivered = await read_kafka(sink, topic, expect=sent if not delivered.missing(
+                sent) else None, quiet=1.0, timeout=patience(N))
+            dead = await read_kafka(tansu, dead_topic, expect=None, quiet=0.5)
+            gateway.assert_no_stall()
+        return delivered, dead, log
+
+    delivered, dead, log = asyncio.run(scenario())
+    check("kafka sink: blackhole + resets", sent, delivered, dead, log)
+
+
+def test_mqtt_source_through_faults(tmp_path, mosquitto, tansu, run_id):
+    """MQTT (QoS 1, persistent session) -> Kafka, the MQTT link blackholed then reset:
+    the session keeps what the gateway did not acknowledge, the broker sends it again
+    after each reconnect; nothing is lost."""
+    sent = range(N)
+    topic, dead_topic = f"faults-pxm-{run_id}", f"faults-pxm-dead-{run_id}"
+    port = free_port()
+    with FaultProxy(mosquitto.port) as proxy:
+        config = write_config(
+            tmp_path, name="px-mqtt", mqtt=mosquitto, client_id=f"xrgw-px-mqtt-{run_id}",
+            run=run_id, outputs={"faults-kafka": {"uri": tansu.url,
+                                                  "options": {"topic": topic}}},
+            tansu=tansu, deadletter_topic=dead_topic, admin_port=port)
+        _through(config, "faults-mqtt", f"mqtt://{proxy.address}",
+                 {"keepalive": MQTT_KEEPALIVE, "connect_timeout": CONFIRM_TIMEOUT})
+
+        async def scenario() -> tuple[Tally, Tally, FaultLog]:
+            await create_topics(tansu, topic, dead_topic)
+            with gateway_process(config, port) as gateway:
+                await started(gateway, "faults-mqtt")
+                publishing = asyncio.create_task(paced(
+                    lambda part: asyncio.to_thread(publish, mosquitto, run_id, part),
+                    sent, chunks=20, pause=0.5))
+                log = await play(PLAN, proxy, gateway)
+                await publishing
+                delivered = await read_kafka(tansu, topic, expect=sent, timeout=patience(N))
+                dead = await read_kafka(tansu, dead_topic, expect=None, quiet=0.5)
+                gateway.assert_no_stall()
+            return delivered, dead, log
+
+        delivered, dead, log = asyncio.run(scenario())
+    check("mqtt source: blackhole + resets", sent, delivered, dead, log)
+
+
+def test_kafka_source_through_faults(tmp_path, tansu, proxied_tansu, run_id):
+    """Kafka (consumer group) -> Kafka, the source link blackholed then reset with
+    latency: fetches and commits fail, the group is rejoined, consumption resumes from
+    the committed offsets; nothing is lost. The records are all written before the
+    fault (every Kafka client of the source broker goes through the proxy)."""
+    source, proxy = proxied_tansu
+    sent = range(N)
+    in_topic = f"faults-in-{run_id}"
+    topic, dead_topic = f"faults-pxs-{run_id}", f"faults-pxs-dead-{run_id}"
+    port = free_port()
+    config = write_route_config(
+        tmp_path, name="px-kafka-in", source=("faults-kafka-in", {
+            "uri": kafka_url(proxy), "options": {
+                "topics": [in_topic], "consumergroup": f"faults-pxs-{run_id}",
+                "max_in_flight": RECEIVE_MAX, "session_timeout_ms": 6000,
+                "heartbeat_interval_ms": 500, "connect_timeout": CONFIRM_TIMEOUT}}),
+        outputs={"faults-kafka": {"uri": tansu.url, "options": {"topic": topic}}},
+        deadletter=("faults-deadletter", {"uri": tansu.url,
+                                          "options": {"topic": dead_topic}}),
+        admin_port=port)
+
+    async def scenario() -> tuple[Tally, Tally, FaultLog]:
+        await create_topics(source, in_topic, partitions=8)
+        await create_topics(tansu, topic, dead_topic)
+        await publish_kafka(source, in_topic, run_id, sent)
+        live = KafkaReader(tansu, topic)
+        watching = asyncio.create_task(live.run())
+        proxy.delay(0.05)  # a slow link: the stream is still flowing when the fault hits
+        with gateway_process(config, port) as gateway:
+            await started(gateway, "faults-kafka-in")
+            await until(lambda: live.tally.unique >= N // 5, patience(N),
+                        lambda: f"{live.tally.unique} arrived before the fault")
+            log = await play(replace(PLAN, not_ready=KAFKA_NOT_READY, latency=0.05),
+                             proxy, gateway)
+            await until(lambda: not live.tally.missing(sent), patience(N),
+                        lambda: f"{live.tally.unique} of {N} arrived")
+            live.stop()
+            await watching
+            delivered = await read_kafka(tansu, topic, expect=sent)
+            dead = await read_kafka(tansu, dead_topic, expect=None, quiet=0.5)
+        return delivered, dead, log
+
+    delivered, dead, log = asyncio.run(scenario())
+    check("kafka source: blackhole + resets", sent, delivered, dead, log)
+
+
+def _through(config: Path, endpoint: str, uri: str, options: dict[str, object]) -> None:
+    """Point `endpoint` of a written config at `uri` (the proxy), with extra options."""
+    data = json.loads(config.read_text())
+    data["endpoints"][endpoint]["uri"] = uri
+    data["endpoints"][endpoint].setdefault("options", {}).update(options)
+    config.write_text(json.dumps(data, indent=2))

@@ -1,14 +1,14 @@
-"""adapters._resend_first: after a retryable failure, new batches wait until the failed
+"""gateway.runtime.resend: after a retryable failure, new batches wait until the failed
 ones were sent again, in the order the route's settler resends them."""
 
 from __future__ import annotations
 
 import gc
 
-from adapters._resend_first import HELD, ResendFirst
 from gateway.ports import Outcome
 from gateway.protocols import NATS
 from gateway.record import NativeMessage
+from gateway.runtime.resend import HELD, ResendFirst
 
 
 def _batch(*seqs: int) -> list[NativeMessage]:
