@@ -59,3 +59,18 @@ class Tally:
             else:
                 newest[lane] = seq
         return late
+
+    def duplicated(self, limit: int = 12) -> str:
+        """The sequence numbers that came more than once, as ranges ("1700-1763 x2"),
+        at most `limit` of them: a window redelivered after a crash is one run, a
+        client's resend another."""
+        runs: list[tuple[int, int, int]] = []  # first, last, count
+        for seq in sorted(s for s, n in self.counts.items() if n > 1):
+            times = self.counts[seq]
+            if runs and runs[-1][1] == seq - 1 and runs[-1][2] == times:
+                runs[-1] = (runs[-1][0], seq, times)
+            else:
+                runs.append((seq, seq, times))
+        shown = [f"{a}-{b} x{n}" if a != b else f"{a} x{n}" for a, b, n in runs[:limit]]
+        more = f" (+{len(runs) - limit} runs)" if len(runs) > limit else ""
+        return ", ".join(shown) + more if shown else "none"
