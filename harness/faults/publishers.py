@@ -24,6 +24,9 @@ from gateway.protocols import AMQP
 from gateway.record import NativeMessage
 from harness.brokers import Mosquitto, Tansu
 
+#: Seconds a test publisher waits for the broker to accept a message.
+PUBLISHER_PATIENCE = 120
+
 #: Addresses (MQTT topics, Kafka keys, NATS subjects, AMQP subjects, HTTP paths) the
 #: messages are spread over: `seq % LANES`.
 LANES = 32
@@ -104,8 +107,13 @@ async def publish_jetstream(url: str, run: str, seqs: range) -> None:
 
 
 async def publish_amqp(url: str, node: str, run: str, seqs: range) -> None:
-    """`{"seq": N}` with subject `/faults/<run>/<lane>`, each accepted by RabbitMQ."""
-    producer = AmqpProducer(EndpointSettings(url, options={"node": node}))
+    """`{"seq": N}` with subject `/faults/<run>/<lane>`, each accepted by RabbitMQ. The
+    producer waits as long as RabbitMQ needs (its defaults, 10 s for a connection or a
+    disposition, are a gateway's; a loaded machine with the gateway just killed beside
+    it can take longer, and a test publisher that gives up fails the scenario)."""
+    producer = AmqpProducer(EndpointSettings(url, options={
+        "node": node, "connect_timeout": PUBLISHER_PATIENCE,
+        "publish_timeout": PUBLISHER_PATIENCE}))
     await producer.connect()
     try:
         for start in range(seqs.start, seqs.stop, 500):
