@@ -257,7 +257,7 @@ def test_kafka_source_through_faults(tmp_path, tansu, proxied_tansu, run_id):
                                           "options": {"topic": dead_topic}}),
         admin_port=port)
 
-    async def scenario() -> tuple[Tally, Tally, FaultLog]:
+    async def scenario() -> tuple[Tally, Tally, FaultLog, str]:
         await create_topics(source, in_topic, partitions=8)
         await create_topics(tansu, topic, dead_topic)
         await publish_kafka(source, in_topic, run_id, sent)
@@ -268,18 +268,20 @@ def test_kafka_source_through_faults(tmp_path, tansu, proxied_tansu, run_id):
             await started(gateway, "faults-kafka-in")
             await until(lambda: live.tally.unique >= N // 5, patience(N),
                         lambda: f"{live.tally.unique} arrived before the fault")
+            at_fault = live.tally.unique
             log = await play(replace(PLAN, not_ready=KAFKA_NOT_READY, latency=0.05),
                              proxy, gateway)
+            at_heal = live.tally.unique
             await until(lambda: not live.tally.missing(sent), patience(N),
                         lambda: f"{live.tally.unique} of {N} arrived")
             live.stop()
             await watching
             delivered = await read_kafka(tansu, topic, expect=sent)
             dead = await read_kafka(tansu, dead_topic, expect=None, quiet=0.5)
-        return delivered, dead, log
+        return delivered, dead, log, f"{at_fault} arrived at the fault, {at_heal} at the heal"
 
-    delivered, dead, log = asyncio.run(scenario())
-    check("kafka source: blackhole + resets", sent, delivered, dead, log)
+    delivered, dead, log, note = asyncio.run(scenario())
+    check("kafka source: blackhole + resets", sent, delivered, dead, log, note)
 
 
 def _through(config: Path, endpoint: str, uri: str, options: dict[str, object]) -> None:
