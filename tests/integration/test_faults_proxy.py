@@ -48,15 +48,18 @@ pytestmark = pytest.mark.fault
 #: Messages per scenario: enough to span the fault, small enough for CI.
 N = 4_000
 #: The fault: blackhole >= 6 s (and until not ready), then 4 resets 1.5 s apart.
-PLAN = FaultPlan(blackhole=6.0, resets=4, every=1.5, patience=20)
+PLAN = FaultPlan(blackhole=6.0, resets=4, every=1.5)
 #: Seconds the adapters wait for a confirmation or a connection before calling the
 #: link dead.
 CONFIRM_TIMEOUT = 2
 #: The gateway's MQTT keepalive here: paho calls a link dead after 1.5 keepalives
 #: without an answer.
 MQTT_KEEPALIVE = 2
-#: Whether /readyz must say "not ready" while a Kafka link is blackholed.
-KAFKA_NOT_READY = False
+#: Whether /readyz must say "not ready" while the Kafka *source* link is blackholed. Not
+#: yet: the Kafka consumer keeps `connected` true and a consumer that receives nothing
+#: looks like an idle topic (measured: 200 throughout a 6 s blackhole). The sink side
+#: turns within `publish_timeout`.
+KAFKA_SOURCE_NOT_READY = False
 
 
 def dup_bound(log: FaultLog) -> int:
@@ -188,7 +191,7 @@ def test_kafka_sink_through_faults(tmp_path, mosquitto, tansu, proxied_tansu, ru
             publishing = asyncio.create_task(paced(
                 lambda part: asyncio.to_thread(publish, mosquitto, run_id, part),
                 sent, chunks=20, pause=0.5))
-            log = await play(replace(PLAN, not_ready=KAFKA_NOT_READY), proxy, gateway)
+            log = await play(PLAN, proxy, gateway)
             await publishing
             delivered = await read_kafka(sink, topic, expect=None, quiet=3.0,
                                          timeout=patience(N))
@@ -269,7 +272,7 @@ def test_kafka_source_through_faults(tmp_path, tansu, proxied_tansu, run_id):
             await until(lambda: live.tally.unique >= N // 5, patience(N),
                         lambda: f"{live.tally.unique} arrived before the fault")
             at_fault = live.tally.unique
-            log = await play(replace(PLAN, not_ready=KAFKA_NOT_READY, latency=0.05),
+            log = await play(replace(PLAN, not_ready=KAFKA_SOURCE_NOT_READY, latency=0.05),
                              proxy, gateway)
             at_heal = live.tally.unique
             await until(lambda: not live.tally.missing(sent), patience(N),
