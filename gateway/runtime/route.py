@@ -50,6 +50,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from gateway import reasons
@@ -284,7 +285,7 @@ class Route:
             metrics.connected.labels(output.endpoint_id).set(
                 1 if output.producer.connected else 0)
         # Per output (not the dead letter, which only the settler writes, in order).
-        self._resend_first = {o.endpoint_id: ResendFirst() for o in self.outputs}
+        self._resend_first = {id(o): ResendFirst() for o in self.outputs}
         self._strays: set[asyncio.Task[None]] = set()  # uncorrelated answers being dead-lettered
         self.stalls = Stalls(name, metrics, stall_after)
         self._settled_at = time.monotonic()  # when a message last settled (no-progress)
@@ -532,13 +533,19 @@ class Route:
         report Outcomes instead) fails the whole submission, retryably. While records of
         an output failed retryably and were not sent again, new ones wait (`HELD`): the
         settler resends in order (`runtime/resend.py`)."""
-        order = self._resend_first.get(output.endpoint_id)
+        order = self._resend_first.get(id(output))
         if order is None:
             return await self._submit_now(output, records)
         if not order.admit(records):
             return confirmed([HELD] * len(records))
-        return asyncio.ensure_future(
-            _owed_if_failed(order, records, await self._submit_now(output, records)))
+        confirmation = await self._submit_now(output, records)
+        # Failures are owed when they happen, not when the settler gets to the batch (by
+        # then the pump may have sent newer records past them): a callback on a future,
+        # else a task of its own.
+        if isinstance(confirmation, asyncio.Future):
+            confirmation.add_done_callback(partial(_owe_failed, order, records))
+            return confirmation
+        return asyncio.ensure_future(_owed_if_failed(order, records, confirmation))
 
     async def _submit_now(self, output: Output, records: list[NativeMessage]) -> Confirmation:
         try:
@@ -1052,11 +1059,18 @@ def _report_failure(report: RouteReport, record: NativeMessage, conversion: Conv
 
 async def _owed_if_failed(order: ResendFirst, records: list[NativeMessage],
                           confirmation: Confirmation) -> list[Outcome]:
-    # A task of its own: failures are owed when they happen, not when the settler gets
-    # to the batch (by then the pump may have sent newer records past them).
     outcomes = await _outcomes(confirmation, len(records))
     order.settled(records, outcomes)
     return outcomes
+
+
+def _owe_failed(order: ResendFirst, records: list[NativeMessage],
+                done: asyncio.Future[list[Outcome]]) -> None:
+    """`_owed_if_failed` as a done callback: the outcomes `_outcomes` will make of it."""
+    outcomes = None if done.cancelled() or done.exception() is not None else done.result()
+    if outcomes is None or len(outcomes) != len(records):
+        outcomes = [Outcome.failed("no outcomes")] * len(records)
+    order.settled(records, outcomes)
 
 
 async def _outcomes(confirmation: Confirmation, count: int) -> list[Outcome]:
