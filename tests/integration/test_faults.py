@@ -722,9 +722,14 @@ def _kill_row_checks(name: str, sent: range, delivered: Tally, dead: Tally, note
                     f"{note}; duplicated {delivered.duplicated()}", readyz=readyz)
     assert result.lost == 0
     assert not delivered.missing(sent)
-    # Unsettled when the broker went down: at most the source's credit / max_ack_pending
-    # (RECEIVE_MAX), delivered again after it came back; the route's window on top.
-    assert delivered.duplicates <= DUP_BOUND, f"{delivered.duplicates} duplicates"
+    # Duplicates: not the window of a gateway crash. What the broker recorded of the
+    # gateway's acks before it stopped decides, and both brokers record them lazily
+    # (JetStream flushes a durable's ack floor in the background, RabbitMQ writes acks to
+    # its queue index in batches): alone on the machine one window came again (64), with
+    # the unit suite running beside it 2,112 and 3,096 of 5,000 -- acked messages the
+    # restarted broker no longer knew were acked. The bound that holds is one replay:
+    # no message more than twice.
+    assert max(delivered.counts.values()) <= 2, delivered.duplicated()
     assert sum(dead.counts.values()) == 0, "nothing should be dead-lettered"
     result.record()  # after the last assertion: a failed scenario has no row
 
