@@ -81,8 +81,8 @@ from gateway.ports import (
     Outcome,
     Producer,
     Requester,
-    size_limit,
     confirmed,
+    size_limit,
 )
 from gateway.protocols import HTTP, find_profile
 from gateway.protocols.profile import FieldRef
