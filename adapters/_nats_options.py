@@ -46,7 +46,8 @@ OPTIONS = OptionSpec(
                "before dropping"),
         seconds("connect_timeout", 10, "seconds for the first connection"),
         seconds("reconnect_wait", 1, "seconds between nats-py's reconnect attempts"),
-        seconds("publish_timeout", 10, "producer: seconds to wait for the flush / PubAck",
+        seconds("publish_timeout", 10, "producer: seconds to wait for the flush / PubAck; "
+                 "a core flush unanswered this long reconnects (the link is presumed dead)",
                  "producer"),
         seconds("reconnect_max", 10, "producer: longest backoff between attempts to connect "
                  "when there is no client at all", "producer"),

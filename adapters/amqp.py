@@ -291,6 +291,7 @@ class _ReceiverHandler(_Handler):
         self._burst: list[NativeMessage] = []
         self._burst_first = 0
         self._burst_time = ""
+        self._credit_due = 0  # settled, credit not yet returned (see settle_burst)
 
     def on_start(self, event: Event) -> None:
         super().on_start(event)
@@ -366,8 +367,23 @@ class _ReceiverHandler(_Handler):
             delivery.update(state)
             delivery.settle()
             settled += 1
-        if settled and self._receiver is not None and self._receiver.state & Link.LOCAL_ACTIVE:
-            self._receiver.flow(settled)  # the settled ones' credit goes back: the window slides
+        if settled:
+            # The settled ones' credit goes back -- but on a later turn of the reactor,
+            # once the dispositions are on the wire: proton writes a flow ahead of the
+            # dispositions of the same turn, so RabbitMQ would send the next window
+            # before it has the acks of this one, and a crash in between redelivers both
+            # (two windows of duplicates instead of one; issue 33's flake under load).
+            first = not self._credit_due
+            self._credit_due += settled
+            if first and self.thread is not None:
+                self.thread.call(self._return_credit)
+
+    def _return_credit(self) -> None:
+        due, self._credit_due = self._credit_due, 0
+        receiver = self._receiver
+        if due and not self.closing and receiver is not None and (
+                receiver.state & Link.LOCAL_ACTIVE):
+            receiver.flow(due)  # the window slides
 
 
 class _Settler:

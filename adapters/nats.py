@@ -48,7 +48,17 @@ num_ack_pending`; core mode has no backlog.
 Producer. `submit()` publishes the whole batch into nats-py's buffer and returns; the
 confirmation follows. Core: one PING/PONG round trip per batch, the PING written behind
 the batch's publishes (the server has read everything before it): that is all core NATS
-confirms, and if the round trip fails the whole batch is reported retryable. With
+confirms. It counts only on the connection the batch was queued on (`_Client.confirm`,
+not nats-py's `flush()`, which returns without a round trip while nats-py reconnects or
+after its read loop died); if that connection breaks first, or no PONG comes within
+`publish_timeout`, the whole batch is reported retryable and sent again by the route
+(at-least-once: a batch the server read before the break comes twice). A missing PONG
+also forces a reconnect and makes the producer not ready (`connected` false, one log
+line) until the server confirms again: a partitioned link still takes writes for a
+while, and nats-py alone would notice only after two idle PINGs two minutes apart. On a
+reconnect the publishes still queued for the old connection are dropped: the route sends
+them again, before anything new (`gateway/runtime/resend.py`), so the order per subject
+survives a broken link. With
 `jetstream: true` each record carries its own reply subject on one inbox subscription
 and is delivered once its PubAck arrives; the batch waits for all of them together,
 until `publish_timeout`. While disconnected, `submit()` fails fast with retryable
@@ -201,12 +211,83 @@ def _now() -> str:
 
 
 class _Client(NatsClient):
-    """nats-py client whose received headers keep repeated names (see _nats_record), and
-    that refuses a server not requiring TLS when TLS was asked for (nats-py upgrades only
+    """nats-py client whose received headers keep repeated names (see _nats_record), that
+    refuses a server not requiring TLS when TLS was asked for (nats-py upgrades only
     when the server's INFO says `tls_required`; without this check it would send the
-    credentials in clear text to such a server, or to whoever rewrote its INFO)."""
+    credentials in clear text to such a server, or to whoever rewrote its INFO), and
+    that can say whether what was queued on one connection reached the server
+    (`confirm`, the core producer's delivery)."""
 
     require_tls = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        #: Which connection this is: +1 whenever nats-py starts reconnecting. Bytes
+        #: queued on one connection and a PONG on another prove nothing about each other.
+        self.connection = 0
+        self._confirming: set[asyncio.Future[bool]] = set()
+        #: A producer's client drops what it had queued when the connection breaks:
+        #: nats-py would write it on the next connection, after the route has already
+        #: been told those batches failed and resends them -- a stale copy arriving
+        #: ahead of messages submitted since, out of order. Called after dropping.
+        self.on_lost: Callable[[], None] | None = None
+
+    async def confirm(self, connection: int, timeout: float) -> str | None:
+        """None when the server answered a PING written behind everything queued so far,
+        on connection `connection` (`self.connection` read before queueing); else why
+        not. nats-py's `flush()` cannot say this: while it reconnects (its read and
+        flusher tasks cancelled) it returns at once without a round trip, after a
+        reconnect the old PINGs' futures are dropped unanswered, and a PONG resolves
+        whatever future is oldest -- so a batch written into a connection that then
+        broke could count as delivered."""
+        if connection != self.connection or not self.is_connected:
+            return "the connection broke before the flush"
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._confirming.add(future)
+        try:
+            await self._send_ping(future)
+            done, _ = await asyncio.wait([future], timeout=timeout)
+        finally:
+            self._confirming.discard(future)
+        if not done:
+            return f"no PONG in {timeout:g}s"
+        if not future.result() or connection != self.connection:
+            return "the connection broke before the PONG"
+        return None
+
+    def _lose_connection(self) -> None:
+        """The connection is gone: PINGs written to it will never be answered."""
+        self.connection += 1
+        confirming, self._confirming = self._confirming, set()
+        for future in confirming:
+            if not future.done():
+                future.set_result(False)
+        if self.on_lost is not None:
+            # SUBs are replayed by nats-py from its subscription table, so only
+            # publishes are lost here -- and the route sends those again.
+            self._pending = []
+            self._pending_data_size = 0
+            self.on_lost()
+
+    async def _attempt_reconnect(self) -> None:
+        self._lose_connection()
+        await super()._attempt_reconnect()
+
+    async def _close(self, status: int, do_cbs: bool = True) -> None:
+        self._lose_connection()
+        await super()._close(status, do_cbs)
+
+    async def _process_pong(self) -> None:
+        # nats-py sets the result of the oldest waiting future, which raises
+        # InvalidStateError (and ends its read loop) when `flush()` cancelled that future
+        # after a timeout. The future still holds the place of its PING, so it is popped
+        # and skipped rather than removed early: the PONGs stay matched to their PINGs.
+        if self._pongs:
+            future = self._pongs.pop(0)
+            if not future.done():
+                future.set_result(True)
+            self._pongs_received += 1
+            self._pings_outstanding = 0
 
     async def _process_info(
         self, info: dict[str, Any], initial_connection: bool = False
@@ -737,10 +818,18 @@ class NatsProducer:
         # Request-reply: answers come to `<inbox>.<token>` on one wildcard subscription.
         self.replies = ReplyTable()
         self._inbox: str | None = None
+        #: The connection (`_Client.connection`) that left a batch without a PONG; a new
+        #: connection (nats-py's reconnect ends with a PING/PONG) or a confirmed batch
+        #: clears it.
+        self._unconfirmed: int | None = None
 
     @property
     def connected(self) -> bool:
-        return self._client is not None and self._client.is_connected
+        """Connected, and the server answered the last flush: a connection that takes
+        writes but confirms nothing (a partition, a hung server) is not ready."""
+        client = self._client
+        return (client is not None and client.is_connected
+                and self._unconfirmed != client.connection)
 
     @property
     def max_message_bytes(self) -> int | None:
@@ -758,6 +847,7 @@ class NatsProducer:
             return
         await self._drop_client("connection closed")
         client = await _open(self._settings, self._opts, self._on_error, _nothing)
+        client.on_lost = self._connection_lost
         if self._opts.jetstream:
             try:
                 self._pub_acks = await _PubAcks.start(client)
@@ -795,20 +885,46 @@ class NatsProducer:
     async def _submit_core(
         self, client: _Client, messages: Sequence[NativeMessage]
     ) -> Confirmation:
+        connection = client.connection  # before queueing: the frames may go out at once
         outcomes = await _publish_all(client, messages, lambda _: "")
         if all(o is not None for o in outcomes):
             return confirmed(cast(list[Outcome], outcomes))
         # One PING for the whole batch, sent behind its publishes (see _Client._send_ping).
-        return asyncio.create_task(self._flushed(client, outcomes))
+        return asyncio.create_task(self._flushed(client, connection, outcomes))
 
-    async def _flushed(self, client: _Client, outcomes: list[Outcome | None]) -> list[Outcome]:
-        try:
-            await client.flush(timeout=max(1, round(self._opts.publish_timeout)))
-        except (nats.errors.Error, TimeoutError) as exc:
-            # Which of the batch the server read is unknown: all may be sent again.
-            failed = Outcome.failed(f"no flush round trip: {exc!r}")
-            return [o if o is not None else failed for o in outcomes]
-        return [o if o is not None else Outcome.ok() for o in outcomes]
+    async def _flushed(self, client: _Client, connection: int,
+                       outcomes: list[Outcome | None]) -> list[Outcome]:
+        """The batch's outcomes once the server confirmed it on the connection it was
+        queued on; if that connection broke first, or the PONG did not come, the whole
+        batch is retryable (sent again: at-least-once, duplicates at most a window)."""
+        why = await client.confirm(connection, self._opts.publish_timeout)
+        if why is None:
+            if self._unconfirmed is not None:
+                self._unconfirmed = None
+                log.info("NATS server %s confirms publishes again",
+                         ", ".join(_shown(s) for s in self._opts.servers))
+            return [o if o is not None else Outcome.ok() for o in outcomes]
+        if why.startswith("no PONG") and connection == client.connection:
+            # A connection that holds a PING this long is as good as dead (a partition,
+            # a hung server); nats-py would notice only after two idle PINGs two minutes
+            # apart. Reconnecting fails every batch still waiting on it, at once.
+            self._suspect(connection, why)
+            with contextlib.suppress(Exception):
+                await client.force_reconnect()
+        failed = Outcome.failed(f"not confirmed by the server: {why}")
+        return [o if o is not None else failed for o in outcomes]
+
+    def _connection_lost(self) -> None:
+        """What waits for an answer on the broken connection gets none: fail it now."""
+        if self._pub_acks is not None:
+            self._pub_acks.abandon("the connection broke before the PubAck")
+
+    def _suspect(self, connection: int, why: str) -> None:
+        """Not ready until reconnected or a batch is confirmed; logged once per episode."""
+        if self._unconfirmed is None:
+            log.warning("NATS server %s does not confirm publishes (%s); reconnecting",
+                        ", ".join(_shown(s) for s in self._opts.servers), why)
+        self._unconfirmed = connection
 
     async def _submit_jetstream(
         self, client: _Client, acks: _PubAcks, messages: Sequence[NativeMessage]

@@ -1,5 +1,6 @@
-"""Run the fault scenarios (tests/integration/test_faults.py, marker `fault`) and print
-one table: scenario, messages sent, delivered, duplicates, dead-lettered, lost.
+"""Run the fault scenarios (tests/integration/test_faults.py and test_faults_proxy.py,
+marker `fault`) and print one table: scenario, messages sent, delivered, duplicates,
+dead-lettered, lost, and what /readyz said during the fault.
 
 Run from the repository root (`make fault` does):
 
@@ -39,7 +40,8 @@ def main() -> int:
         timeout = str(max(300, args.n // 50 + 300))
         command = [sys.executable, "-m", "pytest", "-m", "fault", "-q", "-rA",
                    "-p", "no:cacheprovider", "--timeout", timeout,
-                   "tests/integration/test_faults.py", *args.pytest_args]
+                   "tests/integration/test_faults.py",
+                   "tests/integration/test_faults_proxy.py", *args.pytest_args]
         print("$", " ".join(command), f"({FAULT_N_ENV}={args.n})", flush=True)
         code = subprocess.call(command, cwd=ROOT, env=env)
         rows = read_rows(rows_file)

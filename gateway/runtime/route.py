@@ -13,10 +13,10 @@
 - Order: there is one pump, and producers send the batches of successive `submit` calls
   in order (the contract), so every output receives messages in the order the source
   gave them; the settler settles sources in that same order. So the order per Kafka
-  partition, MQTT topic, NATS subject or AMQP link is kept on the happy path. A message
-  whose send failed is sent again by the settler after later ones may have gone out:
-  under sink failures order is kept only as far as the sink's own client keeps it
-  (Kafka's idempotent producer retries inside the client, in order).
+  partition, MQTT topic, NATS subject or AMQP link is kept on the happy path, and under
+  sink failures: once an output failed records retryably, newer ones are held back
+  until the settler has sent those again (`runtime/resend.py`). What a partial failure
+  leaves (record 5 of 10 failed, 6-10 delivered) the sink's client must order itself.
 - A source message is acked only when every output confirmed each of its events, or the
   dead letter took them. Failed sends are retried here, and only here (producers make one
   attempt), for the batch's failed records together, with exponential backoff and jitter,
@@ -50,6 +50,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from gateway import reasons
@@ -80,6 +81,7 @@ from gateway.ports import (
     Outcome,
     Producer,
     Requester,
+    confirmed,
     size_limit,
 )
 from gateway.protocols import HTTP, find_profile
@@ -89,6 +91,7 @@ from gateway.redaction import Redactor
 from gateway.runtime.backlog import watch_backlog
 from gateway.runtime.keys import SOURCE, PartitionKeys
 from gateway.runtime.reply import hand_back, stray_listener
+from gateway.runtime.resend import HELD, ResendFirst
 from gateway.runtime.retry import RetryPolicy
 from gateway.runtime.stalls import (
     DEADLETTER_HELD,
@@ -285,6 +288,8 @@ class Route:
         for output in [] if observe else self._all_outputs():  # observing: never used
             metrics.connected.labels(output.endpoint_id).set(
                 1 if output.producer.connected else 0)
+        # Per output (not the dead letter, which only the settler writes, in order).
+        self._resend_first = {id(o): ResendFirst() for o in self.outputs}
         self._strays: set[asyncio.Task[None]] = set()  # uncorrelated answers being dead-lettered
         self.stalls = Stalls(name, metrics, stall_after)
         self._settled_at = time.monotonic()  # when a message last settled (no-progress)
@@ -529,7 +534,24 @@ class Route:
 
     async def _submit(self, output: Output, records: list[NativeMessage]) -> Confirmation:
         """Submit (a reply route's outputs: request); a producer that raises (it should
-        report Outcomes instead) fails the whole submission, retryably."""
+        report Outcomes instead) fails the whole submission, retryably. While records of
+        an output failed retryably and were not sent again, new ones wait (`HELD`): the
+        settler resends in order (`runtime/resend.py`)."""
+        order = self._resend_first.get(id(output))
+        if order is None:
+            return await self._submit_now(output, records)
+        if not order.admit(records):
+            return confirmed([HELD] * len(records))
+        confirmation = await self._submit_now(output, records)
+        # Failures are owed when they happen, not when the settler gets to the batch (by
+        # then the pump may have sent newer records past them): a callback on a future,
+        # else a task of its own.
+        if isinstance(confirmation, asyncio.Future):
+            confirmation.add_done_callback(partial(_owe_failed, order, records))
+            return confirmation
+        return asyncio.ensure_future(_owed_if_failed(order, records, confirmation))
+
+    async def _submit_now(self, output: Output, records: list[NativeMessage]) -> Confirmation:
         try:
             producer = output.producer
             if (self.reply_timeout is not None and output is not self.deadletter
@@ -1040,6 +1062,22 @@ def _report_failure(report: RouteReport, record: NativeMessage, conversion: Conv
     definition = conversion.match.definition
     report.failed(record, reason, definition.xid if definition is not None else None,
                   conversion.explain, conversion.detail, now)
+
+
+async def _owed_if_failed(order: ResendFirst, records: list[NativeMessage],
+                          confirmation: Confirmation) -> list[Outcome]:
+    outcomes = await _outcomes(confirmation, len(records))
+    order.settled(records, outcomes)
+    return outcomes
+
+
+def _owe_failed(order: ResendFirst, records: list[NativeMessage],
+                done: asyncio.Future[list[Outcome]]) -> None:
+    """`_owed_if_failed` as a done callback: the outcomes `_outcomes` will make of it."""
+    outcomes = None if done.cancelled() or done.exception() is not None else done.result()
+    if outcomes is None or len(outcomes) != len(records):
+        outcomes = [Outcome.failed("no outcomes")] * len(records)
+    order.settled(records, outcomes)
 
 
 async def _outcomes(confirmation: Confirmation, count: int) -> list[Outcome]:

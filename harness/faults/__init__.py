@@ -12,4 +12,6 @@ row (`scripts/fault_report.py` prints one table of them).
     publishers.py       numbered messages into MQTT, Kafka, JetStream, AMQP, HTTP
     readers.py          counting what arrived on Kafka and JetStream
     sinks.py            SlowSink: an HTTP sink that counts and can be slow
+    proxy.py            FaultProxy: a TCP proxy that blackholes, resets, refuses, delays
+    schedule.py         play(): blackhole, resets, heal through a FaultProxy; ReadyzWatch
 """

@@ -24,6 +24,9 @@ from gateway.protocols import AMQP
 from gateway.record import NativeMessage
 from harness.brokers import Mosquitto, Tansu
 
+#: Seconds a test publisher waits for the broker to accept a message.
+PUBLISHER_PATIENCE = 120
+
 #: Addresses (MQTT topics, Kafka keys, NATS subjects, AMQP subjects, HTTP paths) the
 #: messages are spread over: `seq % LANES`.
 LANES = 32
@@ -65,8 +68,10 @@ def publish(mqtt: Mosquitto, run: str, seqs: range,
     return time.monotonic() - began
 
 
-async def publish_kafka(tansu: Tansu, topic: str, run: str, seqs: range) -> None:
-    """`{"seq": N}` keyed by lane (spread over the topic's partitions), acks=all."""
+async def publish_kafka(tansu: Tansu, topic: str, run: str, seqs: range, *,
+                        chunk: int = 1000, pause: float = 0.0) -> None:
+    """`{"seq": N}` keyed by lane (spread over the topic's partitions), acks=all;
+    `chunk` at a time, `pause` seconds after each (a stream that spans a fault)."""
     producer = AIOKafkaProducer(bootstrap_servers=tansu.bootstrap_servers, acks="all",
                                 linger_ms=5)
     await producer.start()
@@ -75,9 +80,11 @@ async def publish_kafka(tansu: Tansu, topic: str, run: str, seqs: range) -> None
         for seq in seqs:
             pending.append(await producer.send(topic, body(seq),
                                                key=str(seq % LANES).encode()))
-            if len(pending) >= 1000:
+            if len(pending) >= chunk:
                 await asyncio.gather(*pending)
                 pending.clear()
+                if pause:
+                    await asyncio.sleep(pause)
         await asyncio.gather(*pending)
     finally:
         await producer.stop()
@@ -100,8 +107,13 @@ async def publish_jetstream(url: str, run: str, seqs: range) -> None:
 
 
 async def publish_amqp(url: str, node: str, run: str, seqs: range) -> None:
-    """`{"seq": N}` with subject `/faults/<run>/<lane>`, each accepted by RabbitMQ."""
-    producer = AmqpProducer(EndpointSettings(url, options={"node": node}))
+    """`{"seq": N}` with subject `/faults/<run>/<lane>`, each accepted by RabbitMQ. The
+    producer waits as long as RabbitMQ needs (its defaults, 10 s for a connection or a
+    disposition, are a gateway's; a loaded machine with the gateway just killed beside
+    it can take longer, and a test publisher that gives up fails the scenario)."""
+    producer = AmqpProducer(EndpointSettings(url, options={
+        "node": node, "connect_timeout": PUBLISHER_PATIENCE,
+        "publish_timeout": PUBLISHER_PATIENCE}))
     await producer.connect()
     try:
         for start in range(seqs.start, seqs.stop, 500):

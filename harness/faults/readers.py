@@ -13,6 +13,9 @@ from aiokafka import AIOKafkaConsumer, TopicPartition  # type: ignore[import-unt
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-untyped]
 from nats.aio.msg import Msg
 from nats.js.api import StorageType, StreamConfig
+from proton import Link, Terminus
+from proton.reactor import LinkOption
+from proton.utils import BlockingConnection
 
 from harness.brokers import Tansu
 from harness.faults.tally import Tally
@@ -100,6 +103,26 @@ async def read_kafka(tansu: Tansu, topic: str, *, expect: range | None,
         reader.stop()
         await task
     return reader.tally
+
+
+class _DurableTarget(LinkOption):
+    def apply(self, link: Link) -> None:
+        link.target.durability = Terminus.CONFIGURATION
+
+
+def declare_durable_queue(url: str, queue: str) -> None:
+    """A durable RabbitMQ queue `queue` (RabbitMQ 3.x declares the queue of a
+    `/queue/<name>` address durable when the attaching link's terminus is; a plain
+    attach declares it transient, and a broker restart erases it with its messages).
+    Address it as `/amq/queue/<name>` afterwards: that names an existing queue of any
+    durability, where `/queue/<name>` with another durability is refused."""
+    connection = BlockingConnection(url, timeout=60)
+    try:
+        # Attached means declared; the connection's close ends the link (RabbitMQ 3.10
+        # left a detach of this link unanswered).
+        connection.create_sender(f"/queue/{queue}", options=_DurableTarget())
+    finally:
+        connection.close()
 
 
 async def create_stream(url: str, stream: str, subject: str) -> None:

@@ -16,8 +16,9 @@ from harness.faults.tally import Tally
 FAULT_N_ENV = "XRGW_FAULT_N"
 #: A JSON Lines file each scenario appends its row to.
 REPORT_ENV = "XRGW_FAULT_REPORT"
-#: The row's columns; a row may also have a `note`.
-COLUMNS = ("scenario", "sent", "delivered", "duplicates", "dead-lettered", "lost")
+#: The row's columns; a row may also have a `note`. `readyz`: what /readyz said while
+#: the fault lasted (scenarios that watched it).
+COLUMNS = ("scenario", "sent", "delivered", "duplicates", "dead-lettered", "lost", "readyz")
 
 
 def fault_n(default: int) -> int:
@@ -65,13 +66,13 @@ class ScenarioRow:
 
 
 def report(scenario: str, sent: range | Sequence[int], delivered: Tally, dead: Tally,
-           extra: str = "") -> ScenarioRow:
+           extra: str = "", readyz: str = "") -> ScenarioRow:
     """Print the scenario's table and count how many were lost (neither out nor dead);
     the row goes to `scripts/fault_report.py`'s table once the scenario passed
-    (`ScenarioRow.record`)."""
+    (`ScenarioRow.record`). `readyz`: what /readyz said during the fault, if watched."""
     lost = len([s for s in sent if s not in delivered.counts and s not in dead.counts])
     values = (scenario, len(sent), delivered.unique, delivered.duplicates,
-              sum(dead.counts.values()), lost)
+              sum(dead.counts.values()), lost, readyz)
     row = {column: str(value) for column, value in zip(COLUMNS, values, strict=True)}
     print()
     print(table([row]))

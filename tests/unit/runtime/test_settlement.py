@@ -10,6 +10,7 @@ from gateway.convert import Converter
 from gateway.deadletter_format import deadletter_metadata
 from gateway.observability.metrics import Metrics
 from gateway.ports import Outcome
+from gateway.runtime.retry import RetryPolicy
 from gateway.runtime.route import Output, Route
 from tests.unit.runtime.test_route import CATALOG, FAST, run_to_end, sale, sample, unmatched
 
@@ -120,3 +121,43 @@ def test_acks_follow_the_source_order_even_when_a_later_batch_confirms_first():
     asyncio.run(run_to_end(route, consumer))
     assert out.calls >= 2
     assert [m.data for m in consumer.acked] == [{"desk": n} for n in range(1, 5)]
+
+
+class _LinkBrokeUnderFirst(MemoryProducer):
+    """The first batch fails as a whole (its connection broke); later batches work."""
+
+    def __init__(self):
+        super().__init__()
+        self.batches = 0
+
+    async def _write(self, messages):
+        self.batches += 1
+        if self.batches == 1:
+            return [Outcome.failed("the connection broke before the PONG")] * len(messages)
+        return await super()._write(messages)
+
+
+class _OneBatchAtATime(MemoryConsumer):
+    """Hands out one message per read, a moment apart: the pump's next submit comes
+    after the previous batch's confirmation is known."""
+
+    async def read_batch(self, limit):
+        await asyncio.sleep(0.01)
+        return await super().read_batch(1)
+
+
+def test_newer_batches_wait_for_the_resend_of_a_failed_one():
+    """Order per key under sink failures: the pump may not send message 2 while message
+    1, which failed retryably, waits for the settler's resend (before: 2, 1, 3, 4)."""
+    out = _LinkBrokeUnderFirst()
+    consumer = _OneBatchAtATime([sale(1), sale(2), sale(3), sale(4)],
+                                close_when_empty=True, max_in_flight=8)
+    slow_retry = RetryPolicy(attempts=5, initial_backoff=0.05, max_backoff=0.05)
+    route = Route("store", "store-mqtt", consumer, Converter(CATALOG.messages()),
+                  [Output("a", "KAFKA", out, defaults={"topic": "t"})],
+                  deadletter=Output("dlq", "KAFKA", MemoryProducer(),
+                                    defaults={"topic": "dead"}),
+                  metrics=Metrics(), inflight=8, retry=slow_retry)
+    asyncio.run(run_to_end(route, consumer))
+    assert [m.data["desk"] for m in out.written] == [1, 2, 3, 4]
+    assert len(consumer.acked) == 4
