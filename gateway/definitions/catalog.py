@@ -25,7 +25,7 @@ from gateway.definitions.layout import RawGroup, walk_document
 from gateway.definitions.located import Located
 from gateway.definitions.model import Catalog, Endpoint, MessageDefinition, MessageGroup
 from gateway.definitions.options import normalize_protocol_options
-from gateway.definitions.reader import normalize_group, normalize_message
+from gateway.definitions.reader import check_2023_format, normalize_group, normalize_message
 from gateway.definitions.resolve import Resolver
 from gateway.definitions.schema_formats import format_of, schema_formats
 from gateway.definitions.sources import RawDocument
@@ -55,14 +55,28 @@ def assemble(documents: Sequence[RawDocument], problems: Iterable[Problem] = ())
                    for eid, raw in endpoints.items()]
 
     index = {m.xid: normalize_message(m, probs, log) for raw, _ in containers for m in raw.messages}
-    resolver = Resolver(index, bases, probs)
+    # Versions other than the default one, for a basemessage that names a version.
+    versions = {f"{m.xid}/versions/{vid}": (m, replace(
+                    m, xid=f"{m.xid}/versions/{vid}", origin=version.origin, data=version.data,
+                    key_origins=version.key_origins))
+                for raw, _ in containers for m in raw.messages
+                for vid, version in m.versions.items()}
+    index.update({vxid: normalize_message(v, probs, log) for vxid, (_, v) in versions.items()})
+    for raw in groups.values():
+        for m in raw.messages:
+            check_2023_format(raw, m, probs)
+    resolver = Resolver(index, bases, probs, versioned={
+        m.xid: m.default_version for raw, _ in containers for m in raw.messages
+        if m.default_version is not None})
     for raw, defaults in containers:
         group_protocol = defaults.data.get("protocol")
         for m in raw.messages:
-            protocol = resolver.own_or_inherited_protocol(m.xid)
-            if protocol is None and isinstance(group_protocol, str):
-                protocol = group_protocol
-            normalize_protocol_options(index[m.xid], protocol, probs, log)
+            xids = [m.xid] + [f"{m.xid}/versions/{vid}" for vid in m.versions]
+            for xid in xids:
+                protocol = resolver.own_or_inherited_protocol(xid)
+                if protocol is None and isinstance(group_protocol, str):
+                    protocol = group_protocol
+                normalize_protocol_options(index[xid], protocol, probs, log)
 
     formats = schema_formats(documents)
     schemas = SchemaIndex(documents)

@@ -47,26 +47,40 @@ def unknown_name_problem(
 
 
 def check_property(
-    problems: Problems, prop: Property, label: str, at: Provenance, expected: str | None = None
+    problems: Problems, prop: Property, label: str, at: Provenance, expected: str | None = None,
+    *, protocol_field: bool = False,
 ) -> bool:
     """Declared type known, value of the right type, templates level 1. False when the
-    value has the wrong type (so callers skip checks that would only repeat it)."""
+    value has the wrong type (so callers skip checks that would only repeat it).
+    `protocol_field`: `expected` is the protocol table's type (`typecheck.value_problem`)."""
     if prop.type not in KNOWN_TYPES:
+        # rc2: the valid types are CloudEvents' with a few additions; a misspelt type
+        # would silently constrain nothing.
         guess = suggest(prop.type, KNOWN_TYPES)
         hint = f"; did you mean '{guess}'?" if guess else ""
-        problems.warning(
+        problems.error(
             at.file, at.path, f"{label}: unknown type '{prop.type}'{hint}",
             f"use one of: {', '.join(sorted(KNOWN_TYPES))}",
         )
+        return False
     if not prop.has_value:
         return True
     typ = expected or prop.type
-    if typ == "timestamp" and templated_timestamp(problems, prop.value, label, at):
-        return True
-    why = value_problem(prop.value, typ)
+    value = prop.value
+    if (typ not in STRING_TYPES and typ != "any" and isinstance(value, str)
+            and has_placeholder(value)):
+        # rc2: a value MUST be a valid value for the property; placeholders belong to
+        # string, symbol, uri and uritemplate values.
+        problems.error(at.file, at.path,
+                       f"{label}: {typ} value {value!r} holds a placeholder; placeholders "
+                       "are only allowed in string, symbol, uri and uritemplate values",
+                       f"give a {typ} value, or declare a string type if it is rendered "
+                       "from captured context")
+        return False
+    why = value_problem(value, typ, protocol_field=protocol_field)
     if why is not None:
         article = "an" if typ[:1] in "aeiou" else "a"
-        problems.error(at.file, at.path, f"{label}: value {prop.value!r} {why}",
+        problems.error(at.file, at.path, f"{label}: value {value!r} {why}",
                        f"give {article} {typ} value")
         return False
     check_template(problems, prop, label, at)
@@ -74,11 +88,14 @@ def check_property(
 
 
 def templated_timestamp(problems: Problems, value: object, label: str, at: Provenance) -> bool:
-    """Whether a timestamp value is a placeholder template (then reported, and True).
+    """Whether a CloudEvents `time` value is a placeholder template (then reported, and
+    True).
 
-    The spec allows placeholders only in string-like values, but real catalogs map a
-    native field into the CloudEvents `time` this way (seattle-911: "{incident_datetime_utc}")
-    and the Context Attributes section is exactly that use; so it is a warning, not an error.
+    The spec allows placeholders only in string-like values (elsewhere it is an error,
+    `check_property`), but real catalogs map a native field into the CloudEvents `time`
+    this way (seattle-911: "{incident_datetime_utc}") and the Context Attributes section
+    is exactly that use; for `time` it is a warning, not an error (the value filled in
+    must be RFC 3339, or the message is dead-lettered).
     """
     if not isinstance(value, str) or not has_placeholder(value):
         return False

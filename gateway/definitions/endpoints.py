@@ -17,7 +17,7 @@ from __future__ import annotations
 from gateway.definitions.layout import RawGroup
 from gateway.definitions.located import Located, Origin
 from gateway.definitions.model import Endpoint, Usage
-from gateway.definitions.reader import normalize_envelope
+from gateway.definitions.reader import normalize_envelope, warn_versionless_2023
 from gateway.definitions.refs import to_xid
 from gateway.definitions.spelling import SpellingLog
 from gateway.jsontypes import JSON, JSONObject
@@ -113,6 +113,12 @@ def _protocol(r: _Reader, config: JSONObject) -> str | None:
             value = holder["protocol"]
             at = where.child("protocol")
             if value is None or isinstance(value, str):
+                if isinstance(value, str) and not value.strip():
+                    r.error(at, "protocol must be a non-empty string",
+                            'name the protocol, e.g. "protocol": "MQTT/5.0", or remove it')
+                # An endpoint is configuration, not a message definition: a bare MQTT
+                # is read as 5.0 as the 2023 draft's endpoint config does, with a warning.
+                warn_versionless_2023(value, at, r.problems)
                 protocol = normalize_protocol(value)
                 if protocol is not None:
                     r.loc.origins[("protocol",)] = at

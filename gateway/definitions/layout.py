@@ -34,6 +34,17 @@ class RawMessage:
     data: JSONObject  # attributes as written (default version dug out in document view)
     key_origins: dict[str, Origin]  # where each top-level key of `data` was written
     order: int
+    # The message's other versions (document view), by version id: what a basemessage
+    # naming `/versions/<id>` inherits. The default version is `data` itself.
+    versions: dict[str, RawVersion] = field(default_factory=dict)
+    default_version: str | None = None
+
+
+@dataclass
+class RawVersion:
+    origin: Origin
+    data: JSONObject
+    key_origins: dict[str, Origin]
 
 
 @dataclass
@@ -146,8 +157,17 @@ def _message(
     _check_id(message, message_id, ("messageid", "id"), where, problems)
     data, key_origins = dig_default_version(message, where)
     xid = f"{group.xid}/messages/{message_id}"
-    return RawMessage(xid, message_id, group.group_id, group.collection, where, data,
-                      key_origins, order)
+    raw = RawMessage(xid, message_id, group.group_id, group.collection, where, data,
+                     key_origins, order)
+    versions = message.get("versions")
+    if isinstance(versions, dict) and versions:
+        raw.default_version = _default_version_id(message, versions)
+        for vid, version in versions.items():
+            if vid != raw.default_version and isinstance(version, dict):
+                at = where.child("versions", vid)
+                raw.versions[vid] = RawVersion(at, dict(version),
+                                               {key: at.child(key) for key in version})
+    return raw
 
 
 def dig_default_version(

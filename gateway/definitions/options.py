@@ -9,7 +9,8 @@ Nesting that real catalogs add is flattened: `protocoloptions.options.*`
 
 Values take one canonical shape per field kind, each constraint a declaration object:
   scalar  -> {type?, value?, required?, ...}
-  list    -> [{name, value?, ...}, ...]       (a map {name: decl} is accepted and converted)
+  list    -> [{name, value?, ...}, ...]       (a map {name: decl} is accepted and converted,
+                                               and the 2023 draft's [{name: decl}, ...])
   map     -> {name: {value?, ...}, ...}       (an array of {name, value} is accepted, and the
                                                JSON-Schema-like {"type": "object",
                                                "properties": {...}} xrcg writes for headers)
@@ -21,7 +22,7 @@ validator reports them and they produce no constraints.
 from __future__ import annotations
 
 from gateway.definitions.located import Located, Origin, Parts
-from gateway.definitions.reader import declaration
+from gateway.definitions.reader import DECLARATION_KEYS, declaration
 from gateway.definitions.spelling import SpellingLog
 from gateway.jsontypes import JSON, JSONObject
 from gateway.problems import Problems
@@ -134,6 +135,18 @@ def _as_list(field: str, value: JSON, at: Origin, ctx: _Context) -> JSON:
         return out
     for index, item in enumerate(value):
         where = at.child(index)
+        if (isinstance(item, dict) and len(item) == 1
+                and not set(item) & DECLARATION_KEYS):
+            # The 2023 draft's MQTT/5.0 shape: each entry a single-key map
+            # `{"<name>": {"value": ...}}`.
+            [(name, decl)] = item.items()
+            ctx.log.note(where, f"{field} entry {{<name>: {{...}}}}",
+                         f'{field} entry {{"name": <name>, ...}}')
+            entry = declaration(decl)
+            entry["name"] = name
+            ctx.origins[("protocoloptions", field, len(out))] = where.child(name)
+            out.append(entry)
+            continue
         if not isinstance(item, dict) or not isinstance(item.get("name"), str):
             ctx.error(where, f"each '{field}' entry must be an object with a string 'name'",
                       'write {"name": "...", "value": "..."}')

@@ -8,7 +8,8 @@ Type defaults (a declaration without `type`):
   `properties`/`header` members: the member's type). Members of open AMQP sections
   (`application-properties`, annotations, footer) may carry any AMQP type, so a
   non-string value with no declared type takes the type of its JSON value.
-Older type names are read as today's: `datetime` -> `timestamp`, `var` -> `any`.
+Older type names are read as today's: `datetime` -> `timestamp`, `var` -> `any`,
+`uri-reference` (CloudEvents' spelling) -> `urireference`.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ KNOWN_TYPES = frozenset({
     "timestamp", "uri", "uritemplate",
     "urireference",  # rc1 and older; read as a string-like type
 })
-_TYPE_ALIASES = {"datetime": "timestamp", "var": "any"}
+# `uri-reference` is the CloudEvents spelling of rc1's `urireference`.
+_TYPE_ALIASES = {"datetime": "timestamp", "var": "any", "uri-reference": "urireference"}
 
 
 def build_property(

@@ -23,7 +23,7 @@ from gateway.definitions.model import CLOUDEVENTS
 from gateway.definitions.spelling import SpellingLog
 from gateway.jsontypes import JSON, JSONObject
 from gateway.problems import Problems
-from gateway.protocols import is_known_protocol, normalize_protocol
+from gateway.protocols import is_known_protocol, normalize_protocol, versionless_reading
 
 # canonical name -> accepted spellings, best first (the canonical one is always best).
 # `basemessageuri` is the rc3/rc4 *model* name, so it is not reported as an old spelling.
@@ -102,6 +102,7 @@ def _take_format_protocol(src: _Source, loc: Located) -> bool:
     if protocol is None or "envelope" in src.data or "protocol" in src.data:
         return False
     src.log.note(src.origin("format"), "format (a protocol)", "protocol")
+    warn_versionless_2023(src.data.get("format"), src.origin("format"), src.problems)
     loc.put("protocol", protocol, src.origin("format"))
     for canonical, aliases in _ALIASES.items():
         if canonical in ("envelopemetadata", "protocol"):
@@ -158,6 +159,7 @@ def _take_xref(src: _Source, loc: Located) -> None:
 def _take_envelope(src: _Source, loc: Located) -> None:
     if "envelope" in src.data:
         value, where = src.data["envelope"], src.origin("envelope")
+        check_envelope_spelling(value, where, src.problems)
     elif _looks_like_cloudevents(src.data.get("format")):
         value, where = src.data["format"], src.origin("format")
         src.log.note(where, "format", "envelope")
@@ -177,6 +179,7 @@ def _take_protocol(src: _Source, loc: Located) -> None:
     value = loc.data["protocol"]
     where = loc.locate("protocol")
     if value is None or isinstance(value, str):
+        check_protocol_spelling(value, where, src.problems)
         protocol = normalize_protocol(value)
         if protocol is None:
             loc.drop("protocol")  # "None" (pre-rc1 default) means no protocol
@@ -186,6 +189,48 @@ def _take_protocol(src: _Source, loc: Located) -> None:
     src.problems.error(where.file, where.path, f"protocol must be a string, not {value!r}",
                        'write e.g. "protocol": "MQTT/5.0"')
     loc.drop("protocol")
+
+
+def check_protocol_spelling(value: JSON, where: Origin, problems: Problems) -> None:
+    """rc2: `protocol` is a non-empty string (`None`, the pre-rc1 default, still reads as
+    absent) and names the version where the family's versions are incompatible
+    (`MQTT/3.1.1` or `MQTT/5.0`, never a bare `MQTT`)."""
+    if not isinstance(value, str):
+        return
+    if not value.strip():
+        problems.error(where.file, where.path, "protocol must be a non-empty string",
+                       'name the protocol, e.g. "protocol": "MQTT/5.0", or remove it')
+        return
+    reading = versionless_reading(value)
+    if reading is not None:
+        problems.error(where.file, where.path,
+                       f"protocol '{value}' names no version, and its versions differ "
+                       f"(read as '{reading}')",
+                       f'write the version, e.g. "protocol": "{reading}"')
+
+
+def warn_versionless_2023(value: JSON, where: Origin, problems: Problems) -> None:
+    """The 2023 draft (`format`, endpoint `config.protocol`) maps a bare `MQTT` to 5.0:
+    read it so, and say so."""
+    reading = versionless_reading(value) if isinstance(value, str) else None
+    if reading is not None:
+        problems.warning(where.file, where.path,
+                         f"'{value}' names no version; read as '{reading}' (2023 draft)",
+                         f'write "{reading}" (or "MQTT/3.1.1" if that is meant)')
+
+
+def check_envelope_spelling(value: JSON, where: Origin, problems: Problems) -> None:
+    """rc2: `envelope` is `<NAME>/<VERSION>` (`CloudEvents/1.0`)."""
+    if isinstance(value, str) and not has_version(value):
+        problems.error(where.file, where.path,
+                       f"envelope '{value}' names no version (<NAME>/<VERSION>)",
+                       'write "envelope": "CloudEvents/1.0"')
+
+
+def has_version(value: str) -> bool:
+    """`<NAME>/<VERSION>` with both parts non-empty."""
+    name, _, version = value.strip().partition("/")
+    return bool(name.strip()) and bool(version.strip())
 
 
 def _looks_like_cloudevents(value: JSON) -> bool:
@@ -216,11 +261,14 @@ def normalize_group(group: RawGroup, problems: Problems, log: SpellingLog) -> Lo
     if protocol_format is not None and "protocol" not in data:
         where = group.origin.child("format")
         log.note(where, "format (a protocol)", "protocol")
+        warn_versionless_2023(data.get("format"), where, problems)
         loc.put("protocol", protocol_format, where)
         key = None
     if key is not None:
         envelope = normalize_envelope(data[key])
         where = group.origin.child(key)
+        if key == "envelope":
+            check_envelope_spelling(data[key], where, problems)
         if envelope is None:
             problems.error(where.file, where.path, "envelope must be a string",
                            'write "envelope": "CloudEvents/1.0"')
@@ -229,6 +277,7 @@ def normalize_group(group: RawGroup, problems: Problems, log: SpellingLog) -> Lo
                 log.note(where, "format", "envelope")
             loc.put("envelope", envelope, where)
     value = data.get("protocol")
+    check_protocol_spelling(value, group.origin.child("protocol"), problems)
     if isinstance(value, str) and normalize_protocol(value) is not None:
         loc.put("protocol", normalize_protocol(value), group.origin.child("protocol"))
     elif value is not None and not isinstance(value, str):
@@ -236,6 +285,29 @@ def normalize_group(group: RawGroup, problems: Problems, log: SpellingLog) -> Lo
         problems.error(where.file, where.path, "protocol must be a string",
                        'write e.g. "protocol": "MQTT/5.0"')
     return loc
+
+
+def check_2023_format(group: RawGroup, message: RawMessage, problems: Problems) -> None:
+    """The 2023 draft: a definition's `format` "MUST be the same as the format attribute
+    of the definitionGroup" (compared as read: `CloudEvents/1.0` in any case, a protocol
+    by its canonical name). Otherwise a protocol definition inside a CloudEvents group
+    would silently become a CloudEvent carried over that protocol."""
+    mine, theirs = message.data.get("format"), group.data.get("format")
+    if not isinstance(mine, str) or not isinstance(theirs, str):
+        return
+    if any(k in message.data for k in ("envelope", "protocol")):
+        return  # rc spelling: `format` is not what the message is read by
+
+    def read(value: str) -> str | None:
+        return format_protocol(value) or normalize_envelope(value)
+
+    if read(mine) != read(theirs):
+        where = message.key_origins.get("format") or message.origin.child("format")
+        problems.error(where.file, where.path,
+                       f"definition format '{mine}' differs from its group's '{theirs}' "
+                       "(2023 draft: it must be the same)",
+                       "move the definition to a group of that format, or give it the "
+                       "group's format")
 
 
 def declaration(value: JSON) -> JSONObject:

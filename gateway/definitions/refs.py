@@ -52,8 +52,18 @@ def _normalize_path(path: str) -> str:
     return "/" + "/".join(LEGACY_SEGMENTS.get(s, s) for s in segments)
 
 
+def is_message_xid(xid: str) -> bool:
+    """`/<messagegroups|endpoints>/<g>/messages/<m>`, optionally `/versions/<v>`."""
+    parts = xid.split("/")
+    if len(parts) not in (5, 7) or parts[0] or parts[1] not in ("messagegroups", "endpoints"):
+        return False
+    if parts[3] != "messages" or not all(parts[2:]):
+        return False
+    return len(parts) == 5 or parts[5] == "versions"
+
+
 def message_xid(xid: str) -> str:
-    """A message Version XID names the message: we keep one (the default) version."""
+    """A message Version XID names the message (its default version's attributes)."""
     parts = xid.split("/")
     if len(parts) >= 7 and parts[5] == "versions":
         return "/".join(parts[:5])

@@ -10,8 +10,10 @@ example's `{"uri": ...}`) when it has one, else its `basemessage` (notes 1.1, 1.
   it (objects key by key, scalars and arrays replace, the derived message wins);
 - when the derived message switches to another protocol, the inherited protocoloptions
   are dropped: options of one protocol mean nothing to another;
-- a reference is an XID (`/messagegroups/g/messages/m`, optionally `/versions/v`), a
-  `#/...` pointer, or an absolute URI under a loaded document, across all documents;
+- a reference is an XID (`/messagegroups/g/messages/m`, optionally `/versions/v`: that
+  version's attributes, the default one's being the message's), a `#/...` pointer, or
+  an absolute URI under a loaded document, across all documents; a local reference that
+  cannot name a message (a group, an endpoint) is an error;
 - a dangling reference (missing, or into a registry we did not load) is a warning and the
   message is kept as written, flagged `incomplete`;
 - a cycle is an error naming the chain; the messages on it are kept as written.
@@ -19,11 +21,11 @@ example's `{"uri": ...}`) when it has one, else its `basemessage` (notes 1.1, 1.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from gateway.definitions.located import Located, merge_located
-from gateway.definitions.refs import is_absolute, message_xid, to_xid
+from gateway.definitions.refs import is_absolute, is_message_xid, message_xid, to_xid
 from gateway.problems import Problems
 
 MAX_DEPTH = 64  # far beyond any real chain; keeps hostile documents from exhausting the stack
@@ -38,8 +40,13 @@ class Resolved:
 
 
 class Resolver:
-    def __init__(self, index: dict[str, Located], bases: Iterable[str], problems: Problems):
+    def __init__(self, index: dict[str, Located], bases: Iterable[str], problems: Problems,
+                 versioned: Mapping[str, str] | None = None):
         self._index = index
+        # Messages written with versions -> their default version id: a reference to the
+        # default version is the message; to another one, that version's entry in the
+        # index (a missing one dangles). A message without versions has one, implicitly.
+        self._versioned = dict(versioned or {})
         self._bases = tuple(bases)
         self._problems = problems
         self._done: dict[str, Resolved] = {}
@@ -56,7 +63,13 @@ class Resolver:
 
     def target(self, ref: str) -> str | None:
         xid = to_xid(ref, self._bases) if ref else None
-        return message_xid(xid) if xid is not None else None
+        if xid is None or xid in self._index:
+            return xid
+        message = message_xid(xid)
+        default = self._versioned.get(message)
+        if message != xid and default is not None and xid != f"{message}/versions/{default}":
+            return xid  # a version the message does not have: dangling
+        return message
 
     def own_or_inherited_protocol(self, xid: str) -> str | None:
         """The protocol a message states or inherits through its chain (own values only:
@@ -100,6 +113,15 @@ class Resolver:
         if not ref:
             self._problems.error(where.file, where.path, f"'{key}' must be a string reference",
                                  'write an XID such as "/messagegroups/g/messages/m"')
+            return Resolved(own, incomplete=True)
+        if target is not None and not is_message_xid(target):
+            # A group, an endpoint, a collection: it can never be a message (rc2: "a
+            # Resource, or Version, of type message").
+            self._problems.error(where.file, where.path,
+                                 f"{key} '{ref}' does not name a message (or a message "
+                                 "version)",
+                                 "reference a message: /messagegroups/<group>/messages/"
+                                 "<message>[/versions/<version>]")
             return Resolved(own, incomplete=True)
         if target is None or target not in self._index:
             self._dangling(key, ref, target, where.file, where.path)

@@ -3,9 +3,16 @@
 Strict on purpose: these are values authors wrote in a catalog, not values read off the
 wire, so `"1"` is not an integer here (the matcher is lenient for string-only bindings).
 
-`symbol` is checked as an AMQP symbol (ASCII text), not as the Property Definitions'
-"alphanumerics and underscore": the spec's own tables type AMQP `content-type` and MQTT
-`content_type` as symbol and its AMQP example sets it to "application/json".
+`symbol` is the Property Definitions' "alphanumerical characters and underscores",
+except for the protocol fields the spec's own tables type `symbol` to carry media types
+(AMQP `content-type`/`content-encoding`, MQTT `content_type`; its AMQP example sets
+"application/json"): those are AMQP symbols, ASCII text (`protocol_field=True`).
+`integer` is the CloudEvents Integer, 32-bit signed, except for protocol fields with a
+range of their own (MQTT message expiry, AMQP ttl are unsigned 32-bit), which the
+validator checks against that range. `uri` is an absolute URI and `urireference` a URI
+or relative reference (RFC 3986), as CloudEvents defines URI and URI-reference.
+A string with placeholders is a template; its characters are not checked against the
+type (the filled-in value is, when a message is matched or rendered).
 """
 
 from __future__ import annotations
@@ -15,12 +22,14 @@ import binascii
 import re
 
 from gateway.cloudevents.timestamps import parse_rfc3339
+from gateway.cloudevents.typesystem import INT32_MAX, INT32_MIN
+from gateway.cloudevents.uri import is_uri, is_uri_reference
 from gateway.jsontypes import JSON
 
 TIME_SENTINEL = "0000-01-01T00:00:00Z"  # "the current time" (spec, Property Definitions)
 STRING_TYPES = frozenset({"string", "uritemplate", "symbol", "uri", "urireference"})
 _PLACEHOLDER = re.compile(r"\{[^{}]*\}")
-_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
+_SYMBOL = re.compile(r"[A-Za-z0-9_]*\Z")
 _DURATION = re.compile(
     r"-?P(?=\d|T\d)(\d+Y)?(\d+M)?(\d+W)?(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+(\.\d+)?S)?)?\Z"
 )
@@ -38,22 +47,32 @@ def has_placeholder(text: str) -> bool:
     return bool(_PLACEHOLDER.search(text))
 
 
-def value_problem(value: JSON, typ: str) -> str | None:
+def value_problem(value: JSON, typ: str, *, protocol_field: bool = False) -> str | None:
     """Why `value` is not a valid `typ` value, as a phrase ("is not an integer"), or None.
-    Unknown types accept anything; the validator reports the type name itself."""
+    Unknown types accept anything; the validator reports the type name itself.
+    `protocol_field`: the type is a protocol table's (see the module doc)."""
     if typ == "any":
         return None
     if typ in STRING_TYPES:
         if not isinstance(value, str):
             return "is not a string"
-        if typ == "symbol" and not value.isascii():
+        if has_placeholder(value):
+            return None  # a template: the value filled in is checked
+        if typ == "symbol" and protocol_field and not value.isascii():
             return "is not a symbol (ASCII characters only)"
-        if typ == "uri" and not has_placeholder(value) and not _SCHEME.match(value):
-            return "is not an absolute URI"
+        if typ == "symbol" and not protocol_field and not _SYMBOL.match(value):
+            return "is not a symbol (letters, digits and underscore only)"
+        if typ == "uri" and not is_uri(value):
+            return "is not an absolute URI (RFC 3986; a relative one is a uri-reference)"
+        if typ == "urireference" and not is_uri_reference(value):
+            return "is not a URI reference (RFC 3986)"
         return None
     if typ == "integer":
-        return None if isinstance(value, int) and not isinstance(value, bool) else (
-            "is not an integer")
+        if not isinstance(value, int) or isinstance(value, bool):
+            return "is not an integer"
+        if not protocol_field and not INT32_MIN <= value <= INT32_MAX:
+            return "is outside the 32-bit signed integer range (CloudEvents Integer)"
+        return None
     if typ == "number":
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
         return None if ok else "is not a number"

@@ -13,7 +13,8 @@ from typing import Any
 from urllib.parse import unquote
 
 from gateway.cloudevents.mediatype import comparable
-from gateway.definitions.model import MessageDefinition, Property
+from gateway.cloudevents.typesystem import INT32_MAX
+from gateway.definitions.model import MessageDefinition, OptionConstraint, Property
 from gateway.jsontypes import JSON
 from gateway.matching.values import (
     Reader,
@@ -22,7 +23,14 @@ from gateway.matching.values import (
     reader_for,
     same_value,
 )
-from gateway.protocols import FieldAccess, field_access, percent_decoded, token_separator
+from gateway.protocols import (
+    FieldAccess,
+    definition_field,
+    field_access,
+    find_profile,
+    percent_decoded,
+    token_separator,
+)
 from gateway.record import NativeMessage, as_text
 from gateway.templates import Template, TemplateError
 
@@ -30,7 +38,10 @@ from gateway.templates import Template, TemplateError
 # shape) -> the captured context, or None when the record does not conform.
 NativeTest = Callable[[NativeMessage, "list[str] | None"], "dict[str, str] | None"]
 
-_STRINGY = {"string", "uritemplate", "uri", "symbol", "any", ""}
+# Declared types whose string values may hold placeholders (rc2: string, symbol, uri and
+# uritemplate values), and those of them that accept any value (no type check).
+_TEMPLATED = {"string", "uritemplate", "uri", "urireference", "symbol", "any", ""}
+_STRINGY = {"string", "uritemplate", "any", ""}
 TIME_SENTINEL = "0000-01-01T00:00:00Z"
 
 
@@ -58,6 +69,7 @@ class Check:
         decode: bool = False,
         separator: str = "/",
         access: FieldAccess | None = None,
+        declared: str | None = None,
     ) -> None:
         self.label = label
         # Where a protocol check reads the record (what `reader` reads), for the matcher's
@@ -67,7 +79,9 @@ class Check:
         self.decode = decode
         self.reader = reader
         self.attribute = attribute  # CloudEvents attribute name for envelope checks
-        self.declared = prop.type or "string"
+        # `declared` overrides the property's type where the protocol reads it its own
+        # way (`_protocol_type`).
+        self.declared = declared or prop.type or "string"
         self.required = prop.required
         self.template: Template | None = None
         self.has_constant = False
@@ -75,7 +89,7 @@ class Check:
         self.literal_weight = 0
         if prop.has_value:
             value = prop.value
-            if isinstance(value, str) and self.declared in _STRINGY and "{" in value:
+            if isinstance(value, str) and self.declared in _TEMPLATED and "{" in value:
                 try:
                     template = Template.parse(value, separator)
                 except TemplateError:
@@ -124,6 +138,7 @@ class Check:
                 return Failure(self.label, self.expected(), "nothing (field absent)")
             return None
         last_got = values[0]
+        clash: tuple[str, str] | None = None
         match_fn = self.matcher() if self.template is not None else None
         for value in values:
             plain = unquote(value) if self.decode and value.__class__ is str else value
@@ -148,15 +163,19 @@ class Check:
                     continue
                 if self.decode:
                     captures = {k: unquote(v) for k, v in captures.items()}
-                clash = _merge(context, captures)
-                if clash is None:
+                clashing = _merge(context, captures)
+                if clashing is None:
                     return None
-                return Failure(
-                    self.label,
-                    f"{{{clash}}} = {context[clash]!r} (captured earlier)",
-                    f"{captures[clash]!r}",
-                )
+                # A placeholder has one value: a repeated field (MQTT user properties,
+                # headers) passes when any of its entries agrees with it.
+                clash = (clashing, captures[clashing])
+                last_got = value
+                continue
             return None  # presence / type constraint satisfied
+        if clash is not None:
+            name, got = clash
+            return Failure(self.label, f"{{{name}}} = {context[name]!r} (captured earlier)",
+                           f"{got!r}")
         if not self.has_constant and self.template is None:
             return Failure(self.label, f"a value of type {self.declared}", _show(last_got))
         return Failure(self.label, self.expected(), _show(last_got))
@@ -167,12 +186,13 @@ def _show(value: Any) -> str:
 
 
 def _merge(context: dict[str, str], captures: Mapping[str, str]) -> str | None:
+    """Merge captures into the context; on a clash, the clashing name and the context
+    unchanged (the next entry of a repeated field is tried against it)."""
     for name, value in captures.items():
         seen = context.get(name)
-        if seen is None:
-            context[name] = value
-        elif seen != value:
+        if seen is not None and seen != value:
             return name
+    context.update(captures)
     return None
 
 
@@ -258,20 +278,28 @@ def compile_definition(definition: MessageDefinition) -> CompiledDefinition:
     fam = family(definition.protocol)
     compiled = CompiledDefinition(definition, fam)
     if definition.protocol is not None:
+        protocol = definition.protocol
+        repeated: list[Check] = []
         for constraint in definition.protocol_options:
             label = (
                 constraint.field
                 if constraint.name is None
                 else f"{constraint.field}[{constraint.name}]"
             )
+            access = field_access(protocol, constraint.field, constraint.name)
             check = Check(label, constraint.prop,
-                          reader_for(definition.protocol, constraint.field, constraint.name),
-                          decode=percent_decoded(definition.protocol, constraint.field),
-                          separator=token_separator(definition.protocol, constraint.field),
-                          access=field_access(definition.protocol, constraint.field,
-                                              constraint.name))
-            if check.constrains or check.declared not in _STRINGY:
-                compiled.protocol_checks.append(check)
+                          reader_for(protocol, constraint.field, constraint.name),
+                          decode=percent_decoded(protocol, constraint.field),
+                          separator=token_separator(protocol, constraint.field),
+                          access=access,
+                          declared=_protocol_type(protocol, constraint))
+            if check.constrains or check.check_type:
+                # Captures from repeated fields run last, so a placeholder they share with
+                # a single-valued field is compared with its value whatever the order
+                # written (one of the entries must agree with it).
+                last = access.kind == "pairs" and check.template is not None
+                (repeated if last else compiled.protocol_checks).append(check)
+        compiled.protocol_checks += repeated
     if definition.is_cloudevent:
         for name, prop in definition.envelope_metadata.items():
             if name in ("id", "specversion"):
@@ -286,6 +314,31 @@ def compile_definition(definition: MessageDefinition) -> CompiledDefinition:
     compiled.specificity = _specificity(compiled.protocol_checks)
     compiled.specificity_ce = _specificity(compiled.protocol_checks + compiled.envelope_checks)
     return compiled
+
+
+def _protocol_type(protocol: str, constraint: OptionConstraint) -> str | None:
+    """The type a protocol constraint is checked as, where it is not the declared one:
+    - `symbol` fields of the protocol tables (AMQP content-type, content-encoding, MQTT
+      content_type) carry media types (the spec's AMQP example sets "application/json"),
+      so they are read as AMQP symbols, i.e. text, not the Property Definitions' symbol;
+    - `integer` fields the protocol defines as unsigned 32-bit (MQTT message expiry,
+      AMQP ttl, delivery-count, group-sequence) are `uint32`, not the 32-bit signed
+      CloudEvents Integer."""
+    declared = constraint.prop.type
+    spec = definition_field(protocol, constraint.field)
+    if spec is None:
+        return None
+    table = spec.type if spec.kind == "scalar" else (
+        spec.member_type(constraint.name or "") if spec.kind == "section" else None)
+    if declared == "symbol" and table == "symbol":
+        return "string"
+    if declared == "integer" and table == "integer":
+        prof = find_profile(protocol)
+        limits = None if prof is None else prof.definitions.ranges.get(
+            (constraint.field, constraint.name))
+        if limits is not None and limits[1] > INT32_MAX:
+            return "uint32"
+    return None
 
 
 def _specificity(checks: list[Check]) -> tuple[int, int]:

@@ -25,8 +25,8 @@ from gateway.matching.compiled import Check, CompiledDefinition, NativeTest
 from gateway.matching.values import conforms, same_value
 from gateway.record import NativeMessage, as_text
 
-# The verdict on one value of a field: accept the check, try the field's next value, or
-# fail the check now (a placeholder captured a different value than before).
+# The verdict on one value of a field: accept the check, try the field's next value
+# (also when a placeholder captured a different value before), or fail the check now.
 PASS, NEXT, FAIL = 1, 0, -1
 # The tests one matcher has made, by what they are made of: definitions with the same
 # constraints (a large catalog has thousands that differ only in their literal address
@@ -39,12 +39,14 @@ CheckTest = Callable[[NativeMessage, dict[str, str]], bool]
 
 
 def _merge(context: dict[str, str], captures: dict[str, str]) -> int:
+    """A placeholder has one value: captures that disagree with the context leave it
+    unchanged and send the check to the field's next value (a repeated user property
+    or header passes when any entry agrees)."""
     for name, value in captures.items():
         seen = context.get(name)
-        if seen is None:
-            context[name] = value
-        elif seen != value:
-            return FAIL
+        if seen is not None and seen != value:
+            return NEXT
+    context.update(captures)
     return PASS
 
 
@@ -94,7 +96,7 @@ def _whole_value_test(name: str) -> ValueTest:
         if seen is None:
             context[name] = text
             return PASS
-        return PASS if seen == text else FAIL
+        return PASS if seen == text else NEXT
 
     return test
 
@@ -254,7 +256,9 @@ def _pairs_capture(field: str, entry_name: str, case_insensitive: bool, name: st
             if seen is None:
                 context[name] = text
                 return True
-            return seen == text
+            if seen == text:
+                return True
+            # another entry of that name may carry the captured value
         return False
 
     return test

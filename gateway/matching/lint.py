@@ -24,7 +24,8 @@ from gateway.templates import Template
 _SAMPLE = "x1"
 # For a required field neither definition gives a value: a sample of its declared type
 # when `x1` would not conform (`values.conforms`), else the example fails both.
-_TYPED_SAMPLES = {"integer": "1", "number": "1", "boolean": "true", "uri": "urn:x1",
+_TYPED_SAMPLES = {"integer": "1", "uint32": "1", "number": "1", "boolean": "true",
+                  "uri": "urn:x1", "urireference": "urn:x1",
                   "timestamp": "1970-01-01T00:00:00Z", "datetime": "1970-01-01T00:00:00Z",
                   "duration": "PT1S"}
 
@@ -95,7 +96,7 @@ def _example_record(
         value: JSON = text
         either = check_a if check_a is not None else check_b
         declared = either.declared if either is not None else "string"
-        if declared == "integer" and text.lstrip("-").isdigit():
+        if declared in ("integer", "uint32") and text.lstrip("-").isdigit():
             value = int(text)
         elif declared == "boolean" and text in ("true", "false"):
             value = text == "true"

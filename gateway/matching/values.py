@@ -9,6 +9,8 @@ import re
 from collections.abc import Callable, Mapping
 from urllib.parse import unquote
 
+from gateway.cloudevents.typesystem import INT32_MAX, INT32_MIN
+from gateway.cloudevents.uri import is_uri, is_uri_reference
 from gateway.jsontypes import JSON
 from gateway.protocols import address_fields, field_access, find_profile
 from gateway.protocols import family as family  # re-exported: the matcher reads it here
@@ -20,7 +22,8 @@ Reader = Callable[[NativeMessage], list[JSON]]
 
 _INT = re.compile(r"-?\d+\Z")
 _NUMBER = re.compile(r"-?\d+(\.\d+)?([eE][-+]?\d+)?\Z")
-_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
+_SYMBOL = re.compile(r"[A-Za-z0-9_]*\Z")
+UINT32_MAX = 2**32 - 1
 _RFC3339 = re.compile(
     r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})\Z"
 )
@@ -36,13 +39,22 @@ def same_value(actual: JSON, expected: JSON) -> bool:
 
 def conforms(value: JSON, declared: str) -> bool:
     """Whether a present value conforms to a declared property type (lenient on strings,
-    because string-only bindings carry every value as text)."""
-    if declared in ("string", "uritemplate", "any", "symbol", "binary", ""):
+    because string-only bindings carry every value as text).
+
+    `integer` is the CloudEvents Integer (32-bit signed); `uint32` is the internal type
+    of the protocol fields the spec types `integer` but defines as unsigned 32-bit (MQTT
+    message expiry, AMQP ttl: `ProtocolProfile.definitions.ranges`). `symbol` is the
+    Property Definitions' (alphanumerics and underscore), `uri` an absolute RFC 3986 URI,
+    `urireference` a URI or relative reference."""
+    if declared in ("string", "uritemplate", "any", "binary", ""):
         return True
-    if declared == "integer":
-        if isinstance(value, bool):
+    if declared in ("integer", "uint32"):
+        number = _integer(value)
+        if number is None:
             return False
-        return isinstance(value, int) or (isinstance(value, str) and bool(_INT.match(value)))
+        if declared == "integer":
+            return INT32_MIN <= number <= INT32_MAX
+        return 0 <= number <= UINT32_MAX
     if declared == "number":
         if isinstance(value, bool):
             return False
@@ -52,12 +64,26 @@ def conforms(value: JSON, declared: str) -> bool:
     if declared == "boolean":
         return isinstance(value, bool) or value in ("true", "false")
     if declared == "uri":
-        return isinstance(value, str) and bool(_SCHEME.match(value))
+        return isinstance(value, str) and is_uri(value)
+    if declared == "urireference":
+        return isinstance(value, str) and is_uri_reference(value)
+    if declared == "symbol":
+        return isinstance(value, str) and _SYMBOL.match(value) is not None
     if declared in ("timestamp", "datetime"):
         return isinstance(value, str) and bool(_RFC3339.match(value))
     if declared == "duration":
         return isinstance(value, str) and value.startswith(("P", "-P"))
     return True
+
+
+def _integer(value: JSON) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and _INT.match(value):
+        return int(value)
+    return None
 
 
 def _pairs_reader(field: str, name: str, case_insensitive: bool) -> Reader:

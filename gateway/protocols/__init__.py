@@ -53,6 +53,7 @@ from gateway.protocols.table import (
     is_known_protocol,
     normalize_protocol,
     profile,
+    versionless_reading,
     widest_protocol,
 )
 
@@ -65,5 +66,5 @@ __all__ = [
     "UriSchemes", "ValueFormat", "add_metadata", "address_fields", "definition_field",
     "family", "family_members", "field_access", "find_profile", "is_known_protocol",
     "normalize_protocol", "percent_decoded", "profile", "set_content_type", "token_separator",
-    "widest_protocol",
+    "versionless_reading", "widest_protocol",
 ]

@@ -15,6 +15,7 @@ from gateway.protocols.profile import (
     ProtocolProfile,
     Spelling,
     UriSchemes,
+    ValueFormat,
 )
 
 AMQP = "AMQP/1.0"
@@ -43,6 +44,12 @@ _HEADER = (
     ("first-acquirer", "boolean"),
     ("delivery-count", "integer"),
 )
+# rc2: the names of the open maps "MUST be of type symbol": an AMQP symbol, ASCII (the
+# spec's own example names one `my-application-property`, AMQP's own `x-opt-*`), so
+# printable ASCII without spaces, not the Property Definitions' alphanumerics.
+_SYMBOL_NAME = ValueFormat(r"[\x21-\x7e]+\Z", "an AMQP symbol",
+                           "use printable ASCII characters without spaces, e.g. "
+                           "my-application-property")
 _SECTIONS = ("properties", "application-properties", "message-annotations",
              "delivery-annotations", "header", "footer")
 
@@ -60,11 +67,11 @@ AMQP_PROFILE = ProtocolProfile(
     definitions=DefinitionRules(
         (
             FieldSpec("properties", "section", members=_PROPERTIES),
-            FieldSpec("application-properties", "section"),
-            FieldSpec("message-annotations", "section"),
-            FieldSpec("delivery-annotations", "section"),
+            FieldSpec("application-properties", "section", name_format=_SYMBOL_NAME),
+            FieldSpec("message-annotations", "section", name_format=_SYMBOL_NAME),
+            FieldSpec("delivery-annotations", "section", name_format=_SYMBOL_NAME),
             FieldSpec("header", "section", members=_HEADER),
-            FieldSpec("footer", "section"),
+            FieldSpec("footer", "section", name_format=_SYMBOL_NAME),
         ),
         ranges={("header", "priority"): (0, 255), ("header", "ttl"): (0, _U32),
                 ("header", "delivery-count"): (0, _U32),

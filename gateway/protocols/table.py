@@ -72,6 +72,19 @@ def normalize_protocol(name: str | None) -> str | None:
     return f"{family}/{version}" if known_family else upper
 
 
+def versionless_reading(name: str | None) -> str | None:
+    """The protocol a version-less spelling is read as when its family has members whose
+    options differ (`MQTT` -> `MQTT/5.0`: 3.1.1 and 5.0 are incompatible), else None
+    (`AMQP`, `HTTP`, `KAFKA`, `NATS` name one protocol). rc2 requires the version there."""
+    if name is None or "/" in name:
+        return None
+    protocol = normalize_protocol(name)
+    found = _BY_NAME.get(protocol or "")
+    if found is None or len([p for p in PROFILES if p.family == found.family]) < 2:
+        return None
+    return found.name
+
+
 def definition_field(protocol: str, name: str) -> FieldSpec | None:
     found = _BY_NAME.get(protocol)
     return None if found is None else found.definition_field(name)

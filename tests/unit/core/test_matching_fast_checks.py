@@ -102,12 +102,13 @@ def test_value_verdicts() -> None:
     assert (typed("x", {}), typed("1", {}), typed(2, {})) == (NEXT, PASS, NEXT)
     template = value_test(compiled_check("KAFKA", opt("key", "p-{x}")))
     context = {"x": "1"}
+    # a value clashing with an earlier capture sends the check on to the next value
     assert (template("p-1", context), template("p-2", context), template("q", context)) == (
-        PASS, FAIL, NEXT)
+        PASS, NEXT, NEXT)
     whole = value_test(compiled_check("AMQP/1.0", opt("application-properties", "{x}",
                                                       name="p")))
     assert (whole("1", dict(context)), whole("2", dict(context)), whole("", {})) == (
-        PASS, FAIL, NEXT)
+        PASS, NEXT, NEXT)
     fresh: dict[str, str] = {}
     assert whole(7, fresh) == PASS and fresh == {"x": "7"}
     presence = value_test(compiled_check("KAFKA", opt("key", type="integer")))
@@ -158,9 +159,10 @@ def test_a_lone_placeholder_on_entries() -> None:
     assert verdicts("KAFKA", constraint, records) == [
         (True, {"v": "1"}), (False, {}), (True, {"v": "2"}), (False, {}), (False, {}),
         (True, {"v": "1"})]
-    # the first entry with a value decides against an earlier capture
-    assert passes("KAFKA", constraint, records[5:], {"v": "2"}) == [False]
+    # any entry agreeing with an earlier capture passes (issue 35 item 1); none: fails
+    assert passes("KAFKA", constraint, records[5:], {"v": "2"}) == [True]
     assert passes("KAFKA", constraint, records[5:], {"v": "1"}) == [True]
+    assert passes("KAFKA", constraint, records[5:], {"v": "3"}) == [False]
     http = opt("headers", "{v}", name="X-Kind")
     assert verdicts("HTTP", http, [{"headers": [{"name": "x-kind", "value": "a"}]},
                                    {"headers": [{"name": "X-KIND", "value": "b"}]}]) == [
@@ -223,7 +225,8 @@ def test_entries_try_each_value_of_the_name_in_order() -> None:
         {"headers": [{"name": "n", "value": "q"}, {"name": "n", "value": "p-1"}]},
         {"headers": [{"name": "n", "value": "p-2"}, {"name": "n", "value": "p-1"}]},
     ], {"x": "1"})
-    assert got == [(True, {"x": "1"}), (False, {"x": "1"})]  # a clash fails at once
+    # a clash tries the next entry of the name
+    assert got == [(True, {"x": "1"}), (True, {"x": "1"})]
 
 
 def test_a_check_read_through_its_reader() -> None:

@@ -21,8 +21,17 @@ from gateway.record import NativeMessage
 
 @pytest.mark.parametrize(("value", "declared", "expected"), [
     # string-like declarations accept anything present
-    *[(v, t, True) for t in ("string", "uritemplate", "any", "symbol", "binary", "")
+    *[(v, t, True) for t in ("string", "uritemplate", "any", "binary", "")
       for v in ("x", 1, None, [1], {"a": 1}, True)],
+    # symbol: alphanumerics and underscore (rc2 Property Definitions)
+    ("a_B9", "symbol", True), ("", "symbol", True), ("a-b", "symbol", False),
+    ("a b", "symbol", False), ("prüf", "symbol", False), (1, "symbol", False),
+    (None, "symbol", False), ("a\n", "symbol", False),
+    # integer: 32-bit signed (CloudEvents Integer); uint32: unsigned protocol fields
+    (2147483647, "integer", True), ("-2147483648", "integer", True),
+    (2147483648, "integer", False), ("-2147483649", "integer", False),
+    (4294967295, "uint32", True), ("4294967295", "uint32", True),
+    (4294967296, "uint32", False), (-1, "uint32", False), ("x", "uint32", False),
     # integer
     (1, "integer", True), (-7, "integer", True), (0, "integer", True),
     ("12", "integer", True), ("-12", "integer", True),
@@ -41,10 +50,13 @@ from gateway.record import NativeMessage
     (True, "boolean", True), (False, "boolean", True), ("true", "boolean", True),
     ("false", "boolean", True), ("True", "boolean", False), (1, "boolean", False),
     (0, "boolean", False), ("yes", "boolean", False), (None, "boolean", False),
-    # uri: needs a scheme
+    # uri: an absolute URI (RFC 3986); urireference: also relative references
     ("http://x", "uri", True), ("urn:a", "uri", True), ("a+b.c-d:x", "uri", True),
     ("A1:x", "uri", True), ("/path", "uri", False), ("1a:x", "uri", False),
     ("", "uri", False), (5, "uri", False), ("noscheme", "uri", False),
+    ("http:not a uri", "uri", False), ("not a uri", "uri", False),
+    ("/path", "urireference", True), ("a/b?c#d", "urireference", True),
+    ("not a uri", "urireference", False), (5, "urireference", False),
     # timestamps (RFC 3339)
     ("2024-01-02T03:04:05Z", "timestamp", True),
     ("2024-01-02t03:04:05z", "timestamp", True),

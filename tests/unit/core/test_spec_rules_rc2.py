@@ -139,7 +139,8 @@ def test_item3_2023_user_properties_as_single_key_maps_load_and_match():
     hit = matcher.match(NativeMessage("MQTT/5.0", {
         "topic_name": "mytopic", "qos": 1, "retain": False, "user_properties": [
             {"name": "my-application-property", "value": "my-application-property-value"}]}))
-    assert hit.matched and hit.definition is not None and hit.definition.xid == "/messagegroups/g/messages/m"
+    assert hit.matched and hit.definition is not None
+    assert hit.definition.xid == "/messagegroups/g/messages/m"
     miss = matcher.match(NativeMessage("MQTT/5.0", {
         "topic_name": "mytopic", "qos": 1, "retain": False, "user_properties": [
             {"name": "my-application-property", "value": "other"}]}))

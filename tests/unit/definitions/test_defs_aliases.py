@@ -40,10 +40,18 @@ def _options(m: MessageDefinition) -> dict[tuple[str, str | None], Property]:
 # -- envelope side ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("spelling", ["CloudEvents/1.0", "cloudevents/1.0", "CLOUDEVENTS",
-                                      " CloudEvents/1 "])
+@pytest.mark.parametrize("spelling", ["CloudEvents/1.0", "cloudevents/1.0", " CloudEvents/1 "])
 def test_envelope_names(spelling: str) -> None:
     assert _one({"envelope": spelling, **META}).envelope == "CloudEvents/1.0"
+
+
+def test_envelope_without_version_is_read_as_1_0_and_refused() -> None:
+    # rc2: <NAME>/<VERSION> (issue 35 item 9); still read, so its metadata is checked
+    catalog = _read({"envelope": "CLOUDEVENTS", **META})
+    assert [p.message for p in catalog.errors] == [
+        "envelope 'CLOUDEVENTS' names no version (<NAME>/<VERSION>)"]
+    message = catalog.message("/messagegroups/g/messages/m")
+    assert message is not None and message.envelope == "CloudEvents/1.0"
 
 
 def test_legacy_format_is_envelope() -> None:
@@ -196,7 +204,7 @@ def test_document_view_versions_are_dug_out() -> None:
 
 def test_document_view_without_pointer_picks_the_newest_version() -> None:
     doc = {"messagegroups": {"g": {"messages": {"m": {"versions": {
-        "a": {"createdat": "2025-01-01T00:00:00Z", "protocol": "MQTT"},
+        "a": {"createdat": "2025-01-01T00:00:00Z", "protocol": "MQTT/5.0"},
         "b": {"createdat": "2024-01-01T00:00:00Z", "protocol": "KAFKA"},
     }}}}}}
     m = read_document(doc).message("/messagegroups/g/messages/m")
@@ -285,8 +293,8 @@ def test_top_level_option_wins_over_nested_duplicate() -> None:
 
 
 def test_scalar_and_declaration_forms_are_equivalent() -> None:
-    a = _options(_one({"protocol": "MQTT", "protocoloptions": {"qos": 1}}))[("qos", None)]
-    b = _options(_one({"protocol": "MQTT", "protocoloptions": {"qos": {"value": 1}}}))[
+    a = _options(_one({"protocol": "MQTT/5.0", "protocoloptions": {"qos": 1}}))[("qos", None)]
+    b = _options(_one({"protocol": "MQTT/5.0", "protocoloptions": {"qos": {"value": 1}}}))[
         ("qos", None)]
     assert (a.type, a.value, a.has_value, a.required) == (b.type, b.value, b.has_value,
                                                           b.required) == ("integer", 1, True, False)
@@ -360,7 +368,7 @@ def test_http_query_map_or_array_and_headers_list_or_map() -> None:
 
 
 def test_repeated_list_names_are_kept_in_order() -> None:
-    m = _one({"protocol": "MQTT", "protocoloptions": {"user_properties": [
+    m = _one({"protocol": "MQTT/5.0", "protocoloptions": {"user_properties": [
         {"name": "k", "value": "1"}, {"name": "k", "value": "2"}]}})
     assert [c.prop.value for c in m.protocol_options] == ["1", "2"]
 

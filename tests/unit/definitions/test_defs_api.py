@@ -46,10 +46,10 @@ def test_problems_of_a_base_are_reported_once_not_per_overlay() -> None:
 def test_strict_returns_the_catalog_when_only_warnings(tmp_path: Path) -> None:
     path = tmp_path / "w.json"
     path.write_text(json.dumps({"messagegroups": {"g": {"messages": {
-        "m": {"protocol": "MQTT", "protocoloptions": {"topicname": "t"}}}}}}))
+        "m": {"protocol": "MQTT/5.0", "protocoloptions": {"topicname": "t"}}}}}}))
     catalog = load_catalog_strict([path])
     assert catalog.warnings and not catalog.errors
     path.write_text(json.dumps({"messagegroups": {"g": {"messages": {
-        "m": {"protocol": "MQTT", "protocoloptions": {"qos": 7}}}}}}))
+        "m": {"protocol": "MQTT/5.0", "protocoloptions": {"qos": 7}}}}}}))
     with pytest.raises(DefinitionsError, match=r"outside 0\.\.2"):
         load_catalog_strict(str(path))

@@ -31,7 +31,7 @@ def _endpoint(endpoint: dict[str, Any]) -> Endpoint:
     (["subscriber", "consumer"], ("subscriber", "consumer")), ("Producer", ("producer",)),
 ])
 def test_usage_string_or_array(usage: Any, read: tuple[str, ...]) -> None:
-    assert _endpoint({"usage": usage, "protocol": "MQTT"}).usage == read
+    assert _endpoint({"usage": usage, "protocol": "MQTT/5.0"}).usage == read
 
 
 def test_unknown_usage_is_a_warning_and_dropped() -> None:
@@ -106,7 +106,7 @@ def test_endpoint_option_spellings(protocol: str, written: str, read: str) -> No
 
 
 def test_unknown_endpoint_option_suggests_a_name() -> None:
-    catalog = _read({"protocol": "MQTT", "protocoloptions": {"topik": "t"}})
+    catalog = _read({"protocol": "MQTT/5.0", "protocoloptions": {"topik": "t"}})
     (warning,) = catalog.warnings
     assert warning.message == "unknown MQTT/5.0 endpoint option 'topik'; did you mean 'topic'?"
     assert warning.path == f"{E}.protocoloptions.topik"
@@ -137,12 +137,12 @@ def test_endpoint_option_templates_are_level_1() -> None:
 
 
 def test_endpoint_qos_range() -> None:
-    (error,) = _read({"protocol": "MQTT", "protocoloptions": {"qos": 5}}).errors
+    (error,) = _read({"protocol": "MQTT/5.0", "protocoloptions": {"qos": 5}}).errors
     assert error.message == "endpoint option 'qos': 5 is not 0, 1 or 2"
 
 
 def test_deployed_must_be_boolean() -> None:
-    catalog = _read({"protocol": "MQTT", "protocoloptions": {"deployed": "no"}})
+    catalog = _read({"protocol": "MQTT/5.0", "protocoloptions": {"deployed": "no"}})
     assert catalog.endpoints["e"].deployed is True
     assert any("'deployed' must be true or false" in p.message for p in catalog.warnings)
 
@@ -175,7 +175,7 @@ def test_legacy_definition_groups_reference() -> None:
 
 
 def test_will_message_reference_is_an_xid() -> None:
-    endpoint = _endpoint({"protocol": "MQTT", "protocoloptions": {
+    endpoint = _endpoint({"protocol": "MQTT/5.0", "protocoloptions": {
         "willmessage": "#/messagegroups/g/messages/m"}})
     assert endpoint.protocol_options["willmessage"] == "/messagegroups/g/messages/m"
 

@@ -69,7 +69,7 @@ def test_deep_merge_objects_merge_scalars_and_arrays_replace() -> None:
 
 def test_scalar_constraint_and_declaration_merge_into_one_declaration() -> None:
     catalog = _catalog({
-        "base": {"protocol": "MQTT", "protocoloptions": {"qos": 1}},
+        "base": {"protocol": "MQTT/5.0", "protocoloptions": {"qos": 1}},
         "derived": {"basemessage": "/messagegroups/g/messages/base",
                     "protocoloptions": {"qos": {"required": True}}},
     })
@@ -154,7 +154,7 @@ def test_spelling_priority_basemessage_wins_with_warning() -> None:
 def test_cycle_is_an_error_naming_the_chain() -> None:
     catalog = _catalog({
         "a": {**BASE, "basemessage": "/messagegroups/g/messages/b"},
-        "b": {"basemessage": "/messagegroups/g/messages/a", "protocol": "MQTT"},
+        "b": {"basemessage": "/messagegroups/g/messages/a", "protocol": "MQTT/5.0"},
     })
     assert len(catalog.errors) == 1
     error = catalog.errors[0]
@@ -174,7 +174,7 @@ def test_self_reference_is_a_cycle() -> None:
 
 def test_dangling_reference_is_a_warning_and_flags_incomplete() -> None:
     catalog = _catalog({
-        "d": {"basemessage": "/messagegroups/g/messages/missing", "protocol": "MQTT",
+        "d": {"basemessage": "/messagegroups/g/messages/missing", "protocol": "MQTT/5.0",
               "protocoloptions": {"topic_name": "t"}},
         "e": {"basemessage": "/messagegroups/g/messages/d"},
     })
@@ -205,10 +205,10 @@ def test_resolution_across_documents_and_absolute_file_references(tmp_path: Path
     base_file = tmp_path / "base.xreg.json"
     base_file.write_text(json.dumps({"messagegroups": {"ce": {"messages": {"e": BASE}}}}))
     overlay = {"messagegroups": {"mqtt": {"messages": {
-        "by_xid": {"basemessage": "/messagegroups/ce/messages/e", "protocol": "MQTT",
+        "by_xid": {"basemessage": "/messagegroups/ce/messages/e", "protocol": "MQTT/5.0",
                    "protocoloptions": {"topic_name": "x"}},
         "by_uri": {"basemessage": base_file.resolve().as_uri() + "#/messagegroups/ce/messages/e",
-                   "protocol": "MQTT", "protocoloptions": {"topic_name": "y"}},
+                   "protocol": "MQTT/5.0", "protocoloptions": {"topic_name": "y"}},
     }}}}
     overlay_file = tmp_path / "overlay.xreg.json"
     overlay_file.write_text(json.dumps(overlay))
@@ -223,7 +223,7 @@ def test_resolution_across_documents_and_absolute_file_references(tmp_path: Path
 
 def test_endpoint_inline_messages_resolve_against_groups() -> None:
     doc = {
-        "endpoints": {"e": {"protocol": "MQTT", "messages": {
+        "endpoints": {"e": {"protocol": "MQTT/5.0", "messages": {
             "m": {"basemessage": "/messagegroups/g/messages/base",
                   "protocoloptions": {"topic": "t"}}}}},
         "messagegroups": {"g": {"messages": {"base": BASE}}},
@@ -258,7 +258,7 @@ def test_borrowed_message_copies_the_target(form: dict[str, Any]) -> None:
 def test_borrowed_message_takes_the_resolved_target_and_local_details_win() -> None:
     catalog = _catalog({
         "base": BASE,
-        "mqtt": {"basemessage": "/messagegroups/g/messages/base", "protocol": "MQTT",
+        "mqtt": {"basemessage": "/messagegroups/g/messages/base", "protocol": "MQTT/5.0",
                  "protocoloptions": {"topic_name": "a/{device}"}},
     }, other={"borrowed": {"uri": "#/messagegroups/g/messages/mqtt",
                            "description": "borrowed for a filtered subscription"}})

@@ -64,7 +64,7 @@ def test_yaml_files(tmp_path: Path, name: str) -> None:
 
 def test_unknown_extension_tries_json_then_yaml(tmp_path: Path) -> None:
     _write(tmp_path / "a.txt", _doc())
-    (tmp_path / "b.txt").write_text("messagegroups: {h: {messages: {m: {protocol: MQTT, "
+    (tmp_path / "b.txt").write_text("messagegroups: {h: {messages: {m: {protocol: MQTT/5.0, "
                                           "protocoloptions: {topic_name: t}}}}}")
     catalog = load_catalog([tmp_path / "a.txt", tmp_path / "b.txt"])
     assert catalog.errors == []
@@ -156,7 +156,7 @@ def test_duplicate_group_later_document_wins_with_warning(tmp_path: Path) -> Non
 
 
 def test_duplicate_endpoint_later_document_wins_with_warning(tmp_path: Path) -> None:
-    first = _write(tmp_path / "1.json", {"endpoints": {"e": {"protocol": "MQTT"}}})
+    first = _write(tmp_path / "1.json", {"endpoints": {"e": {"protocol": "MQTT/5.0"}}})
     second = _write(tmp_path / "2.json", {"endpoints": {"e": {"protocol": "KAFKA"}}})
     catalog = load_catalog([first, second])
     assert catalog.endpoints["e"].protocol == "KAFKA"
