@@ -29,8 +29,12 @@ _RELATIVE_PART = (
     rf"(?://{_AUTHORITY}(?:/{_PCHAR}*)*|/(?!/)(?:{_PCHAR}|/)*|{_PCHAR_NC}+(?:/{_PCHAR}*)*|)"
 )
 
-_URI = re.compile(rf"{_SCHEME}:{_HIER_PART}{_QUERY_FRAGMENT}")
-_RELATIVE_REF = re.compile(rf"{_RELATIVE_PART}{_QUERY_FRAGMENT}")
+# The pattern texts are plain regex syntax that Java reads the same way (the Spark job
+# checks `uri` / `uri-reference` typed values with them, `gateway/spark/matching.py`).
+URI_PATTERN = rf"{_SCHEME}:{_HIER_PART}{_QUERY_FRAGMENT}"
+RELATIVE_REF_PATTERN = rf"{_RELATIVE_PART}{_QUERY_FRAGMENT}"
+_URI = re.compile(URI_PATTERN)
+_RELATIVE_REF = re.compile(RELATIVE_REF_PATTERN)
 
 
 # Sources and schemas repeat from message to message; caching spares the regex.

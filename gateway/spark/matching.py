@@ -26,6 +26,9 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from gateway.cloudevents.typesystem import INT32_MAX, INT32_MIN
+from gateway.cloudevents.uri import RELATIVE_REF_PATTERN, URI_PATTERN
+from gateway.matching.values import UINT32_MAX
 from gateway.spark.compiler import SEP, CheckShape, CompiledCatalog, ReaderSpec, plan_rows
 from gateway.spark.records import RECORD, first_value, pair_values, read_scalar, read_section
 from gateway.spark.sqlfuncs import all_of, any_of, case_when
@@ -33,9 +36,10 @@ from gateway.spark.sqlfuncs import all_of, any_of, case_when
 # `gateway.matching.values.conforms` for text values (every value reaches SQL as text;
 # the screen guarantees text and JSON values agree, see records.py).
 _TYPE_PATTERNS = {
-    "integer": r"^-?\d+$",
     "number": r"^-?\d+(\.\d+)?([eE][-+]?\d+)?$",
-    "uri": r"^[A-Za-z][A-Za-z0-9+.\-]*:",
+    "uri": rf"^(?:{URI_PATTERN})\z",
+    "urireference": rf"^(?:(?:{URI_PATTERN})|(?:{RELATIVE_REF_PATTERN}))\z",
+    "symbol": r"^[A-Za-z0-9_]*\z",
     "timestamp": r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$",
     "datetime": r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$",
     "duration": r"^-?P",
@@ -68,6 +72,11 @@ def conforms(value: Column, declared: str) -> Column:
     """`values.conforms` for one statically known declared type ("" accepts anything)."""
     if declared == "boolean":
         return value.isin("true", "false")
+    if declared in ("integer", "uint32"):
+        # CloudEvents Integer (32-bit signed), or the unsigned 32-bit protocol fields
+        low, high = (INT32_MIN, INT32_MAX) if declared == "integer" else (0, UINT32_MAX)
+        return F.coalesce(value.rlike(r"^-?\d+\z")
+                          & value.try_cast("long").between(low, high), F.lit(False))
     if declared in _TYPE_PATTERNS:
         return value.rlike(_TYPE_PATTERNS[declared])
     return F.lit(True)

@@ -57,6 +57,7 @@ PARSE_SCHEMA = ", ".join(
     + ["`data` string", "`data_base64` string", "`received_at` string"]
 )
 _COMMON = ("protocol", "data", "data_base64", "received_at")
+_PARSED = frozenset({*FIELD_KINDS, *_COMMON})
 _STRING_KEYS = sorted(
     {n for n, k in FIELD_KINDS.items() if k == "string"}
     | {"protocol", "received_at", "name", "data_base64"}
@@ -73,6 +74,12 @@ CANONICAL_TIME = (
 
 
 def col(r: Column, name: str) -> Column:
+    """A field of the parsed record. A name the parse schema does not have (a definition
+    field no record carries, e.g. the HTTP response `status`: the gateway receives
+    requests) is absent from every record, as the core reads it: a null, never an
+    analysis error that would fail the whole job."""
+    if name not in _PARSED:
+        return F.lit(None).cast("string")
     return r.getField(name)
 
 
@@ -222,7 +229,10 @@ def read_section(r: Column, field: str, name: str) -> Column:
 
 
 def _entries_sql(field: str) -> str:
-    """SQL for the entries of a repeatable field of the parsed record (never null)."""
+    """SQL for the entries of a repeatable field of the parsed record (never null; none
+    for a field the parse schema does not have, see `col`)."""
+    if FIELD_KINDS.get(field) != "pairs":
+        return "cast(array() as array<map<string,string>>)"
     return f"coalesce({RECORD}.`{field}`, cast(array() as array<map<string,string>>))"
 
 
