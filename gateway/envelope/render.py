@@ -30,6 +30,7 @@ from typing import Any
 
 from gateway.cloudevents.event import CloudEvent
 from gateway.cloudevents.timestamps import format_rfc3339, parse_rfc3339
+from gateway.cloudevents.uri import is_uri, is_uri_reference
 from gateway.definitions.model import MessageDefinition, Property
 from gateway.envelope.fastrender import AttributeShape, Renderer, Shape, renderer
 from gateway.envelope.ids import event_id
@@ -43,7 +44,8 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 _ABSOLUTE_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:[^\s]*\Z")
 _URI_REFERENCE = re.compile(r"[^\s\x00-\x1f\x7f]+\Z")
 _MEDIA_TYPE = re.compile(r"[\w.+\-!#$&^]+/[\w.+\-!#$&^]+\s*(;.*)?\Z")
-_PLAIN_TEXT = frozenset({"string", "uritemplate", "symbol", "any", ""})
+_PLAIN_TEXT = frozenset({"string", "uritemplate", "any", ""})
+_SYMBOL = re.compile(r"[A-Za-z0-9_]*\Z")
 _INTEGER = re.compile(r"-?\d+\Z")
 _INT32 = (-(2**31), 2**31 - 1)
 
@@ -108,8 +110,13 @@ def _coerce(name: str, typ: str, value: JSON) -> Any:
     text = as_text(value)
     if _CONTROL.search(text):
         raise ValueError(f"{name}: {text!r} contains control characters")
-    if typ == "uri" and not _ABSOLUTE_URI.match(text):
+    # The declared types as matching reads them (`gateway.matching.values.conforms`).
+    if typ == "uri" and not is_uri(text):
         raise ValueError(f"{name}: {text!r} is not an absolute URI")
+    if typ == "urireference" and not is_uri_reference(text):
+        raise ValueError(f"{name}: {text!r} is not a URI reference")
+    if typ == "symbol" and not _SYMBOL.match(text):
+        raise ValueError(f"{name}: {text!r} is not a symbol (letters, digits, underscore)")
     return text
 
 

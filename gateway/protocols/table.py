@@ -51,7 +51,8 @@ def is_known_protocol(name: str | None) -> bool:
 def normalize_protocol(name: str | None) -> str | None:
     """Map any accepted spelling to the canonical protocol name, or None when absent.
 
-    Case-insensitive; `MQTT` means 5.0, `AMQP` means 1.0, `HTTP/x` is `HTTP`, `KAFKA/x` and
+    Case-insensitive; `MQTT` is read as 5.0 (rc-format definitions refuse the bare
+    name, see `versionless_reading`), `AMQP` means 1.0, `HTTP/x` is `HTTP`, `KAFKA/x` and
     `NATS/x` ignore the version, `None` (a pre-rc1 default seen in real catalogs) is absent.
     Unknown names are returned upper-cased so the validator can report them; a known
     family with an unknown version as `FAMILY/VERSION` (`MQTT/7`).

@@ -35,7 +35,7 @@ from gateway.spark.sqlfuncs import all_of, any_of, case_when
 
 # `gateway.matching.values.conforms` for text values (every value reaches SQL as text;
 # the screen guarantees text and JSON values agree, see records.py).
-_TYPE_PATTERNS = {
+TYPE_PATTERNS = {
     "number": r"^-?\d+(\.\d+)?([eE][-+]?\d+)?$",
     "uri": rf"^(?:{URI_PATTERN})\z",
     "urireference": rf"^(?:(?:{URI_PATTERN})|(?:{RELATIVE_REF_PATTERN}))\z",
@@ -77,8 +77,8 @@ def conforms(value: Column, declared: str) -> Column:
         low, high = (INT32_MIN, INT32_MAX) if declared == "integer" else (0, UINT32_MAX)
         return F.coalesce(value.rlike(r"^-?\d+\z")
                           & value.try_cast("long").between(low, high), F.lit(False))
-    if declared in _TYPE_PATTERNS:
-        return value.rlike(_TYPE_PATTERNS[declared])
+    if declared in TYPE_PATTERNS:
+        return value.rlike(TYPE_PATTERNS[declared])
     return F.lit(True)
 
 

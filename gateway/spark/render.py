@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 
 from gateway.protocols import PROFILES, FieldRef, Metadata, ProtocolProfile
 from gateway.spark.compiler import CompiledCatalog
+from gateway.spark.matching import TYPE_PATTERNS
 from gateway.spark.records import RECORD, col, read_ref
 from gateway.spark.sqlfuncs import (
     all_of,
@@ -86,8 +87,8 @@ def _coerce_fails(name: str, typ: str, value: Column) -> Column:
         bad = ~value.isin("true", "false")
     else:
         bad = value.rlike(_CONTROL)
-        if typ == "uri":
-            bad = bad | ~value.rlike(_ABSOLUTE_URI)
+        if typ in ("uri", "urireference", "symbol"):  # `render.coerce`'s text rules
+            bad = bad | ~value.rlike(TYPE_PATTERNS[typ])
     if name == "source":
         bad = bad | ~value.rlike(_URI_REFERENCE)
     elif name == "dataschema":

@@ -75,6 +75,13 @@ RULES: dict[str, dict[str, Any]] = {
         "topic_name": "expiry", "message_expiry_interval": {"type": "integer",
                                                             "required": True}},
         **_meta("expiry")},
+    # rendering a templated attribute of a declared type
+    "render_uri": {"protocol": "KAFKA", "protocoloptions": {"topic": "ru/{x}"}, **_CE,
+                   "envelopemetadata": {"type": {"value": "ru"}, "source": {"value": "/s"},
+                                        "where": {"type": "uri", "value": "{x}"}}},
+    "render_symbol": {"protocol": "KAFKA", "protocoloptions": {"topic": "rs/{x}"}, **_CE,
+                      "envelopemetadata": {"type": {"value": "rs"}, "source": {"value": "/s"},
+                                           "kind": {"type": "symbol", "value": "{x}"}}},
     "ctype": {"protocol": "MQTT/5.0", "protocoloptions": {
         "topic_name": "ctype", "content_type": {"type": "symbol",
                                                 "value": "application/json"}},
@@ -104,6 +111,8 @@ RECORDS = [
       for v in (60, 3_000_000_000, 4_294_967_295, 4_294_967_296)),
     json.dumps({"protocol": "MQTT/5.0", "topic_name": "ctype", "data": {"a": 1},
                 "content_type": "application/json"}),
+    *(json.dumps({"protocol": "KAFKA", "topic": topic, "data": {"a": 1}})
+      for topic in ("ru/urn:x", "ru/a:b^c", "ru/https:%2F%2Fx", "rs/a_1", "rs/a-1")),
 ]
 
 

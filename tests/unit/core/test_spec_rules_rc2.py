@@ -387,3 +387,24 @@ def test_item14_2023_definition_format_must_equal_its_groups():
     same = {"definitionGroups": {"g": {"format": "CloudEvents/1.0", "definitions": {
         "c": {"format": "cloudevents/1.0", "metadata": META}}}}}
     assert _errors(same) == []
+
+
+# -- 4, 5 when rendering: a templated attribute is coerced to its declared type -------------
+
+def test_item4_item5_rendered_values_follow_the_declared_types():
+    converter = _converter(_group(
+        u={"protocol": "KAFKA", "protocoloptions": {"topic": "u/{x}"},
+           "envelope": "CloudEvents/1.0",
+           "envelopemetadata": {**META, "where": {"type": "uri", "value": "{x}"}}},
+        s={"protocol": "KAFKA", "protocoloptions": {"topic": "s/{x}"},
+           "envelope": "CloudEvents/1.0",
+           "envelopemetadata": {**META, "kind": {"type": "symbol", "value": "{x}"}}}))
+
+    def convert(topic: str) -> tuple[bool, str | None]:
+        result = converter.convert(NativeMessage("KAFKA", {"topic": topic}, payload=b"x"))
+        return result.ok, result.reason
+
+    assert convert("u/urn:x") == (True, None)
+    assert convert("u/a:b^c") == (False, "invalid-envelope")  # `^` is no URI character
+    assert convert("s/a_1") == (True, None)
+    assert convert("s/a-1") == (False, "invalid-envelope")
