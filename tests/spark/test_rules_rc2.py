@@ -8,6 +8,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+from test_parity import _assert_same
 
 from gateway.convert import Converter
 from gateway.definitions import read_document
@@ -17,8 +18,6 @@ from gateway.spark import compile_catalog, compile_stage
 from gateway.spark.compiler import reader_spec
 from gateway.spark.matching import read_columns
 from gateway.spark.records import PARSE_SCHEMA, RECORD
-
-from test_parity import _assert_same
 
 
 def test_every_definition_field_of_every_profile_is_known_to_the_parse_schema(
