@@ -56,12 +56,12 @@ def assemble(documents: Sequence[RawDocument], problems: Iterable[Problem] = ())
 
     index = {m.xid: normalize_message(m, probs, log) for raw, _ in containers for m in raw.messages}
     # Versions other than the default one, for a basemessage that names a version.
-    versions = {f"{m.xid}/versions/{vid}": (m, replace(
-                    m, xid=f"{m.xid}/versions/{vid}", origin=version.origin, data=version.data,
-                    key_origins=version.key_origins))
-                for raw, _ in containers for m in raw.messages
-                for vid, version in m.versions.items()}
-    index.update({vxid: normalize_message(v, probs, log) for vxid, (_, v) in versions.items()})
+    for raw, _ in containers:
+        for m in raw.messages:
+            for vid, version in m.versions.items():
+                as_message = replace(m, xid=f"{m.xid}/versions/{vid}", origin=version.origin,
+                                     data=version.data, key_origins=version.key_origins)
+                index[as_message.xid] = normalize_message(as_message, probs, log)
     for raw in groups.values():
         for m in raw.messages:
             check_2023_format(raw, m, probs)
