@@ -91,7 +91,8 @@ def _json_type(value: JSON) -> str:
     if isinstance(value, bool):
         return "boolean"
     if isinstance(value, int):
-        return "integer"
+        # `integer` is 32-bit; an AMQP long or ulong member value is still a number
+        return "integer" if -(2**31) <= value < 2**31 else "number"
     if isinstance(value, float):
         return "number"
     if isinstance(value, str):

@@ -408,3 +408,15 @@ def test_item4_item5_rendered_values_follow_the_declared_types():
     assert convert("u/a:b^c") == (False, "invalid-envelope")  # `^` is no URI character
     assert convert("s/a_1") == (True, None)
     assert convert("s/a-1") == (False, "invalid-envelope")
+
+
+def test_item6_an_undeclared_64_bit_amqp_member_value_is_a_number_not_an_error():
+    # AMQP application properties may be longs; only a declared integer is 32-bit
+    doc = _group(m={"protocol": "AMQP/1.0", "protocoloptions": {
+        "properties": {"subject": "s"}, "application-properties": {"big": 5_000_000_000}},
+        **CE})
+    assert _errors(doc) == []
+    converter = _converter(doc)
+    result = converter.convert(NativeMessage("AMQP/1.0", {
+        "properties": {"subject": "s"}, "application-properties": {"big": 5_000_000_000}}))
+    assert result.ok, result.detail
