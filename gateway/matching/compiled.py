@@ -131,6 +131,21 @@ class Check:
             return f"a {self.declared} value (required)"
         return f"a {self.declared} value"
 
+    def choices(self, values: list[JSON], context: Mapping[str, str]
+                ) -> list[dict[str, str]] | None:
+        """The captures of every value that passes and agrees with `context`, each once,
+        in order; None when the check captures nothing (`apply` decides it)."""
+        if self.template is None:
+            return None
+        out: list[dict[str, str]] = []
+        for value in values:
+            found: dict[str, str] = {}
+            if self.apply([value], found) is not None:
+                continue
+            if all(context.get(k, v) == v for k, v in found.items()) and found not in out:
+                out.append(found)
+        return out
+
     def apply(self, values: list[JSON], context: dict[str, str]) -> Failure | None:
         """Check `values`; on success merge captures into `context` and return None."""
         if not values:
@@ -217,6 +232,9 @@ class CompiledDefinition:
     # Set when the index splits a large bucket by constant checks (`matching.narrow`):
     # those of this definition's checks a record found through the split always passes.
     narrowed_checks: tuple[Check, ...] = ()
+    # How many of `protocol_checks`, at their end, capture from repeated fields (headers,
+    # user properties): their entries are searched for one consistent choice.
+    repeated: int = 0
     # Set by the matcher: `evaluate(record, None)` as one specialised function
     # (`gateway.matching.fast`), the captured context or None.
     native_test: NativeTest = field(default=lambda record, segments: _not_indexed())
@@ -238,20 +256,24 @@ class CompiledDefinition:
         check verified by the index) so that check is not run twice."""
         if context is None:
             context = {}
-        for check in self.protocol_checks:
+        checks = self.protocol_checks
+        single = len(checks) - self.repeated
+        for check in checks[:single]:
             if check is skip:
                 continue
             assert check.reader is not None
             failure = check.apply(check.reader(record), context)
             if failure is not None:
                 return failure
+        later = [(check, _values(check, record, event)) for check in checks[single:]]
         if event is not None:
-            for check in self.envelope_checks:
-                name = check.attribute or ""
-                values: list[JSON] = [event[name]] if name in event else []
-                failure = check.apply(values, context)
-                if failure is not None:
-                    return failure
+            later += [(check, _values(check, record, event)) for check in self.envelope_checks]
+        if self.repeated:
+            return search(later, context)
+        for check, values in later:
+            failure = check.apply(values, context)
+            if failure is not None:
+                return failure
         return context
 
     def score(self, record: NativeMessage, event: Mapping[str, JSON] | None) -> int:
@@ -268,6 +290,39 @@ class CompiledDefinition:
                 if check.apply([event[name]] if name in event else [], context) is None:
                     passed += 1
         return passed
+
+
+def _values(check: Check, record: NativeMessage, event: Mapping[str, JSON] | None
+            ) -> list[JSON]:
+    if check.reader is not None:
+        return check.reader(record)
+    name = check.attribute or ""
+    return [event[name]] if event is not None and name in event else []
+
+
+def search(checks: list[tuple[Check, list[JSON]]], context: dict[str, str]
+            ) -> dict[str, str] | Failure:
+    """The checks in order, where a check with several agreeing entries (a repeated field
+    captured into a placeholder) tries each in turn: a placeholder has one value, and
+    the message conforms when some choice of entries agrees on it everywhere."""
+    for position, (check, values) in enumerate(checks):
+        choices = check.choices(values, context)
+        if choices is None:  # no captures: passes or fails as a whole
+            failure = check.apply(values, context)
+            if failure is not None:
+                return failure
+            continue
+        first: Failure | None = None
+        for captures in choices:
+            found = search(checks[position + 1:], {**context, **captures})
+            if not isinstance(found, Failure):
+                context.clear()
+                context.update(found)
+                return context
+            first = first or found
+        return first if first is not None else check.apply(values, dict(context)) or Failure(
+            check.label, check.expected(), "no entry agreeing with the captured values")
+    return context
 
 
 def _not_indexed() -> dict[str, str] | None:
@@ -300,6 +355,7 @@ def compile_definition(definition: MessageDefinition) -> CompiledDefinition:
                 last = access.kind == "pairs" and check.template is not None
                 (repeated if last else compiled.protocol_checks).append(check)
         compiled.protocol_checks += repeated
+        compiled.repeated = len(repeated)
     if definition.is_cloudevent:
         for name, prop in definition.envelope_metadata.items():
             if name in ("id", "specversion"):

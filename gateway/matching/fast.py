@@ -21,7 +21,7 @@ from urllib.parse import unquote
 
 from gateway.cloudevents.mediatype import comparable
 from gateway.jsontypes import JSON
-from gateway.matching.compiled import Check, CompiledDefinition, NativeTest
+from gateway.matching.compiled import Check, CompiledDefinition, Failure, NativeTest, search
 from gateway.matching.values import conforms, same_value
 from gateway.record import NativeMessage, as_text
 
@@ -300,8 +300,14 @@ def definition_test(compiled: CompiledDefinition, made: Made | None = None) -> N
     skip = (compiled.address_check if positions is not None or compiled.address_exact
             else None)
     known = compiled.narrowed_checks
-    tests = tuple(check_test(c, made) for c in compiled.protocol_checks
-                  if c is not skip and c not in known)
+    checks = compiled.protocol_checks
+    # Two or more captures from repeated fields: their entries are searched together
+    # (`compiled.search`); one alone takes any agreeing entry in its own test.
+    searched = checks[len(checks) - compiled.repeated:] if compiled.repeated > 1 else []
+    tests = tuple(check_test(c, made) for c in checks
+                  if c is not skip and c not in known and c not in searched)
+    if searched:
+        tests += (_search_test(tuple(searched)),)
     decode = skip is not None and skip.decode
     if made is None:
         return _definition_test(positions, decode, tests)
@@ -310,6 +316,18 @@ def definition_test(compiled: CompiledDefinition, made: Made | None = None) -> N
     if test is None:
         test = made[key] = _definition_test(positions, decode, tests)
     return cast(NativeTest, test)
+
+
+def _search_test(checks: tuple[Check, ...]) -> CheckTest:
+    def test(record: NativeMessage, context: dict[str, str]) -> bool:
+        found = search([(c, c.reader(record) if c.reader else []) for c in checks],
+                       dict(context))
+        if isinstance(found, Failure):
+            return False
+        context.update(found)
+        return True
+
+    return test
 
 
 def _definition_test(positions: tuple[tuple[str, int], ...] | None, decode: bool,

@@ -89,6 +89,35 @@ def test_item1_explain_agrees_with_the_matcher():
     assert compile_definition(definition).evaluate(record, None) == {"k": "a"}
 
 
+def test_item1_two_repeated_fields_sharing_a_placeholder_find_the_agreeing_entries():
+    # x = [a, b], y = [b]: only k = b satisfies both; the first entry of x must not decide
+    converter = _converter(_group(m={"protocol": "MQTT/5.0", "protocoloptions": {
+        "topic_name": "t", "user_properties": [{"name": "x", "value": "{k}"},
+                                               {"name": "y", "value": "{k}"}]}, **CE}))
+    record = NativeMessage("MQTT/5.0", {"topic_name": "t", "user_properties": [
+        {"name": "x", "value": "a"}, {"name": "x", "value": "b"}, {"name": "y", "value": "b"}]})
+    result = converter.convert(record)
+    assert result.ok, result.detail
+    assert result.match.context == {"k": "b"}
+    [definition] = _catalog(_group(m={"protocol": "MQTT/5.0", "protocoloptions": {
+        "topic_name": "t", "user_properties": [{"name": "x", "value": "{k}"},
+                                               {"name": "y", "value": "{k}"}]}, **CE}
+                                   )).messages()
+    assert compile_definition(definition).evaluate(record, None) == {"k": "b"}
+
+
+def test_item1_a_cloudevent_attribute_sharing_a_placeholder_with_a_repeated_field():
+    doc = _group(m={"protocol": "KAFKA", "protocoloptions": {
+        "topic": "t", "headers": {"x": {"value": "{k}"}}},
+        "envelope": "CloudEvents/1.0",
+        "envelopemetadata": {**META, "subject": {"value": "{k}"}}})
+    [definition] = _catalog(doc).messages()
+    record = NativeMessage("KAFKA", {"topic": "t", "headers": [
+        {"name": "x", "value": "a"}, {"name": "x", "value": "b"}]})
+    event = {"type": "t", "source": "/s", "subject": "b"}
+    assert compile_definition(definition).evaluate(record, event) == {"k": "b"}
+
+
 # -- 2. a basemessage naming a version inherits that version ------------------------------
 
 def test_item2_basemessage_naming_a_version_inherits_that_version():
