@@ -58,6 +58,10 @@ RULES: dict[str, dict[str, Any]] = {
     "userprop": {"protocol": "MQTT/5.0", "protocoloptions": {
         "user_properties": [{"name": "k", "value": "{k}"}], "topic_name": "t/{k}"},
         **_meta("up")},
+    "twoprops": {"protocol": "MQTT/5.0", "protocoloptions": {
+        "topic_name": "two", "user_properties": [{"name": "x", "value": "{k}"},
+                                                 {"name": "y", "value": "{k}"}]},
+                 **_meta("two")},
     # items 4, 5, 6: typed headers, one per definition
     "uri": {"protocol": "KAFKA", "protocoloptions": {
         "topic": "uri", "headers": {"h": {"type": "uri", "required": True}}}, **_meta("uri")},
@@ -99,6 +103,10 @@ RECORDS = [
     *(json.dumps({"protocol": "MQTT/5.0", "topic_name": "t/a", "data": {"a": 1},
                   "user_properties": [{"name": "k", "value": v} for v in values]})
       for values in (["a"], ["b", "a"], ["a", "b"], ["b"], ["b", "c"])),
+    *(json.dumps({"protocol": "MQTT/5.0", "topic_name": "two", "data": {"a": 1},
+                  "user_properties": [{"name": n, "value": v} for n, v in pairs]})
+      for pairs in ([("x", "a"), ("x", "b"), ("y", "b")], [("x", "a"), ("y", "a")],
+                    [("x", "a"), ("y", "b")])),
     *(_kafka("uri", v) for v in ("https://example.com/a", "urn:x", "/relative/path",
                                  "not a uri", "http:not a uri", "a:b^c")),
     *(_kafka("uriref", v) for v in ("/relative/path", "https://x/y", "not a uri ref", "#f")),
