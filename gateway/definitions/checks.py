@@ -12,6 +12,10 @@ from gateway.definitions.typecheck import STRING_TYPES, has_placeholder, value_p
 from gateway.problems import Problems, json_path
 from gateway.templates import Template, TemplateError
 
+# Type names of other systems (JSON Schema, Avro, programming languages) -> ours.
+_TYPE_HINTS = {"float": "number", "double": "number", "decimal": "number", "int": "integer",
+               "long": "integer", "bool": "boolean", "date-time": "timestamp",
+               "bytes": "binary", "object": "any", "array": "any"}
 _LEVEL1_FIX = ("use RFC 6570 level-1 placeholders only: {name} with letters, digits and "
                "underscore; no operators (+ # . / ; ? &), no * or :n modifiers")
 
@@ -56,7 +60,7 @@ def check_property(
     if prop.type not in KNOWN_TYPES:
         # rc2: the valid types are CloudEvents' with a few additions; a misspelt type
         # would silently constrain nothing.
-        guess = suggest(prop.type, KNOWN_TYPES)
+        guess = _TYPE_HINTS.get(prop.type) or suggest(prop.type, KNOWN_TYPES)
         hint = f"; did you mean '{guess}'?" if guess else ""
         problems.error(
             at.file, at.path, f"{label}: unknown type '{prop.type}'{hint}",

@@ -404,7 +404,8 @@ def test_item13_unknown_type_is_an_error():
     doc = _group(m={"protocol": "KAFKA", "protocoloptions": {"topic": "t"},
                     "envelope": "CloudEvents/1.0", "envelopemetadata": {
                         **META, "ratio": {"type": "float"}}})
-    assert any("unknown type 'float'" in e for e in _errors(doc)), _errors(doc)
+    assert any("unknown type 'float'; did you mean 'number'?" in e for e in _errors(doc)), (
+        _errors(doc))
 
 
 # -- 14. 2023: a definition's format is its group's ---------------------------------------------
