@@ -25,9 +25,10 @@ from gateway.matching.compiled import Check, CompiledDefinition, Failure, Native
 from gateway.matching.values import conforms, same_value
 from gateway.record import NativeMessage, as_text
 
-# The verdict on one value of a field: accept the check, try the field's next value
-# (also when a placeholder captured a different value before), or fail the check now.
-PASS, NEXT, FAIL = 1, 0, -1
+# The verdict on one value of a field: accept the check, or try the field's next value
+# (also when a placeholder captured a different value before: another entry of a
+# repeated field may agree with it).
+PASS, NEXT = 1, 0
 # The tests one matcher has made, by what they are made of: definitions with the same
 # constraints (a large catalog has thousands that differ only in their literal address
 # segments) share one test, so matching touches a few hot functions, not one per
@@ -203,11 +204,7 @@ def _check_test(check: Check) -> CheckTest:
         values = reader(record)
         if not values:
             return absent_ok
-        for value in values:
-            verdict = per_value(value, context)
-            if verdict != NEXT:
-                return verdict == PASS
-        return False
+        return any(per_value(value, context) == PASS for value in values)
 
     return general
 
@@ -282,9 +279,8 @@ def _pairs_test(field: str, name: str, case_insensitive: bool, per_value: ValueT
             if not isinstance(key, str) or (key.lower() if case_insensitive else key) != wanted:
                 continue
             seen_one = True
-            verdict = per_value(entry.get("value"), context)
-            if verdict != NEXT:
-                return verdict == PASS
+            if per_value(entry.get("value"), context) == PASS:
+                return True
         return absent_ok if not seen_one else False
 
     return test
