@@ -17,7 +17,11 @@ from __future__ import annotations
 from gateway.definitions.layout import RawGroup
 from gateway.definitions.located import Located, Origin
 from gateway.definitions.model import Endpoint, Usage
-from gateway.definitions.reader import normalize_envelope, warn_versionless_2023
+from gateway.definitions.reader import (
+    check_envelope_spelling,
+    normalize_envelope,
+    warn_versionless_2023,
+)
 from gateway.definitions.refs import to_xid
 from gateway.definitions.spelling import SpellingLog
 from gateway.jsontypes import JSON, JSONObject
@@ -65,6 +69,8 @@ def read_endpoint(
     envelope = None
     if envelope_key is not None:
         envelope = normalize_envelope(r.data[envelope_key])
+        if envelope_key == "envelope":
+            check_envelope_spelling(r.data["envelope"], r.origin.child("envelope"), problems)
         if envelope_key == "format":
             log.note(r.origin.child("format"), "format", "envelope")
     envelope_options = r.data.get("envelopeoptions")

@@ -333,6 +333,13 @@ def test_item9_envelope_without_version_is_an_error():
     assert any(".envelope:" in e and "version" in e for e in _errors(doc)), _errors(doc)
 
 
+def test_item9_group_and_endpoint_envelope_without_version_is_an_error():
+    for collection in ("messagegroups", "endpoints"):
+        doc = {collection: {"g": {"envelope": "CloudEvents", "messages": {"m": {
+            "envelopemetadata": META}}}}}
+        assert any(f"{collection}.g.envelope:" in e for e in _errors(doc)), _errors(doc)
+
+
 def test_item9_dataschemaformat_without_version_is_an_error():
     doc = _group(m={**CE, "dataschemaformat": "JsonSchema",
                     "dataschema": {"type": "object"}})
