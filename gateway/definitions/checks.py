@@ -52,11 +52,12 @@ def unknown_name_problem(
 
 def check_property(
     problems: Problems, prop: Property, label: str, at: Provenance, expected: str | None = None,
-    *, protocol_field: bool = False,
+    *, protocol_field: bool = False, own_range: bool = False,
 ) -> bool:
     """Declared type known, value of the right type, templates level 1. False when the
     value has the wrong type (so callers skip checks that would only repeat it).
-    `protocol_field`: `expected` is the protocol table's type (`typecheck.value_problem`)."""
+    `protocol_field`: `expected` is the protocol table's type; `own_range`: the protocol
+    gives the field a range of its own (`typecheck.value_problem`)."""
     if prop.type not in KNOWN_TYPES:
         # rc2: the valid types are CloudEvents' with a few additions; a misspelt type
         # would silently constrain nothing.
@@ -81,7 +82,7 @@ def check_property(
                        f"give a {typ} value, or declare a string type if it is rendered "
                        "from captured context")
         return False
-    why = value_problem(value, typ, protocol_field=protocol_field)
+    why = value_problem(value, typ, protocol_field=protocol_field, own_range=own_range)
     if why is not None:
         article = "an" if typ[:1] in "aeiou" else "a"
         problems.error(at.file, at.path, f"{label}: value {value!r} {why}",

@@ -47,10 +47,12 @@ def has_placeholder(text: str) -> bool:
     return bool(_PLACEHOLDER.search(text))
 
 
-def value_problem(value: JSON, typ: str, *, protocol_field: bool = False) -> str | None:
+def value_problem(value: JSON, typ: str, *, protocol_field: bool = False,
+                  own_range: bool = False) -> str | None:
     """Why `value` is not a valid `typ` value, as a phrase ("is not an integer"), or None.
     Unknown types accept anything; the validator reports the type name itself.
-    `protocol_field`: the type is a protocol table's (see the module doc)."""
+    `protocol_field`: the type is a protocol table's; `own_range`: the protocol gives the
+    field a range of its own, checked instead of the 32-bit one (see the module doc)."""
     if typ == "any":
         return None
     if typ in STRING_TYPES:
@@ -70,7 +72,7 @@ def value_problem(value: JSON, typ: str, *, protocol_field: bool = False) -> str
     if typ == "integer":
         if not isinstance(value, int) or isinstance(value, bool):
             return "is not an integer"
-        if not protocol_field and not INT32_MIN <= value <= INT32_MAX:
+        if not own_range and not INT32_MIN <= value <= INT32_MAX:
             return "is outside the 32-bit signed integer range (CloudEvents Integer)"
         return None
     if typ == "number":

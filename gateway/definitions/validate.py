@@ -139,8 +139,10 @@ def _check_constraint(
         problems.warning(at.file, at.path,
                          f"{label} is declared as '{prop.type}' but the protocol defines "
                          f"it as '{fixed}'", f'declare "type": "{fixed}" or leave type out')
+    prof = find_profile(protocol)
+    ranged = prof is not None and (c.field, c.name) in prof.definitions.ranges
     if not check_property(problems, prop, label, at, expected=fixed,
-                          protocol_field=fixed is not None):
+                          protocol_field=fixed is not None, own_range=ranged):
         return  # the value has the wrong type; range and format checks would only repeat it
     _check_range(protocol, c, label, at, problems)
     if spec.value_format is not None:

@@ -268,6 +268,13 @@ def test_item6_validate_refuses_an_integer_constant_beyond_32_bits():
     assert any("32-bit" in e for e in _errors(doc))
 
 
+def test_item6_protocol_integers_are_checked_against_their_own_range():
+    doc = _group(m={"protocol": "KAFKA", "protocoloptions": {
+        "topic": "t", "partition": {"value": 2147483648}}, **CE})
+    assert _errors(doc) == ["$.messagegroups.g.messages.m.protocoloptions.partition: KAFKA "
+                            "option 'partition': value 2147483648 is outside 0..2147483647"]
+
+
 def test_item6_unsigned_32_bit_protocol_fields_keep_their_range():
     doc = _group(m={"protocol": "MQTT/5.0", "protocoloptions": {
         "topic_name": "t", "message_expiry_interval": {"type": "integer"}}, **CE})
