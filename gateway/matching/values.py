@@ -20,12 +20,13 @@ from gateway.record import NativeMessage, as_text
 # when absent, several for repeated headers / user properties.
 Reader = Callable[[NativeMessage], list[JSON]]
 
-_INT = re.compile(r"-?\d+\Z")
-_NUMBER = re.compile(r"-?\d+(\.\d+)?([eE][-+]?\d+)?\Z")
+# ASCII digits only, as the Spark job's Java regexes read `\d` (`int("٣")` is 3 in Python).
+_INT = re.compile(r"-?\d+\Z", re.ASCII)
+_NUMBER = re.compile(r"-?\d+(\.\d+)?([eE][-+]?\d+)?\Z", re.ASCII)
 _SYMBOL = re.compile(r"[A-Za-z0-9_]*\Z")
 UINT32_MAX = 2**32 - 1
 _RFC3339 = re.compile(
-    r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})\Z"
+    r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})\Z", re.ASCII
 )
 
 

@@ -36,12 +36,13 @@ from gateway.spark.sqlfuncs import all_of, any_of, case_when
 # `gateway.matching.values.conforms` for text values (every value reaches SQL as text;
 # the screen guarantees text and JSON values agree, see records.py).
 TYPE_PATTERNS = {
-    "number": r"^-?\d+(\.\d+)?([eE][-+]?\d+)?$",
+    # `\z`, not `$`: Java's `$` also matches before a final line break, Python's `\Z` not
+    "number": r"^-?\d+(\.\d+)?([eE][-+]?\d+)?\z",
     "uri": rf"^(?:{URI_PATTERN})\z",
     "urireference": rf"^(?:(?:{URI_PATTERN})|(?:{RELATIVE_REF_PATTERN}))\z",
     "symbol": r"^[A-Za-z0-9_]*\z",
-    "timestamp": r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$",
-    "datetime": r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$",
+    "timestamp": r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})\z",
+    "datetime": r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})\z",
     "duration": r"^-?P",
 }
 

@@ -74,6 +74,9 @@ RULES: dict[str, dict[str, Any]] = {
     "integer": {"protocol": "KAFKA", "protocoloptions": {
         "topic": "integer", "headers": {"h": {"type": "integer", "required": True}}},
         **_meta("integer")},
+    "number": {"protocol": "KAFKA", "protocoloptions": {
+        "topic": "number", "headers": {"h": {"type": "number", "required": True}}},
+        **_meta("number")},
     "expiry": {"protocol": "MQTT/5.0", "protocoloptions": {
         "topic_name": "expiry", "message_expiry_interval": {"type": "integer",
                                                             "required": True}},
@@ -112,7 +115,9 @@ RECORDS = [
     *(_kafka("uriref", v) for v in ("/relative/path", "https://x/y", "not a uri ref", "#f")),
     *(_kafka("symbol", v) for v in ("a_B9", "a-b", "a b", "")),
     *(_kafka("integer", v) for v in ("5", "-2147483648", "2147483647", "2147483648",
-                                     "-2147483649", "99999999999999999999", "x")),
+                                     "-2147483649", "99999999999999999999", "x", "5\n",
+                                     "\u0663")),
+    *(_kafka("number", v) for v in ("1.5", "1.5\n", "\u0663", "-2e+7")),
     *(json.dumps({"protocol": "MQTT/5.0", "topic_name": "expiry", "data": {"a": 1},
                   "message_expiry_interval": v})
       for v in (60, 3_000_000_000, 4_294_967_295, 4_294_967_296)),

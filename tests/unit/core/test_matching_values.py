@@ -32,6 +32,8 @@ from gateway.record import NativeMessage
     (2147483648, "integer", False), ("-2147483649", "integer", False),
     (4294967295, "uint32", True), ("4294967295", "uint32", True),
     (4294967296, "uint32", False), (-1, "uint32", False), ("x", "uint32", False),
+    # ASCII digits only, as Java (the Spark job) reads them
+    ("\u0663", "integer", False), ("\u0663", "number", False), ("1\n", "number", False),
     # integer
     (1, "integer", True), (-7, "integer", True), (0, "integer", True),
     ("12", "integer", True), ("-12", "integer", True),
