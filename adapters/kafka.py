@@ -50,8 +50,21 @@ unsettled offset is the one after the last record handed out; before the first o
 group's committed offset (or where `autooffsetreset` starts). Not aiokafka's position:
 that runs ahead with prefetched records.
 
+Poison. Every codec Kafka defines is read (cramjam, with the aiokafka extras). What still
+cannot be decoded -- a batch in an unknown codec, corrupt or failing its CRC, a record
+with a header name that is not UTF-8 -- is handed over as a delivery marked `undecodable`
+at its offsets (`adapters/_kafka_fetch.py`): the route dead-letters it (reason
+`undecodable`, the raw bytes, topic/partition/offset), its ack commits past it, and the
+records around it flow as usual; each partition logs it at most once a minute.
+
+The consumer reads `read_committed`: records of aborted transactions never become events
+(on brokers that report aborts in their fetch answers; Tansu does not), records of open
+transactions wait for the commit.
+
 The consumer leaves broker connectivity to aiokafka, which reconnects on its own;
-errors aiokafka raises from a read make `read_batch()` raise NotConnected.
+errors aiokafka raises from a read (the broker refused the fetch, the connection broke:
+no longer a record's fault) are logged with their cause, once a minute per kind, and
+make `read_batch()` raise NotConnected.
 """
 
 from __future__ import annotations
