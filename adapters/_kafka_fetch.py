@@ -24,14 +24,12 @@ offset, and decoding goes on after it.
 
 `install()` puts these classes into aiokafka's fetcher (its module globals
 `PartitionRecords` and `MemoryRecords`: aiokafka offers no other way in). `FramedRecords`
-replaces `MemoryRecords` only to keep each batch's raw bytes at hand (the framing, 12
-bytes per batch, is read in Python; the batch itself still by aiokafka's C
-`DefaultRecordBatch`). The unit tests check that the installed aiokafka still has the
-shape this relies on.
+wraps aiokafka's C `MemoryRecords` only to find a failed batch's raw bytes again. The
+unit tests check that the installed aiokafka still has the shape this relies on.
 
-Cost on the good path: one try block around each batch and one around its record loop
-(free in CPython 3.11 until something raises), and per batch a memoryview slice; nothing
-per record.
+Cost on the good path: per batch one Python call and a counter; a try block around each
+batch and one around its record loop (free in CPython 3.11 until something raises);
+nothing per record.
 """
 
 from __future__ import annotations
@@ -45,10 +43,7 @@ from typing import Any
 from aiokafka import codec  # type: ignore[import-untyped]  # no py.typed
 from aiokafka.consumer import fetcher  # type: ignore[import-untyped]
 from aiokafka.errors import CorruptRecordException  # type: ignore[import-untyped]
-from aiokafka.record.default_records import (  # type: ignore[import-untyped]
-    DefaultRecordBatch,
-)
-from aiokafka.record.legacy_records import LegacyRecordBatch  # type: ignore[import-untyped]
+from aiokafka.record.memory_records import MemoryRecords  # type: ignore[import-untyped]
 from aiokafka.record.util import decode_varint  # type: ignore[import-untyped]
 from aiokafka.structs import ConsumerRecord  # type: ignore[import-untyped]
 
@@ -60,6 +55,7 @@ _LOG_OVERHEAD = 12
 #: A v2 batch header: offset 16 magic, 21 attributes, 23 last offset delta, 27 first and
 #: 35 max timestamp, 57 record count; the records start at 61.
 _V2 = struct.Struct(">qiibIhiqqqhii")
+_LENGTH = struct.Struct(">i")
 _MAGIC_AT = 16
 _LAST_DELTA_AT = 23
 #: Kafka's compression codecs by the attributes' low three bits.
@@ -104,36 +100,36 @@ class Undecodable:
 
 class FramedRecords:
     """aiokafka's MemoryRecords (a fetched partition's record batches, one after the
-    other) keeping the raw bytes of the batch it handed out last (`last`)."""
+    other, read by its C reader) that can also give the raw bytes of the batch it handed
+    out last (`last`): found again by walking the framing, only when a batch failed."""
 
-    __slots__ = ("_data", "_pos", "last")
+    __slots__ = ("_data", "_next", "handed", "has_next", "size_in_bytes")
 
     def __init__(self, data: bytes) -> None:
-        self._data = memoryview(data)
-        self._pos = 0
-        self.last: memoryview = self._data[:0]
-
-    def size_in_bytes(self) -> int:
-        return len(self._data)
-
-    def has_next(self) -> bool:
-        # A batch cut short by the fetch size is not a batch: the next fetch starts there.
-        data, pos = self._data, self._pos
-        if len(data) - pos < _LOG_OVERHEAD:
-            return False
-        length = int.from_bytes(data[pos + 8:pos + 12], "big", signed=True)
-        return length >= 0 and pos + _LOG_OVERHEAD + length <= len(data)
+        records = MemoryRecords(data)
+        self._data = data
+        self.handed = 0  # batches handed out
+        # Bound methods of the C reader: the good path pays one Python call per batch.
+        self.has_next = records.has_next
+        self.size_in_bytes = records.size_in_bytes
+        self._next = records.next_batch
 
     def next_batch(self) -> Any:
-        data, pos = self._data, self._pos
-        length = int.from_bytes(data[pos + 8:pos + 12], "big", signed=True)
-        end = pos + _LOG_OVERHEAD + length
-        raw = self.last = data[pos:end]
-        self._pos = end
-        if len(raw) <= _MAGIC_AT:
-            raise CorruptRecordException(f"a record batch of {len(raw)} bytes")
-        magic = raw[_MAGIC_AT]
-        return DefaultRecordBatch(raw) if magic >= 2 else LegacyRecordBatch(raw, magic)
+        self.handed += 1
+        return self._next()
+
+    @property
+    def last(self) -> bytes:
+        """The raw bytes of the batch handed out last (its framing included)."""
+        data, pos = self._data, 0
+        for index in range(self.handed):
+            if len(data) - pos < _LOG_OVERHEAD:
+                return b""
+            end = pos + _LOG_OVERHEAD + _LENGTH.unpack_from(data, pos + 8)[0]
+            if index == self.handed - 1:
+                return bytes(data[pos:end])
+            pos = end
+        return b""
 
 
 class TolerantPartitionRecords(fetcher.PartitionRecords):  # type: ignore[misc]
@@ -144,6 +140,7 @@ class TolerantPartitionRecords(fetcher.PartitionRecords):  # type: ignore[misc]
         tp = self._tp
         records = self._records
         while records.has_next():
+            batch = None
             try:
                 batch = records.next_batch()
                 if self._check_crcs and not batch.validate_crc():
@@ -161,7 +158,11 @@ class TolerantPartitionRecords(fetcher.PartitionRecords):  # type: ignore[misc]
                     self.next_fetch_offset = batch.next_offset
                     continue
             except Exception as exc:
-                yield from self._whole(bytes(getattr(records, "last", b"")), _cause(exc))
+                yield from self._whole(getattr(records, "last", b""), _cause(exc))
+                if batch is None:
+                    # The framing itself is broken (the reader cannot step over it):
+                    # the rest of this answer is lost, the next fetch starts past it.
+                    return
                 continue
             try:
                 for record in batch:
@@ -171,7 +172,7 @@ class TolerantPartitionRecords(fetcher.PartitionRecords):  # type: ignore[misc]
                     self.next_fetch_offset = record.offset + 1
                     yield consumer_record
             except Exception as exc:
-                yield from self._one_by_one(bytes(getattr(records, "last", b"")), exc)
+                yield from self._one_by_one(getattr(records, "last", b""), exc)
                 continue
             self.next_fetch_offset = batch.next_offset
 
