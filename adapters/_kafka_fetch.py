@@ -323,7 +323,10 @@ def _records_of(raw: bytes, attributes: int) -> bytes:
 
 def _cause(exc: BaseException) -> str:
     """One line naming what failed (the type and aiokafka's words), without the bytes."""
-    text = str(exc).splitlines()[0] if str(exc) else ""
+    # aiokafka's errors print as "[Error 2] CorruptRecordException: ..."; their own
+    # words are the first argument.
+    first = exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc)
+    text = first.splitlines()[0] if first else ""
     if isinstance(exc, UnicodeDecodeError):
         text = f"{exc.reason} at byte {exc.start}"
     name = type(exc).__name__

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import re
 import struct
 import uuid
 from collections import Counter
@@ -51,6 +53,8 @@ TIMEOUT = 90.0
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 PER_CODEC = 50
 BIG = 1_000_000  # bytes of the 1 MB record's value
+#: Cases broken at the wire level (librdkafka writes nothing broken).
+WIRE = ("header-name-not-utf8", "crc-mismatch", "corrupt-lz4")
 #: The header name written in place of the placeholder (same length), not UTF-8.
 PLACEHOLDER, NOT_UTF8 = b"ZZMARK", b"\xff\xfeMARK"
 
@@ -59,8 +63,8 @@ PLACEHOLDER, NOT_UTF8 = b"ZZMARK", b"\xff\xfeMARK"
 class Case:
     name: str
     sent: int = 0
-    dead_expected: int = 0  # records meant to be dead-lettered (undecodable)
-    reason: str = ""
+    dead_expected: int = 0  # dead letters meant to be written (undecodable)
+    dead_offsets: int = 0  # offsets those dead letters cover (a batch: several)
     delivered: list[Any] = field(default_factory=list)  # NATS messages
     dead: list[Any] = field(default_factory=list)  # dead-letter records
 
@@ -198,28 +202,45 @@ def _produce_librdkafka(bootstrap: str, sfx: str, cases: dict[str, Case]) -> Non
     _flush(producer)
 
 
-async def _produce_not_utf8_header_name(bootstrap: str, sfx: str, case: Case) -> None:
-    """3 good records, one whose header name is not UTF-8 (written at the wire level:
-    the record batch patched after building, its CRC made right again), 100 good ones."""
+async def _produce_wire_poison(bootstrap: str, sfx: str, case: Case) -> None:
+    """3 good records, one batch of 3 broken at the wire level (the record batch patched
+    after building), 100 good ones. `header-name-not-utf8`: the middle record's header
+    name is not UTF-8 (CRC made right again); `crc-mismatch`: a byte of the batch flipped;
+    `corrupt-lz4`: an lz4 batch whose compressed bytes are garbage (CRC made right)."""
     topic = f"ix-{case.name}-{sfx}"
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
-    await producer.start()
+    good = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    lz4 = AIOKafkaProducer(bootstrap_servers=bootstrap, compression_type="lz4")
+    await good.start()
+    await lz4.start()
     try:
         for i in range(3):
-            await producer.send_and_wait(topic, json.dumps({"i": i}).encode(), key=b"h")
+            await good.send_and_wait(topic, json.dumps({"i": i}).encode(), key=b"h")
+        producer = lz4 if case.name == "corrupt-lz4" else good
         batch = producer.create_batch()
-        batch.append(key=b"h", value=b'{"poison": true}', timestamp=None,
-                     headers=[(PLACEHOLDER.decode(), b"x")])
+        for i in range(3):
+            name = PLACEHOLDER.decode() if i == 1 else "h"
+            batch.append(key=b"h", value=b'{"poison": %d}' % i + b" " * 200,
+                         timestamp=None, headers=[(name, b"x")])
         raw = batch._build()  # the buffer send_batch sends
-        at = raw.index(PLACEHOLDER)
-        raw[at:at + len(PLACEHOLDER)] = NOT_UTF8
-        raw[17:21] = struct.pack(">I", calc_crc32c(bytes(raw[21:])))
+        if case.name == "header-name-not-utf8":
+            at = raw.index(PLACEHOLDER)
+            raw[at:at + len(PLACEHOLDER)] = NOT_UTF8
+            case.dead_offsets = 1  # only that record: its neighbours are delivered
+        elif case.name == "crc-mismatch":
+            raw[-1] ^= 0xFF
+            case.dead_offsets = 3
+        else:
+            raw[70:76] = b"\xff" * 6
+            case.dead_offsets = 3
+        if case.name != "crc-mismatch":
+            raw[17:21] = struct.pack(">I", calc_crc32c(bytes(raw[21:])))
         await (await producer.send_batch(batch, topic, partition=0))
         for i in range(3, 103):
-            await producer.send_and_wait(topic, json.dumps({"i": i}).encode(), key=b"h")
+            await good.send_and_wait(topic, json.dumps({"i": i}).encode(), key=b"h")
     finally:
-        await producer.stop()
-    case.sent, case.dead_expected, case.reason = 104, 1, "undecodable"
+        await good.stop()
+        await lz4.stop()
+    case.sent, case.dead_expected = 106, 1
 
 
 async def _dead_letters(bootstrap: str, topic: str, count: int) -> list[Any]:
@@ -245,9 +266,11 @@ def run(brokers: tuple[Tansu, NatsServer],
     tansu, nats_server = brokers
     bootstrap, sfx = tansu.bootstrap_servers, _uid()
     names = [*(f"codec-{c}" for c in CODECS), "idempotent", "null-key", "tombstone",
-             "binary-headers", "big", "aborted", "committed", "header-name-not-utf8"]
+             "binary-headers", "big", "aborted", "committed", *WIRE]
     cases = {name: Case(name) for name in names}
     tmp = tmp_path_factory.mktemp("interop-kafka")
+    logged = _Collect()
+    metrics: list[str] = []
 
     async def scenario() -> None:
         admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
@@ -258,7 +281,8 @@ def run(brokers: tuple[Tansu, NatsServer],
                 + [NewTopic(f"ix-dlq-{sfx}", 1, 1)])
         finally:
             await admin.close()
-        await _produce_not_utf8_header_name(bootstrap, sfx, cases["header-name-not-utf8"])
+        for name in WIRE:
+            await _produce_wire_poison(bootstrap, sfx, cases[name])
         await asyncio.to_thread(_produce_librdkafka, bootstrap, sfx, cases)
         config, problems = load_config(_config(tmp, sfx, names, tansu, nats_server))
         assert config is not None, [str(p) for p in problems if p.is_error]
@@ -271,8 +295,10 @@ def run(brokers: tuple[Tansu, NatsServer],
 
         await nc.subscribe(f"ix.sink.{sfx}", cb=on_event)
         await nc.flush()
+        kafka_log = logging.getLogger("adapters.kafka")
+        kafka_log.addHandler(logged)
         await gateway.start()
-        expected = sum(c.sent - c.dead_expected for n, c in cases.items() if n != "aborted")
+        expected = sum(c.sent - c.dead_offsets for n, c in cases.items() if n != "aborted")
         dead_expected = sum(c.dead_expected for c in cases.values())
         try:
             async with asyncio.timeout(TIMEOUT):
@@ -281,9 +307,11 @@ def run(brokers: tuple[Tansu, NatsServer],
             dead = await _dead_letters(bootstrap, f"ix-dlq-{sfx}", dead_expected)
             await asyncio.sleep(1.0)  # a late duplicate or aborted record would show
             assert all(gateway.readiness().values()), gateway.readiness()
+            metrics.append(gateway.metrics.render().decode())
         finally:
             await gateway.stop()
             await nc.close()
+            kafka_log.removeHandler(logged)
         for msg in delivered:
             kind = (msg.headers or {}).get("ce-type", "").rsplit(".", 1)[-1]
             cases[kind].delivered.append(msg)
@@ -292,13 +320,35 @@ def run(brokers: tuple[Tansu, NatsServer],
             cases[original["topic"].split("-", 1)[1].rsplit("-", 1)[0]].dead.append(record)
 
     asyncio.run(scenario())
-    print("\ncase | sent | delivered | dead-lettered (reason) | lost | stalled")
+    print("\ncase | sent | delivered | dead-lettered (reason, offsets) | lost | stalled")
     for case in cases.values():
         reasons = Counter(dict(r.headers)["xrgw-reason"].decode() for r in case.dead)
-        lost = max(0, case.sent - len(case.delivered) - len(case.dead))
+        covered = sum(_span(r) for r in case.dead)
+        lost = case.sent - len(case.delivered) - covered
         print(f"{case.name} | {case.sent} | {len(case.delivered)} | {len(case.dead)} "
-              f"{dict(reasons)} | {lost} | no")
+              f"{dict(reasons)} covering {covered} | {lost} | no")
+    RESULT.update(logs=logged.records, metrics=metrics[0])
     return cases
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+#: What the scenario saw besides the messages: the adapter's log records, the metrics.
+RESULT: dict[str, Any] = {}
+
+
+def _span(dead_letter: Any) -> int:
+    """How many offsets a dead letter stands for ("offsets 3-5" in its detail)."""
+    detail = dict(dead_letter.headers)["xrgw-detail"].decode()
+    found = re.search(r"offsets (\d+)-(\d+)", detail)
+    return 1 if found is None else int(found[2]) - int(found[1]) + 1
 
 
 def _bodies(case: Case) -> list[Any]:
@@ -345,12 +395,42 @@ def test_a_1mb_record_is_converted_byte_for_byte(run: dict[str, Case]) -> None:
 def test_a_header_name_not_utf8_is_dead_lettered_and_the_partition_flows(
         run: dict[str, Case]) -> None:
     case = run["header-name-not-utf8"]
-    # the 3 good records before it included, and the 100 after it
-    assert _bodies(case) == list(range(103))
+    # the 3 good records before it included, its 2 neighbours in the batch, the 100 after
+    assert sorted(json.loads(m.data).get("i", -1) for m in case.delivered) == (
+        [-1, -1, *range(103)])
     (dead,) = case.dead
     headers = dict(dead.headers)
     assert headers["xrgw-reason"] == b"undecodable"
-    assert b"not UTF-8" in headers["xrgw-detail"]
+    assert b"header 1's name is not UTF-8" in headers["xrgw-detail"]
     original = json.loads(headers["xrgw-record"])
-    assert (original["partition"], original["offset"]) == (0, 3)
-    assert dead.value == b'{"poison": true}'  # the record's own bytes
+    assert (original["partition"], original["offset"]) == (0, 4)
+    assert dead.value == b'{"poison": 1}' + b" " * 200  # the record's own bytes
+
+
+@pytest.mark.parametrize(("name", "cause"), [("crc-mismatch", b"CRC mismatch"),
+                                             ("corrupt-lz4", b"DecompressionError")])
+def test_a_batch_that_does_not_decode_is_dead_lettered_whole_and_the_partition_flows(
+        run: dict[str, Case], name: str, cause: bytes) -> None:
+    case = run[name]
+    assert _bodies(case) == list(range(103))  # before it and after it
+    (dead,) = case.dead
+    headers = dict(dead.headers)
+    assert headers["xrgw-reason"] == b"undecodable"
+    assert b"record batch at offsets 3-5" in headers["xrgw-detail"]
+    assert cause in headers["xrgw-detail"]
+    original = json.loads(headers["xrgw-record"])
+    assert (original["topic"], original["partition"], original["offset"]) == (
+        f"ix-{name}-{original['topic'].rsplit('-', 1)[1]}", 0, 3)
+    # the record batch as fetched: its framing (base offset, length) and all its bytes
+    assert struct.unpack_from(">qi", dead.value) == (3, len(dead.value) - 12)
+
+
+def test_undecodable_records_are_logged_once_per_partition_and_counted(
+        run: dict[str, Case]) -> None:
+    warnings = [r.getMessage() for r in RESULT["logs"] if r.levelno >= logging.WARNING]
+    for name in WIRE:
+        said = [m for m in warnings if f"ix-{name}-" in m and "cannot be decoded" in m]
+        assert len(said) == 1, warnings
+    assert not [r for r in RESULT["logs"] if r.exc_info], "a traceback was logged"
+    assert re.search(r'xrgw_messages_deadlettered_total\{[^}]*reason="undecodable"[^}]*\} 3',
+                     RESULT["metrics"]), RESULT["metrics"]
