@@ -13,12 +13,15 @@ a reason; none is lost, none is delivered twice, the partition behind a bad reco
 flowing (no stall), and the route ends ready. The table of sent / delivered /
 dead-lettered per case is printed (`-s`) for the issue's closing note.
 
-Tansu accepts transactions (InitProducerId, AddPartitionsToTxn, EndTxn) but answers
-Fetch without the aborted-transaction list, so records of an aborted transaction reach a
-`read_committed` consumer: the test that aborted records never become events is an
-expected failure on Tansu (strict: it turns into a failure the day Tansu reports
-aborts), and `tests/unit/test_kafka_fetch.py` checks the adapter's read_committed
-filtering on crafted batches.
+Tansu accepts transactions (InitProducerId, AddPartitionsToTxn, EndTxn) and writes the
+abort and commit markers, but its Fetch answers carry an empty aborted-transactions list
+(checked: the abort marker sits at the offset after the aborted records, the list is
+[]), so records of an aborted transaction reach a `read_committed` consumer -- a
+consumer cannot know a batch was aborted until the marker after it, which is why Kafka
+sends the list. The test that aborted records never become events is therefore an
+expected failure on Tansu (strict: it fails the day Tansu reports aborts and the mark
+must go), and `tests/unit/test_kafka_fetch.py` checks the adapter's read_committed
+filtering on crafted batches with an aborted-transactions list.
 """
 
 from __future__ import annotations
@@ -371,8 +374,8 @@ def test_records_of_a_committed_transaction_are_converted_once(run: dict[str, Ca
     assert _bodies(run["committed"]) == list(range(5))
 
 
-@pytest.mark.xfail(strict=True, reason="Tansu answers Fetch without aborted transactions: "
-                   "a read_committed consumer cannot tell aborted records there")
+@pytest.mark.xfail(strict=True, reason="Tansu's Fetch answers carry an empty aborted-"
+                   "transactions list: no read_committed consumer can skip aborted records")
 def test_records_of_an_aborted_transaction_never_become_events(run: dict[str, Case]) -> None:
     assert run["aborted"].delivered == []
 
