@@ -191,3 +191,44 @@ def test_an_undecodable_delivery_settles_all_its_offsets() -> None:
     assert poison.body_bytes() == out[1].raw
     assert "offsets 1-4" in (deliveries[1].undecodable or "")
     assert committed[-1] == {TP: 5}  # past the four offsets of the bad batch
+
+
+def test_a_batch_claiming_more_records_than_it_holds_loses_nothing_it_holds() -> None:
+    raw = _batch(0, 6)
+    raw[57:61] = struct.pack(">i", 7)  # the record count
+    _fix_crc(raw)
+    out, end = _read(raw, _batch(6, 1))
+    assert _offsets(out) == [("ok", i, i) for i in range(7)]
+    assert end == 7
+
+
+def test_a_batch_whose_records_break_mid_way_is_undecodable_from_there() -> None:
+    raw = _batch(0, 6)
+    # record 3's length (5 bytes before its key: length, attributes, timestamp delta,
+    # offset delta, key length) made negative (zigzag 0x7f = -64): its framing is gone
+    raw[raw.index(b"k3") - 5] = 0x7F
+    _fix_crc(raw)
+    out, end = _read(raw, _batch(6, 1))
+    kinds = _offsets(out)
+    assert kinds[:3] == [("ok", 0, 0), ("ok", 1, 1), ("ok", 2, 2)]
+    assert ("ok", 6, 6) == kinds[-1] and end == 7
+    assert all(kind == "bad" for kind, _, _ in kinds[3:-1]) and kinds[3][1] == 3
+    assert sum(last - first + 1 for _, first, last in kinds) == 7  # every offset once
+
+
+def test_the_warning_is_said_once_per_interval_and_counts_the_rest(
+        caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from adapters._kafka_fetch import RateLimitedLog
+
+    limited = RateLimitedLog(logging.getLogger("test.kafka.limited"), interval=3600)
+    with caplog.at_level(logging.WARNING, "test.kafka.limited"):
+        assert limited.warning("p0", "bad p0")
+        assert not limited.warning("p0", "bad p0")
+        assert not limited.warning("p0", "bad p0")
+        assert limited.warning("p1", "bad p1")  # another partition says its own
+        limited._last["p0"] = (limited._last["p0"][0] - 3601, 2)  # the interval is over
+        assert limited.warning("p0", "bad p0")
+    assert [r.getMessage() for r in caplog.records] == [
+        "bad p0", "bad p1", "bad p0 (2 more since the last report)"]
