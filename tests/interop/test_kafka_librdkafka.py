@@ -43,6 +43,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # type: ignore[import-untyped]
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-untyped]
 from aiokafka.record.util import calc_crc32c  # type: ignore[import-untyped]
+from aiokafka.structs import TopicPartition  # type: ignore[import-untyped]
 from confluent_kafka import Producer  # type: ignore[import-untyped]
 
 from adapters.registry import REGISTRY
@@ -263,6 +264,18 @@ async def _dead_letters(bootstrap: str, topic: str, count: int) -> list[Any]:
     return out
 
 
+async def _committed(bootstrap: str, group: str, topic: str) -> int | None:
+    """The group's committed offset of the topic's partition 0 (without joining it)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
+                                enable_auto_commit=False)
+    await consumer.start()
+    try:
+        offset: int | None = await consumer.committed(TopicPartition(topic, 0))
+        return offset
+    finally:
+        await consumer.stop()
+
+
 @pytest.fixture(scope="module")
 def run(brokers: tuple[Tansu, NatsServer],
         tmp_path_factory: pytest.TempPathFactory) -> dict[str, Case]:
@@ -274,6 +287,7 @@ def run(brokers: tuple[Tansu, NatsServer],
     tmp = tmp_path_factory.mktemp("interop-kafka")
     logged = _Collect()
     metrics: list[str] = []
+    committed: dict[str, int | None] = {}
 
     async def scenario() -> None:
         admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
@@ -315,6 +329,8 @@ def run(brokers: tuple[Tansu, NatsServer],
             await gateway.stop()
             await nc.close()
             kafka_log.removeHandler(logged)
+        for name in WIRE:  # the group's commit moved past the bad offsets too
+            committed[name] = await _committed(bootstrap, f"ix-{sfx}", f"ix-{name}-{sfx}")
         for msg in delivered:
             kind = (msg.headers or {}).get("ce-type", "").rsplit(".", 1)[-1]
             cases[kind].delivered.append(msg)
@@ -330,7 +346,7 @@ def run(brokers: tuple[Tansu, NatsServer],
         lost = case.sent - len(case.delivered) - covered
         print(f"{case.name} | {case.sent} | {len(case.delivered)} | {len(case.dead)} "
               f"{dict(reasons)} covering {covered} | {lost} | no")
-    RESULT.update(logs=logged.records, metrics=metrics[0])
+    RESULT.update(logs=logged.records, metrics=metrics[0], committed=committed)
     return cases
 
 
@@ -435,5 +451,7 @@ def test_undecodable_records_are_logged_once_per_partition_and_counted(
         said = [m for m in warnings if f"ix-{name}-" in m and "cannot be decoded" in m]
         assert len(said) == 1, warnings
     assert not [r for r in RESULT["logs"] if r.exc_info], "a traceback was logged"
+    # a restart would not dead-letter them again: the commits are past them
+    assert RESULT["committed"] == dict.fromkeys(WIRE, 106)
     assert re.search(r'xrgw_messages_deadlettered_total\{[^}]*reason="undecodable"[^}]*\} 3',
                      RESULT["metrics"]), RESULT["metrics"]
