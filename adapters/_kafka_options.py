@@ -62,6 +62,14 @@ OPTIONS = OptionSpec(
                      "consumer: where a group without a committed offset starts",
                      default="earliest", choices=("earliest", "latest")),
                side="consumer", xregistry=True),
+        Option(Field("isolation_level", "enum",
+                     "consumer: read_committed: records of aborted transactions never "
+                     "become events and those of open ones wait for the commit (brokers "
+                     "that report aborts: Apache Kafka does, Tansu does not); "
+                     "read_uncommitted: every record as soon as it is written",
+                     default="read_committed",
+                     choices=("read_committed", "read_uncommitted")),
+               side="consumer"),
         Option(Field("observeoffset", "enum",
                      "consumer, shadow mode (`routes[].observe`): where the observing "
                      "route's own consumer group starts",

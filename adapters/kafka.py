@@ -57,9 +57,9 @@ at its offsets (`adapters/_kafka_fetch.py`): the route dead-letters it (reason
 `undecodable`, the raw bytes, topic/partition/offset), its ack commits past it, and the
 records around it flow as usual; each partition logs it at most once a minute.
 
-The consumer reads `read_committed`: records of aborted transactions never become events
-(on brokers that report aborts in their fetch answers; Tansu does not), records of open
-transactions wait for the commit.
+The consumer reads `read_committed` unless `isolation_level` says otherwise: records of
+aborted transactions never become events (on brokers that report aborts in their fetch
+answers; Tansu does not), records of open transactions wait for the commit.
 
 The consumer leaves broker connectivity to aiokafka, which reconnects on its own;
 errors aiokafka raises from a read (the broker refused the fetch, the connection broke:
@@ -181,6 +181,7 @@ class KafkaOptions:
     linger_ms: int = 5
     max_batch_size: int = 1048576
     compression_type: str | None = None  # aiokafka's spelling: None, gzip, snappy, lz4, zstd
+    isolation_level: str = "read_committed"
     # Headers every record gets unless it has one of the same name.
     headers: tuple[tuple[str, bytes], ...] = ()
     # aiokafka's security arguments (security_protocol, ssl_context, sasl_*); the password
@@ -211,6 +212,7 @@ class KafkaOptions:
             linger_ms=cast(int, opts["linger_ms"]),
             max_batch_size=cast(int, opts["max_batch_size"]),
             compression_type=_compression(cast(str, opts["compression_type"])),
+            isolation_level=cast(str, opts["isolation_level"]),
             headers=tuple((name, value.encode()) for name, value in
                           cast(dict[str, str], opts["headers"] or {}).items()),
             security=_security(settings, opts),
@@ -383,9 +385,9 @@ class KafkaConsumer:
             auto_offset_reset=opts.auto_offset_reset,
             session_timeout_ms=opts.session_timeout_ms,
             heartbeat_interval_ms=opts.heartbeat_interval_ms,
-            # Records of aborted transactions never become events; records of open ones
-            # wait for their commit.
-            isolation_level="read_committed",
+            # read_committed by default: records of aborted transactions never become
+            # events; records of open ones wait for their commit.
+            isolation_level=opts.isolation_level,
             **opts.security,
         )
         client.subscribe(list(opts.topics), listener=_Rebalance(self._commits))

@@ -44,3 +44,10 @@ def test_compression_is_off_by_default_and_every_kafka_codec_can_be_chosen() -> 
 def test_a_compression_kafka_does_not_define_is_refused_by_name(value: object) -> None:
     with pytest.raises(ValueError, match="compression_type"):
         _parse(compression_type=value)
+
+
+def test_the_consumer_reads_committed_records_unless_told_otherwise() -> None:
+    assert _parse().isolation_level == "read_committed"
+    assert _parse(isolation_level="read_uncommitted").isolation_level == "read_uncommitted"
+    with pytest.raises(ValueError, match="isolation_level"):
+        _parse(isolation_level="dirty")
