@@ -363,7 +363,24 @@ class RateLimitedLog:
         return True
 
 
-def install() -> None:
-    """Make aiokafka's fetcher decode with these classes (idempotent)."""
+#: What of aiokafka's fetcher this module relies on (checked by `install`).
+_RELIED_ON = ("_consume_aborted_up_to", "_contains_abort_marker", "_consumer_record",
+              "_unpack_records")
+
+
+def install(logger: logging.Logger | None = None) -> bool:
+    """Make aiokafka's fetcher decode with these classes (idempotent); False, with a
+    warning, when the installed aiokafka is not the shape this relies on (a newer one:
+    the lock pins the one tested)."""
+    base = TolerantPartitionRecords.__mro__[1]
+    fits = (getattr(fetcher, "PartitionRecords", None) in (base, TolerantPartitionRecords)
+            and hasattr(fetcher, "MemoryRecords")
+            and all(hasattr(base, name) for name in _RELIED_ON))
+    if not fits:
+        (logger or logging.getLogger(__name__)).warning(
+            "kafka: this aiokafka's fetcher is not the one xrgw was tested with; a record "
+            "that does not decode will stop its partition instead of being dead-lettered")
+        return False
     fetcher.PartitionRecords = TolerantPartitionRecords
     fetcher.MemoryRecords = FramedRecords
+    return True

@@ -131,7 +131,7 @@ _URIS = profile(KAFKA).endpoint.uris
 
 # Records that do not decode become dead letters instead of stopping their partition
 # (adapters/_kafka_fetch.py).
-install()
+install(log)
 #: Fetch errors, said once a minute per kind with their cause.
 _fetch_warnings = RateLimitedLog(log)
 

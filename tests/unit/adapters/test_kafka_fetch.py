@@ -23,7 +23,7 @@ from aiokafka.structs import TopicPartition  # type: ignore[import-untyped]
 
 import adapters.kafka  # noqa: F401  # installs the tolerant decoder
 from adapters._kafka_commits import Commits
-from adapters._kafka_fetch import FramedRecords, TolerantPartitionRecords, Undecodable
+from adapters._kafka_fetch import FramedRecords, TolerantPartitionRecords, Undecodable, install
 
 TP = TopicPartition("t", 0)
 ATTRIBUTES_AT, CRC_AT = 21, 17
@@ -88,6 +88,16 @@ def test_the_fetcher_decodes_with_the_tolerant_classes() -> None:
     # aiokafka offers no hook: these module globals are what its fetcher builds from.
     assert fetcher.PartitionRecords is TolerantPartitionRecords
     assert fetcher.MemoryRecords is FramedRecords
+    assert install()  # again: idempotent, and the installed aiokafka fits
+
+
+def test_an_aiokafka_of_another_shape_is_said_not_silently_left_unguarded(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(fetcher, "PartitionRecords", type("Other", (), {}))
+    with caplog.at_level("WARNING"):
+        assert not install()
+    assert "not the one xrgw was tested with" in caplog.text
+    assert fetcher.PartitionRecords.__name__ == "Other"  # left alone
 
 
 def test_every_codec_kafka_defines_is_readable() -> None:
