@@ -158,11 +158,12 @@ class Commits:
         `undecodable`), and its ack commits past all of them."""
         slot = _SpanSlot(self, part, record.offset, record.span)
         part.slots.append(slot)
+        where = (f"offset {record.offset}" if record.span == 1
+                 else f"offsets {record.offset}-{record.last_offset}")
         _warnings.warning(
             (record.topic, record.partition),
-            f"kafka: {record.topic}[{record.partition}] offsets {record.offset}-"
-            f"{record.last_offset} cannot be decoded; dead-lettered as undecodable, the "
-            "partition goes on",
+            f"kafka: {record.topic}[{record.partition}] {where} cannot be decoded; "
+            "dead-lettered as undecodable, the partition goes on",
             fields(reason="undecodable", error=record.why))
         return Delivery(to_record(record, received_at), slot, undecodable=record.why)
 
