@@ -241,3 +241,39 @@ def test_the_warning_is_said_once_per_interval_and_counts_the_rest(
         assert limited.warning("p0", "bad p0")
     assert [r.getMessage() for r in caplog.records] == [
         "bad p0", "bad p1", "bad p0 (2 more since the last report)"]
+
+
+def test_a_fetch_error_is_said_once_with_its_cause_and_is_not_connected(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Not a record's fault (those are undecodable deliveries): the broker refused the
+    fetch. Every read says NotConnected (the route reconnects); the log says why, once."""
+    import logging
+
+    from aiokafka.errors import TopicAuthorizationFailedError  # type: ignore[import-untyped]
+
+    from adapters.kafka import KafkaConsumer, _fetch_warnings
+    from gateway.ports import EndpointSettings, NotConnected
+
+    class Refusing:
+        async def getmany(self, **_: Any) -> Any:
+            raise TopicAuthorizationFailedError("orders")
+
+        async def commit(self, offsets: dict[Any, int]) -> None: ...
+        def seek(self, tp: Any, offset: int) -> None: ...
+        async def stop(self) -> None: ...
+
+    async def scenario() -> None:
+        for _ in range(3):
+            consumer = KafkaConsumer(EndpointSettings(
+                "kafka://127.0.0.1:9092", options={"topics": ["orders"], "consumergroup": "g"}))
+            consumer._client = Refusing()
+            with pytest.raises(NotConnected, match="TopicAuthorizationFailedError"):
+                await consumer.read_batch(10)
+            assert not consumer.connected  # dropped: the next connect rejoins
+
+    _fetch_warnings._last.clear()
+    with caplog.at_level(logging.WARNING, "adapters.kafka"):
+        asyncio.run(scenario())
+    said = [r for r in caplog.records if "fetch from" in r.getMessage()]
+    assert len(said) == 1
+    assert said[0].error_kind == "TopicAuthorizationFailedError"  # type: ignore[attr-defined]
