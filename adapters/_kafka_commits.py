@@ -31,6 +31,7 @@ from aiokafka.errors import (  # type: ignore[import-untyped]  # no py.typed
     KafkaError,
 )
 
+from adapters._kafka_fetch import RateLimitedLog, Undecodable
 from adapters._kafka_record import KafkaRecordLike, to_record
 from gateway.observability.logs import fields
 from gateway.ports import Delivery
@@ -40,6 +41,8 @@ __all__ = ["CommitClient", "Commits"]
 # The Kafka adapter's logger: these lines are the consumer's.
 log = logging.getLogger("adapters.kafka")
 
+#: Undecodable records, said once a minute per partition.
+_warnings = RateLimitedLog(log)
 #: Pause between retries of a failed offset commit.
 _COMMIT_RETRY_SECONDS = 0.5
 
@@ -72,6 +75,9 @@ class _Slot:
 
     __slots__ = ("acked", "commits", "live", "offset", "part")
 
+    #: How many offsets settling it settles (a class attribute: one, read on commit).
+    span = 1
+
     def __init__(self, commits: Commits, part: _Partition, offset: int) -> None:
         self.commits = commits
         self.part = part
@@ -94,6 +100,16 @@ class _Slot:
             commits._advance(self.part)
         else:
             commits._rewind(self.part, self.offset)
+
+
+class _SpanSlot(_Slot):
+    """The slot of an undecodable batch: settling it settles all of its offsets."""
+
+    __slots__ = ("span",)
+
+    def __init__(self, commits: Commits, part: _Partition, offset: int, span: int) -> None:
+        super().__init__(commits, part, offset)
+        self.span = span
 
 
 class Commits:
@@ -124,12 +140,32 @@ class Commits:
                 part = self._parts[tp] = _Partition(tp)
             slots = part.slots
             for record in records:
+                if type(record) is Undecodable:
+                    out.append(self._undecodable(part, record, received_at))
+                    continue
                 slot = _Slot(self, part, record.offset)
                 slots.append(slot)
                 out.append(Delivery(to_record(record, received_at), slot))
-            part.next = records[-1].offset + 1
+            last = records[-1]
+            part.next = (last.last_offset if type(last) is Undecodable
+                         else last.offset) + 1
         self.unsettled += len(out)
         return out
+
+    def _undecodable(self, part: _Partition, record: Undecodable,
+                     received_at: str) -> Delivery:
+        """The delivery of offsets that did not decode: the route dead-letters it (reason
+        `undecodable`), and its ack commits past all of them."""
+        slot = _SpanSlot(self, part, record.offset, record.span)
+        part.slots.append(slot)
+        where = (f"offset {record.offset}" if record.span == 1
+                 else f"offsets {record.offset}-{record.last_offset}")
+        _warnings.warning(
+            (record.topic, record.partition),
+            f"kafka: {record.topic}[{record.partition}] {where} cannot be decoded; "
+            "dead-lettered as undecodable, the partition goes on",
+            fields(reason="undecodable", error=record.why))
+        return Delivery(to_record(record, received_at), slot, undecodable=record.why)
 
     def first_unsettled(self, tp: Hashable) -> int | None:
         """The first offset of `tp` this member has not settled: its first delivery still
@@ -143,7 +179,8 @@ class Commits:
         slots = part.slots
         commit_to: int | None = None
         while slots and slots[0].acked:
-            commit_to = slots.popleft().offset + 1
+            slot = slots.popleft()
+            commit_to = slot.offset + slot.span
         if commit_to is None:
             return  # an ack past a gap: nothing contiguous to commit yet
         self._dirty[part.tp] = commit_to

@@ -5,6 +5,8 @@ config loader validates endpoints with it; docs/configuration.md shows it.
 
 from __future__ import annotations
 
+from aiokafka import codec  # type: ignore[import-untyped]  # no py.typed
+
 from gateway.config import Field
 from gateway.config._spec import Check
 from gateway.options import (
@@ -26,6 +28,10 @@ def _acks(value: object) -> tuple[str, str] | None:
     return None
 
 
+#: Kafka's compression codecs and whether this installation can write them (cramjam, a
+#: dependency, brings snappy, lz4 and zstd; every codec is also readable).
+CODECS = {"none": codec.has_gzip, "gzip": codec.has_gzip, "snappy": codec.has_snappy,
+          "lz4": codec.has_lz4, "zstd": codec.has_zstd}
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
@@ -56,6 +62,14 @@ OPTIONS = OptionSpec(
                      "consumer: where a group without a committed offset starts",
                      default="earliest", choices=("earliest", "latest")),
                side="consumer", xregistry=True),
+        Option(Field("isolation_level", "enum",
+                     "consumer: read_committed: records of aborted transactions never "
+                     "become events and those of open ones wait for the commit (brokers "
+                     "that report aborts: Apache Kafka does, Tansu does not); "
+                     "read_uncommitted: every record as soon as it is written",
+                     default="read_committed",
+                     choices=("read_committed", "read_uncommitted")),
+               side="consumer"),
         Option(Field("observeoffset", "enum",
                      "consumer, shadow mode (`routes[].observe`): where the observing "
                      "route's own consumer group starts",
@@ -102,6 +116,10 @@ OPTIONS = OptionSpec(
               "producer: bytes of records per partition in one produce request; stay at or "
               "below the broker's message.max.bytes (Kafka's default: 1 MiB + 12)",
               side="producer"),
+        Option(Field("compression_type", "enum",
+                     "producer: how record batches are compressed. Consumers read every "
+                     "codec whatever this says; zstd needs Kafka 2.1+ brokers and clients",
+                     default="none", choices=tuple(CODECS)), side="producer"),
         seconds("reconnect_max", 10, "producer: longest backoff between reconnects",
                  "producer"),
         Option(Field("sasl_mechanism", "str", "with a username: the SASL mechanism, "

@@ -50,8 +50,21 @@ unsettled offset is the one after the last record handed out; before the first o
 group's committed offset (or where `autooffsetreset` starts). Not aiokafka's position:
 that runs ahead with prefetched records.
 
+Poison. Every codec Kafka defines is read (cramjam, with the aiokafka extras). What still
+cannot be decoded -- a batch in an unknown codec, corrupt or failing its CRC, a record
+with a header name that is not UTF-8 -- is handed over as a delivery marked `undecodable`
+at its offsets (`adapters/_kafka_fetch.py`): the route dead-letters it (reason
+`undecodable`, the raw bytes, topic/partition/offset), its ack commits past it, and the
+records around it flow as usual; each partition logs it at most once a minute.
+
+The consumer reads `read_committed` unless `isolation_level` says otherwise: records of
+aborted transactions never become events (on brokers that report aborts in their fetch
+answers; Tansu does not), records of open transactions wait for the commit.
+
 The consumer leaves broker connectivity to aiokafka, which reconnects on its own;
-errors aiokafka raises from a read make `read_batch()` raise NotConnected.
+errors aiokafka raises from a read (the broker refused the fetch, the connection broke:
+no longer a record's fault) are logged with their cause, once a minute per kind, and
+make `read_batch()` raise NotConnected.
 """
 
 from __future__ import annotations
@@ -91,12 +104,14 @@ from aiokafka.record.default_records import (  # type: ignore[import-untyped]
     DefaultRecordBatchBuilder,
 )
 
-from adapters._kafka_commits import Commits
-from adapters._kafka_options import MECHANISMS, OPTIONS, SECURITY_PROTOCOLS
+from adapters._kafka_commits import Commits, log
+from adapters._kafka_fetch import RateLimitedLog, install
+from adapters._kafka_options import CODECS, MECHANISMS, OPTIONS, SECURITY_PROTOCOLS
 from adapters._kafka_record import KafkaRecordLike, SendArgs, to_send
 from adapters._reconnect import ReconnectGate
 from adapters._schemes import check_scheme
 from adapters._tls import client_context, describe, probe
+from gateway.observability.logs import fields
 from gateway.ports import (
     Confirmation,
     Delivery,
@@ -113,6 +128,12 @@ from gateway.record import NativeMessage
 __all__ = ["KafkaConsumer", "KafkaOptions", "KafkaProducer"]
 
 _URIS = profile(KAFKA).endpoint.uris
+
+# Records that do not decode become dead letters instead of stopping their partition
+# (adapters/_kafka_fetch.py).
+install(log)
+#: Fetch errors, said once a minute per kind with their cause.
+_fetch_warnings = RateLimitedLog(log)
 
 #: Errors that are a verdict on the record itself: sending it again cannot succeed.
 _VERDICTS: tuple[type[BaseException], ...] = (
@@ -159,6 +180,8 @@ class KafkaOptions:
     acks: int | str = "all"
     linger_ms: int = 5
     max_batch_size: int = 1048576
+    compression_type: str | None = None  # aiokafka's spelling: None, gzip, snappy, lz4, zstd
+    isolation_level: str = "read_committed"
     # Headers every record gets unless it has one of the same name.
     headers: tuple[tuple[str, bytes], ...] = ()
     # aiokafka's security arguments (security_protocol, ssl_context, sasl_*); the password
@@ -188,6 +211,8 @@ class KafkaOptions:
             acks="all" if acks in (-1, "all") else acks,
             linger_ms=cast(int, opts["linger_ms"]),
             max_batch_size=cast(int, opts["max_batch_size"]),
+            compression_type=_compression(cast(str, opts["compression_type"])),
+            isolation_level=cast(str, opts["isolation_level"]),
             headers=tuple((name, value.encode()) for name, value in
                           cast(dict[str, str], opts["headers"] or {}).items()),
             security=_security(settings, opts),
@@ -198,6 +223,17 @@ class KafkaOptions:
         return str(self.security.get("security_protocol", "")).startswith("SASL")
 
 
+
+
+def _compression(name: str) -> str | None:
+    """aiokafka's compression_type for the option; refused when its codec is missing
+    (cramjam, a dependency, brings snappy, lz4 and zstd)."""
+    if name == "none":
+        return None
+    if not CODECS[name]():
+        raise ValueError(f"compression_type: {name} needs the cramjam package, which is "
+                         "not installed")
+    return name
 
 
 def _security(settings: EndpointSettings, opts: Mapping[str, object]) -> dict[str, Any]:
@@ -349,6 +385,9 @@ class KafkaConsumer:
             auto_offset_reset=opts.auto_offset_reset,
             session_timeout_ms=opts.session_timeout_ms,
             heartbeat_interval_ms=opts.heartbeat_interval_ms,
+            # read_committed by default: records of aborted transactions never become
+            # events; records of open ones wait for their commit.
+            isolation_level=opts.isolation_level,
             **opts.security,
         )
         client.subscribe(list(opts.topics), listener=_Rebalance(self._commits))
@@ -402,6 +441,12 @@ class KafkaConsumer:
                 raise EndOfInput("consumer closed") from None
             raise NotConnected("consumer stopped") from None
         except KafkaError as exc:
+            # Not a record's fault (those arrive as undecodable deliveries): the broker
+            # refused the fetch or the connection broke. Said once with its cause, then
+            # the consumer rejoins from the committed offset.
+            _fetch_warnings.warning(
+                type(exc), f"kafka: fetch from {','.join(self._opts.bootstrap)} failed, "
+                "reconnecting", fields(error=exc))
             await self._drop_client()
             raise NotConnected(f"kafka: {exc!r}") from None
         return fetched
@@ -598,6 +643,7 @@ class KafkaProducer:
             enable_idempotence=opts.enable_idempotence,
             linger_ms=opts.linger_ms,
             max_batch_size=opts.max_batch_size,
+            compression_type=opts.compression_type,
             # Bounds metadata waits and unanswered produce requests: no hang when the
             # broker is gone.
             request_timeout_ms=int(opts.publish_timeout * 1000),

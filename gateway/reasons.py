@@ -19,6 +19,10 @@ NO_REPLY: Final = "no-reply"  # request-reply: no answer within the route's repl
 UNCORRELATED_REPLY: Final = "uncorrelated-reply"  # an answer that names no request
 INVALID_DATA: Final = "invalid-data"  # the body fails its definition's schema (enforce)
 TOO_LARGE: Final = "too-large"  # over an output's size limit: never sent, never retried
+# The source adapter could not decode what the broker holds (a Kafka batch in a codec it
+# cannot read, corrupt or failing its CRC, a header name that is not UTF-8): the raw bytes
+# where they can be had, and where the message was (topic/partition/offset).
+UNDECODABLE: Final = "undecodable"
 
 ALL: Final = (
     INVALID_RECORD,
@@ -33,4 +37,5 @@ ALL: Final = (
     UNCORRELATED_REPLY,
     INVALID_DATA,
     TOO_LARGE,
+    UNDECODABLE,
 )

@@ -30,6 +30,12 @@ A producer whose sink has a size limit implements `SizeLimited` (`max_message_by
 the route dead-letters a larger message as `too-large` before sending it, and the
 producer refuses one that its exact wire size puts over with `Outcome.oversize`.
 
+A message the consumer cannot decode (a Kafka record batch in a codec nobody knows, a
+failed CRC, a header name that is not UTF-8) is handed over anyway, with what could be
+salvaged (raw bytes, where it was) and `Delivery.undecodable` saying why: the route
+dead-letters it as `undecodable` and acks it, so the source moves past it. Only transient
+trouble (the broker unreachable) is `NotConnected`.
+
 A consumer that knows how far it is behind its source (Kafka partition lag, JetStream
 pending messages) also implements `BacklogReporter`; the route exports it as metrics.
 

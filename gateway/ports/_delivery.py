@@ -26,10 +26,11 @@ class Delivery:
     so concurrent double settlement is caught too.
     """
 
-    __slots__ = ("_settle", "_waiting", "answer", "message", "settled")
+    __slots__ = ("_settle", "_waiting", "answer", "message", "settled", "undecodable")
 
     def __init__(self, message: NativeMessage, settle: Settle,
-                 answer: Answer | None = None, waiting: Waiting | None = None) -> None:
+                 answer: Answer | None = None, waiting: Waiting | None = None,
+                 undecodable: str | None = None) -> None:
         self.message = message
         self.settled = False
         self._settle = settle
@@ -37,6 +38,10 @@ class Delivery:
         # reply subject, MQTT 5 response topic); only `reply: true` routes use it.
         self.answer = answer
         self._waiting = waiting
+        # Set when the adapter could not decode what the broker holds (why, one line):
+        # `message` then carries what could be had (the raw bytes, where it was) and the
+        # route dead-letters it as `undecodable` instead of converting it.
+        self.undecodable = undecodable
 
     @property
     def abandoned(self) -> bool:

@@ -66,7 +66,7 @@ from gateway.envelope.outgoing import (
     with_defaults,
 )
 from gateway.jsontypes import JSON
-from gateway.matching.matcher import Explanation
+from gateway.matching.matcher import Explanation, MatchResult
 from gateway.observability.conformance import RouteReport
 from gateway.observability.logs import CLIENT_ENDPOINT, fields
 from gateway.observability.metrics import Metrics, body_size, observe_many, route_children
@@ -608,6 +608,9 @@ class Route:
             counts[1] += body_size(record)
             message = _Message(delivery)
             messages.append(message)
+            if delivery.undecodable is not None:  # the adapter could not decode it
+                conversions = [Conversion(record, MatchResult("unmatched"), None,
+                                          reasons.UNDECODABLE, delivery.undecodable)]
             if len(conversions) == 1 and conversions[0].event is None:
                 whole = _Member(record, conversions[0], delivery)
                 whole.reason = self._not_converted(record, conversions[0], now)

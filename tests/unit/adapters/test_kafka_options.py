@@ -31,3 +31,23 @@ def test_batching_overrides() -> None:
 def test_batching_refusals_name_the_option(name: str, value: object) -> None:
     with pytest.raises(ValueError, match=name):
         _parse(**{name: value})
+
+
+def test_compression_is_off_by_default_and_every_kafka_codec_can_be_chosen() -> None:
+    assert _parse().compression_type is None
+    assert _parse(compression_type="none").compression_type is None
+    for codec in ("gzip", "snappy", "lz4", "zstd"):
+        assert _parse(compression_type=codec).compression_type == codec
+
+
+@pytest.mark.parametrize("value", ["brotli", "LZ4x", 3])
+def test_a_compression_kafka_does_not_define_is_refused_by_name(value: object) -> None:
+    with pytest.raises(ValueError, match="compression_type"):
+        _parse(compression_type=value)
+
+
+def test_the_consumer_reads_committed_records_unless_told_otherwise() -> None:
+    assert _parse().isolation_level == "read_committed"
+    assert _parse(isolation_level="read_uncommitted").isolation_level == "read_uncommitted"
+    with pytest.raises(ValueError, match="isolation_level"):
+        _parse(isolation_level="dirty")
