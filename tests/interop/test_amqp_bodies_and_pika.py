@@ -113,7 +113,7 @@ def pika_publish(rabbitmq: RabbitMQ, routing_key: str, body: bytes, headers: dic
     """As a RabbitMQ application publishes: the queue declared durable (it is, already:
     the gateway declared it) and bound to a topic exchange, a persistent message through
     the exchange, publisher confirms. RabbitMQ 3.x gives an AMQP 1.0 consumer the routing
-    key as `properties.subject` and drops the 0-9-1 headers (3.13 and 4.x map them to
+    key as `properties.subject` and drops the 0-9-1 headers (4.x maps them to
     application properties), so the definitions match the routing key."""
     connection = _pika(rabbitmq)
     try:
