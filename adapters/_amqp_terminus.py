@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from proton import Terminus
 
-__all__ = ["apply_terminus", "durability_for"]
+__all__ = ["apply_terminus", "durability_for", "transient_queue_warning"]
 
 _DURABILITY = {
     "none": Terminus.NONDURABLE,
@@ -45,3 +45,15 @@ def apply_terminus(terminus: Terminus, setting: str, expiry_policy: str, address
     """Set durability and expiry policy on a terminus before its link is opened."""
     terminus.durability = _DURABILITY[durability_for(setting, address)]
     terminus.expiry_policy = _EXPIRY[expiry_policy]
+
+
+def transient_queue_warning(setting: str, address: str | None) -> str | None:
+    """What to tell the operator when the options ask RabbitMQ 3.x for a transient queue
+    (`terminus-durability: none` on a `/queue/` address); None when they do not."""
+    if address is None or not address.startswith(_DECLARED_QUEUE):
+        return None
+    if durability_for(setting, address) != "none":
+        return None
+    return (f"AMQP {address}: terminus-durability none makes RabbitMQ 3.x declare a "
+            "transient queue; a broker restart erases it with every message in it "
+            "(leave terminus-durability at auto for a durable queue)")

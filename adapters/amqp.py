@@ -47,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import logging
 import time
 import uuid
 from collections import deque
@@ -63,7 +64,7 @@ from proton.reactor import AtLeastOnce, LinkOption
 
 from adapters._amqp_options import OPTIONS
 from adapters._amqp_record import to_message, to_record
-from adapters._amqp_terminus import apply_terminus
+from adapters._amqp_terminus import apply_terminus, transient_queue_warning
 from adapters._proton_loop import LoopHandler, ProtonThread
 from adapters._reconnect import ReconnectGate
 from adapters._schemes import check_scheme
@@ -85,6 +86,7 @@ from gateway.record import NativeMessage
 __all__ = ["AmqpConsumer", "AmqpOptions", "AmqpProducer"]
 
 _URIS = profile(AMQP).endpoint.uris
+log = logging.getLogger(__name__)
 
 # Link refusals that say "this address will not work": retrying the message is useless.
 _ADDRESS_ERRORS = frozenset(
@@ -111,6 +113,12 @@ class AmqpOptions:
     tls: TlsSettings | None = None  # set: connect with TLS (amqps)
     # SASL PLAIN may go over a connection without TLS (loopback, or allow_plain_without_tls)
     plain_in_clear: bool = False
+
+    def warn_transient_queue(self) -> None:
+        """One log line when the options make RabbitMQ 3.x declare a transient queue."""
+        warning = transient_queue_warning(self.terminus_durability, self.node)
+        if warning is not None:
+            log.warning(warning)
 
     @classmethod
     def parse(cls, settings: EndpointSettings) -> AmqpOptions:
@@ -462,6 +470,7 @@ class AmqpConsumer:
         if self._opts.node is None:
             raise ValueError("node: a consumer needs a source address")
         self._node: str = self._opts.node
+        self._opts.warn_transient_queue()
         self._thread: ProtonThread[_Note] | None = None
         self._settler: _Settler | None = None
         self._ready: asyncio.Future[None] | None = None
@@ -743,6 +752,7 @@ class AmqpProducer:
 
     def __init__(self, settings: EndpointSettings) -> None:
         self._opts = AmqpOptions.parse(settings)
+        self._opts.warn_transient_queue()
         self._thread: ProtonThread[_Note] | None = None
         self._handler: _SenderHandler | None = None
         self._ready: asyncio.Future[None] | None = None

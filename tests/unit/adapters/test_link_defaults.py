@@ -7,7 +7,7 @@ import pytest
 from proton import Terminus
 
 from adapters._amqp_terminus import apply_terminus, durability_for
-from adapters.amqp import AmqpOptions
+from adapters.amqp import AmqpConsumer, AmqpOptions
 from adapters.mqtt import MqttOptions
 from gateway.ports import EndpointSettings
 
@@ -80,3 +80,14 @@ def test_a_shared_subscription_keeps_what_the_operator_wrote():
     assert opts.session_expiry == 600
     opts = _mqtt("3.1.1", sharedsubscriptiongroup="g", cleansession=False)
     assert opts.clean_start is False
+
+
+def test_asking_for_a_transient_queue_is_logged_once(caplog):
+    with caplog.at_level("WARNING", logger="adapters.amqp"):
+        AmqpConsumer(EndpointSettings("amqp://h", options={
+            "node": "/queue/q", "terminus-durability": "none"}))
+        AmqpConsumer(EndpointSettings("amqp://h", options={"node": "/queue/q"}))
+        AmqpConsumer(EndpointSettings("amqp://h", options={
+            "node": "/exchange/x/k", "terminus-durability": "none"}))
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1 and "transient queue" in warnings[0], warnings
