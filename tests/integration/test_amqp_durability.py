@@ -26,12 +26,13 @@ from harness.brokers import RabbitMQ, free_port
 from harness.faults.gateway_process import gateway_process
 from harness.faults.publishers import publish_amqp
 from harness.faults.readers import KafkaReader, create_topics, read_kafka
-from harness.faults.report import report
+from harness.faults.report import fault_n, report
 from harness.faults.route_config import GRACE, RECEIVE_MAX, write_route_config
 from harness.faults.tally import Tally
 from harness.faults.waiting import patience, until
 
-N = 5_000
+#: Messages in the restart scenario ($XRGW_FAULT_N scales it, as for the fault tests).
+N = fault_n(5_000)
 
 
 @pytest.fixture
