@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import nats
 from nats.aio.msg import Msg
@@ -36,8 +37,9 @@ class Seen:
     dead: list[Msg] = field(default_factory=list)
 
     def event(self, subject: str) -> Msg | None:
+        # The CloudEvents NATS binding percent-encodes header values as HTTP's does.
         for msg in self.events:
-            if (msg.headers or {}).get("ce-subject") == subject:
+            if unquote((msg.headers or {}).get("ce-subject", "")) == subject:
                 return msg
         return None
 

@@ -156,3 +156,12 @@ def test_the_route_goes_on_after_every_case(base: tuple[str, RunningGateway],
     assert 200 <= status < 300
     kind, _ = gateway.outcome("after", lambda m: False)
     assert kind == "event"
+
+
+def test_a_percent_encoded_path(base: tuple[str, RunningGateway], tmp_path: Path) -> None:
+    """curl sends the path as given; the gateway matches and renders it decoded."""
+    url, gateway = base
+    status, text, _ = curl(f"{url}/Ger%C3%A4t%207", b'{"t": 1}', *JSON, tmp=tmp_path)
+    assert 200 <= status < 300, text
+    kind, msg = gateway.outcome("Gerät 7", lambda m: False)
+    assert kind == "event" and ce_data(msg) == {"t": 1}

@@ -238,3 +238,15 @@ def test_the_route_goes_on_after_every_case(mosquitto: Mosquitto, gateway: Runni
     assert kind == "event"
 
 
+
+
+def test_a_topic_level_with_spaces_and_non_ascii_characters(mosquitto: Mosquitto,
+                                                            gateway: RunningGateway,
+                                                            ready: dict[str, Subscriber]
+                                                            ) -> None:
+    device = "Gerät 7 \u2013 Ofen"  # (an en dash)
+    body = json.dumps({"case": "unicode"})
+    mosquitto_pub(mosquitto, f"interop/{RUN}/{device}", body.encode(), "-V", "5", "-q", "1")
+    kind, msg = gateway.outcome(device, lambda m: False)
+    assert kind == "event" and ce_data(msg) == {"case": "unicode"}
+    assert f"subject:{device}" in ready["5"].line_with(body)[3]
