@@ -10,6 +10,7 @@ import json
 import shutil
 import subprocess
 import uuid
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -165,3 +166,37 @@ def test_a_percent_encoded_path(base: tuple[str, RunningGateway], tmp_path: Path
     assert 200 <= status < 300, text
     kind, msg = gateway.outcome("Gerät 7", lambda m: False)
     assert kind == "event" and ce_data(msg) == {"t": 1}
+
+
+def test_deflate_encoded_body(base: tuple[str, RunningGateway], tmp_path: Path) -> None:
+    url, gateway = base
+    status, text, _ = curl(f"{url}/deflate", zlib.compress(b'{"t": 2}'), *JSON,
+                           "-H", "Content-Encoding: deflate", tmp=tmp_path)
+    assert 200 <= status < 300, text
+    kind, msg = gateway.outcome("deflate", lambda m: False)
+    assert kind == "event" and ce_data(msg) == {"t": 2}
+
+
+def test_a_binary_mode_cloudevent(base: tuple[str, RunningGateway], tmp_path: Path) -> None:
+    """A webhook sender's CloudEvent: attributes in ce- headers, a percent-encoded
+    non-ASCII subject (the HTTP binding's rule)."""
+    url, gateway = base
+    status, text, _ = curl(f"{url}/events", b'{"n": 7}', *JSON,
+                           "-H", "ce-specversion: 1.0", "-H", f"ce-id: bin-{RUN}",
+                           "-H", "ce-type: com.example.interop.event",
+                           "-H", f"ce-source: /interop/{RUN}",
+                           "-H", "ce-subject: binary-%C3%BC", tmp=tmp_path)
+    assert 200 <= status < 300, text
+    kind, msg = gateway.outcome("binary-ü", lambda m: False)
+    assert kind == "event" and ce_data(msg) == {"n": 7}
+
+
+def test_a_structured_mode_cloudevent(base: tuple[str, RunningGateway],
+                                      tmp_path: Path) -> None:
+    url, gateway = base
+    status, text, _ = curl(f"{url}/events", json.dumps(_event("structured", {"n": 8})).encode(),
+                           "-H", "Content-Type: application/cloudevents+json; charset=utf-8",
+                           tmp=tmp_path)
+    assert 200 <= status < 300, text
+    kind, msg = gateway.outcome("structured", lambda m: False)
+    assert kind == "event" and ce_data(msg) == {"n": 8}
