@@ -93,6 +93,18 @@ def test_proton_bodies(rabbitmq: RabbitMQ, gateway: RunningGateway, device: str,
     assert (msg.data if isinstance(expected, bytes) else ce_data(msg)) == expected
 
 
+def test_application_properties_that_are_not_strings(rabbitmq: RabbitMQ,
+                                                    gateway: RunningGateway) -> None:
+    """AMQP application properties are typed: a number where the definition has a
+    placeholder is captured as its text."""
+    marker = f"typed-{RUN}".encode()
+    msg = Message(body=marker, inferred=True, durable=True,
+                  properties={"run": RUN, "device": 7, "extra": uuid.UUID(int=1)})
+    proton_send(rabbitmq, msg)
+    kind, out = gateway.outcome("7", lambda m: m.data == marker)
+    assert kind == "event" and out.data == marker
+
+
 def test_a_proton_message_without_the_properties_is_dead_lettered(
         rabbitmq: RabbitMQ, gateway: RunningGateway) -> None:
     marker = f"no-properties-{RUN}".encode()
