@@ -24,7 +24,7 @@ OPTIONS = OptionSpec(
                side="producer", xregistry=True),
         Option(Field("terminus-durability", "enum",
                      "durability of the link's terminus (consumer: source, producer: "
-                     "target). RabbitMQ 3.x declares the queue of a /queue/<name> address "
+                     "target). RabbitMQ 3.x declares the queue of a /queue/NAME address "
                      "from it: durable for configuration or unsettled-state, transient "
                      "(erased by a broker restart) for none, and refuses an attach whose "
                      "durability differs from an existing queue's. auto: configuration for "
