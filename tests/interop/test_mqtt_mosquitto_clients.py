@@ -61,6 +61,9 @@ class Subscriber:
         for line in self.proc.stdout:  # bytes: a binary payload is not text
             self.lines.append(line.rstrip(b"\n").decode("utf-8", "replace"))
 
+    def has(self, payload: str) -> bool:
+        return any(line.split("\t")[-1] == payload for line in list(self.lines))
+
     def line_with(self, payload: str, timeout: float = 60) -> list[str]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -139,17 +142,21 @@ CASES = [
 @pytest.fixture(scope="module")
 def ready(mosquitto: Mosquitto, gateway: RunningGateway,
           subscribers: dict[str, Subscriber]) -> dict[str, Subscriber]:
-    """A probe message through the whole path: the gateway subscribed, both
-    mosquitto_subs subscribed (a live subscription sees only later messages)."""
-    for attempt in range(100):
-        probe = json.dumps({"case": f"probe-{attempt}"})
-        mosquitto_pub(mosquitto, f"interop/{RUN}/probe-{attempt}", probe.encode(), "-q", "1")
-        try:
-            for sub in subscribers.values():
-                sub.line_with(probe, timeout=2)
-            return subscribers
-        except AssertionError:
-            continue
+    """Probe messages through the whole path until one reached both mosquitto_subs: the
+    gateway and both subscribers are subscribed (a live subscription sees only later
+    messages). Waits on the condition, however slow the machine is."""
+    probes: list[str] = []
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        probe = json.dumps({"case": f"probe-{len(probes)}"})
+        probes.append(probe)
+        mosquitto_pub(mosquitto, f"interop/{RUN}/probe-{len(probes)}", probe.encode(),
+                      "-q", "1")
+        until = time.monotonic() + 1
+        while time.monotonic() < until:
+            if any(all(sub.has(p) for sub in subscribers.values()) for p in probes):
+                return subscribers
+            time.sleep(0.02)
     raise AssertionError("the output never reached both mosquitto_subs")
 
 
