@@ -213,7 +213,7 @@ def test_an_unmatched_10000_character_topic_is_dead_lettered(mosquitto: Mosquitt
                                     "-D", "publish", "content-type", "text/plain"]),
     ("binary-body", bytes(range(11, 256)), ["-V", "311", "-q", "1"]),
     ("empty-body", b"", ["-V", "5", "-q", "1"]),
-])
+], ids=["text-body", "binary-body", "empty-body"])
 def test_bodies_that_are_not_json(mosquitto: Mosquitto, gateway: RunningGateway,
                                   case: str, payload: bytes, args: list[str]) -> None:
     mosquitto_pub(mosquitto, f"interop/{RUN}/{case}", payload, *args)
