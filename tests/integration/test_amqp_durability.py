@@ -4,7 +4,7 @@ unless the endpoint says otherwise (`terminus-durability`, adapters/_amqp_termin
 RabbitMQ 3.x declares the queue of a `/queue/<name>` address when a link attaches, with
 the durability the link's terminus asks for. Proton's default (none) made it transient:
 measured on 62d9be0, a RabbitMQ restart under an AMQP->Kafka route erased 6,307 of
-10,000 messages and the gateway sat ready and idle. Each RabbitMQ here is private, since
+10,000 messages and the gateway sat ready and idle. The RabbitMQ here is private, since
 the tests restart it.
 """
 
@@ -35,8 +35,10 @@ from harness.faults.waiting import patience, until
 N = fault_n(5_000)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def own_rabbitmq() -> Iterator[RabbitMQ]:
+    """One private broker for the module (the tests restart it; each uses its own
+    queues, so a restart in one does not disturb another)."""
     with RabbitMQ() as broker:
         yield broker
 
