@@ -200,3 +200,28 @@ def test_a_structured_mode_cloudevent(base: tuple[str, RunningGateway],
     assert 200 <= status < 300, text
     kind, msg = gateway.outcome("structured", lambda m: False)
     assert kind == "event" and ce_data(msg) == {"n": 8}
+
+
+def test_a_chunked_body_over_the_limit_is_refused(base: tuple[str, RunningGateway],
+                                                  tmp_path: Path) -> None:
+    """A chunked body announces no length: the limit (`max_body_bytes`, 1 MiB by default)
+    holds while it streams in, with 413."""
+    url, gateway = base
+    body = json.dumps({"pad": "q" * (2 * 1024 * 1024)}).encode()
+    status, text, _ = curl(f"{url}/too-big", body, *JSON, "-H", "Transfer-Encoding: chunked",
+                           tmp=tmp_path)
+    assert status == 413, (status, text[:200])
+    assert gateway.seen.event("too-big") is None
+
+
+def test_a_gzip_body_that_inflates_over_the_limit_is_refused(
+        base: tuple[str, RunningGateway], tmp_path: Path) -> None:
+    """32 MiB of zeros gzip to ~32 KiB: the limit applies to the decoded body, so the
+    request is refused (413 or 400), not inflated into memory and published."""
+    url, gateway = base
+    bomb = gzip.compress(b"0" * (32 * 1024 * 1024))
+    assert len(bomb) < 100_000
+    status, text, _ = curl(f"{url}/bomb", bomb, *JSON, "-H", "Content-Encoding: gzip",
+                           tmp=tmp_path)
+    assert status in (400, 413), (status, text[:200])
+    assert gateway.seen.event("bomb") is None
