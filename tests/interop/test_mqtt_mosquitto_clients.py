@@ -257,3 +257,25 @@ def test_a_topic_level_with_spaces_and_non_ascii_characters(mosquitto: Mosquitto
     kind, msg = gateway.outcome(device, lambda m: False)
     assert kind == "event" and ce_data(msg) == {"case": "unicode"}
     assert f"subject:{device}" in ready["5"].line_with(body)[3]
+
+
+@pytest.mark.parametrize("qos", ["1", "2"])
+def test_a_burst_from_one_mosquitto_pub(mosquitto: Mosquitto, gateway: RunningGateway,
+                                        qos: str) -> None:
+    """500 messages on one connection (`-l`: one per line), as a device that reconnects
+    and flushes its backlog: every one becomes an event, none twice."""
+    device = f"burst-qos{qos}"
+    lines = "".join(json.dumps({"n": n}) + "\n" for n in range(500)).encode()
+    done = subprocess.run(
+        [_client("mosquitto_pub"), "-h", mosquitto.host, "-p", str(mosquitto.port),
+         "-t", f"interop/{RUN}/{device}", "-l", "-V", "5", "-q", qos],
+        input=lines, capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+    def numbers() -> list[int]:
+        return [ce_data(m)["n"] for m in list(gateway.seen.events)
+                if (m.headers or {}).get("ce-subject") == device]
+
+    gateway.wait_for(lambda: gateway.seen.events[-1] if len(set(numbers())) >= 500 else None,
+                     f"500 events of {device}")
+    assert sorted(numbers()) == list(range(500))
