@@ -22,6 +22,22 @@ OPTIONS = OptionSpec(
                      "producer: header.durable of records without one (xrgw defaults to "
                      "true; the spec's default is false)", default=True),
                side="producer", xregistry=True),
+        Option(Field("terminus-durability", "enum",
+                     "durability of the link's terminus (consumer: source, producer: "
+                     "target). RabbitMQ 3.x declares the queue of a /queue/NAME address "
+                     "from it: durable for configuration or unsettled-state, transient "
+                     "(erased by a broker restart) for none, and refuses an attach whose "
+                     "durability differs from an existing queue's. auto: configuration for "
+                     "a /queue/ address, none otherwise (a durable terminus on /exchange/ or "
+                     "/topic/ makes RabbitMQ leave a durable queue behind at every attach)",
+                     default="auto",
+                     choices=("auto", "none", "configuration", "unsettled-state")),
+               xregistry=True),
+        Option(Field("expiry-policy", "enum",
+                     "when the broker may forget the link's terminus (AMQP 1.0 3.5.6; "
+                     "RabbitMQ 3.x ignores it)", default="session-end",
+                     choices=("link-detach", "session-end", "connection-close", "never")),
+               xregistry=True),
         count("max_in_flight", 1000, "consumer: link credit = unsettled deliveries at most",
               high=1_000_000),
         Option(Field("nack_outcome", "enum",
@@ -48,9 +64,6 @@ OPTIONS = OptionSpec(
         Unsupported("source-filters", "xrgw attaches no source filters; the message "
                     "definitions select messages", side="consumer"),
         Unsupported("dynamic", "xrgw attaches to a named node (node), not a dynamic one"),
-        Unsupported("terminus-durability", "xrgw's links use the broker's default terminus "
-                    "durability"),
-        Unsupported("expiry-policy", "xrgw's links use the broker's default expiry policy"),
         Unsupported("timeout", "use connect_timeout and publish_timeout"),
         Unsupported("sender-settle-mode", _AT_LEAST_ONCE),
         Unsupported("receiver-settle-mode", _AT_LEAST_ONCE),

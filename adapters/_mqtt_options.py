@@ -49,12 +49,18 @@ OPTIONS = OptionSpec(
                      "consumer: start a clean session (MQTT 3.1.1: clean session). Off by "
                      "default: the broker keeps the session and redelivers unacknowledged "
                      "messages after a restart; on, messages sent while the gateway is away "
-                     "are lost to it", default=False),
+                     "are lost to it. MQTT 3.1.1 with a shared subscription: on by default "
+                     "(a 3.1.1 session never expires, and the broker keeps queueing a dead "
+                     "member's share into it)", default=False),
                side="consumer", xregistry=True, aliases=("cleansession",)),
         Option(Field("sessionexpiryinterval", "int",
-                     "consumer, 5.0: seconds the broker keeps the session after a disconnect",
-                     default=86400), side="consumer", xregistry=True,
-               aliases=("session_expiry",)),
+                     "consumer, 5.0: seconds the broker keeps the session after a disconnect. "
+                     "With a shared subscription the default is 0: the session ends with the "
+                     "connection, so the broker stops giving a dead member new messages and "
+                     "(where it can) hands its unacknowledged ones to the others; set it "
+                     "only when each replica comes back under its own client id "
+                     "(docs/deployment.md, Scaling)", default=86400),
+               side="consumer", xregistry=True, aliases=("session_expiry",)),
         Option(Field("sharedsubscriptiongroup", "str",
                      "consumer: subscribe as $share/<group>/<filter> so that several "
                      "gateways share the messages"), side="consumer", xregistry=True),

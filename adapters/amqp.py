@@ -47,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import logging
 import time
 import uuid
 from collections import deque
@@ -59,10 +60,11 @@ from urllib.parse import unquote, urlsplit
 from proton import Condition, Connection, Event, Link, Message, Receiver, Sender, SSLDomain
 from proton import Delivery as ProtonDelivery
 from proton.handlers import EndpointStateHandler
-from proton.reactor import AtLeastOnce
+from proton.reactor import AtLeastOnce, LinkOption
 
 from adapters._amqp_options import OPTIONS
 from adapters._amqp_record import to_message, to_record
+from adapters._amqp_terminus import apply_terminus, transient_queue_warning
 from adapters._proton_loop import LoopHandler, ProtonThread
 from adapters._reconnect import ReconnectGate
 from adapters._schemes import check_scheme
@@ -84,10 +86,12 @@ from gateway.record import NativeMessage
 __all__ = ["AmqpConsumer", "AmqpOptions", "AmqpProducer"]
 
 _URIS = profile(AMQP).endpoint.uris
+log = logging.getLogger(__name__)
 
 # Link refusals that say "this address will not work": retrying the message is useless.
 _ADDRESS_ERRORS = frozenset(
-    {"amqp:not-found", "amqp:unauthorized-access", "amqp:invalid-field", "amqp:not-allowed"}
+    {"amqp:not-found", "amqp:unauthorized-access", "amqp:invalid-field", "amqp:not-allowed",
+     "amqp:precondition-failed"}  # RabbitMQ: the queue exists with another durability
 )
 
 
@@ -104,9 +108,17 @@ class AmqpOptions:
     connect_timeout: float
     publish_timeout: float
     reconnect_max: float
+    terminus_durability: str = "auto"
+    expiry_policy: str = "session-end"
     tls: TlsSettings | None = None  # set: connect with TLS (amqps)
     # SASL PLAIN may go over a connection without TLS (loopback, or allow_plain_without_tls)
     plain_in_clear: bool = False
+
+    def warn_transient_queue(self) -> None:
+        """One log line when the options make RabbitMQ 3.x declare a transient queue."""
+        warning = transient_queue_warning(self.terminus_durability, self.node)
+        if warning is not None:
+            log.warning(warning)
 
     @classmethod
     def parse(cls, settings: EndpointSettings) -> AmqpOptions:
@@ -143,6 +155,8 @@ class AmqpOptions:
             connect_timeout=cast(float, opts["connect_timeout"]),
             publish_timeout=cast(float, opts["publish_timeout"]),
             reconnect_max=cast(float, opts["reconnect_max"]),
+            terminus_durability=cast(str, opts["terminus-durability"]),
+            expiry_policy=cast(str, opts["expiry-policy"]),
             tls=(settings.tls or TlsSettings()) if secure else None,
             plain_in_clear=plain_in_clear,
         )
@@ -183,6 +197,11 @@ def _hint(why: str) -> str:
     lowered = why.lower()
     if "unauthorized-access" in lowered or "authentication failed" in lowered:
         return f"{why} (check the endpoint's username/password)"
+    if "precondition-failed" in lowered and "durable" in lowered:
+        return (f"{why} (the queue exists with another durability: set the endpoint's "
+                "terminus-durability to match it, configuration for a durable queue, none "
+                "for a transient one; or address it as /amq/queue/<name>, which attaches "
+                "to an existing queue without declaring it)")
     if "ssl" in lowered or "tls" in lowered or "certificate" in lowered:
         return (f"TLS: {why} (check tls.ca_file for the server certificate, "
                 "tls.cert_file/key_file for a client certificate)")
@@ -279,6 +298,16 @@ class _Handler(LoopHandler[_Note]):
 # ====================================================================== consumer
 
 
+class _SourceTerminus(LinkOption):
+    """The source's durability and expiry policy (`adapters/_amqp_terminus.py`)."""
+
+    def __init__(self, durability: str, expiry_policy: str, address: str) -> None:
+        self._args = (durability, expiry_policy, address)
+
+    def apply(self, link: Link) -> None:
+        apply_terminus(link.source, *self._args)
+
+
 class _ReceiverHandler(_Handler):
     def __init__(self, opts: AmqpOptions, node: str) -> None:
         super().__init__(opts)
@@ -297,7 +326,8 @@ class _ReceiverHandler(_Handler):
         super().on_start(event)
         assert self.connection is not None
         self._receiver = event.container.create_receiver(
-            self.connection, source=self._node, options=AtLeastOnce()
+            self.connection, source=self._node, options=[AtLeastOnce(), _SourceTerminus(
+                self.opts.terminus_durability, self.opts.expiry_policy, self._node)]
         )
 
     def on_link_opened(self, event: Event) -> None:
@@ -440,6 +470,7 @@ class AmqpConsumer:
         if self._opts.node is None:
             raise ValueError("node: a consumer needs a source address")
         self._node: str = self._opts.node
+        self._opts.warn_transient_queue()
         self._thread: ProtonThread[_Note] | None = None
         self._settler: _Settler | None = None
         self._ready: asyncio.Future[None] | None = None
@@ -606,6 +637,8 @@ class _SenderHandler(_Handler):
         session.open()
         sender = session.sender(f"xrgw-{uuid.uuid4().hex[:12]}")
         sender.target.address = address
+        apply_terminus(sender.target, self.opts.terminus_durability, self.opts.expiry_policy,
+                       address)
         AtLeastOnce().apply(sender)
         sender.open()
         self._senders[address] = sender
@@ -623,7 +656,7 @@ class _SenderHandler(_Handler):
 
     def _link_failed(self, link: Link, condition: Condition | None) -> None:
         retryable = condition is None or str(condition.name) not in _ADDRESS_ERRORS
-        self._drop_sender(link, _describe(condition, "link error"), retryable)
+        self._drop_sender(link, _hint(_describe(condition, "link error")), retryable)
 
     def on_delivery(self, event: Event) -> None:
         delivery = event.delivery
@@ -719,6 +752,7 @@ class AmqpProducer:
 
     def __init__(self, settings: EndpointSettings) -> None:
         self._opts = AmqpOptions.parse(settings)
+        self._opts.warn_transient_queue()
         self._thread: ProtonThread[_Note] | None = None
         self._handler: _SenderHandler | None = None
         self._ready: asyncio.Future[None] | None = None

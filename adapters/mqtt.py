@@ -126,22 +126,26 @@ class MqttOptions:
         secure = wants_tls(url.scheme, _URIS, settings.tls)
         opts = OPTIONS.read(settings.options)
         raw_filters = opts["topicfilter"] or ()
+        filters = (raw_filters,) if isinstance(raw_filters, str) else tuple(
+            str(f) for f in cast(list[str], raw_filters))
+        v5 = opts["protocol"] != "3.1.1"
+        session_expiry, clean_start = _session(
+            opts, OPTIONS.canonical(settings.options), filters, v5)
         return cls(
             host=url.hostname or "127.0.0.1",
             port=url.port or (8883 if secure else 1883),
             tls=client_context(settings.tls) if secure else None,
-            v5=opts["protocol"] != "3.1.1",
-            filters=(raw_filters,) if isinstance(raw_filters, str) else tuple(
-                str(f) for f in cast(list[str], raw_filters)),
+            v5=v5,
+            filters=filters,
             qos=cast(int, opts["qos"]),
-            session_expiry=cast(int, opts["sessionexpiryinterval"]),
+            session_expiry=session_expiry,
             keepalive=int(cast(float, opts["keepalive"])),
             max_in_flight=cast(int, opts["max_in_flight"]),
             connect_timeout=cast(float, opts["connect_timeout"]),
             publish_timeout=cast(float, opts["publish_timeout"]),
             reconnect_max=cast(float, opts["reconnect_max"]),
             retain=cast(bool, opts["retain"]),
-            clean_start=cast(bool, opts["cleanstart"]),
+            clean_start=clean_start,
             retain_as_published=cast(bool, opts["retainaspublished"]),
             retain_handling=cast(int, opts["retainhandling"]),
             max_packet_size=cast(int, opts["max_packet_size"]),
@@ -154,6 +158,27 @@ class MqttOptions:
         return [(f, SubscribeOptions(qos=self.qos, retainAsPublished=self.retain_as_published,
                                      retainHandling=self.retain_handling))
                 for f in self.filters]
+
+
+def _session(opts: dict[str, object], written: dict[str, object],
+             filters: tuple[str, ...], v5: bool) -> tuple[int, bool]:
+    """(session expiry, clean start) of a consumer. On a shared subscription the session
+    ends with the connection unless the operator chose otherwise: a broker keeps giving
+    a disconnected member's session its share of new messages (mosquitto 2.0 does, for
+    the session's whole expiry), and hands a dead member's unacknowledged ones to the
+    others only when its session ends, if at all (the MQTT 5 spec's SHOULD). With a
+    persistent session and a replica that never comes back under the same client id (a
+    Deployment's new pod), those messages wait the whole expiry and are then dropped.
+    MQTT 3.1.1 has no expiry: a clean session is the only session that ends."""
+    expiry = cast(int, opts["sessionexpiryinterval"])
+    clean = cast(bool, opts["cleanstart"])
+    shared = bool(opts["sharedsubscriptiongroup"]) or any(
+        f.startswith("$share/") for f in filters)
+    if shared and "sessionexpiryinterval" not in written:
+        expiry = 0
+    if shared and not v5 and "cleanstart" not in written:
+        clean = True
+    return expiry, clean
 
 
 def _link_security(settings: EndpointSettings, opts: MqttOptions) -> dict[str, Any]:

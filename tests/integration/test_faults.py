@@ -769,9 +769,11 @@ async def _through_a_restart(gateway_config: Path, port: int, source: str, tansu
 
 def test_rabbitmq_restart_under_amqp_source(tmp_path, private_rabbitmq, tansu, run_id):
     """AMQP (RabbitMQ, a durable queue) -> Kafka; RabbitMQ restarts mid-backlog. The
-    queue is declared durable before (xrgw's `/queue/` addresses make transient queues
-    on RabbitMQ 3.x unless the terminus is durable: a restart then erased 6,307 of
-    10,000), and the messages are durable (the AMQP producer's default)."""
+    queue is declared durable before (as an operator or an AMQP 0-9-1 application
+    declares it; a `/queue/` address the gateway declares itself is durable too since
+    `terminus-durability: auto`, tests/integration/test_amqp_durability.py; before,
+    it was transient and a restart erased 6,307 of 10,000), and the messages are
+    durable (the AMQP producer's default)."""
     rabbitmq = private_rabbitmq
     sent = range(5_000)
     queue = f"faults-rmq-{run_id}"

@@ -35,7 +35,8 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-
 from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
-from proton import Message
+from proton import Link, Message, Terminus
+from proton.reactor import LinkOption
 from proton.utils import BlockingConnection
 
 from adapters.registry import REGISTRY
@@ -191,10 +192,18 @@ def _mqtt_publish(port: int, topic: str, body: bytes, **props: Any) -> None:
         client.loop_stop()
 
 
+class _DurableQueue(LinkOption):
+    """The terminus durability the gateway asks for on a /queue/ address (RabbitMQ 3.x
+    refuses a link whose durability differs from the queue's)."""
+
+    def apply(self, link: Link) -> None:
+        (link.source if link.is_receiver else link.target).durability = Terminus.CONFIGURATION
+
+
 def _amqp_send(url: str, address: str, messages: list[Message]) -> None:
     conn = BlockingConnection(url, timeout=10, allowed_mechs="PLAIN")
     try:
-        sender = conn.create_sender(address)
+        sender = conn.create_sender(address, options=_DurableQueue())
         for message in messages:
             sender.send(message)
     finally:
@@ -204,7 +213,7 @@ def _amqp_send(url: str, address: str, messages: list[Message]) -> None:
 def _amqp_receive(url: str, address: str, count: int) -> list[Message]:
     conn = BlockingConnection(url, timeout=TIMEOUT, allowed_mechs="PLAIN")
     try:
-        receiver = conn.create_receiver(address, credit=count)
+        receiver = conn.create_receiver(address, credit=count, options=_DurableQueue())
         out = []
         for _ in range(count):
             out.append(receiver.receive(timeout=TIMEOUT))

@@ -32,7 +32,8 @@ SAMPLE: dict[str, object] = {
     "retainhandling": 1, "acks": 0, "key": "k", "partition": 3, "consumergroup": "grp",
     "headers": {"x-a": "1"}, "autooffsetreset": "latest", "subject": "s.t",
     "subjectfilter": "s.*", "queuegroup": "q", "node": "/queue/q", "durable": False,
-    "method": "PUT", "query": {"a": "b"},
+    "method": "PUT", "query": {"a": "b"}, "terminus-durability": "unsettled-state",
+    "expiry-policy": "never",
 }
 
 

@@ -1,0 +1,93 @@
+"""Defaults an adapter derives from its other options: the AMQP terminus durability of a
+`/queue/` address, the MQTT session of a shared subscription."""
+
+from __future__ import annotations
+
+import pytest
+from proton import Terminus
+
+from adapters._amqp_terminus import apply_terminus, durability_for
+from adapters.amqp import AmqpConsumer, AmqpOptions
+from adapters.mqtt import MqttOptions
+from gateway.ports import EndpointSettings
+
+
+@pytest.mark.parametrize(("address", "expected"), [
+    ("/queue/orders", "configuration"),  # RabbitMQ 3.x declares it: durable
+    ("/exchange/amq.topic/k", "none"),  # RabbitMQ's own per-attach queue: not kept
+    ("/topic/k", "none"),
+    ("/amq/queue/orders", "none"),  # an existing queue, nothing is declared
+    ("orders", "none"),
+])
+def test_auto_durability_asks_for_a_durable_queue_on_queue_addresses(address, expected):
+    assert durability_for("auto", address) == expected
+
+
+@pytest.mark.parametrize("setting", ["none", "configuration", "unsettled-state"])
+def test_an_explicit_durability_is_kept(setting):
+    assert durability_for(setting, "/queue/orders") == setting
+    assert durability_for(setting, "/topic/k") == setting
+
+
+def test_apply_terminus_sets_durability_and_expiry():
+    class Spy:  # the two attributes a proton Terminus has for them
+        durability = Terminus.NONDURABLE
+        expiry_policy = Terminus.EXPIRE_WITH_SESSION
+
+    spy = Spy()
+    apply_terminus(spy, "auto", "never", "/queue/orders")  # type: ignore[arg-type]
+    assert (spy.durability, spy.expiry_policy) == (Terminus.CONFIGURATION,
+                                                    Terminus.EXPIRE_NEVER)
+    apply_terminus(spy, "unsettled-state", "link-detach", "/topic/x")  # type: ignore[arg-type]
+    assert (spy.durability, spy.expiry_policy) == (Terminus.DELIVERIES,
+                                                    Terminus.EXPIRE_WITH_LINK)
+
+
+def test_amqp_options_read_terminus_settings():
+    opts = AmqpOptions.parse(EndpointSettings("amqp://h", options={
+        "node": "/queue/q", "terminus-durability": "none", "expiry_policy": "never"}))
+    assert (opts.terminus_durability, opts.expiry_policy) == ("none", "never")
+    default = AmqpOptions.parse(EndpointSettings("amqp://h", options={"node": "/queue/q"}))
+    assert (default.terminus_durability, default.expiry_policy) == ("auto", "session-end")
+    with pytest.raises(ValueError, match="terminus-durability"):
+        AmqpOptions.parse(EndpointSettings("amqp://h", options={
+            "node": "/queue/q", "terminus-durability": "forever"}))
+
+
+def _mqtt(protocol: str = "5.0", **options: object) -> MqttOptions:
+    return MqttOptions.parse(EndpointSettings("mqtt://h", options={
+        "protocol": protocol, "topicfilter": "a/+", **options}))
+
+
+def test_a_plain_subscription_keeps_a_persistent_session():
+    opts = _mqtt()
+    assert (opts.session_expiry, opts.clean_start) == (86400, False)
+    opts = _mqtt("3.1.1")
+    assert opts.clean_start is False
+
+
+@pytest.mark.parametrize("shared", [{"sharedsubscriptiongroup": "g"},
+                                    {"topicfilter": "$share/g/a/+"}])
+def test_a_shared_subscription_session_ends_with_the_connection(shared):
+    opts = _mqtt(**shared)
+    assert (opts.session_expiry, opts.clean_start) == (0, False)
+    opts = _mqtt("3.1.1", **shared)
+    assert opts.clean_start is True  # 3.1.1 has no expiry: only a clean session ends
+
+
+def test_a_shared_subscription_keeps_what_the_operator_wrote():
+    opts = _mqtt(sharedsubscriptiongroup="g", session_expiry=600)
+    assert opts.session_expiry == 600
+    opts = _mqtt("3.1.1", sharedsubscriptiongroup="g", cleansession=False)
+    assert opts.clean_start is False
+
+
+def test_asking_for_a_transient_queue_is_logged_once(caplog):
+    with caplog.at_level("WARNING", logger="adapters.amqp"):
+        AmqpConsumer(EndpointSettings("amqp://h", options={
+            "node": "/queue/q", "terminus-durability": "none"}))
+        AmqpConsumer(EndpointSettings("amqp://h", options={"node": "/queue/q"}))
+        AmqpConsumer(EndpointSettings("amqp://h", options={
+            "node": "/exchange/x/k", "terminus-durability": "none"}))
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1 and "transient queue" in warnings[0], warnings
