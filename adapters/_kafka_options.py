@@ -95,8 +95,9 @@ OPTIONS = OptionSpec(
         # as much (batches of 64, the next read waiting for the last one's commit).
         count("max_in_flight", 4096, "consumer: unsettled deliveries (a crash redelivers "
               "from the first unsettled one)"),
-        milliseconds("session_timeout_ms", 10000, "consumer: group session timeout",
-                     "consumer"),
+        milliseconds("session_timeout_ms", 10000, "consumer: group session timeout; also "
+                     "how long a fetch may go unanswered (at least 5 s) before the source "
+                     "counts as not connected", "consumer"),
         milliseconds("heartbeat_interval_ms", 3000, "consumer: group heartbeat interval",
                      "consumer"),
         Option(Field("enable_idempotence", "bool",

@@ -61,6 +61,15 @@ The consumer reads `read_committed` unless `isolation_level` says otherwise: rec
 aborted transactions never become events (on brokers that report aborts in their fetch
 answers; Tansu does not), records of open transactions wait for the commit.
 
+Liveness. A broker that stops answering (a link that holds every byte, a hung broker)
+makes aiokafka neither fail nor reconnect for a long while, and receiving nothing looks
+like an idle topic. So `connected` is false while a fetch has had no answer for the
+session timeout (at least 10 of aiokafka's 0.5 s fetch long-polls, which a broker answers
+even when there is nothing to read): `/readyz` and `xrgw_endpoint_connected` say so, one
+warning names the broker and the last error, one info line says when fetches are
+answered again (`adapters/_kafka_liveness.py`). An idle topic, or a consumer holding
+back (nothing is fetched then), stays connected.
+
 The consumer leaves broker connectivity to aiokafka, which reconnects on its own;
 errors aiokafka raises from a read (the broker refused the fetch, the connection broke:
 no longer a record's fault) are logged with their cause, once a minute per kind, and
@@ -106,6 +115,8 @@ from aiokafka.record.default_records import (  # type: ignore[import-untyped]
 
 from adapters._kafka_commits import Commits, log
 from adapters._kafka_fetch import RateLimitedLog, install
+from adapters._kafka_liveness import install as watch_fetches
+from adapters._kafka_liveness import watch_of
 from adapters._kafka_options import CODECS, MECHANISMS, OPTIONS, SECURITY_PROTOCOLS
 from adapters._kafka_record import KafkaRecordLike, SendArgs, to_send
 from adapters._reconnect import ReconnectGate
@@ -132,6 +143,8 @@ _URIS = profile(KAFKA).endpoint.uris
 # Records that do not decode become dead letters instead of stopping their partition
 # (adapters/_kafka_fetch.py).
 install(log)
+# Fetches that go unanswered make the consumer not connected (adapters/_kafka_liveness.py).
+watch_fetches()
 #: Fetch errors, said once a minute per kind with their cause.
 _fetch_warnings = RateLimitedLog(log)
 
@@ -155,6 +168,12 @@ _KEEPALIVE_SECONDS = 60.0
 #: How long one getmany() waits for records before read_batch() looks at its own state
 #: again (closed, reconnected); records that arrive meanwhile end the wait at once.
 _POLL_MS = 1000
+#: aiokafka's fetch long-poll: a broker answers a fetch within this even with nothing to
+#: read (passed explicitly: the liveness check below counts in it).
+_FETCH_MAX_WAIT_MS = 500
+#: A fetch unanswered for this many long-polls (or the session timeout, if longer) means
+#: the broker or the way to it is gone: the consumer is not connected until one is answered.
+_FETCH_POLLS_OVERDUE = 10
 #: How often at most a producer moves its deadline on while a batch makes progress.
 _RENEW_SECONDS = 1.0
 #: How many keys' hashes a producer keeps (all are forgotten when it is full).
@@ -354,6 +373,8 @@ class KafkaConsumer:
         self._commits = Commits()
         self._paused = False
         self._closed = False
+        # Since when fetches go unanswered (monotonic), while that is reported.
+        self._unanswered_since: float | None = None
 
     @property
     def _client(self) -> Any:
@@ -366,7 +387,32 @@ class KafkaConsumer:
 
     @property
     def connected(self) -> bool:
-        return self._client is not None
+        """A client, and its brokers answer its fetches: a link that holds every byte
+        (aiokafka neither fails nor reconnects for a long while) is not connected, an
+        idle topic is (its fetches are answered every `fetch_max_wait_ms`)."""
+        client = self._client
+        return client is not None and self._answering(client)
+
+    def _answering(self, client: Any) -> bool:
+        """Whether no fetch of `client` is overdue (`adapters/_kafka_liveness.py`);
+        a warning when that starts, with the broker and the last error, and an info line
+        when it ends."""
+        watch = watch_of(client)
+        overdue = None if watch is None else watch.overdue()
+        if overdue is None:
+            if self._unanswered_since is not None:
+                log.info("kafka: %s answers fetches again (none answered for %.1f s)",
+                         ",".join(self._opts.bootstrap),
+                         time.monotonic() - self._unanswered_since)
+                self._unanswered_since = None
+            return True
+        if self._unanswered_since is None:
+            self._unanswered_since = time.monotonic() - overdue.seconds
+            log.warning(
+                "kafka: broker %s (via %s) has not answered a fetch for %.1f s; not "
+                "connected until it does", overdue.node, ",".join(self._opts.bootstrap),
+                overdue.seconds, extra=fields(error=overdue.error or "no answer"))
+        return False
 
     @property
     def unsettled(self) -> int:
@@ -388,6 +434,7 @@ class KafkaConsumer:
             # read_committed by default: records of aborted transactions never become
             # events; records of open ones wait for their commit.
             isolation_level=opts.isolation_level,
+            fetch_max_wait_ms=_FETCH_MAX_WAIT_MS,
             **opts.security,
         )
         client.subscribe(list(opts.topics), listener=_Rebalance(self._commits))
@@ -403,6 +450,12 @@ class KafkaConsumer:
             raise NotConnected(
                 f"cannot join via {','.join(opts.bootstrap)}: {await _explain(opts, exc)}"
             ) from None
+        watch = watch_of(client)
+        if watch is not None:
+            # The session timeout: as long as the broker itself would wait for a silent
+            # member; never less than many long-polls.
+            watch.overdue_after = max(opts.session_timeout_ms,
+                                      _FETCH_POLLS_OVERDUE * _FETCH_MAX_WAIT_MS) / 1000
         self._client = client
         self._commits.changed.set()
 
@@ -421,6 +474,9 @@ class KafkaConsumer:
                 continue  # reconnected or closed while waiting: the records are stale
             if fetched:
                 return self._deliver(fetched)
+            # Nothing came: say so now if the broker stopped answering (not only when
+            # someone asks `connected`).
+            self._answering(client)
 
     def _live_client(self) -> Any:
         if self._closed:

@@ -282,6 +282,7 @@ class Route:
                                            metrics.published_bytes.labels(o.endpoint_id))
                            for o in self.outputs}
         self._up: dict[str, bool] = {}
+        self._source_up: bool | None = None  # the consumer's `connected` last seen
         # Every endpoint has its `xrgw_endpoint_connected` series from the start (an
         # alert on 0 must be able to fire for an endpoint never reached).
         metrics.connected.labels(source_endpoint).set(1 if consumer.connected else 0)
@@ -510,6 +511,7 @@ class Route:
                                     f"for {self.stalls.stall_after:g} s")
             self.stalls.quiet(SOURCE_FAILING, self.source_endpoint)
             self._hold_while_stalled(bool(self.stalls.check()))
+            self._track_source()
 
     def _hold_while_stalled(self, stalled: bool) -> None:
         """A sender waiting on the line (HTTP) is told "retry later" (503 + Retry-After)
@@ -934,6 +936,14 @@ class Route:
                 route=self.name, endpoint=endpoint, reason=reason))
             # pragma: no mutate end
             self.metrics.dropped.labels(reason).inc()
+
+    def _track_source(self) -> None:
+        """Keep the source's `xrgw_endpoint_connected` in step with a consumer that can
+        turn not connected while it reads (a Kafka broker that stops answering fetches)."""
+        up = self.consumer.connected
+        if self._source_up != up:  # on a change only: connect() sets it meanwhile
+            self._source_up = up
+            self.metrics.connected.labels(self.source_endpoint).set(1 if up else 0)
 
     def _track_connection(self, output: Output) -> None:
         """Keep `xrgw_endpoint_connected` in step with the producer (which reconnects on

@@ -14,6 +14,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-
 from support import asyncio_test
 
 from adapters import kafka as kafka_adapter
+from adapters._kafka_liveness import watch_of
 from adapters.kafka import KafkaConsumer, KafkaOptions, KafkaProducer
 from gateway.ports import (
     AlreadySettled,
@@ -26,6 +27,7 @@ from gateway.ports import (
 )
 from gateway.record import NativeMessage
 from harness.brokers import Tansu, free_port
+from harness.faults.proxy import FaultProxy
 
 TIMEOUT = 10.0  # generous: the first JoinGroup answer alone takes session_timeout/2
 
@@ -351,3 +353,60 @@ async def test_backlog_is_per_partition_end_minus_first_unsettled(tansu: Tansu) 
         assert {b.partition: b.messages for b in await consumer.backlog()} == {0: 0, 1: 0}
     finally:
         await consumer.aclose()
+
+
+async def _connected_throughout(consumer: KafkaConsumer, seconds: float) -> None:
+    """`consumer.connected` sampled every 50 ms for `seconds`: never false."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + seconds
+    while loop.time() < end:
+        assert consumer.connected, "an idle consumer reported itself not connected"
+        await asyncio.sleep(0.05)
+
+
+async def _until(check: Any, seconds: float, what: str) -> None:
+    async with asyncio.timeout(seconds):
+        while not check():
+            await asyncio.sleep(0.05)
+    assert check(), what
+
+
+@asyncio_test
+async def test_an_idle_source_stays_connected_and_a_silent_link_does_not(
+        tmp_path: Any) -> None:
+    """Through a fault proxy: no records for longer than the liveness threshold leaves the
+    consumer connected (the broker answers its long-polls); a blackholed link (every byte
+    held, aiokafka neither fails nor reconnects) makes it not connected once a fetch has
+    gone unanswered for the threshold, and connected again after the link heals, without
+    a reconnect, and the records written meanwhile arrive."""
+    broker_port = free_port()
+    with FaultProxy(broker_port) as proxy, Tansu(
+            port=broker_port, data_dir=tmp_path / "tansu",
+            advertised_port=proxy.port) as broker:
+        url = f"kafka://{proxy.address}"
+        topic = await _topic(broker)
+        consumer = _consumer(url, topic, f"g-{_uid()}")
+        await consumer.connect()
+        reading = asyncio.create_task(read_one(consumer))
+        try:
+            watch = watch_of(consumer._client)
+            assert watch is not None
+            threshold = watch.overdue_after
+            assert threshold >= 5.0
+            await _connected_throughout(consumer, threshold * 1.5)
+            proxy.blackhole()
+            await _until(lambda: not consumer.connected, threshold + TIMEOUT,
+                         "still connected with the link blackholed")
+            assert not reading.done()
+            client = consumer._client
+            proxy.heal()
+            await _until(lambda: consumer.connected, 3 * TIMEOUT,
+                         "not connected again after the heal")
+            assert consumer._client is client  # aiokafka carried on: no rejoin needed
+            await _send(url, _record(topic, data={"n": 1}))
+            async with asyncio.timeout(3 * TIMEOUT):
+                delivery = await reading
+            assert _numbers([delivery]) == [1]
+        finally:
+            reading.cancel()
+            await consumer.aclose()

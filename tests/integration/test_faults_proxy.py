@@ -55,11 +55,10 @@ CONFIRM_TIMEOUT = 2
 #: The gateway's MQTT keepalive here: paho calls a link dead after 1.5 keepalives
 #: without an answer.
 MQTT_KEEPALIVE = 2
-#: Whether /readyz must say "not ready" while the Kafka *source* link is blackholed. Not
-#: yet: the Kafka consumer keeps `connected` true and a consumer that receives nothing
-#: looks like an idle topic (measured: 200 throughout a 6 s blackhole). The sink side
-#: turns within `publish_timeout`.
-KAFKA_SOURCE_NOT_READY = False
+#: Whether /readyz must say "not ready" while the Kafka *source* link is blackholed: it
+#: must, once a fetch has gone unanswered for the session timeout (adapters/_kafka_liveness.py;
+#: before, 200 throughout a 6 s blackhole). The sink side turns within `publish_timeout`.
+KAFKA_SOURCE_NOT_READY = True
 
 
 def dup_bound(log: FaultLog) -> int:
@@ -123,6 +122,35 @@ async def read_stream(url: str, stream: str, subject: str, sent: range) -> Tally
 async def started(gateway: GatewayProcess, source: str) -> None:
     gateway.start()
     await gateway.wait_ready(90, source=source)
+
+
+async def endpoint_connected(gateway: GatewayProcess, endpoint: str) -> float | None:
+    """`xrgw_endpoint_connected` of `endpoint` (None when the series is missing)."""
+    _, text = await gateway.get("/metrics")
+    label = f'endpoint="{endpoint}"'
+    for line in text.splitlines():
+        if line.startswith("xrgw_endpoint_connected{") and label in line.split("}")[0]:
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+class ConnectedWatch:
+    """`xrgw_endpoint_connected` of one endpoint sampled in the background: the values
+    seen."""
+
+    def __init__(self, gateway: GatewayProcess, endpoint: str) -> None:
+        self.seen: set[float | None] = set()
+        self._gateway, self._endpoint = gateway, endpoint
+        self._task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            self.seen.add(await endpoint_connected(self._gateway, self._endpoint))
+            await asyncio.sleep(0.2)
+
+    async def stop(self) -> None:
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
 
 
 # ====================================================================== sinks
@@ -272,9 +300,16 @@ def test_kafka_source_through_faults(tmp_path, tansu, proxied_tansu, run_id):
             await until(lambda: live.tally.unique >= N // 5, patience(N),
                         lambda: f"{live.tally.unique} arrived before the fault")
             at_fault = live.tally.unique
+            gauge = ConnectedWatch(gateway, "faults-kafka-in")
             log = await play(replace(PLAN, not_ready=KAFKA_SOURCE_NOT_READY, latency=0.05),
                              proxy, gateway)
             at_heal = live.tally.unique
+            await gauge.stop()
+            if KAFKA_SOURCE_NOT_READY:
+                # The gauge says what /readyz said: 0 in the blackhole, 1 once healed.
+                assert 0.0 in gauge.seen, gauge.seen
+                await until_async(lambda: _as_count(endpoint_connected(
+                    gateway, "faults-kafka-in")), 1, 30)
             await until(lambda: not live.tally.missing(sent), patience(N),
                         lambda: f"{live.tally.unique} of {N} arrived")
             live.stop()
@@ -285,6 +320,52 @@ def test_kafka_source_through_faults(tmp_path, tansu, proxied_tansu, run_id):
 
     delivered, dead, log, note = asyncio.run(scenario())
     check("kafka source: blackhole + resets", sent, delivered, dead, log, note)
+
+
+async def _as_count(value: Awaitable[float | None]) -> int:
+    return int(await value or 0)
+
+
+def test_idle_kafka_source_stays_ready(tmp_path, tansu, proxied_tansu, run_id):
+    """The other side of the Kafka source's liveness check: a topic with nothing to read
+    for longer than the check's threshold (the session timeout: a fetch unanswered that
+    long means the link is gone) keeps /readyz 200 and the endpoint connected, because
+    the broker answers every fetch long-poll, records or not."""
+    source, proxy = proxied_tansu
+    in_topic = f"faults-idle-{run_id}"
+    topic, dead_topic = f"faults-idle-out-{run_id}", f"faults-idle-dead-{run_id}"
+    session_ms = 6000
+    port = free_port()
+    config = write_route_config(
+        tmp_path, name="px-kafka-idle", source=("faults-kafka-in", {
+            "uri": kafka_url(proxy), "options": {
+                "topics": [in_topic], "consumergroup": f"faults-idle-{run_id}",
+                "session_timeout_ms": session_ms, "heartbeat_interval_ms": 500,
+                "connect_timeout": CONFIRM_TIMEOUT}}),
+        outputs={"faults-kafka": {"uri": tansu.url, "options": {"topic": topic}}},
+        deadletter=("faults-deadletter", {"uri": tansu.url,
+                                          "options": {"topic": dead_topic}}),
+        admin_port=port)
+
+    async def scenario() -> tuple[set[int], set[float | None]]:
+        await create_topics(source, in_topic, partitions=2)
+        await create_topics(tansu, topic, dead_topic)
+        statuses: set[int] = set()
+        with gateway_process(config, port) as gateway:
+            await started(gateway, "faults-kafka-in")
+            gauge = ConnectedWatch(gateway, "faults-kafka-in")
+            loop = asyncio.get_running_loop()
+            end = loop.time() + 2 * session_ms / 1000  # twice the threshold, idle
+            while loop.time() < end:
+                statuses.add(await gateway.readyz())
+                await asyncio.sleep(0.1)
+            await gauge.stop()
+            assert "has not answered a fetch" not in gateway.log_path.read_text()
+        return statuses, gauge.seen
+
+    statuses, seen = asyncio.run(scenario())
+    assert statuses == {200}, statuses
+    assert seen == {1.0}, seen
 
 
 def _through(config: Path, endpoint: str, uri: str, options: dict[str, object]) -> None:
