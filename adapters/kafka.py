@@ -122,7 +122,7 @@ from adapters._kafka_record import KafkaRecordLike, SendArgs, to_send
 from adapters._reconnect import ReconnectGate
 from adapters._schemes import check_scheme
 from adapters._tls import client_context, describe, probe
-from gateway.observability.logs import fields
+from gateway.observability.logs import CLIENT_ENDPOINT, fields
 from gateway.ports import (
     Confirmation,
     Delivery,
@@ -375,6 +375,9 @@ class KafkaConsumer:
         self._closed = False
         # Since when fetches go unanswered (monotonic), while that is reported.
         self._unanswered_since: float | None = None
+        # The endpoint's name for those lines (the route names it around connect()):
+        # they are said wherever `connected` is asked, a probe or a metrics scrape too.
+        self._endpoint: str | None = None
 
     @property
     def _client(self) -> Any:
@@ -403,7 +406,8 @@ class KafkaConsumer:
             if self._unanswered_since is not None:
                 log.info("kafka: %s answers fetches again (none answered for %.1f s)",
                          ",".join(self._opts.bootstrap),
-                         time.monotonic() - self._unanswered_since)
+                         time.monotonic() - self._unanswered_since,
+                         extra=fields(endpoint=self._endpoint))
                 self._unanswered_since = None
             return True
         if self._unanswered_since is None:
@@ -411,7 +415,8 @@ class KafkaConsumer:
             log.warning(
                 "kafka: broker %s (via %s) has not answered a fetch for %.1f s; not "
                 "connected until it does", overdue.node, ",".join(self._opts.bootstrap),
-                overdue.seconds, extra=fields(error=overdue.error or "no answer"))
+                overdue.seconds, extra=fields(endpoint=self._endpoint,
+                                              error=overdue.error or "no answer"))
         return False
 
     @property
@@ -422,6 +427,7 @@ class KafkaConsumer:
         if self._closed:
             raise EndOfInput("consumer closed")
         await self._drop_client()
+        self._endpoint = CLIENT_ENDPOINT.get()
         opts = self._opts
         client = AIOKafkaConsumer(
             bootstrap_servers=list(opts.bootstrap),

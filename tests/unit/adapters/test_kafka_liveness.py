@@ -16,7 +16,13 @@ from aiokafka.consumer import consumer as aiokafka_consumer  # type: ignore[impo
 from aiokafka.errors import KafkaConnectionError  # type: ignore[import-untyped]
 
 import adapters.kafka  # noqa: F401  # installs the watched fetcher
-from adapters._kafka_liveness import FetchWatch, WatchedFetcher, _WatchedClient, watch_of
+from adapters._kafka_liveness import (
+    FetchWatch,
+    WatchedFetcher,
+    _WatchedClient,
+    install,
+    watch_of,
+)
 from adapters.kafka import KafkaConsumer
 from gateway.ports import EndpointSettings
 
@@ -141,6 +147,15 @@ def test_the_watched_client_reports_fetches_only() -> None:
 
 def test_aiokafka_creates_the_watched_fetcher() -> None:
     assert aiokafka_consumer.Fetcher is WatchedFetcher
+    assert install()  # idempotent
+
+
+def test_an_aiokafka_that_creates_its_fetcher_otherwise_is_left_alone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    other = type("OtherFetcher", (), {})
+    monkeypatch.setattr(aiokafka_consumer, "Fetcher", other)
+    assert not install()
+    assert aiokafka_consumer.Fetcher is other
 
 
 def _consumer_with(watch: FetchWatch) -> KafkaConsumer:
@@ -154,6 +169,7 @@ def test_the_consumer_is_not_connected_while_a_fetch_is_overdue_logged_once_each
         caplog: pytest.LogCaptureFixture) -> None:
     watch, clock = _watch()
     consumer = _consumer_with(watch)
+    consumer._endpoint = "orders-kafka"
     assert watch_of(consumer._client) is watch
     caplog.set_level(logging.INFO, logger="adapters.kafka")
     watch.sent(1)
@@ -166,6 +182,7 @@ def test_the_consumer_is_not_connected_while_a_fetch_is_overdue_logged_once_each
     assert len(warnings) == 1, [r.getMessage() for r in caplog.records]
     assert "has not answered a fetch for 6.0 s" in warnings[0].getMessage()
     assert "connection to node 1 lost" in str(getattr(warnings[0], "error", ""))
+    assert getattr(warnings[0], "endpoint", None) == "orders-kafka"
     watch.answered(1)
     for _ in range(5):
         assert consumer.connected

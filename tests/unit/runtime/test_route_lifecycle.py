@@ -268,3 +268,47 @@ def test_a_batch_that_fails_while_settling_is_given_back_as_internal_error() -> 
     assert [(n.reason, n.retry) for n in consumer.nacked] == [("internal error", True)]
     assert len(consumer.acked) == 1  # redelivered, then settled
     assert len(out.written) == 2 and route.inflight == 0  # sent again after redelivery
+
+
+class Silent(MemoryConsumer):
+    """A source that turns not connected while it reads (a Kafka broker that stops
+    answering fetches): no NotConnected is raised, `connected` just says so."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.answering = True
+
+    @property
+    def connected(self) -> bool:
+        return super().connected and self.answering
+
+
+def test_the_source_gauge_follows_a_source_that_turns_not_connected_while_it_reads() -> None:
+    async def scenario() -> list[float]:
+        consumer = Silent([], max_in_flight=8)
+        metrics = Metrics()
+        route = Route("store", "store-kafka", consumer, Converter(CATALOG.messages()),
+                      [Output("k", "KAFKA", MemoryProducer(), defaults={"topic": "t"})],
+                      deadletter=None, metrics=metrics, retry=FAST, stall_after=0.1)
+        seen = []
+
+        async def gauge_becomes(value: float) -> None:
+            async with asyncio.timeout(5):
+                while sample(metrics, "xrgw_endpoint_connected",
+                             endpoint="store-kafka") != value:
+                    await asyncio.sleep(0.01)
+            seen.append(value)
+
+        await route.start()
+        try:
+            await gauge_becomes(1)
+            consumer.answering = False
+            await gauge_becomes(0)
+            assert not route.ready
+            consumer.answering = True
+            await gauge_becomes(1)
+        finally:
+            await route.stop(grace=1)
+        return seen
+
+    assert asyncio.run(scenario()) == [1, 0, 1]
