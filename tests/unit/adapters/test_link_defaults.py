@@ -66,12 +66,12 @@ def test_a_plain_subscription_keeps_a_persistent_session():
     assert opts.clean_start is False
 
 
-@pytest.mark.parametrize("shared", [{"sharedsubscriptiongroup": "g"},
-                                    {"topicfilter": "$share/g/a/+"}])
-def test_a_shared_subscription_session_ends_with_the_connection(shared):
-    opts = _mqtt(**shared)
+@pytest.mark.parametrize("group_options", [{"sharedsubscriptiongroup": "g"},
+                                           {"topicfilter": "$share/g/a/+"}])
+def test_a_shared_subscription_session_ends_with_the_connection(group_options):
+    opts = _mqtt(**group_options)
     assert (opts.session_expiry, opts.clean_start) == (0, False)
-    opts = _mqtt("3.1.1", **shared)
+    opts = _mqtt("3.1.1", **group_options)
     assert opts.clean_start is True  # 3.1.1 has no expiry: only a clean session ends
 
 
