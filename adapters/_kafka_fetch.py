@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import logging
 import struct
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -46,6 +45,8 @@ from aiokafka.errors import CorruptRecordException  # type: ignore[import-untype
 from aiokafka.record.memory_records import MemoryRecords  # type: ignore[import-untyped]
 from aiokafka.record.util import decode_varint  # type: ignore[import-untyped]
 from aiokafka.structs import ConsumerRecord  # type: ignore[import-untyped]
+
+from gateway.observability.logs import RATE_WINDOW, RateGate
 
 __all__ = ["FramedRecords", "RateLimitedLog", "TolerantPartitionRecords", "Undecodable",
            "install"]
@@ -336,27 +337,22 @@ def _cause(exc: BaseException) -> str:
 class RateLimitedLog:
     """A warning per key at most once per `interval` seconds; the ones held back are
     counted into the next. So a partition full of bad records, or a fetch error that
-    comes back every second, says so once, with its cause, not a thousand times."""
+    comes back every second, says so once, with its cause, not a thousand times
+    (the gate is the core's, `gateway.observability.logs.RateGate`)."""
 
-    __slots__ = ("_interval", "_last", "_logger")
+    __slots__ = ("_gate", "_logger")
 
-    def __init__(self, logger: logging.Logger, interval: float = 60.0) -> None:
+    def __init__(self, logger: logging.Logger, interval: float = RATE_WINDOW) -> None:
         self._logger = logger
-        self._interval = interval
-        self._last: dict[object, tuple[float, int]] = {}  # key: (when logged, held back)
+        self._gate = RateGate(interval)
 
     def warning(self, key: object, message: str,
                 extra: dict[str, object] | None = None) -> bool:
         """Log `message` (`extra`: `gateway.observability.logs.fields(...)`) unless `key`
         was logged within the interval; whether it was logged."""
-        now = time.monotonic()
-        logged, held = self._last.get(key, (None, 0))
-        if logged is not None and now - logged < self._interval:
-            self._last[key] = (logged, held + 1)
+        held = self._gate.admit(key)
+        if held is None:
             return False
-        if len(self._last) > 1024:  # keys are partitions and error types: few
-            self._last.clear()
-        self._last[key] = (now, 0)
         if held:
             message += f" ({held} more since the last report)"
         self._logger.warning(message, extra=extra)

@@ -70,20 +70,43 @@ def _structured(record: logging.LogRecord) -> dict[str, object]:
 CLIENT_ENDPOINT: ContextVar[str | None] = ContextVar("xrgw_client_endpoint", default=None)
 
 
+class RateGate:
+    """Which repeats of a keyed event to let through: the first, then one per `window`
+    seconds per key. `admit` answers how many repeats were held back since the last one
+    let through (0 for a first), or None for a repeat to hold back. Shared by every
+    rate-limited line (client libraries' lines here, Kafka fetch errors in the adapter),
+    so "once a minute, then how many since" means the same everywhere."""
+
+    MAX_KEYS = 1024  # a bound on what is remembered (keys are templates, partitions, kinds)
+
+    def __init__(self, window: float = RATE_WINDOW,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.window = window
+        self.clock = clock
+        self._seen: dict[object, tuple[float, int]] = {}  # key: (when let through, held)
+
+    def admit(self, key: object) -> int | None:
+        now = self.clock()
+        last = self._seen.get(key)
+        if last is not None and now - last[0] < self.window:
+            self._seen[key] = (last[0], last[1] + 1)
+            return None
+        if len(self._seen) >= self.MAX_KEYS:
+            self._seen.clear()
+        self._seen[key] = (now, 0)
+        return 0 if last is None else last[1]
+
+
 class ThirdPartyFilter(logging.Filter):
     """Client libraries' lines at sensible levels: an error of theirs is a warning (a
     reconnect is transient; the gateway reports what lasts), and the same line (logger +
     message template) at most once per `window` seconds, the next one carrying how many
     were dropped (`suppressed`). The gateway's own lines pass untouched."""
 
-    MAX_KEYS = 1024  # a bound on what is remembered (message templates are few)
-
     def __init__(self, window: float = RATE_WINDOW,
                  clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
-        self.window = window
-        self.clock = clock
-        self._seen: dict[tuple[str, str], tuple[float, int]] = {}
+        self._gate = RateGate(window, clock)
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.name.partition(".")[0] not in THIRD_PARTY:
@@ -93,17 +116,11 @@ class ThirdPartyFilter(logging.Filter):
         endpoint = CLIENT_ENDPOINT.get()
         if endpoint is not None and "endpoint" not in record.__dict__:
             record.endpoint = endpoint
-        key = (record.name, str(record.msg))
-        now = self.clock()
-        last = self._seen.get(key)
-        if last is not None and now - last[0] < self.window:
-            self._seen[key] = (last[0], last[1] + 1)
+        held = self._gate.admit((record.name, str(record.msg)))
+        if held is None:
             return False
-        if len(self._seen) >= self.MAX_KEYS:
-            self._seen.clear()
-        self._seen[key] = (now, 0)
-        if last is not None and last[1]:
-            record.suppressed = last[1]
+        if held:
+            record.suppressed = held
         return True
 
 

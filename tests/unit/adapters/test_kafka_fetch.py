@@ -237,7 +237,8 @@ def test_the_warning_is_said_once_per_interval_and_counts_the_rest(
         assert not limited.warning("p0", "bad p0")
         assert not limited.warning("p0", "bad p0")
         assert limited.warning("p1", "bad p1")  # another partition says its own
-        limited._last["p0"] = (limited._last["p0"][0] - 3601, 2)  # the interval is over
+        seen = limited._gate._seen  # the interval is over:
+        seen["p0"] = (seen["p0"][0] - 3601, 2)
         assert limited.warning("p0", "bad p0")
     assert [r.getMessage() for r in caplog.records] == [
         "bad p0", "bad p1", "bad p0 (2 more since the last report)"]
@@ -271,7 +272,7 @@ def test_a_fetch_error_is_said_once_with_its_cause_and_is_not_connected(
                 await consumer.read_batch(10)
             assert not consumer.connected  # dropped: the next connect rejoins
 
-    _fetch_warnings._last.clear()
+    _fetch_warnings._gate._seen.clear()
     with caplog.at_level(logging.WARNING, "adapters.kafka"):
         asyncio.run(scenario())
     said = [r for r in caplog.records if "fetch from" in r.getMessage()]
