@@ -5,8 +5,8 @@ config loader validates endpoints with it; docs/configuration.md shows it.
 
 from __future__ import annotations
 
-from gateway.config import Field
 from gateway.options import Option, OptionSpec, Unsupported, count, seconds
+from gateway.spec.fields import Field
 
 _AT_LEAST_ONCE = ("xrgw always links at-least-once (sender unsettled, receiver settles "
                   "first); other settle modes would lose or duplicate messages silently")

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 
 from proton import Described, Message, symbol, timestamp
 
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 from gateway.protocols import AMQP
 from gateway.record import NativeMessage
 from gateway.record import is_json_media_type as is_json_type

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import re
 
-from gateway.config import Field
-from gateway.config._spec import REQUIRED
 from gateway.options import Option, OptionSpec, Unsupported, count, one_or_many, seconds
+from gateway.spec.fields import REQUIRED, Field
 
 # RFC 9110 token: what a method and a header name may consist of.
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")

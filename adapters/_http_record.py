@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 from gateway.protocols import HTTP
 from gateway.record import NativeMessage
 from gateway.record import is_json_media_type as is_json_type

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from aiokafka import codec  # type: ignore[import-untyped]  # no py.typed
 
-from gateway.config import Field
-from gateway.config._spec import Check
 from gateway.options import (
     Option,
     OptionSpec,
@@ -19,6 +17,7 @@ from gateway.options import (
     one_or_many,
     seconds,
 )
+from gateway.spec.fields import Check, Field
 
 
 def _acks(value: object) -> tuple[str, str] | None:

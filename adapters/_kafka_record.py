@@ -32,7 +32,7 @@ import binascii
 from collections.abc import Sequence
 from typing import NamedTuple, Protocol
 
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 from gateway.protocols import KAFKA
 from gateway.record import NativeMessage
 from gateway.record import is_json_media_type as is_json_type

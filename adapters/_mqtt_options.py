@@ -5,8 +5,8 @@ through it; the config loader validates endpoints with it; docs/configuration.md
 
 from __future__ import annotations
 
-from gateway.config import Field
 from gateway.options import Option, OptionSpec, Unsupported, count, one_or_many, seconds
+from gateway.spec.fields import Field
 
 
 def _qos(value: object) -> tuple[str, str] | None:

@@ -27,7 +27,7 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 from gateway.protocols import MQTT5, MQTT311
 from gateway.record import NativeMessage
 from gateway.record import is_json_media_type as is_json_type

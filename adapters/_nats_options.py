@@ -5,8 +5,8 @@ shows it. Every xRegistry NATS endpoint option is implemented.
 
 from __future__ import annotations
 
-from gateway.config import Field
 from gateway.options import Option, OptionSpec, count, one_or_many, seconds
+from gateway.spec.fields import Field
 
 OPTIONS = OptionSpec(
     protocol="NATS",

@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 from nats.aio.msg import Msg
 
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 from gateway.protocols import NATS
 from gateway.record import NativeMessage
 from gateway.record import is_json_media_type as is_json_type

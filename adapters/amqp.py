@@ -69,7 +69,6 @@ from adapters._proton_loop import LoopHandler, ProtonThread
 from adapters._reconnect import ReconnectGate
 from adapters._schemes import check_scheme
 from adapters._tls import client_context, wants_tls
-from gateway.netaddr import is_loopback
 from gateway.ports import (
     Confirmation,
     Delivery,
@@ -80,6 +79,7 @@ from gateway.ports import (
     TlsSettings,
     confirmed,
 )
+from gateway.ports.netaddr import is_loopback
 from gateway.protocols import AMQP, profile
 from gateway.record import NativeMessage
 

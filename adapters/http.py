@@ -91,7 +91,7 @@ from adapters._http_record import (
 from adapters._http_server import GuardedServer
 from adapters._schemes import check_scheme
 from adapters._tls import client_context, describe, server_context, wants_tls
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 from gateway.ports import (
     NO_REPLY_PREFIX,
     Confirmation,

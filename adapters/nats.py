@@ -102,7 +102,7 @@ from adapters._nats_record import (
 from adapters._reconnect import ReconnectGate
 from adapters._schemes import check_scheme
 from adapters._tls import client_context, describe
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 from gateway.observability.logs import fields
 from gateway.ports import (
     CORRELATION_ATTRIBUTE,

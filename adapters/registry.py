@@ -30,7 +30,7 @@ from adapters.mqtt import MqttConsumer, MqttProducer
 from adapters.nats import NatsConsumer, NatsProducer
 from gateway.config import EndpointConfig
 from gateway.definitions.model import MessageDefinition
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 from gateway.options import OptionSpec
 from gateway.ports import Consumer, EndpointSettings, Producer
 from gateway.protocols import (
@@ -44,7 +44,7 @@ from gateway.protocols import (
     find_profile,
     token_separator,
 )
-from gateway.templates import Template, TemplateError, to_wildcard_filter
+from gateway.templates.template import Template, TemplateError, to_wildcard_filter
 
 
 def _strings(value: object) -> list[str]:

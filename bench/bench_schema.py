@@ -31,9 +31,9 @@ from typing import Any
 from gateway.convert import Converter
 from gateway.definitions import read_document
 from gateway.definitions.model import MessageDefinition
+from gateway.definitions.schema_model import SchemaDocument, SchemaPolicy
 from gateway.record import NativeMessage
 from gateway.schemas.compile import JsonSchemaValidator, Unsupported, compile_document
-from gateway.schemas.model import SchemaDocument, SchemaPolicy
 
 BATCH = 256
 ORDER_SCHEMA: dict[str, Any] = {

@@ -11,19 +11,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from gateway import reasons
 from gateway.cloudevents.bindings import BINDINGS, decode, decode_batch, detect_mode
 from gateway.cloudevents.errors import CloudEventError
 from gateway.cloudevents.event import CloudEvent
 from gateway.cloudevents.jsonformat import event_to_json
+from gateway.deadletter import reasons
 from gateway.definitions.model import MessageDefinition
+from gateway.definitions.schema_model import SchemaPolicy
 from gateway.envelope.render import EnvelopeRenderer, RenderError
-from gateway.jsontypes import JSON, JSONObject
+from gateway.json.values import JSON, JSONObject
 from gateway.matching.matcher import AmbiguityPolicy, Explanation, Matcher, MatchResult
 from gateway.protocols import find_profile
 from gateway.record import NativeMessage
 from gateway.schemas.enforce import enforced_validators
-from gateway.schemas.model import SchemaPolicy
 
 
 @dataclass(slots=True)

@@ -33,7 +33,7 @@ from gateway.convert import Converter
 from gateway.definitions.model import MessageDefinition
 from gateway.definitions.positions import with_document_positions
 from gateway.definitions.sources import RegistryAccess
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 from gateway.observability.admin import AdminServer
 from gateway.observability.conformance import Conformance
 from gateway.observability.logs import fields
@@ -45,10 +45,10 @@ from gateway.observability.readiness import (
     judge,
 )
 from gateway.ports import Consumer, Producer
-from gateway.problems import Problem
 from gateway.runtime.heap import settle_heap
 from gateway.runtime.route import Output, Route
 from gateway.schemas.fetch import FETCHER
+from gateway.spec.problems import Problem
 
 log = logging.getLogger("xrgw.daemon")
 

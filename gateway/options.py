@@ -22,10 +22,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from gateway.config._parse import INVALID, Context, parse
-from gateway.config._spec import OPTIONAL, REQUIRED, Check, Field
-from gateway.definitions.checks import suggest
-from gateway.problems import Problems
+from gateway.spec.fields import OPTIONAL, REQUIRED, Check, Field
+from gateway.spec.parse import INVALID, Context, parse
+from gateway.spec.problems import Problems, suggest
 
 Side = Literal["consumer", "producer", "both"]
 Source = Literal["definitions", "config"]

@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple, cast
 
-from gateway.jsonbody import loads_body
-from gateway.jsontypes import JSON, JSONObject
+from gateway.json.body import loads_body
+from gateway.json.values import JSON, JSONObject
 from gateway.protocols import (
     MQTT5,
     MQTT311,

@@ -31,7 +31,7 @@ from gateway.definitions import load_catalog
 from gateway.definitions.model import MessageDefinition
 from gateway.envelope.native import context_names, render_native
 from gateway.envelope.render import RenderError
-from gateway.jsontypes import JSON, JSONObject
+from gateway.json.values import JSON, JSONObject
 from gateway.learn import LearnOptions, draft_document, learn
 from gateway.protocols import find_profile
 from gateway.record import NativeMessage

@@ -12,7 +12,7 @@ from typing import Any, TypeAlias
 
 from gateway.cloudevents import mediatype
 from gateway.cloudevents.errors import NOT_JSON, CloudEventError
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 
 # Data of an event: bytes (a binary payload) or a JSON value. For a non-JSON content
 # type the JSON value is a str holding the text. None doubles as JSON null; `has_data`

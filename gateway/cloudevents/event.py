@@ -25,7 +25,7 @@ from gateway.cloudevents.typesystem import (
     type_of,
 )
 from gateway.cloudevents.validation import validate_event
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 
 _new = object.__new__
 

@@ -24,7 +24,7 @@ from gateway.cloudevents.event import CloudEvent
 from gateway.cloudevents.mediatype import BATCH_JSON_CONTENT_TYPE, STRUCTURED_JSON_CONTENT_TYPE
 from gateway.cloudevents.typesystem import ExtensionTypes, json_kind
 from gateway.cloudevents.validation import read_json_event
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 
 CONTENT_TYPE = STRUCTURED_JSON_CONTENT_TYPE
 BATCH_CONTENT_TYPE = BATCH_JSON_CONTENT_TYPE

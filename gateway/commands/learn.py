@@ -18,7 +18,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from gateway.jsontext import utf8_json
+from gateway.json.text import utf8_json
 
 if TYPE_CHECKING:
     from gateway.learn import LearnOptions, LearnResult
@@ -81,7 +81,7 @@ def _positive(text: str) -> int:
 
 
 def _duration(text: str) -> float:
-    from gateway.config._durations import DURATION_FIX, parse_duration
+    from gateway.spec.durations import DURATION_FIX, parse_duration
 
     seconds = parse_duration(text)
     if seconds is None or seconds <= 0:

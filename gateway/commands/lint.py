@@ -20,8 +20,8 @@ import sys
 
 from gateway.commands.loading import FORMATS, Report
 from gateway.definitions import load_catalog
-from gateway.jsontext import utf8_json
-from gateway.problems import Problem
+from gateway.json.text import utf8_json
+from gateway.spec.problems import Problem
 
 NAME = "lint"
 HELP = "find definitions that can match the same message"

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Literal, TextIO
 from gateway.definitions import load_catalog
 from gateway.definitions.model import Catalog
 from gateway.definitions.positions import with_document_positions
-from gateway.jsontext import utf8_json
-from gateway.problems import Problem
+from gateway.json.text import utf8_json
+from gateway.spec.problems import Problem
 
 if TYPE_CHECKING:
     from gateway.config import GatewayConfig

@@ -8,8 +8,8 @@ import argparse
 import sys
 
 from gateway.commands.loading import load_definitions
-from gateway.jsontext import utf8_json
-from gateway.jsontypes import JSON
+from gateway.json.text import utf8_json
+from gateway.json.values import JSON
 
 NAME = "match"
 HELP = "match native message records (JSON Lines)"

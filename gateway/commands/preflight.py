@@ -19,7 +19,7 @@ from typing import Protocol
 from gateway.config import EndpointConfig, GatewayConfig
 from gateway.config._yaml import locate, read_yaml
 from gateway.daemon import AdapterFactory
-from gateway.problems import Problem, Severity, json_path
+from gateway.spec.problems import Problem, Severity, json_path
 
 
 class Finding(Protocol):

@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from gateway.jsontext import utf8_json
+from gateway.json.text import utf8_json
 
 NAME = "report"
 HELP = "print the conformance report of a gateway, a Spark --report or a dead-letter file"

@@ -9,7 +9,7 @@ import sys
 
 from gateway.commands.loading import load_definitions, load_gateway_config
 from gateway.definitions.model import MessageDefinition
-from gateway.partitioning import SOURCE, check_policy
+from gateway.envelope.partitioning import SOURCE, check_policy
 
 NAME = "spark"
 HELP = "run the conversion as a PySpark job (batch or stream)"

@@ -19,6 +19,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
-    from gateway.testcases import run_case_files
+    from gateway.commands.testcases import run_case_files
 
     return run_case_files(args.files, sys.stdout)

@@ -26,8 +26,8 @@ from gateway.config._model import (
 )
 from gateway.config._routes import observe_refusal
 from gateway.config._schema import CONFIG_SPEC, DEADLETTER_LOG
-from gateway.config._secret import Secret, redact_uri
-from gateway.config._spec import Field
+from gateway.spec.fields import Field
+from gateway.spec.secret import Secret, redact_uri
 
 __all__ = [
     "CONFIG_SPEC",

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import urllib.parse
 
-from gateway.config._secret import redact_uri
 from gateway.definitions.model import Endpoint
 from gateway.protocols import PROFILES, find_profile
+from gateway.spec.secret import redact_uri
 
 Issue = tuple[str, str]
 

@@ -9,12 +9,12 @@ import json
 from collections.abc import Iterator
 
 from gateway.adapter_options import option_spec
-from gateway.config._durations import format_duration
 from gateway.config._schema import CONFIG_SPEC
-from gateway.config._spec import OPTIONAL, REQUIRED, Field
 from gateway.options import OptionSpec
 from gateway.options import reference_markdown as options_markdown
 from gateway.protocols import PROTOCOLS
+from gateway.spec.durations import format_duration
+from gateway.spec.fields import OPTIONAL, REQUIRED, Field
 
 
 def reference_markdown(spec: Field = CONFIG_SPEC) -> str:

@@ -16,15 +16,15 @@ from typing import cast
 from gateway.adapter_options import has_adapters, option_spec
 from gateway.config._addresses import check_uri, definition_addresses, server_list
 from gateway.config._model import EndpointConfig
-from gateway.config._parse import holds_unresolved
-from gateway.config._secret import Secret
-from gateway.definitions.checks import suggest, where
+from gateway.definitions.checks import where
 from gateway.definitions.model import Catalog, Endpoint
-from gateway.jsontypes import JSON, JSONObject
+from gateway.json.values import JSON, JSONObject
 from gateway.options import COMMON_OPTIONS, Option, OptionSpec
 from gateway.ports import TlsSettings
-from gateway.problems import Problem, Problems, json_path
 from gateway.protocols import PROTOCOLS
+from gateway.spec.parse import holds_unresolved
+from gateway.spec.problems import Problem, Problems, json_path, suggest
+from gateway.spec.secret import Secret
 
 Override = Mapping[str, object]
 

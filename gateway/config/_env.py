@@ -18,7 +18,7 @@ import os
 import re
 from collections.abc import Mapping
 
-from gateway.problems import Problem, json_path
+from gateway.spec.problems import Problem, json_path
 
 _TOKEN = re.compile(r"\$\$\{|\$\{([^}]*)\}|\$\{")
 _EXPR = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?$", re.DOTALL)

@@ -18,9 +18,9 @@ from collections.abc import Iterator, Mapping
 from urllib.parse import urlsplit
 
 from gateway.config._model import EndpointConfig
-from gateway.netaddr import is_loopback
-from gateway.problems import json_path
+from gateway.ports.netaddr import is_loopback
 from gateway.protocols import find_profile
+from gateway.spec.problems import json_path
 
 
 def insecure_settings(endpoints: Mapping[str, EndpointConfig]

@@ -17,10 +17,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from gateway.config._durations import format_duration
 from gateway.config._schema import CONFIG_SPEC
-from gateway.config._spec import OPTIONAL, REQUIRED, Field
-from gateway.jsontypes import JSON, JSONObject
+from gateway.json.values import JSON, JSONObject
+from gateway.spec.durations import format_duration
+from gateway.spec.fields import OPTIONAL, REQUIRED, Field
 
 DRAFT_07 = "http://json-schema.org/draft-07/schema#"
 #: A value holding a `${VAR}` reference: its type is known only after substitution.

@@ -3,7 +3,7 @@
 Stages, each collecting every problem it finds before the next one runs:
   1. YAML (syntax, duplicate keys)         `_yaml.py`
   2. `${VAR}` substitution                  `_env.py`
-  3. keys, types and values against spec    `_parse.py` + `_schema.py`
+  3. keys, types and values against spec    `gateway/spec/parse.py` + `_schema.py`
   4. definitions loaded, routes checked     `gateway.definitions` + `_routes.py`
   5. endpoints resolved (addresses, files)  `_endpoints.py`
 A stage runs only when the previous one had no errors: checking routes against a
@@ -36,17 +36,17 @@ from gateway.config._model import (
     RouteConfig,
     ShutdownConfig,
 )
-from gateway.config._parse import INVALID, Context, holds_unresolved, parse
 from gateway.config._routes import RouteChecker, observe_all
 from gateway.config._schema import CONFIG_SPEC, DEADLETTER_LOG, split_hostport
-from gateway.config._secret import Secret
 from gateway.config._yaml import locate, read_yaml
 from gateway.definitions import load_catalog
 from gateway.definitions.model import Catalog
-from gateway.netaddr import is_loopback
-from gateway.observability.readiness import ReadinessPolicy
-from gateway.problems import Problem, Problems, json_path
+from gateway.policies.readiness import ReadinessPolicy
+from gateway.ports.netaddr import is_loopback
 from gateway.schemas.fetch import FETCHER, FetchPolicy
+from gateway.spec.parse import INVALID, Context, holds_unresolved, parse
+from gateway.spec.problems import Problem, Problems, json_path
+from gateway.spec.secret import Secret
 
 Raw = dict[str, object]
 

@@ -14,14 +14,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from gateway.config._secret import Secret, redact_uri
 from gateway.definitions.model import Catalog, Endpoint, MessageDefinition, Usage
 from gateway.definitions.sources import RegistryAccess
-from gateway.jsontypes import JSON
-from gateway.netaddr import is_loopback
-from gateway.observability.readiness import ReadinessPolicy
+from gateway.json.values import JSON
+from gateway.policies.readiness import ReadinessPolicy
+from gateway.policies.retry import RetryPolicy
 from gateway.ports import TlsSettings
-from gateway.runtime.retry import RetryPolicy
+from gateway.ports.netaddr import is_loopback
+from gateway.spec.secret import Secret, redact_uri
 
 Mode = Literal["binary", "structured"]
 Deliver = Literal["cloudevent", "native"]

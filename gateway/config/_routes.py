@@ -21,15 +21,14 @@ from gateway.config._model import (
     RouteConfig,
     SchemaPolicy,
 )
-from gateway.definitions.checks import suggest
 from gateway.definitions.model import Catalog, Endpoint, MessageDefinition
 from gateway.definitions.refs import group_id_of, to_xid
-from gateway.observability.conformance import redaction_problem
-from gateway.problems import Problem, Problems, json_path
+from gateway.policies.retry import RetryPolicy
 from gateway.protocols import PROFILES, family_members, find_profile
-from gateway.runtime.retry import RetryPolicy
+from gateway.redaction.rules import redaction_problem
 from gateway.schemas.enforce import fetch_remote, schema_findings
 from gateway.schemas.fetch import FETCHER
+from gateway.spec.problems import Problem, Problems, json_path, suggest
 
 _READS = ("consumer", "subscriber")
 

@@ -10,8 +10,8 @@ without anyone having decided that. `deadletter: log` states that decision expli
 from __future__ import annotations
 
 from gateway.config._addresses import accepted_forms
-from gateway.config._spec import OPTIONAL, REQUIRED, Field
-from gateway.partitioning import check_policy
+from gateway.envelope.partitioning import check_policy
+from gateway.spec.fields import OPTIONAL, REQUIRED, Field
 
 DEADLETTER_LOG = "log"
 PORT_MAX = 65535

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from gateway.problems import Position, Problem, json_path, with_positions
-from gateway.yamlpositions import Parts, TooManyNodes, node_positions
+from gateway.spec.problems import Position, Problem, json_path, with_positions
+from gateway.spec.yamlpositions import Parts, TooManyNodes, node_positions
 
 # Aliases let a few lines expand into billions of values ("billion laughs"); everything
 # downstream walks the expanded tree, so the expansion is bounded here, once.

@@ -23,7 +23,7 @@ from gateway.definitions.sources import (
     as_json,
     load_sources,
 )
-from gateway.problems import DefinitionsError
+from gateway.spec.problems import DefinitionsError
 
 __all__ = ["load_catalog", "load_catalog_strict", "read_document"]
 

@@ -7,8 +7,8 @@ from gateway.definitions.located import Located, Origin
 from gateway.definitions.model import MessageDefinition, Provenance
 from gateway.definitions.properties import envelope_properties, option_constraints
 from gateway.definitions.resolve import Resolved
-from gateway.jsontypes import JSON, JSONObject
-from gateway.problems import Problems, json_path
+from gateway.json.values import JSON, JSONObject
+from gateway.spec.problems import Problems, json_path
 
 _TEXT_FIELDS = ("dataschemaformat", "dataschemauri", "dataschemaxid", "datacontenttype",
                 "name", "description")

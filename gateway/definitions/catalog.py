@@ -28,12 +28,12 @@ from gateway.definitions.options import normalize_protocol_options
 from gateway.definitions.reader import check_2023_format, normalize_group, normalize_message
 from gateway.definitions.resolve import Resolver
 from gateway.definitions.schema_formats import format_of, schema_formats
+from gateway.definitions.schema_model import SchemaResolution
+from gateway.definitions.schema_refs import SchemaIndex, resolve_message
 from gateway.definitions.sources import RawDocument
 from gateway.definitions.spelling import SpellingLog
 from gateway.definitions.validate import validate_catalog
-from gateway.problems import Problem, Problems
-from gateway.schemas.model import SchemaResolution
-from gateway.schemas.resolve import SchemaIndex, resolve_message
+from gateway.spec.problems import Problem, Problems
 
 
 def assemble(documents: Sequence[RawDocument], problems: Iterable[Problem] = ()) -> Catalog:

@@ -3,14 +3,13 @@ suggestions, property value types and template syntax."""
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Mapping
 
 from gateway.definitions.model import Property, Provenance
 from gateway.definitions.properties import KNOWN_TYPES
 from gateway.definitions.typecheck import STRING_TYPES, has_placeholder, value_problem
-from gateway.problems import Problems, json_path
-from gateway.templates import Template, TemplateError
+from gateway.spec.problems import Problems, json_path, suggest
+from gateway.templates.template import Template, TemplateError
 
 # Type names of other systems (JSON Schema, Avro, programming languages) -> ours.
 _TYPE_HINTS = {"float": "number", "double": "number", "decimal": "number", "int": "integer",
@@ -30,13 +29,6 @@ def where(
         if found is not None:
             return Provenance(found.file, found.path + json_path(*parts[cut:])[1:])
     return Provenance(fallback.file, fallback.path + json_path(*parts)[1:])
-
-
-def suggest(name: str, choices: Iterable[str]) -> str | None:
-    options = list(choices)
-    by_lower = {c.lower(): c for c in options}
-    close = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=0.6)
-    return by_lower[close[0]] if close else None
 
 
 def unknown_name_problem(

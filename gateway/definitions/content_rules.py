@@ -8,8 +8,8 @@ from gateway.definitions.checks import where
 from gateway.definitions.model import MessageDefinition, Provenance
 from gateway.definitions.reader import has_version
 from gateway.definitions.typecheck import has_placeholder
-from gateway.problems import Problems
 from gateway.protocols import find_profile
+from gateway.spec.problems import Problems
 
 
 def check_schema_format(m: MessageDefinition, problems: Problems) -> None:

@@ -7,8 +7,8 @@ from gateway.definitions.checks import check_string_templates, unknown_name_prob
 from gateway.definitions.endpoints import ENDPOINT_OPTIONS, known_options
 from gateway.definitions.model import Catalog, Endpoint, Provenance
 from gateway.definitions.refs import group_id_of, is_absolute
-from gateway.problems import Problems
 from gateway.protocols import PROTOCOLS, find_profile
+from gateway.spec.problems import Problems
 
 _DUAL = frozenset({"subscriber", "consumer"})  # the one combination the spec allows
 

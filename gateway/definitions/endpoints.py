@@ -24,9 +24,9 @@ from gateway.definitions.reader import (
 )
 from gateway.definitions.refs import to_xid
 from gateway.definitions.spelling import SpellingLog
-from gateway.jsontypes import JSON, JSONObject
-from gateway.problems import Problems, json_path
+from gateway.json.values import JSON, JSONObject
 from gateway.protocols import PROFILES, find_profile, normalize_protocol
+from gateway.spec.problems import Problems, json_path
 
 COMMON_OPTIONS = ("endpoints", "authorization", "deployed")
 # The spec's endpoint option names per protocol (`ProtocolProfile.endpoint.options`).

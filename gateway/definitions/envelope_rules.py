@@ -9,7 +9,7 @@ from gateway.definitions.checks import check_property, templated_timestamp, wher
 from gateway.definitions.model import CLOUDEVENTS, MessageDefinition, Provenance
 from gateway.definitions.properties import CLOUDEVENTS_REQUIRED
 from gateway.definitions.typecheck import TIME_SENTINEL, has_placeholder, is_rfc3339
-from gateway.problems import Problems
+from gateway.spec.problems import Problems
 
 _ATTRIBUTE_NAME = re.compile(r"[a-z0-9]+\Z")
 

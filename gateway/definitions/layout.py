@@ -16,8 +16,8 @@ from gateway.definitions.located import Origin
 from gateway.definitions.refs import LEGACY_SEGMENTS
 from gateway.definitions.sources import RawDocument
 from gateway.definitions.spelling import SpellingLog
-from gateway.jsontypes import JSON, JSONObject
-from gateway.problems import Problems
+from gateway.json.values import JSON, JSONObject
+from gateway.spec.problems import Problems
 
 Collection = Literal["messagegroups", "endpoints"]
 

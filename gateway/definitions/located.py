@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gateway.definitions.model import Provenance
-from gateway.jsontypes import JSON, JSONObject
-from gateway.problems import json_path
+from gateway.json.values import JSON, JSONObject
+from gateway.spec.problems import json_path
 
 Parts = tuple[str | int, ...]
 

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
-from gateway.jsontypes import JSON, JSONObject
-from gateway.problems import Problem
-from gateway.schemas.model import SchemaResolution
+from gateway.definitions.schema_model import SchemaResolution
+from gateway.json.values import JSON, JSONObject
+from gateway.spec.problems import Problem
 
 CLOUDEVENTS = "CloudEvents/1.0"
 

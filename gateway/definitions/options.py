@@ -24,9 +24,9 @@ from __future__ import annotations
 from gateway.definitions.located import Located, Origin, Parts
 from gateway.definitions.reader import DECLARATION_KEYS, declaration
 from gateway.definitions.spelling import SpellingLog
-from gateway.jsontypes import JSON, JSONObject
-from gateway.problems import Problems
+from gateway.json.values import JSON, JSONObject
 from gateway.protocols import FieldSpec, definition_field, find_profile
+from gateway.spec.problems import Problems
 
 
 class _Context:

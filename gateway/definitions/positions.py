@@ -22,8 +22,8 @@ from pathlib import Path
 import yaml
 
 from gateway.definitions.sources import JSON_SUFFIXES, YAML_SUFFIXES
-from gateway.problems import Position, Problem, json_path, with_positions
-from gateway.yamlpositions import Parts, TooManyNodes, node_positions
+from gateway.spec.problems import Position, Problem, json_path, with_positions
+from gateway.spec.yamlpositions import Parts, TooManyNodes, node_positions
 
 MAX_SCAN_BYTES = 4 * 1024 * 1024
 # A YAML alias repeats a whole subtree; the walk stops at this many recorded paths.

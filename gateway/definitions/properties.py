@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from gateway.definitions.located import Located, Origin
 from gateway.definitions.model import OptionConstraint, Property
-from gateway.jsontypes import JSON, JSONObject
-from gateway.problems import Problems
+from gateway.json.values import JSON, JSONObject
 from gateway.protocols import FieldSpec, definition_field
+from gateway.spec.problems import Problems
 
 CLOUDEVENTS_TYPES: dict[str, str] = {
     "specversion": "string",

@@ -21,9 +21,9 @@ from gateway.definitions.layout import RawGroup, RawMessage
 from gateway.definitions.located import Located, Origin
 from gateway.definitions.model import CLOUDEVENTS
 from gateway.definitions.spelling import SpellingLog
-from gateway.jsontypes import JSON, JSONObject
-from gateway.problems import Problems
+from gateway.json.values import JSON, JSONObject
 from gateway.protocols import is_known_protocol, normalize_protocol, versionless_reading
+from gateway.spec.problems import Problems
 
 # canonical name -> accepted spellings, best first (the canonical one is always best).
 # `basemessageuri` is the rc3/rc4 *model* name, so it is not reported as an old spelling.

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from gateway.definitions.located import Located, merge_located
 from gateway.definitions.refs import is_absolute, is_message_xid, message_xid, to_xid
-from gateway.problems import Problems
+from gateway.spec.problems import Problems
 
 MAX_DEPTH = 64  # far beyond any real chain; keeps hostile documents from exhausting the stack
 _REFERENCE_KEYS = ("xref", "basemessage")

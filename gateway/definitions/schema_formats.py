@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 
 from gateway.definitions.refs import LEGACY_SEGMENTS, to_xid
 from gateway.definitions.sources import RawDocument
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 
 
 def schema_formats(documents: Iterable[RawDocument]) -> dict[str, str]:

@@ -37,8 +37,8 @@ from typing import IO
 
 import yaml
 
-from gateway.jsontypes import JSON
-from gateway.problems import Problem
+from gateway.json.values import JSON
+from gateway.spec.problems import Problem
 
 JSON_SUFFIXES = (".xreg.json", ".cereg", ".json")
 YAML_SUFFIXES = (".cereg.yaml", ".cereg.yml", ".yaml", ".yml")

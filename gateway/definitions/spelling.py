@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gateway.definitions.located import Origin
-from gateway.problems import Problem
+from gateway.spec.problems import Problem
 
 
 @dataclass

@@ -24,7 +24,7 @@ import re
 from gateway.cloudevents.timestamps import parse_rfc3339
 from gateway.cloudevents.typesystem import INT32_MAX, INT32_MIN
 from gateway.cloudevents.uri import is_uri, is_uri_reference
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 
 TIME_SENTINEL = "0000-01-01T00:00:00Z"  # "the current time" (spec, Property Definitions)
 STRING_TYPES = frozenset({"string", "uritemplate", "symbol", "uri", "urireference"})

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import re
 
-from gateway.definitions.checks import check_property, suggest, unknown_name_problem, where
+from gateway.definitions.checks import check_property, unknown_name_problem, where
 from gateway.definitions.content_rules import check_content_types, check_schema_format
 from gateway.definitions.endpoint_rules import check_endpoint
 from gateway.definitions.envelope_rules import check_envelope
 from gateway.definitions.model import Catalog, MessageDefinition, OptionConstraint, Provenance
 from gateway.definitions.typecheck import compatible, has_placeholder
-from gateway.problems import Problem, Problems
 from gateway.protocols import (
     DEFINITION_FIELDS,
     PROTOCOLS,
@@ -33,6 +32,7 @@ from gateway.protocols import (
     is_known_protocol,
     profile,
 )
+from gateway.spec.problems import Problem, Problems, suggest
 
 
 def validate_catalog(catalog: Catalog) -> list[Problem]:

@@ -23,7 +23,7 @@ import random
 import uuid
 from collections.abc import Callable
 
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 from gateway.protocols import IdentityPart, find_profile
 from gateway.record import NativeMessage
 

@@ -30,10 +30,10 @@ from gateway.cloudevents.event import CloudEvent
 from gateway.definitions.model import MessageDefinition
 from gateway.envelope.native import render_native
 from gateway.envelope.render import RenderError
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 from gateway.protocols import add_metadata, find_profile
 from gateway.record import NativeMessage
-from gateway.templates import Template, TemplateError
+from gateway.templates.template import Template, TemplateError
 
 __all__ = ["Deliver", "Mode", "OutputFormat", "RenderFailed", "member_record", "with_defaults",
            "with_trace"]

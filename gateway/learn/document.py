@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gateway.jsontypes import JSONObject
+from gateway.json.values import JSONObject
 from gateway.learn.model import LearnOptions, Proposal
 from gateway.learn.schemas import SCHEMA_FORMAT, content_type, infer_schema
 

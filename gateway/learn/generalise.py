@@ -22,7 +22,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 from gateway.learn.model import LearnOptions, PlaceholderInfo, Proposal
 from gateway.learn.slots import Slot
 from gateway.learn.tally import MANY, ShapeTally, SlotTally, VectorTally

@@ -8,7 +8,7 @@ from typing import cast
 
 from genson import SchemaBuilder  # type: ignore[import-untyped]
 
-from gateway.jsontypes import JSON, JSONObject
+from gateway.json.values import JSON, JSONObject
 from gateway.learn.model import Proposal
 
 SCHEMA_FORMAT = "JsonSchema/draft-07"

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 from gateway.protocols import FieldRef, FieldSpec, ProtocolProfile, find_profile
 from gateway.record import NativeMessage, as_text
 

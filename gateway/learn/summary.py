@@ -4,7 +4,7 @@ out places, and per placeholder its cardinality - what the merge/split knobs act
 
 from __future__ import annotations
 
-from gateway.jsontypes import JSONObject
+from gateway.json.values import JSONObject
 from gateway.learn.document import UNCONSTRAINED
 from gateway.learn.model import LearnOptions, LearnResult, Proposal
 from gateway.record import as_text

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 from gateway.learn.model import LearnOptions
 from gateway.learn.slots import Observation, Slot, body_fields, composition, splittable
 

@@ -20,7 +20,7 @@ from typing import cast
 from urllib.parse import unquote
 
 from gateway.cloudevents.mediatype import comparable
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 from gateway.matching.compiled import Check, CompiledDefinition, Failure, NativeTest, search
 from gateway.matching.values import conforms, same_value
 from gateway.record import NativeMessage, as_text

@@ -19,7 +19,7 @@ from operator import itemgetter
 from gateway.matching.compiled import Check, CompiledDefinition
 from gateway.matching.narrow import Narrowed, narrowed
 from gateway.record import NativeMessage
-from gateway.templates import Template
+from gateway.templates.template import Template
 
 WILD = "\0"  # trie key for a segment holding a placeholder
 _NONE: list[CompiledDefinition] = []  # what a lookup finds when nothing fits (never changed)

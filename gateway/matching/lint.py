@@ -14,12 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gateway.definitions.model import MessageDefinition
-from gateway.jsontypes import JSON, JSONObject
+from gateway.json.values import JSON, JSONObject
 from gateway.matching.compiled import Check, CompiledDefinition, Failure, compile_definition
 from gateway.protocols import HTTP, definition_field, field_access, widest_protocol
 from gateway.record import NativeMessage
-from gateway.template_match import template_notes
-from gateway.templates import Template
+from gateway.templates.match import template_notes
+from gateway.templates.template import Template
 
 _SAMPLE = "x1"
 # For a required field neither definition gives a value: a sample of its declared type
@@ -173,7 +173,7 @@ class TemplateNote:
 
 
 def template_notes_of(definitions: Sequence[MessageDefinition]) -> list[TemplateNote]:
-    """`gateway.template_match.template_notes` of every template a definition matches
+    """`gateway.templates.match.template_notes` of every template a definition matches
     with, in catalog order."""
     out: list[TemplateNote] = []
     for definition in definitions:

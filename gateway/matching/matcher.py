@@ -22,7 +22,7 @@ from typing import Any, Literal
 from urllib.parse import unquote
 
 from gateway.definitions.model import MessageDefinition
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 from gateway.matching.compiled import Check, CompiledDefinition, Failure, compile_definition
 from gateway.matching.fast import Made, definition_test
 from gateway.matching.index import KeyIndex
@@ -36,7 +36,7 @@ from gateway.matching.values import (
 from gateway.record import NativeMessage
 from gateway.schemas.compile import PayloadValidator
 from gateway.schemas.enforce import validator_of
-from gateway.templates import Template
+from gateway.templates.template import Template
 
 AmbiguityPolicy = Literal["first", "deadletter"]
 # Per protocol: the index of its family, its scalar address field, its address reader.
@@ -66,7 +66,7 @@ class Explanation:
     passed: int  # how many of its checks the message passed
     # The failure's parts when the matcher made it (empty when read back from JSON): the
     # check's label and expected value come from the definitions, `got` from the sender,
-    # so redaction and metric labels treat them apart (gateway/redaction.py).
+    # so redaction and metric labels treat them apart (gateway/redaction/redactor.py).
     # Not compared: an explanation equals one read back from its JSON.
     check: str = field(default="", compare=False)
     expected: str = field(default="", compare=False)

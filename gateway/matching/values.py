@@ -11,7 +11,7 @@ from urllib.parse import unquote
 
 from gateway.cloudevents.typesystem import INT32_MAX, INT32_MIN
 from gateway.cloudevents.uri import is_uri, is_uri_reference
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 from gateway.protocols import address_fields, field_access, find_profile
 from gateway.protocols import family as family  # re-exported: the matcher reads it here
 from gateway.record import NativeMessage, as_text

@@ -30,13 +30,13 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from gateway import reasons
 from gateway.cloudevents.timestamps import format_rfc3339
-from gateway.jsontext import utf8_json
-from gateway.jsontypes import JSON, JSONObject
+from gateway.deadletter import reasons
+from gateway.json.text import utf8_json
+from gateway.json.values import JSON, JSONObject
 from gateway.matching.matcher import Explanation
 from gateway.record import NativeMessage
-from gateway.redaction import REDACTED, Redactor, hide_capture, hide_received
+from gateway.redaction.redactor import REDACTED, Redactor, hide_capture, hide_received
 
 #: The reasons counted as `invalid` in the report rows: the definition matched, but no
 #: valid CloudEvent could be rendered (as in the Spark job's report).
@@ -381,14 +381,6 @@ def sample_record(record: NativeMessage, redact: Sequence[str] | Redactor) -> JS
     return doc
 
 
-def redaction_problem(path: str) -> str | None:
-    """Why `path` is not a usable `redact:` path (None: it is)."""
-    parts = path.split(".")
-    if not path or any(not p for p in parts):
-        return "a redact path is dot-separated names, such as data.card.number"
-    return None
-
-
 def route_counts(report: Mapping[str, JSON]) -> tuple[int, int, int]:
     """(received, matched, dead-lettered) of one route of a `/conformance` document."""
     dead = report.get("deadletter")
@@ -400,5 +392,5 @@ def route_counts(report: Mapping[str, JSON]) -> tuple[int, int, int]:
 
 __all__ = ["INVALID_REASONS", "LABEL_CHARS", "MAX_CONSTRAINTS", "MAX_SAMPLES", "REDACTED",
            "SAMPLE_BYTES", "Conformance", "DefinitionTally", "RouteReport", "check_parts",
-           "explanation_parts", "failed_check", "metric_label", "redaction_problem",
+           "explanation_parts", "failed_check", "metric_label",
            "route_counts", "rows", "sample_record"]

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from datetime import UTC, datetime
 
-from gateway.jsontext import utf8_json
+from gateway.json.text import utf8_json
 
 #: The structured keys a log call may carry (through `fields()`), in output order;
 #: `suppressed`: how many lines like this one the rate limit dropped before it.

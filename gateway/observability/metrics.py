@@ -27,7 +27,8 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
-from gateway import buildinfo, reasons
+from gateway import buildinfo
+from gateway.deadletter import reasons
 from gateway.ports import Backlog, PartitionLag, StreamPending
 from gateway.record import NativeMessage
 

@@ -25,10 +25,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
+from gateway.policies.readiness import ReadinessPolicy
 
-ReadinessPolicy = Literal["all", "sources", "none"]
-POLICIES: tuple[ReadinessPolicy, ...] = ("all", "sources", "none")
 EndpointRole = Literal["source", "output", "deadletter"]
 
 #: A route's state when nothing is wrong with it.
@@ -115,5 +114,4 @@ def judge(policy: ReadinessPolicy, endpoints: Iterable[EndpointState],
     return Readiness(ready, policy, route_ok, not_ready, ignored, stalled)
 
 
-__all__ = ["POLICIES", "RUNNING", "EndpointRole", "EndpointState", "Readiness",
-           "ReadinessPolicy", "RouteState", "judge"]
+__all__ = ["RUNNING", "EndpointRole", "EndpointState", "Readiness", "RouteState", "judge"]

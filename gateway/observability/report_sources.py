@@ -17,9 +17,9 @@ import urllib.request
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from gateway import reasons
-from gateway.deadletter_format import PREFIX, deadletter_metadata
-from gateway.jsontypes import JSON, JSONObject, as_int, as_list
+from gateway.deadletter import reasons
+from gateway.deadletter.format import PREFIX, deadletter_metadata
+from gateway.json.values import JSON, JSONObject, as_int, as_list
 from gateway.observability.conformance import INVALID_REASONS
 from gateway.record import NativeMessage, RecordError
 

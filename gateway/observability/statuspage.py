@@ -13,8 +13,8 @@ from __future__ import annotations
 import time
 from html import escape
 
-from gateway.jsontext import utf8_json
-from gateway.jsontypes import JSON, JSONObject, as_int, as_list, as_object
+from gateway.json.text import utf8_json
+from gateway.json.values import JSON, JSONObject, as_int, as_list, as_object
 
 REFRESH_SECONDS = 5
 SHOWN_SAMPLES = 10

@@ -17,7 +17,7 @@ Exceptions (the vocabulary the engine acts on)::
 
 Per-message failures of a producer are values (`Outcome`), never exceptions, so one bad
 message in a batch does not hide the result of the others. A producer makes one attempt
-per message and write; retrying is the route's job (`gateway.runtime.retry`).
+per message and write; retrying is the route's job (`gateway.policies.retry`).
 
 Request-reply (`routes[].reply: true`): a Delivery whose sender waits for an answer
 carries an `answer` hook, and a producer that can wait for one implements `Requester`

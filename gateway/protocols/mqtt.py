@@ -109,7 +109,7 @@ MQTT311_PROFILE = ProtocolProfile(
     address=FieldRef("topic_name"),
     ordering=Ordering(source_key=(FieldRef("topic_name"),)),
     # No metadata at all: no identity, no content type, no binary CloudEvents; a dead
-    # letter becomes a JSON document (`gateway/deadletter_format.py`).
+    # letter becomes a JSON document (`gateway/deadletter/format.py`).
     binary_mode=False,
     observe=MQTT_OBSERVING,
 )

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 from gateway.protocols.profile import Metadata, ProtocolProfile
 from gateway.protocols.table import find_profile
 

@@ -6,7 +6,7 @@ group or subject) inside the gateway, but a keyless Kafka record lands on any pa
 the events of one MQTT topic would spread over partitions and a consumer would see them
 out of order. So a record without a key (its event has no `partitionkey`, which the Kafka
 binding maps to the key) gets one, chosen by `routes[].partitionkey`
-(`gateway.partitioning.PartitionKeys`, shared with the Spark job's Kafka sink):
+(`gateway.envelope.partitioning.PartitionKeys`, shared with the Spark job's Kafka sink):
 
     source      the source's unit of order (`Ordering.source_key` of its profile); the
                 default. A source without one (HTTP) leaves the record keyless.
@@ -17,6 +17,6 @@ binding maps to the key) gets one, chosen by `routes[].partitionkey`
 
 from __future__ import annotations
 
-from gateway.partitioning import NONE, SOURCE, PartitionKeys, check_policy
+from gateway.envelope.partitioning import NONE, SOURCE, PartitionKeys, check_policy
 
 __all__ = ["NONE", "SOURCE", "PartitionKeys", "check_policy"]

@@ -32,7 +32,7 @@ from collections.abc import Callable
 
 from gateway.cloudevents.bindings import decode, encode
 from gateway.cloudevents.errors import CloudEventError
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 from gateway.ports import NO_REPLY_PREFIX, Delivery, Outcome, Stray, StrayListener
 from gateway.protocols import find_profile
 from gateway.record import NativeMessage

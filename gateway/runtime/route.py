@@ -22,7 +22,7 @@
   attempt), for the batch's failed records together, with exponential backoff and jitter,
   waiting at least as long as a receiver's Retry-After asks (up to the policy's longest
   backoff). Only transient failures are retried, by default until they clear
-  (`runtime/retry.py` says why); a permanent rejection, or a transient one past a
+  (`gateway/policies/retry.py` says why); a permanent rejection, or a transient one past a
   configured budget, dead-letters the record's message as `undeliverable`. When the dead
   letter itself fails, the route holds the batch and tries again (intake stops:
   back-pressure, not dropping); only a stopping route nacks it for redelivery.
@@ -53,9 +53,9 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
-from gateway import reasons
 from gateway.convert import Conversion, Converter
-from gateway.deadletter_format import deadletter_record, withheld_body
+from gateway.deadletter import reasons
+from gateway.deadletter.format import deadletter_record, withheld_body
 from gateway.definitions.model import MessageDefinition
 from gateway.envelope.outgoing import (
     Deliver,
@@ -65,11 +65,12 @@ from gateway.envelope.outgoing import (
     member_record,
     with_defaults,
 )
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 from gateway.matching.matcher import Explanation, MatchResult
 from gateway.observability.conformance import RouteReport
 from gateway.observability.logs import CLIENT_ENDPOINT, fields
 from gateway.observability.metrics import Metrics, body_size, observe_many, route_children
+from gateway.policies.retry import RetryPolicy
 from gateway.ports import (
     NO_REPLY_PREFIX,
     Admission,
@@ -87,12 +88,11 @@ from gateway.ports import (
 from gateway.protocols import HTTP, find_profile
 from gateway.protocols.profile import FieldRef
 from gateway.record import NativeMessage
-from gateway.redaction import Redactor
+from gateway.redaction.redactor import Redactor
 from gateway.runtime.backlog import watch_backlog
 from gateway.runtime.keys import SOURCE, PartitionKeys
 from gateway.runtime.reply import hand_back, stray_listener
 from gateway.runtime.resend import HELD, ResendFirst
-from gateway.runtime.retry import RetryPolicy
 from gateway.runtime.stalls import (
     DEADLETTER_HELD,
     NO_PROGRESS,

@@ -1,7 +1,7 @@
-"""Payload schemas: resolve a definition's `dataschemauri`/`dataschema` to a schema
-document, and compile it into a validator of message bodies.
+"""Payload schemas: compile a definition's resolved schema into a validator of message
+bodies. (Resolving `dataschemauri`/`dataschema` to a `SchemaDocument` is the definitions
+stage's: `gateway.definitions.schema_refs`.)
 
-    resolve    (definitions stage) references -> `SchemaDocument`, or why not
     fetch      registry/schema URLs, fetched once per load and cached
     compile    `SchemaDocument` -> `PayloadValidator` (JSON Schema, Avro, Protobuf)
     enforce    the per-route policy: off, tiebreak, enforce

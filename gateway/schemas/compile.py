@@ -22,9 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
-from gateway.jsontypes import JSON
+from gateway.definitions.schema_model import SchemaDocument
+from gateway.json.values import JSON
 from gateway.record import NativeMessage
-from gateway.schemas.model import SchemaDocument
 
 
 class PayloadValidator(Protocol):

@@ -17,10 +17,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from gateway.definitions.model import MessageDefinition
-from gateway.problems import Severity
+from gateway.definitions.schema_model import SchemaPolicy
 from gateway.schemas.compile import PayloadValidator, SchemaCompileError, Unsupported, compiled
 from gateway.schemas.fetch import SchemaFetcher
-from gateway.schemas.model import SchemaPolicy
+from gateway.spec.problems import Severity
 
 
 @dataclass(frozen=True)

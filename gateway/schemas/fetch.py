@@ -28,9 +28,9 @@ from dataclasses import dataclass, replace
 from http.client import HTTPMessage
 from typing import IO
 
-from gateway.jsontypes import JSON
-from gateway.schemas.model import SchemaResolution
-from gateway.schemas.resolve import content_of
+from gateway.definitions.schema_model import SchemaResolution
+from gateway.definitions.schema_refs import content_of
+from gateway.json.values import JSON
 
 DEFAULT_TIMEOUT = 10.0
 _MAX_BYTES = 16 * 1024 * 1024

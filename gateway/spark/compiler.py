@@ -28,8 +28,8 @@ from gateway.matching.values import ADDRESS_FIELD
 from gateway.protocols import field_access
 from gateway.record import as_text
 from gateway.schemas.enforce import validator_of
-from gateway.template_match import linear_regex
-from gateway.templates import Template
+from gateway.templates.match import linear_regex
+from gateway.templates.template import Template
 
 CORE_ATTRIBUTES = ("specversion", "id", "source", "type", "subject", "time",
                    "datacontenttype", "dataschema", "traceparent", "tracestate")
@@ -175,7 +175,7 @@ def java_regex(template: Template) -> tuple[str, list[str]] | None:
     """An anchored Java regex equivalent to `Template.match`, and its group names; None
     when no regex can match the template in linear time (the Python stage matches it).
 
-    `gateway.template_match.linear_regex` in Java's dialect: Java backtracks like Python,
+    `gateway.templates.match.linear_regex` in Java's dialect: Java backtracks like Python,
     so the lazy `[^/]+?` groups would cost seconds per record on a long topic here too.
     Java group names allow no `_`, so groups are numbered and repeats are backrefs.
     """
@@ -274,7 +274,7 @@ class _Builder:
                     written = java_regex(template)
                     if written is None:
                         # A repeated name no segment fixes: matched by a search, not a
-                        # regex (`gateway.template_match`), so in Python.
+                        # regex (`gateway.templates.match`), so in Python.
                         plan.python = plan.python or f"template {template.text} needs a search"
                         plan.python_match = True
                         regex, groups = _inert_regex(len(names)), names

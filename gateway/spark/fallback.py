@@ -18,8 +18,8 @@ import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
 from gateway.cloudevents.jsonformat import event_to_json
 from gateway.convert import Converter
 from gateway.definitions.model import MessageDefinition
-from gateway.jsontext import utf8_json
-from gateway.jsontypes import JSON
+from gateway.json.text import utf8_json
+from gateway.json.values import JSON
 from gateway.record import NativeMessage, RecordError, as_text
 
 _CONVERTERS: dict[str, Converter] = {}  # per Python worker: build the matcher once

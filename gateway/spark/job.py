@@ -38,7 +38,7 @@ class JobOptions:
     format: files.Format = "json"
     kafka_mode: Literal["structured", "binary"] = "structured"
     kafka_records: Literal["native", "json"] = "native"
-    # The key of Kafka sink records without a partitionkey (`gateway.partitioning`).
+    # The key of Kafka sink records without a partitionkey (`gateway.envelope.partitioning`).
     partition_key: str = "source"
     ambiguity: str = "first"
     validate_schema: bool = False

@@ -19,9 +19,9 @@ from typing import Any, Literal
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
-from gateway.deadletter_format import deadletter_record
+from gateway.deadletter.format import deadletter_record
+from gateway.envelope.partitioning import PartitionKeys
 from gateway.matching.matcher import Explanation
-from gateway.partitioning import PartitionKeys
 from gateway.protocols import KAFKA
 from gateway.record import NativeMessage
 from gateway.spark.kafka_source import NAME, KafkaDataSource
@@ -103,7 +103,7 @@ def read_records(spark: SparkSession, where: Location, *, stream: bool,
 
 def sink_key(keys: PartitionKeys, ce: Mapping[str, Any], record: str | None,
              context: Mapping[str, Any] | None) -> str | None:
-    """The Kafka key of an event's record, as a route gives it (`gateway.partitioning`):
+    """The Kafka key of an event's record, as a route gives it (`gateway.envelope.partitioning`):
     the event's `partitionkey`, else the key policy's (by default the source's unit of
     order: MQTT topic, NATS subject, Kafka key, AMQP group or subject), else none."""
     key = ce.get("partitionkey")

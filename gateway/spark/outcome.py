@@ -3,7 +3,7 @@
 | column | meaning |
 |---|---|
 | `record` | the input record, as it arrived (JSON text) |
-| `outcome` | `event`, or the dead-letter reason code (`gateway.reasons`) |
+| `outcome` | `event`, or the dead-letter reason code (`gateway.deadletter.reasons`) |
 | `match` | the matched definition's xid (also on render failures) |
 | `context` | captured placeholder values |
 | `ce` | the CloudEvent: one field per attribute, `data` (JSON text), `data_base64` |

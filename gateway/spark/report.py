@@ -15,7 +15,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from gateway import reasons
+from gateway.deadletter import reasons
 
 _INVALID = (reasons.MISSING_CONTEXT, reasons.INVALID_ENVELOPE, reasons.NO_ENVELOPE)
 

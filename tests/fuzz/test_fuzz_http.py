@@ -22,10 +22,10 @@ from hypothesis import strategies as st
 from adapters.http import HttpConsumer
 from adapters.memory import MemoryProducer
 from gateway.convert import Converter
-from gateway.deadletter_format import deadletter_metadata
+from gateway.deadletter.format import deadletter_metadata
 from gateway.observability.metrics import Metrics
+from gateway.policies.retry import RetryPolicy
 from gateway.ports import EndpointSettings
-from gateway.runtime.retry import RetryPolicy
 from gateway.runtime.route import Output, Route
 
 MAX_BODY = 256 * 1024

@@ -22,14 +22,14 @@ from adapters._kafka_record import to_send
 from adapters._mqtt_record import to_publish as mqtt_publish
 from adapters._nats_record import to_publish as nats_publish
 from adapters.memory import MemoryConsumer, MemoryProducer
-from gateway import reasons
 from gateway.convert import Converter
-from gateway.deadletter_format import deadletter_metadata
+from gateway.deadletter import reasons
+from gateway.deadletter.format import deadletter_metadata
 from gateway.observability.metrics import Metrics
+from gateway.policies.retry import RetryPolicy
 from gateway.ports import Outcome
 from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, MQTT311, NATS
 from gateway.record import NativeMessage
-from gateway.runtime.retry import RetryPolicy
 from gateway.runtime.route import Output, Route
 
 CONVERTER = Converter(CATALOG.messages())

@@ -26,7 +26,7 @@ from adapters._mqtt_record import to_record as mqtt_record
 from adapters._nats_record import HeaderPairs, parse_header_block
 from adapters._nats_record import to_record as nats_record
 from gateway.convert import Converter
-from gateway.deadletter_format import deadletter_record, original_record
+from gateway.deadletter.format import deadletter_record, original_record
 from gateway.record import NativeMessage
 
 from fuzz_support import CATALOG  # isort: skip

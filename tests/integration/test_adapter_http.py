@@ -25,9 +25,9 @@ from adapters.memory import MemoryConsumer, MemoryProducer
 from gateway.convert import Converter
 from gateway.definitions import load_catalog
 from gateway.observability.metrics import Metrics
+from gateway.policies.retry import RetryPolicy
 from gateway.ports import AlreadySettled, Delivery, EndpointSettings, NotConnected, read_one, write
 from gateway.record import NativeMessage
-from gateway.runtime.retry import RetryPolicy
 from gateway.runtime.route import Output, Route
 from harness.brokers import free_port
 

@@ -27,7 +27,7 @@ from adapters.memory import MemoryProducer
 from adapters.mqtt import MqttConsumer, MqttProducer
 from adapters.nats import NatsConsumer, NatsProducer
 from gateway.convert import Converter
-from gateway.deadletter_format import deadletter_metadata
+from gateway.deadletter.format import deadletter_metadata
 from gateway.definitions import read_document
 from gateway.observability.metrics import Metrics
 from gateway.ports import Consumer, EndpointSettings, Producer, read_one, write

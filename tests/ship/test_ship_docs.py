@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gateway import reasons
 from gateway.config import reference_markdown
+from gateway.deadletter import reasons
 from gateway.observability.metrics import Metrics
 
 ROOT = Path(__file__).resolve().parents[2]

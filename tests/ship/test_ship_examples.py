@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from gateway.commands.testcases import run_case_file
 from gateway.config import load_config
-from gateway.testcases import run_case_file
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "config" / "examples"
 BY_PROTOCOL = {

@@ -1,4 +1,4 @@
-"""The Spark job's Kafka sink keys its records as a route does (`gateway.partitioning`):
+"""The Spark job's Kafka sink keys its records as a route does (`gateway.envelope.partitioning`):
 by default the source's unit of order, so that the events of one MQTT topic land on one
 partition; `none` leaves them keyless, a template fills the key from the match context.
 Against Tansu, read back with aiokafka (the job writes through its own producer here: the
@@ -68,7 +68,7 @@ def test_kafka_sink_records_are_keyed_as_a_route_keys_them(
 
 
 def test_a_template_key_comes_from_the_context_without_reading_the_record() -> None:
-    from gateway.partitioning import PartitionKeys
+    from gateway.envelope.partitioning import PartitionKeys
     from gateway.spark.kafka import sink_key
 
     context = {"storeid": "12", "cdid": "3"}

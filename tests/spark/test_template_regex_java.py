@@ -3,7 +3,7 @@ what `Template.match` captures, and stay linear on 65,535-character adversarial 
 
 Java backtracks like Python: the lazy `[^/]+?` groups the compiler used to emit cost
 seconds per record on a long topic (issue 28). The regexes are now
-`gateway.template_match.linear_regex` in Java's dialect (possessive loops, atomic
+`gateway.templates.match.linear_regex` in Java's dialect (possessive loops, atomic
 groups); a template no regex can match in linear time goes to the Python stage.
 """
 
@@ -21,7 +21,7 @@ from gateway.definitions import load_catalog
 from gateway.record import NativeMessage
 from gateway.spark import compile_catalog, compile_stage
 from gateway.spark.compiler import java_regex
-from gateway.templates import Template
+from gateway.templates.template import Template
 
 TEMPLATES = [
     ("/plant/{site}-{line}-{machine}/temp", "/"),

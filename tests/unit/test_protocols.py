@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.deadletter_format import deadletter_metadata, deadletter_record, original_record
+from gateway.deadletter.format import deadletter_metadata, deadletter_record, original_record
 from gateway.envelope.ids import native_identity
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 from gateway.protocols import (
     AMQP,
     DEFINITION_FIELDS,

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.templates import Template, TemplateError, has_placeholders, to_wildcard_filter
+from gateway.templates.template import Template, TemplateError, has_placeholders, to_wildcard_filter
 
 
 def test_segmented_template_captures_one_segment_each():

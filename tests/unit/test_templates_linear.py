@@ -3,7 +3,7 @@
 Until issue 28 a template compiled to `[^/]+?` groups, and a backtracking engine tried
 every split of a segment before giving up: one 1,000-character MQTT topic of dashes
 against `/plant/{site}-{line}-{machine}/temp` took seconds, and topics may be 65,535
-bytes. `gateway.template_match` now writes regexes that cannot backtrack, or searches
+bytes. `gateway.templates.match` now writes regexes that cannot backtrack, or searches
 with `str.find`. Here:
 
 - the new matchers (the regex, the Java regex run by Python's engine, and the search
@@ -34,13 +34,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.template_match import (
+from gateway.templates.match import (
     MAX_LOOKAHEAD,
     SearchMatcher,
     linear_regex,
     why_not_linear_regex,
 )
-from gateway.templates import Template
+from gateway.templates.template import Template
 from tests.unit.core.defs import define, opt
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -207,7 +207,7 @@ def test_the_worst_case_family_finishes_in_a_child_within_a_generous_timeout() -
         import sys
         from gateway.convert import Converter
         from gateway.record import NativeMessage
-        from gateway.templates import Template
+        from gateway.templates.template import Template
         from defs import define, opt
         cases = json.loads(sys.stdin.read())
         out = []
@@ -319,7 +319,7 @@ def test_the_search_gives_up_within_its_budget_on_names_no_segment_pins(caplog) 
     assert search(secret) is None
     assert search.gave_up == 2
     # Logged once per template, with the length, never the value.
-    [record] = [r for r in caplog.records if r.name == "gateway.template_match"]
+    [record] = [r for r in caplog.records if r.name == "gateway.templates.match"]
     assert "'{a}-{b}-{a}'" in record.getMessage() and "65545 characters" in record.getMessage()
     assert "sender-text" not in record.getMessage()
 

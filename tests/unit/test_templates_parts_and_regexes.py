@@ -1,4 +1,4 @@
-"""`gateway.templates`: what a parsed template is made of (parts, names, literal text,
+"""`gateway.templates.template`: what a parsed template is made of (parts, names, literal text,
 separator), the regex it matches with, how it renders, and why a template is refused."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from gateway.templates import (
+from gateway.templates.template import (
     Segment,
     Template,
     TemplateError,

@@ -23,7 +23,7 @@ from gateway.cloudevents.bindings.common import (
 )
 from gateway.cloudevents.event import CloudEvent
 from gateway.cloudevents.typesystem import ExtensionTypes, to_json_value
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 from gateway.protocols import AMQP
 from gateway.record import NativeMessage
 

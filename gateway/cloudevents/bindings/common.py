@@ -18,7 +18,7 @@ from gateway.cloudevents.event import CloudEvent
 from gateway.cloudevents.jsonformat import event_from_json, load_json
 from gateway.cloudevents.typesystem import ExtensionTypes, read_attributes
 from gateway.cloudevents.validation import validate_attributes
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 from gateway.record import NativeMessage
 
 Mode: TypeAlias = Literal["structured", "binary", "batch"]

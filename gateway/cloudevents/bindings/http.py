@@ -20,7 +20,7 @@ from gateway.cloudevents.errors import UNSUPPORTED_FORMAT, CloudEventError
 from gateway.cloudevents.event import CloudEvent
 from gateway.cloudevents.jsonformat import batch_from_json, load_json
 from gateway.cloudevents.typesystem import ExtensionTypes
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 from gateway.protocols import HTTP
 from gateway.record import NativeMessage
 

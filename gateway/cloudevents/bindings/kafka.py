@@ -22,7 +22,7 @@ from gateway.cloudevents.bindings.common import (
 )
 from gateway.cloudevents.event import CloudEvent
 from gateway.cloudevents.typesystem import ExtensionTypes, to_canonical
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 from gateway.protocols import KAFKA
 from gateway.record import NativeMessage
 

@@ -23,7 +23,7 @@ from gateway.cloudevents.event import CloudEvent
 from gateway.cloudevents.jsonformat import event_from_json
 from gateway.cloudevents.typesystem import ExtensionTypes, to_canonical
 from gateway.cloudevents.validation import is_attribute_name
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 from gateway.protocols import MQTT5, MQTT311
 from gateway.record import NativeMessage
 

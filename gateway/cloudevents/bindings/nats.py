@@ -26,7 +26,7 @@ from gateway.cloudevents.event import CloudEvent
 from gateway.cloudevents.headercodec import encode_header_value
 from gateway.cloudevents.jsonformat import event_from_json
 from gateway.cloudevents.typesystem import ExtensionTypes
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 from gateway.protocols import NATS
 from gateway.record import NativeMessage
 

@@ -27,7 +27,7 @@ from gateway.cloudevents.errors import CloudEventError
 from gateway.cloudevents.event import CloudEvent
 from gateway.cloudevents.headercodec import encode_header_value
 from gateway.cloudevents.jsonformat import serialize_event
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, MQTT311, NATS
 from gateway.record import NativeMessage
 

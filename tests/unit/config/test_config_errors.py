@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gateway.config import load_config, load_config_text
-from gateway.problems import Problem
+from gateway.spec.problems import Problem
 
 ROOT = Path(__file__).resolve().parents[3]
 STORE = ROOT / "config/examples/store.xreg.json"

@@ -16,7 +16,7 @@ from gateway.cli import main
 from gateway.config import load_config_text
 from gateway.daemon import run
 from gateway.ports import EndpointSettings
-from gateway.problems import Problem
+from gateway.spec.problems import Problem
 
 ROOT = Path(__file__).resolve().parents[3]
 STORE = ROOT / "config/examples/store.xreg.json"

@@ -12,8 +12,8 @@ from gateway.config import (
     load_config_text,
     redact_uri,
 )
+from gateway.policies.retry import RetryPolicy
 from gateway.ports import TlsSettings
-from gateway.runtime.retry import RetryPolicy
 
 ROOT = Path(__file__).resolve().parents[3]
 STORE = ROOT / "config/examples/store.xreg.json"

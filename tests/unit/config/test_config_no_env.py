@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gateway.config import GatewayConfig, load_config_text
-from gateway.problems import Problem
+from gateway.spec.problems import Problem
 
 ROOT = Path(__file__).resolve().parents[3]
 STORE = ROOT / "config/examples/store.xreg.json"

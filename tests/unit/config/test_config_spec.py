@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from gateway.config import CONFIG_SPEC, load_config_text, reference_markdown
 from gateway.config._docs import iter_fields
-from gateway.config._durations import format_duration, parse_duration
+from gateway.spec.durations import format_duration, parse_duration
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -9,7 +9,7 @@ import pytest
 
 from gateway.cli import main
 from gateway.commands.validate import NO_ENV_NOTE
-from gateway.problems import Problem
+from gateway.spec.problems import Problem
 
 ROOT = Path(__file__).resolve().parents[3]
 STORE = ROOT / "config/examples/store.xreg.json"

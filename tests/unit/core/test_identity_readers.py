@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from gateway.envelope import ids
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 from gateway.protocols import find_profile
 from gateway.record import NativeMessage
 

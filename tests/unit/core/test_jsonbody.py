@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.jsonbody import loads_body
+from gateway.json.body import loads_body
 
 
 def _typed(value: object) -> object:

@@ -8,8 +8,8 @@ import json
 
 from gateway.cli import main
 from gateway.matching.lint import template_notes_of
-from gateway.template_match import pinned_names, template_notes
-from gateway.templates import Template
+from gateway.templates.match import pinned_names, template_notes
+from gateway.templates.template import Template
 
 from .defs import define, opt, prop
 

@@ -4,9 +4,9 @@ each tied definition's schema (the resolved `schema`, or an inline JSON Schema
 
 from __future__ import annotations
 
+from gateway.definitions.schema_model import SchemaDocument, SchemaResolution
 from gateway.matching.matcher import Matcher
 from gateway.record import NativeMessage
-from gateway.schemas.model import SchemaDocument, SchemaResolution
 
 from .defs import define, opt
 

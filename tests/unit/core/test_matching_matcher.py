@@ -16,7 +16,7 @@ from gateway.matching.matcher import (
     _segment_captures,
 )
 from gateway.record import NativeMessage
-from gateway.templates import Template
+from gateway.templates.template import Template
 
 from .defs import define, opt, prop
 

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from gateway.convert import Converter
+from gateway.deadletter.reasons import ALL as REASONS
 from gateway.definitions import load_catalog
 from gateway.envelope.native import context_names, render_native
 from gateway.envelope.render import RenderError
 from gateway.matching.lint import find_overlaps
-from gateway.reasons import ALL as REASONS
 
 ROOT = Path(__file__).resolve().parents[3]
 CATALOGS = sorted(

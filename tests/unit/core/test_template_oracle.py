@@ -1,6 +1,6 @@
 """Templates and the matcher against an oracle written from the rule, not from the code.
 
-The rule (docs/architecture.md, gateway/templates.py): a level-1 template matches a whole
+The rule (docs/architecture.md, gateway/templates/template.py): a level-1 template matches a whole
 value; a placeholder captures one or more characters, never the template's separator when
 the template contains one (`/` for topics and paths, `.` for NATS subjects); a lone
 placeholder takes the whole value (any characters, newlines included); a repeated name
@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from gateway.matching.matcher import Matcher
 from gateway.record import NativeMessage
-from gateway.templates import Template
+from gateway.templates.template import Template
 
 from .defs import define, opt
 

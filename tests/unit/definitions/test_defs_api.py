@@ -9,7 +9,7 @@ import pytest
 
 import gateway.definitions as definitions
 from gateway.definitions import load_catalog, load_catalog_strict, read_document
-from gateway.problems import DefinitionsError
+from gateway.spec.problems import DefinitionsError
 
 
 def test_public_names() -> None:

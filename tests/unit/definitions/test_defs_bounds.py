@@ -21,7 +21,7 @@ from gateway.definitions.sources import (
     load_file,
     load_url,
 )
-from gateway.problems import Problem
+from gateway.spec.problems import Problem
 
 LAUGHS = "\n".join(
     ["a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]"]

@@ -14,7 +14,7 @@ from gateway.definitions.positions import (
     with_document_positions,
     yaml_positions,
 )
-from gateway.problems import Problem, json_path, position_of
+from gateway.spec.problems import Problem, json_path, position_of
 
 TEXT = """{
   "messagegroups": {

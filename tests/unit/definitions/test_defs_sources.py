@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from gateway.definitions import load_catalog, load_catalog_strict
-from gateway.problems import DefinitionsError
+from gateway.spec.problems import DefinitionsError
 
 CE_MESSAGE = {"envelope": "CloudEvents/1.0", "envelopemetadata": {"type": {"value": "t"}}}
 

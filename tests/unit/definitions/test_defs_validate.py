@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from gateway.definitions import read_document
-from gateway.problems import Problem
+from gateway.spec.problems import Problem
 
 FILE = "defs.xreg.json"
 M = "$.messagegroups.g.messages.m"

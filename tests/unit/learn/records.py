@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 from gateway.record import NativeMessage
 
 

@@ -14,9 +14,9 @@ import pytest
 
 from gateway.config import load_config
 from gateway.config._model import AdminConfig
-from gateway.netaddr import is_loopback
 from gateway.observability.admin import AdminServer
 from gateway.observability.metrics import Metrics
+from gateway.ports.netaddr import is_loopback
 
 TOKEN = "admin-token-0123456789"
 

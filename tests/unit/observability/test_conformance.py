@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from adapters.memory import MemoryConsumer, MemoryProducer
-from gateway import reasons
 from gateway.cli import main
 from gateway.cloudevents.timestamps import format_rfc3339
 from gateway.config import load_config_text
 from gateway.convert import Converter
-from gateway.deadletter_format import deadletter_record
+from gateway.deadletter import reasons
+from gateway.deadletter.format import deadletter_record
 from gateway.definitions import load_catalog
 from gateway.matching.matcher import Explanation
 from gateway.observability.conformance import (
@@ -31,8 +31,8 @@ from gateway.observability.conformance import (
 from gateway.observability.metrics import Metrics
 from gateway.observability.report_sources import ReportError, from_lines, load_report
 from gateway.observability.statuspage import StatusPage
+from gateway.policies.retry import RetryPolicy
 from gateway.record import NativeMessage
-from gateway.runtime.retry import RetryPolicy
 from gateway.runtime.route import Output, Route
 
 ROOT = Path(__file__).resolve().parents[3]

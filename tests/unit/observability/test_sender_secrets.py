@@ -18,14 +18,14 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from adapters.memory import MemoryConsumer, MemoryProducer
 from gateway.convert import Converter
-from gateway.deadletter_format import deadletter_metadata
+from gateway.deadletter.format import deadletter_metadata
 from gateway.definitions import read_document
 from gateway.matching.matcher import Explanation
 from gateway.observability.conformance import Conformance, failed_check
 from gateway.observability.metrics import Metrics
 from gateway.observability.statuspage import StatusPage
 from gateway.record import NativeMessage
-from gateway.redaction import REDACTED, Redactor
+from gateway.redaction.redactor import REDACTED, Redactor
 from gateway.runtime.route import Output, Route
 from tests.unit.runtime.test_route import FAST, run_to_end
 

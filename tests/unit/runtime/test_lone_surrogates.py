@@ -11,13 +11,13 @@ from pathlib import Path
 from adapters._kafka_record import to_record, to_send
 from adapters.memory import MemoryConsumer, MemoryProducer
 from gateway.convert import Converter
-from gateway.deadletter_format import deadletter_metadata, original_record
+from gateway.deadletter.format import deadletter_metadata, original_record
 from gateway.definitions import load_catalog
-from gateway.jsontext import utf8_json
+from gateway.json.text import utf8_json
 from gateway.observability.metrics import Metrics
+from gateway.policies.retry import RetryPolicy
 from gateway.ports import Outcome
 from gateway.record import NativeMessage
-from gateway.runtime.retry import RetryPolicy
 from gateway.runtime.route import Output, Route
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -10,8 +10,8 @@ from adapters.memory import MemoryConsumer, MemoryProducer
 from gateway.config import load_config_text
 from gateway.convert import Converter
 from gateway.definitions import read_document
+from gateway.envelope.partitioning import check_policy
 from gateway.observability.metrics import Metrics
-from gateway.partitioning import check_policy
 from gateway.record import NativeMessage
 from gateway.runtime.keys import PartitionKeys
 from gateway.runtime.route import Output, Route

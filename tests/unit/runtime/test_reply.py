@@ -13,7 +13,7 @@ from gateway.cloudevents.bindings import decode, encode
 from gateway.cloudevents.event import CloudEvent
 from gateway.config import load_config_text
 from gateway.convert import Converter
-from gateway.deadletter_format import deadletter_metadata
+from gateway.deadletter.format import deadletter_metadata
 from gateway.definitions import read_document
 from gateway.observability.metrics import Metrics
 from gateway.ports import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.runtime.retry import RetryPolicy
+from gateway.policies.retry import RetryPolicy
 
 POLICY = RetryPolicy(attempts=5, initial_backoff=0.2, max_backoff=1.0)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.runtime import retry
-from gateway.runtime.retry import RetryPolicy
+from gateway.policies import retry
+from gateway.policies.retry import RetryPolicy
 
 POLICY = RetryPolicy(attempts=5, initial_backoff=0.2, max_backoff=1.0)
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 from adapters.memory import MemoryConsumer, MemoryProducer
 from gateway.convert import Converter
-from gateway.deadletter_format import deadletter_metadata, original_record
+from gateway.deadletter.format import deadletter_metadata, original_record
 from gateway.definitions import load_catalog
 from gateway.observability.metrics import Metrics
+from gateway.policies.retry import RetryPolicy
 from gateway.ports import Outcome
 from gateway.record import NativeMessage
-from gateway.runtime.retry import RetryPolicy
 from gateway.runtime.route import Output, Route
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -16,13 +16,13 @@ import pytest
 
 from adapters.memory import MemoryConsumer, MemoryProducer
 from gateway.convert import Converter
-from gateway.deadletter_format import deadletter_metadata
+from gateway.deadletter.format import deadletter_metadata
 from gateway.definitions import load_catalog, read_document
 from gateway.observability.conformance import RouteReport
 from gateway.observability.metrics import Metrics
+from gateway.policies.retry import RetryPolicy
 from gateway.ports import Confirmation, Delivery, Outcome, confirmed
 from gateway.record import NativeMessage
-from gateway.runtime.retry import RetryPolicy
 from gateway.runtime.route import Output, Route, _Member, _why_unanswered
 from tests.unit.runtime.test_reply import DOC, Service
 from tests.unit.runtime.test_route import CATALOG, FAST, build, run_to_end, sale, sample

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from adapters.memory import MemoryConsumer, MemoryProducer
 from gateway.convert import Converter
 from gateway.observability.metrics import Metrics
+from gateway.policies.retry import RetryPolicy
 from gateway.ports import Backlog, PartitionLag
-from gateway.runtime.retry import RetryPolicy
 from gateway.runtime.route import Output, Route
 from tests.unit.runtime.test_reply import Service
 from tests.unit.runtime.test_route import CATALOG, FAST, build, run_to_end, sale, sample

@@ -15,7 +15,7 @@ from adapters.memory import MemoryConsumer, MemoryProducer
 from gateway.cloudevents import encode_batch
 from gateway.cloudevents.event import CloudEvent
 from gateway.convert import Converter
-from gateway.deadletter_format import deadletter_metadata, original_record
+from gateway.deadletter.format import deadletter_metadata, original_record
 from gateway.definitions import read_document
 from gateway.observability.conformance import RouteReport
 from gateway.observability.metrics import Metrics

@@ -12,7 +12,7 @@ import json
 
 from adapters.memory import MemoryConsumer, MemoryProducer
 from gateway.convert import Converter
-from gateway.deadletter_format import deadletter_metadata, original_record, withheld_body
+from gateway.deadletter.format import deadletter_metadata, original_record, withheld_body
 from gateway.observability.metrics import Metrics
 from gateway.ports import Outcome, SizeLimited, size_limit
 from gateway.protocols import KAFKA, MQTT311, NATS

@@ -14,9 +14,9 @@ import pytest
 from adapters.memory import MemoryConsumer, MemoryProducer
 from gateway.convert import Converter
 from gateway.observability.metrics import Metrics
+from gateway.policies.retry import RetryPolicy
 from gateway.ports import Confirmation, NotConnected, Outcome
 from gateway.record import NativeMessage
-from gateway.runtime.retry import RetryPolicy
 from gateway.runtime.route import Output, Route
 from gateway.runtime.stalls import CAUSES, REPEAT_SECONDS, Stalls
 from tests.unit.runtime.test_route import CATALOG, sale, sample

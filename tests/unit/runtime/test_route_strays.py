@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from adapters.memory import MemoryConsumer, MemoryProducer
 from gateway.convert import Converter
-from gateway.deadletter_format import deadletter_metadata, original_record
+from gateway.deadletter.format import deadletter_metadata, original_record
 from gateway.definitions import read_document
 from gateway.observability.metrics import Metrics
 from gateway.ports import Outcome, Producer

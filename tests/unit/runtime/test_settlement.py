@@ -7,10 +7,10 @@ import asyncio
 
 from adapters.memory import MemoryConsumer, MemoryProducer
 from gateway.convert import Converter
-from gateway.deadletter_format import deadletter_metadata
+from gateway.deadletter.format import deadletter_metadata
 from gateway.observability.metrics import Metrics
+from gateway.policies.retry import RetryPolicy
 from gateway.ports import Outcome
-from gateway.runtime.retry import RetryPolicy
 from gateway.runtime.route import Output, Route
 from tests.unit.runtime.test_route import CATALOG, FAST, run_to_end, sale, sample, unmatched
 

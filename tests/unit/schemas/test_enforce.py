@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from gateway import reasons
 from gateway.config import load_config
 from gateway.convert import Converter
+from gateway.deadletter import reasons
 from gateway.definitions import load_catalog, read_document
+from gateway.definitions.schema_model import SchemaPolicy
 from gateway.record import NativeMessage
-from gateway.schemas.model import SchemaPolicy
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "schemas"
 CATALOG = load_catalog(DATA / "orders.xreg.json")

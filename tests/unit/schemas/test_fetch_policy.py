@@ -18,8 +18,8 @@ import pytest
 
 from gateway.config import load_config
 from gateway.definitions import read_document
+from gateway.definitions.schema_model import SchemaResolution
 from gateway.schemas.fetch import FetchPolicy, SchemaFetcher
-from gateway.schemas.model import SchemaResolution
 
 SCHEMA = b'{"type": "object"}'
 

@@ -8,6 +8,7 @@ import fastavro
 import pytest
 from google.protobuf import descriptor_pb2
 
+from gateway.definitions.schema_model import SchemaDocument
 from gateway.record import NativeMessage
 from gateway.schemas.compile import (
     SchemaCompileError,
@@ -15,7 +16,6 @@ from gateway.schemas.compile import (
     compile_document,
     compiled,
 )
-from gateway.schemas.model import SchemaDocument
 
 ORDER = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
          "required": ["amount"], "properties": {"amount": {"type": "number", "minimum": 0}}}

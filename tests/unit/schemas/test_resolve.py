@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from gateway.definitions import load_catalog, read_document
+from gateway.definitions.schema_refs import split_type
 from gateway.schemas.fetch import SchemaFetcher
-from gateway.schemas.resolve import split_type
 
 ORDERS = Path(__file__).resolve().parents[2] / "data" / "schemas" / "orders.xreg.json"
 

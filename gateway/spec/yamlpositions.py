@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import yaml
 
-from gateway.problems import Position, json_path
+from gateway.spec.problems import Position, json_path
 
 Parts = tuple[str | int, ...]
 #: Called for a key that appears twice in one mapping: the mapping's path, the key and

@@ -9,7 +9,7 @@ headers, MQTT 5 user properties, AMQP application properties), all prefixed `xrg
 
 | name | value |
 |---|---|
-| `xrgw-reason` | the reason code (`gateway.reasons`) |
+| `xrgw-reason` | the reason code (`gateway.deadletter.reasons`) |
 | `xrgw-detail` | a one-line explanation |
 | `xrgw-explain` | JSON list of the nearest definitions and their first failed check |
 | `xrgw-source-endpoint` | the consumer endpoint the message came from |
@@ -33,7 +33,7 @@ import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 from gateway.matching.matcher import Explanation
 from gateway.protocols import add_metadata, find_profile, set_content_type
 from gateway.record import NativeMessage

@@ -30,7 +30,7 @@ import yaml
 
 from gateway.convert import Converter
 from gateway.definitions import load_catalog
-from gateway.jsontext import utf8_json
+from gateway.json.text import utf8_json
 from gateway.record import NativeMessage, RecordError
 
 

@@ -21,9 +21,9 @@ from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
 from gateway.definitions.refs import LEGACY_SEGMENTS, is_absolute, to_xid
+from gateway.definitions.schema_model import SchemaDocument, SchemaResolution
 from gateway.definitions.sources import RawDocument
-from gateway.jsontypes import JSON, JSONObject
-from gateway.schemas.model import SchemaDocument, SchemaResolution
+from gateway.json.values import JSON, JSONObject
 
 # Keys of a schema version holding its document, in the spellings of rc1..rc4.
 _INLINE_KEYS = ("schema", "schemaobject")

@@ -1,9 +1,10 @@
 """The vocabulary of a declarative config spec: a tree of `Field`s.
 
-One spec drives parsing and validation (`_parse.py`), the generated reference
-(`_docs.py`) and the JSON Schema (`_jsonschema.py`: `xrgw schema`, the Helm chart's
-values schema), so a key cannot be accepted without being documented, nor documented
-differently from how it is read. The spec of the gateway config itself is in `_schema.py`.
+One spec drives parsing and validation (`parse.py`), the generated reference
+(`gateway/config/_docs.py`) and the JSON Schema (`gateway/config/_jsonschema.py`: `xrgw
+schema`, the Helm chart's values schema), so a key cannot be accepted without being
+documented, nor documented differently from how it is read. The spec of the gateway config
+itself is `gateway/config/_schema.py`; each adapter's option spec is built on it too.
 """
 
 from __future__ import annotations

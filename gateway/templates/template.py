@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from urllib.parse import quote
 
-from gateway.template_match import linear_regex, template_matcher
+from gateway.templates.match import linear_regex, template_matcher
 
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 _NAME = re.compile(r"[A-Za-z0-9_]+\Z")  # \Z: `$` would let a trailing newline in
@@ -124,7 +124,7 @@ class Template:
     def regex_source(self) -> str | None:
         """An anchored regex (ending in `\\Z`, for `re.DOTALL`) with one named group per
         placeholder that runs in time linear in the value's length
-        (`gateway.template_match`); None when the template is matched by a search
+        (`gateway.templates.match`); None when the template is matched by a search
         instead (a name repeated where no regex can be linear)."""
         if self.is_constant:
             return re.escape(self.text) + r"\Z"
@@ -152,7 +152,7 @@ class Template:
     def match(self, value: str) -> dict[str, str] | None:
         """Captured values when `value` conforms to the template, else None.
 
-        Time linear in `len(value)` whatever the template (`gateway.template_match`)."""
+        Time linear in `len(value)` whatever the template (`gateway.templates.match`)."""
         return self.matcher(value)
 
     # -- rendering ---------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 
 SchemaPolicy = Literal["off", "tiebreak", "enforce"]
 SCHEMA_POLICIES: tuple[SchemaPolicy, ...] = ("off", "tiebreak", "enforce")

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
-from gateway.jsontypes import JSON, JSONObject
+from gateway.json.values import JSON, JSONObject
 from gateway.matching.matcher import Explanation
 from gateway.record import NativeMessage
 

@@ -10,17 +10,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from gateway.config._durations import (
+from gateway.spec.durations import (
     DURATION_FIX,
     MILLIS_FIX,
     SECONDS_FIX,
     parse_duration,
     unit_fix,
 )
-from gateway.config._secret import Secret
-from gateway.config._spec import OPTIONAL, REQUIRED, Field, _Marker
-from gateway.definitions.checks import suggest
-from gateway.problems import Problems, json_path
+from gateway.spec.fields import OPTIONAL, REQUIRED, Field, _Marker
+from gateway.spec.problems import Problems, json_path, suggest
+from gateway.spec.secret import Secret
 
 INVALID = _Marker("INVALID")
 Parts = tuple[str | int, ...]

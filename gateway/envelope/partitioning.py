@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 from gateway.protocols import find_profile
 from gateway.protocols.profile import FieldRef
 from gateway.record import NativeMessage
-from gateway.templates import Template, TemplateError
+from gateway.templates.template import Template, TemplateError
 
 __all__ = ["NONE", "SOURCE", "PartitionKeys", "check_policy"]
 

@@ -10,6 +10,7 @@ text of the file is known, a problem also carries its line and column, and print
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -140,3 +141,11 @@ def json_path(*parts: str | int) -> str:
         else:
             out += f'["{part}"]'
     return out
+
+
+def suggest(name: str, choices: Iterable[str]) -> str | None:
+    """The choice `name` was most likely meant to be (a problem's "did you mean"), or None."""
+    options = list(choices)
+    by_lower = {c.lower(): c for c in options}
+    close = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=0.6)
+    return by_lower[close[0]] if close else None

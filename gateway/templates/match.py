@@ -1,6 +1,6 @@
 """Matching a value against a level-1 template in time linear in the value's length.
 
-The rule (gateway/templates.py): each `{name}` captures one or more characters, never
+The rule (gateway/templates/template.py): each `{name}` captures one or more characters, never
 the separator when the template contains it; a repeated name captures the same text;
 where a value splits more than one way, the earlier placeholder takes the shortest text.
 The obvious regex (`[^/]+?` per placeholder) says exactly that, but a backtracking engine
@@ -60,7 +60,7 @@ class _Part(Protocol):
 
 
 class Template(Protocol):
-    """What matching reads of a `gateway.templates.Template` (which imports this module,
+    """What matching reads of a `gateway.templates.template.Template` (which imports this module,
     so this one names only the shape)."""
 
     @property
