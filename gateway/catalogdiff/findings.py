@@ -1,0 +1,83 @@
+"""The lint findings a change introduces or resolves: `xrgw lint`'s ambiguous pairs (each
+with its witness message) and warnings (the catalog's own and the template notes),
+compared between OLD and NEW.
+
+A finding is known by what it says, not where: a pair by its two xids (either order), a
+warning by its JSON path and message, so moving a definition to another file or line does
+not make its findings new. Findings are placed in the catalog that has them (NEW for
+introduced, OLD for resolved)."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+
+from gateway.definitions.model import Catalog
+from gateway.definitions.positions import with_document_positions
+from gateway.jsontypes import JSONObject
+from gateway.matching.lint import Overlap, find_overlaps, overlap_problem, template_problems
+from gateway.problems import Problem
+
+
+@dataclass(frozen=True)
+class Finding:
+    problem: Problem
+    overlap: Overlap | None = None  # an ambiguous pair, with its witness
+
+    @property
+    def key(self) -> Hashable:
+        if self.overlap is not None:
+            return frozenset((self.overlap.first, self.overlap.second))
+        return (self.problem.path, self.problem.message)
+
+    @property
+    def is_ambiguity(self) -> bool:
+        return self.overlap is not None
+
+    def to_json(self) -> JSONObject:
+        out: JSONObject = {"kind": "ambiguity" if self.overlap is not None else "warning",
+                           **self.problem.to_json()}  # type: ignore[dict-item]
+        if self.overlap is not None:
+            out.update(self.overlap.to_json())
+        return out
+
+
+@dataclass
+class FindingsDiff:
+    introduced: list[Finding] = field(default_factory=list)
+    resolved: list[Finding] = field(default_factory=list)
+
+    @property
+    def new_ambiguities(self) -> list[Finding]:
+        return [f for f in self.introduced if f.is_ambiguity]
+
+    @property
+    def new_warnings(self) -> list[Finding]:
+        return [f for f in self.introduced if not f.is_ambiguity]
+
+
+def findings_of(catalog: Catalog, *, strict: bool = False) -> list[Finding]:
+    """What `xrgw lint` reports of a catalog: its warnings, template notes and ambiguous
+    pairs (errors with `strict`, as `xrgw lint --strict` has them)."""
+    messages = list(catalog.messages())
+    found = [Finding(p) for p in (*catalog.warnings, *template_problems(messages))]
+    found += [Finding(overlap_problem(catalog, overlap, strict=strict), overlap)
+              for overlap in find_overlaps(messages)]
+    return found
+
+
+def diff_findings(old: Catalog, new: Catalog, *, strict: bool = False) -> FindingsDiff:
+    """The findings NEW has and OLD had not (introduced) and the reverse (resolved),
+    each with its line and column in a local document."""
+    before, after = findings_of(old, strict=strict), findings_of(new, strict=strict)
+    old_keys, new_keys = {f.key for f in before}, {f.key for f in after}
+    return FindingsDiff(introduced=_located([f for f in after if f.key not in old_keys]),
+                        resolved=_located([f for f in before if f.key not in new_keys]))
+
+
+def _located(findings: list[Finding]) -> list[Finding]:
+    problems = with_document_positions(f.problem for f in findings)
+    return [Finding(problem, f.overlap) for f, problem in zip(findings, problems, strict=True)]
+
+
+__all__ = ["Finding", "FindingsDiff", "diff_findings", "findings_of"]

@@ -1,0 +1,135 @@
+"""`xrgw diff` for a terminal: definitions, lint findings, replayed records, verdict.
+
+Colours (ANSI) only when asked (`colour=True`: the command asks when stdout is a terminal
+and `NO_COLOR` is not set): red for what is worse, green for what is better, yellow for
+what merely changed. Long values are cut to `MAX_VALUE` characters; `--format json` has
+them whole."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from gateway.catalogdiff.definitions import ABSENT, DefinitionChange, FieldChange
+from gateway.catalogdiff.findings import Finding
+from gateway.catalogdiff.replay import BETTER, CHANGES, WORSE, Outcome, RecordChange
+from gateway.catalogdiff.verdict import CatalogDiff
+from gateway.jsontext import utf8_json
+from gateway.jsontypes import JSON
+
+MAX_VALUE = 160
+_CODES = {"red": "31", "green": "32", "yellow": "33", "bold": "1", "dim": "2"}
+
+
+class Paint:
+    def __init__(self, colour: bool) -> None:
+        self.colour = colour
+
+    def __call__(self, text: str, style: str) -> str:
+        return f"\033[{_CODES[style]}m{text}\033[0m" if self.colour else text
+
+    def change(self, text: str, change: str) -> str:
+        style = "red" if change in WORSE else "green" if change in BETTER else "yellow"
+        return self(text, style)
+
+
+def value_text(value: JSON) -> str:
+    if value is ABSENT:
+        return "(absent)"
+    text = utf8_json(value)
+    return text if len(text) <= MAX_VALUE else text[: MAX_VALUE - 1] + "…"
+
+
+def _field(change: FieldChange, indent: str = "      ") -> str:
+    return f"{indent}{change.field}: {value_text(change.old)} -> {value_text(change.new)}"
+
+
+def render(diff: CatalogDiff, *, colour: bool = False) -> str:
+    return "\n".join(_lines(diff, Paint(colour))) + "\n"
+
+
+def _lines(diff: CatalogDiff, paint: Paint) -> Iterator[str]:
+    yield from _definitions(diff, paint)
+    yield from _findings(diff, paint)
+    if diff.replay is not None:
+        yield from _replay(diff, paint)
+    worse = diff.worse()
+    if worse:
+        yield paint("worse: " + ", ".join(f"{kind} {count}" for kind, count in worse.items()),
+                    "red")
+    else:
+        yield paint("not worse", "green")
+
+
+def _definitions(diff: CatalogDiff, paint: Paint) -> Iterator[str]:
+    changes = diff.definitions
+    counts = {kind: sum(1 for c in changes if c.kind == kind)
+              for kind in ("added", "removed", "changed")}
+    yield paint(f"definitions: {counts['added']} added, {counts['removed']} removed, "
+                f"{counts['changed']} changed ({diff.old_definitions} in {diff.old}, "
+                f"{diff.new_definitions} in {diff.new})", "bold")
+    for change in changes:
+        yield from _definition(change, paint)
+
+
+def _definition(change: DefinitionChange, paint: Paint) -> Iterator[str]:
+    mark, style = {"added": ("+", "green"), "removed": ("-", "red"),
+                   "changed": ("~", "yellow")}[change.kind]
+    yield paint(f"  {mark} {change.xid}", style)
+    for field in change.fields:
+        yield _field(field)
+
+
+def _findings(diff: CatalogDiff, paint: Paint) -> Iterator[str]:
+    found = diff.findings
+    yield paint(f"lint: {len(found.new_ambiguities)} new ambiguous pair(s), "
+                f"{len(found.new_warnings)} new warning(s), {len(found.resolved)} "
+                "resolved", "bold")
+    for finding in found.introduced:
+        yield from _finding(finding, paint, "red" if finding.is_ambiguity
+                            or finding.problem.is_error or diff.strict else "yellow")
+    for finding in found.resolved:
+        yield paint(f"  resolved: {finding.problem.message}", "green")
+
+
+def _finding(finding: Finding, paint: Paint, style: str) -> Iterator[str]:
+    yield paint(f"  {finding.problem}", style)
+    if finding.overlap is not None:
+        witness = finding.overlap.event if not finding.overlap.example else (
+            finding.overlap.example)
+        yield f"      witness: {value_text(witness)}"
+
+
+def _replay(diff: CatalogDiff, paint: Paint) -> Iterator[str]:
+    replay = diff.replay
+    assert replay is not None
+    counts = ", ".join(f"{replay.counts[kind]} {kind}" for kind in CHANGES
+                       if replay.counts[kind])
+    skipped = f"; {len(replay.invalid)} line(s) skipped" if replay.invalid else ""
+    yield paint(f"replay: {replay.records} record(s): {counts or 'none'}{skipped}", "bold")
+    for change in replay.changes:
+        yield from _record(change, paint)
+    for line in replay.invalid:
+        yield paint(f"  {line.where}: skipped: {line.error}", "dim")
+
+
+def _record(change: RecordChange, paint: Paint) -> Iterator[str]:
+    where = change.where + (f" (event {change.member})" if change.member is not None else "")
+    same = change.change == "different-attributes"
+    yield (f"  {where}: {paint.change(change.change, change.change)}: "
+           + (str(change.new.definition) if same
+              else f"{_outcome(change.old)} -> {_outcome(change.new)}"))
+    for attribute in change.attributes:
+        yield _field(attribute)
+
+
+def _outcome(outcome: Outcome) -> str:
+    if outcome.status == "ambiguous":
+        return "ambiguous (" + ", ".join(outcome.tied) + ")"
+    if outcome.status == "matched":
+        return str(outcome.definition)
+    what = (f"{outcome.definition} dead-lettered ({outcome.reason})" if outcome.definition
+            else "unmatched")
+    return f"{what}: {outcome.detail}" if outcome.detail else what
+
+
+__all__ = ["render", "value_text"]
