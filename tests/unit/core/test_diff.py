@@ -1,0 +1,390 @@
+"""`xrgw diff OLD NEW [--replay ...]` on real catalogs (tests/data/xregistry-catalogs) with
+deliberate changes: a changed template, a removed definition, a new overlapping
+definition, a tightened type, a changed envelope attribute; records replayed from native
+records, dead letters (metadata and MQTT 3.1.1 body forms) and Spark dead-letter lines;
+every exit code; a registry URL as NEW."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from gateway.catalogdiff.text import render
+from gateway.cli import main
+from gateway.deadletter_format import deadletter_record
+from gateway.protocols import KAFKA, MQTT311
+from gateway.record import NativeMessage
+from tests.unit.definitions.test_defs_sources import _server
+
+ROOT = Path(__file__).resolve().parents[3]
+CATALOGS = ROOT / "tests/data/xregistry-catalogs"
+NWS = CATALOGS / "real-time-sources/feeders/nws-alerts/xreg/nws-alerts.xreg.json"
+WIND = CATALOGS / "xregistry-spec/cloudevents/samples/scenarios/windgenerator-kafka-avro.xreg.json"
+
+MQTT_GROUP = "NWS.Alerts.mqtt"
+BASE = "/messagegroups/NWS.Alerts/messages/NWS.WeatherAlert"
+TOPIC = "alerts/us/noaa/nws-alerts/{state}/{level}/{event_type}/{alert_id}/alert"
+
+
+def xid(level: str) -> str:
+    return f"/messagegroups/{MQTT_GROUP}/messages/NWS.WeatherAlert.{level}.mqtt"
+
+
+def alert(level: str, alert_id: str = "A1") -> dict[str, Any]:
+    """An MQTT 5 record as the NWS feeder publishes it (qos 1, not retained)."""
+    return {"protocol": "MQTT/5.0", "qos": 1, "retain": False, "data": {"id": alert_id},
+            "topic_name": TOPIC.format(state="WA", level=level, event_type="flood",
+                                       alert_id=alert_id)}
+
+
+RECORDS = [alert(level, f"A{n}") for n, level in
+           enumerate(["minor", "moderate", "severe", "extreme", "unknown"])]
+
+Change = Callable[[dict[str, Any]], None]
+
+
+def pair(tmp_path: Path, change: Change, source: Path = NWS) -> tuple[str, str]:
+    """OLD: the real catalog as it is; NEW: a copy with `change` made to it."""
+    document = json.loads(source.read_text(encoding="utf-8"))
+    old, new = tmp_path / "old.xreg.json", tmp_path / "new.xreg.json"
+    old.write_text(json.dumps(document, indent=2), encoding="utf-8")
+    changed = copy.deepcopy(document)
+    change(changed)
+    new.write_text(json.dumps(changed, indent=2), encoding="utf-8")
+    return str(old), str(new)
+
+
+def records_file(tmp_path: Path, records: list[Any], name: str = "records.jsonl") -> str:
+    path = tmp_path / name
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return str(path)
+
+
+def mqtt_messages(document: dict[str, Any]) -> dict[str, Any]:
+    messages: dict[str, Any] = document["messagegroups"][MQTT_GROUP]["messages"]
+    return messages
+
+
+def diff_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any]]:
+    code = main(["diff", "--format", "json", *argv])
+    return code, json.loads(capsys.readouterr().out)
+
+
+# -- changes ------------------------------------------------------------------------------------
+
+def change_minor_template(document: dict[str, Any]) -> None:
+    # The trailing `/alert` dropped: what the publisher sends no longer fits.
+    mqtt_messages(document)["NWS.WeatherAlert.Minor.mqtt"]["protocoloptions"]["topic_name"] = (
+        "alerts/us/noaa/nws-alerts/{state}/minor/{event_type}/{alert_id}")
+
+
+def remove_unknown(document: dict[str, Any]) -> None:
+    del mqtt_messages(document)["NWS.WeatherAlert.Unknown.mqtt"]
+
+
+def add_overlapping(document: dict[str, Any]) -> None:
+    # A second definition of the severe topic, placeholders renamed: as specific as the
+    # first, so a message of that topic is a true tie.
+    messages = mqtt_messages(document)
+    twin = copy.deepcopy(messages["NWS.WeatherAlert.Severe.mqtt"])
+    twin["protocoloptions"]["topic_name"] = (
+        "alerts/us/noaa/nws-alerts/{region}/severe/{kind}/{alert}/alert")
+    messages["NWS.WeatherAlert.Any.mqtt"] = twin
+
+
+def add_any_level(document: dict[str, Any]) -> None:
+    # Any level: overlaps every level's definition, but is less specific than each.
+    messages = mqtt_messages(document)
+    any_level = copy.deepcopy(messages["NWS.WeatherAlert.Severe.mqtt"])
+    any_level["protocoloptions"]["topic_name"] = (
+        "alerts/us/noaa/nws-alerts/{state}/{level}/{event_type}/{alert_id}/alert")
+    messages["NWS.WeatherAlert.Any.mqtt"] = any_level
+
+
+def change_source(document: dict[str, Any]) -> None:
+    base = document["messagegroups"]["NWS.Alerts"]["messages"]["NWS.WeatherAlert"]
+    base["envelopemetadata"]["source"]["value"] = "https://api.weather.gov/alerts"
+
+
+# -- definitions and exit codes -----------------------------------------------------------------
+
+def test_identical_catalogs_are_not_worse_and_random_ids_do_not_count(tmp_path, capsys):
+    old, new = pair(tmp_path, lambda document: None)
+    records = records_file(tmp_path, RECORDS)
+    code, report = diff_json(capsys, old, new, "--replay", records)
+    assert code == 0
+    assert report["definitions"]["changes"] == []
+    assert report["lint"] == {"introduced": [], "resolved": []}
+    # MQTT 5 records without correlation data get a random id under each catalog, and the
+    # receive time is one for both: every record is the same.
+    assert report["replay"]["counts"] == {"same": 5}
+    assert report["worse"] == {}
+    assert main(["diff", old, new, "--replay", records]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "not worse"
+
+
+def test_changed_template_makes_records_newly_unmatched(tmp_path, capsys):
+    old, new = pair(tmp_path, change_minor_template)
+    code, report = diff_json(capsys, old, new, "--replay", records_file(tmp_path, RECORDS))
+    assert code == 1
+    [changed] = report["definitions"]["changes"]
+    assert changed["xid"] == xid("Minor") and changed["change"] == "changed"
+    assert changed["fields"] == [{
+        "field": "protocoloptions.topic_name.value",
+        "old": "alerts/us/noaa/nws-alerts/{state}/minor/{event_type}/{alert_id}/alert",
+        "new": "alerts/us/noaa/nws-alerts/{state}/minor/{event_type}/{alert_id}"}]
+    assert report["replay"]["counts"] == {"same": 4, "newly-unmatched": 1}
+    [record] = report["replay"]["changes"]
+    assert record["input"].endswith("records.jsonl:1")
+    assert record["old"] == {"status": "matched", "definition": xid("Minor")}
+    assert record["new"]["status"] == "unmatched"
+    assert record["new"]["detail"] == (
+        f"nearest {xid('Minor')}: topic_name: expected "
+        "alerts/us/noaa/nws-alerts/{state}/minor/{event_type}/{alert_id}, got "
+        "alerts/us/noaa/nws-alerts/WA/minor/flood/A0/alert")
+    assert report["worse"] == {"newly-unmatched": 1}
+
+
+def test_removed_definition(tmp_path, capsys):
+    old, new = pair(tmp_path, remove_unknown)
+    records = records_file(tmp_path, RECORDS)
+    code, report = diff_json(capsys, old, new, "--replay", records)
+    assert code == 1
+    assert [(c["xid"], c["change"]) for c in report["definitions"]["changes"]] == [
+        (xid("Unknown"), "removed")]
+    assert report["definitions"]["old"] == 6 and report["definitions"]["new"] == 5
+    [record] = report["replay"]["changes"]
+    assert record["input"].endswith(":5") and record["change"] == "newly-unmatched"
+    assert record["old"]["definition"] == xid("Unknown")
+    # Without records nothing shows that the removal is for the worse.
+    assert main(["diff", old, new]) == 0
+    out = capsys.readouterr().out
+    assert f"  - {xid('Unknown')}" in out and "0 added, 1 removed, 0 changed" in out
+
+
+def test_new_overlapping_definition_is_a_new_ambiguity_with_its_witness(tmp_path, capsys):
+    old, new = pair(tmp_path, add_overlapping)
+    code, report = diff_json(capsys, old, new)
+    assert code == 1  # a new ambiguous pair alone is for the worse
+    assert [(c["xid"], c["change"]) for c in report["definitions"]["changes"]] == [
+        (xid("Any"), "added")]
+    [finding] = report["lint"]["introduced"]
+    assert finding["kind"] == "ambiguity"
+    assert (finding["first"], finding["second"]) == (xid("Severe"), xid("Any"))
+    assert finding["file"] == new and finding["line"] is not None
+    witness = NativeMessage.from_json(finding["example"])
+    assert witness.fields["topic_name"] == "alerts/us/noaa/nws-alerts/x1/severe/x1/x1/alert"
+    assert report["worse"] == {"new-ambiguous-pairs": 1}
+    # Replayed, the severe alert is now taken by a tie; the other levels are not.
+    code, report = diff_json(capsys, old, new, "--replay", records_file(tmp_path, RECORDS))
+    assert report["replay"]["counts"] == {"same": 4, "newly-ambiguous": 1}
+    [record] = report["replay"]["changes"]
+    assert record["input"].endswith(":3")
+    assert record["new"]["tied"] == [xid("Severe"), xid("Any")]
+    assert report["worse"] == {"newly-ambiguous": 1, "new-ambiguous-pairs": 1}
+
+
+def test_overlap_that_specificity_decides_changes_no_record(tmp_path, capsys):
+    old, new = pair(tmp_path, add_any_level)
+    code, report = diff_json(capsys, old, new, "--replay", records_file(tmp_path, RECORDS))
+    # lint finds five pairs that can match the same message ...
+    assert {frozenset((f["first"], f["second"])) for f in report["lint"]["introduced"]} == {
+        frozenset((xid(level), xid("Any")))
+        for level in ("Minor", "Moderate", "Severe", "Extreme", "Unknown")}
+    # ... but each level's own definition is more specific, so no record moves.
+    assert report["replay"]["counts"] == {"same": 5}
+    assert code == 1 and report["worse"] == {"new-ambiguous-pairs": 5}
+    code, report = diff_json(capsys, old, new, "--replay",
+                             records_file(tmp_path, [alert("unlisted")]))
+    assert report["replay"]["counts"] == {"newly-matched": 1}
+    assert report["replay"]["changes"][0]["new"] == {"status": "matched",
+                                                     "definition": xid("Any")}
+
+
+def test_resolved_ambiguity_is_not_worse(tmp_path, capsys):
+    # The reverse change: OLD has the overlapping definition, NEW has not.
+    without, with_overlap = pair(tmp_path, add_overlapping)
+    code, report = diff_json(capsys, with_overlap, without, "--replay",
+                             records_file(tmp_path, RECORDS))
+    assert code == 0
+    assert report["lint"]["introduced"] == []
+    [resolved] = report["lint"]["resolved"]
+    assert resolved["file"] == with_overlap
+    assert report["replay"]["counts"] == {"same": 4, "no-longer-ambiguous": 1}
+    assert report["definitions"]["removed"] == 1
+
+
+def test_changed_envelope_attribute_is_listed_per_record(tmp_path, capsys):
+    old, new = pair(tmp_path, change_source)
+    code, report = diff_json(capsys, old, new, "--replay", records_file(tmp_path, RECORDS))
+    assert code == 1
+    # The base message and every overlay built on it changed the same field.
+    changes = report["definitions"]["changes"]
+    assert len(changes) == 6 and {c["xid"] for c in changes} >= {BASE, xid("Minor")}
+    assert all(c["fields"] == [{"field": "envelopemetadata.source.value",
+                                "old": "https://api.weather.gov",
+                                "new": "https://api.weather.gov/alerts"}] for c in changes)
+    assert report["replay"]["counts"] == {"different-attributes": 5}
+    # Only `source` differs: the random ids and the receive time are not reported.
+    assert all(c["attributes"] == [{"field": "source", "old": "https://api.weather.gov",
+                                    "new": "https://api.weather.gov/alerts"}]
+               for c in report["replay"]["changes"])
+
+
+def test_deterministic_ids_are_compared(tmp_path, capsys):
+    def declare_id(document: dict[str, Any]) -> None:
+        base = document["messagegroups"]["NWS.Alerts"]["messages"]["NWS.WeatherAlert"]
+        base["envelopemetadata"]["id"] = {"type": "uritemplate", "value": "nws-{alert_id}"}
+
+    old, new = pair(tmp_path, declare_id)
+    code, report = diff_json(capsys, old, new, "--replay",
+                             records_file(tmp_path, [alert("severe", "A7")]))
+    assert code == 1
+    [record] = report["replay"]["changes"]
+    [attribute] = record["attributes"]
+    assert attribute["field"] == "id" and attribute["new"] == "nws-A7"
+    assert attribute["old"] != "nws-A7"  # OLD's random id
+
+
+def test_tightened_type(tmp_path, capsys):
+    def integer_key(document: dict[str, Any]) -> None:
+        messages = document["messagegroups"]["WindGenerator.Events"]["messages"]
+        messages["WindGenerator.PowerOutputUpdate"]["protocoloptions"]["key"] = {
+            "type": "integer", "required": True}
+
+    old, new = pair(tmp_path, integer_key, WIND)
+    kafka = [{"protocol": "KAFKA", "topic": "wind", "partition": 0, "offset": n, "key": key,
+              "headers": [{"name": "action", "value": "powerOutput"}], "data": {"p": n}}
+             for n, key in enumerate(["17", "WG-7"])]
+    code, report = diff_json(capsys, old, new, "--replay", records_file(tmp_path, kafka))
+    assert code == 1
+    [changed] = report["definitions"]["changes"]
+    assert {f["field"]: (f.get("old"), f.get("new")) for f in changed["fields"]} == {
+        "protocoloptions.key.type": ("string", "integer"),
+        "protocoloptions.key.value": ("{generatorId}", None),
+        "protocoloptions.key.required": (False, True)}
+    # The declaration is a new warning (Kafka keys are strings) ...
+    [warning] = report["lint"]["introduced"]
+    assert warning["kind"] == "warning" and "declared as 'integer'" in warning["message"]
+    # ... and the key that is no integer no longer matches.
+    assert report["replay"]["counts"] == {"same": 1, "newly-unmatched": 1}
+    assert report["replay"]["changes"][0]["input"].endswith(":2")
+    assert report["worse"] == {"newly-unmatched": 1}
+    # Without records a new warning is for the worse only with --strict.
+    assert main(["diff", old, new]) == 0
+    assert main(["diff", "--strict", old, new]) == 1
+    assert capsys.readouterr().out.splitlines()[-1] == "worse: new-warnings 1"
+
+
+# -- replay inputs ------------------------------------------------------------------------------
+
+def test_dead_letters_and_spark_lines_replay_their_original_record(tmp_path, capsys):
+    old, new = pair(tmp_path, change_minor_template)
+    original = NativeMessage.from_json(alert("minor", "D1"))
+    with_metadata = deadletter_record(original, protocol=KAFKA, reason="unmatched",
+                                      source_endpoint="nws")
+    as_body = deadletter_record(original, protocol=MQTT311, reason="unmatched")
+    spark_line = {"reason": "unmatched", "match": None,
+                  "record": json.dumps(alert("minor", "D2")), "deadletter": "{}"}
+    lines = [with_metadata.to_json(), as_body.to_json(), spark_line, {"not": "a record"}]
+    code, report = diff_json(capsys, old, new, "--replay", records_file(tmp_path, lines))
+    assert code == 1
+    assert report["replay"]["counts"] == {"newly-unmatched": 3}
+    assert [c["old"]["definition"] for c in report["replay"]["changes"]] == [xid("Minor")] * 3
+    [invalid] = report["replay"]["invalid"]
+    assert invalid["input"].endswith(":4") and 'missing "protocol"' in invalid["error"]
+
+
+def test_replay_directory_and_several_files(tmp_path, capsys):
+    old, new = pair(tmp_path, remove_unknown)
+    folder = tmp_path / "samples"
+    folder.mkdir()
+    records_file(folder, RECORDS[:2], "a.jsonl")
+    records_file(folder, RECORDS[4:], "b.ndjson")
+    (folder / "notes.txt").write_text("not read")
+    extra = records_file(tmp_path, RECORDS[2:3], "extra.jsonl")
+    code, report = diff_json(capsys, old, new, "--replay", str(folder), "--replay", extra)
+    assert code == 1 and report["replay"]["records"] == 4
+    [record] = report["replay"]["changes"]
+    assert record["input"] == f"{folder / 'b.ndjson'}:1"
+
+
+# -- load problems, usage, registry URLs ----------------------------------------------------------
+
+def test_load_and_usage_problems_are_exit_2(tmp_path, capsys):
+    old, new = pair(tmp_path, lambda document: None)
+    assert main(["diff", old, str(tmp_path / "missing.xreg.json")]) == 2
+    assert "NEW" in capsys.readouterr().err
+    broken = tmp_path / "broken.xreg.json"
+    broken.write_text(json.dumps({"messagegroups": {"g": {"messages": {"m": {
+        "protocol": "MQTT/5.0", "protocoloptions": {"topic_name": "a/{+x}", "qos": 7}}}}}}))
+    assert main(["diff", old, str(broken)]) == 2
+    err = capsys.readouterr().err
+    assert "broken.xreg.json" in err and "error(s) in definitions" in err
+    assert main(["diff", old, new, "--replay", str(tmp_path / "none.jsonl")]) == 2
+    assert "none.jsonl" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as usage:
+        main(["diff", old])
+    assert usage.value.code == 2
+
+
+def test_registry_url_as_new(tmp_path, capsys):
+    old, new = pair(tmp_path, change_minor_template)
+    served = Path(new).read_bytes()
+
+    def respond(path: str) -> tuple[int, bytes]:
+        return (200, served) if urlsplit(path).path == "/registry/export" else (404, b"{}")
+
+    with _server(respond) as (url, asked):
+        code, report = diff_json(capsys, old, url, "--replay",
+                                 records_file(tmp_path, RECORDS))
+    assert asked == ["/registry/export"]
+    assert code == 1
+    assert report["new"] == url
+    assert [c["xid"] for c in report["definitions"]["changes"]] == [xid("Minor")]
+    assert report["replay"]["counts"] == {"same": 4, "newly-unmatched": 1}
+
+
+# -- text form ----------------------------------------------------------------------------------
+
+def test_text_form_is_plain_off_a_terminal_and_coloured_on_one(tmp_path, capsys):
+    old, new = pair(tmp_path, change_minor_template)
+    argv = ["diff", old, new, "--replay", records_file(tmp_path, RECORDS)]
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    assert "\033[" not in out
+    assert f"  ~ {xid('Minor')}\n      protocoloptions.topic_name.value: " in out
+    assert "replay: 5 record(s): 4 same, 1 newly-unmatched" in out
+    assert f"records.jsonl:1: newly-unmatched: {xid('Minor')} -> unmatched: nearest" in out
+    assert out.splitlines()[-1] == "worse: newly-unmatched 1"
+
+    from gateway.catalogdiff.definitions import diff_definitions
+    from gateway.catalogdiff.findings import FindingsDiff
+    from gateway.catalogdiff.verdict import CatalogDiff
+    from gateway.definitions import load_catalog
+
+    before, after = (list(load_catalog([p]).messages()) for p in (old, new))
+    diff = CatalogDiff(old, new, len(before), len(after), diff_definitions(before, after),
+                       FindingsDiff(), None)
+    coloured = render(diff, colour=True)
+    assert f"\033[33m  ~ {xid('Minor')}\033[0m" in coloured
+    assert coloured.endswith("\033[32mnot worse\033[0m\n")
+
+
+def test_colour_follows_the_terminal_and_no_color(monkeypatch):
+    from gateway.commands.diff import _colour
+
+    class Terminal:
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert _colour(Terminal())
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not _colour(Terminal())
