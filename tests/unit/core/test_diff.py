@@ -88,23 +88,20 @@ def remove_unknown(document: dict[str, Any]) -> None:
     del mqtt_messages(document)["NWS.WeatherAlert.Unknown.mqtt"]
 
 
-def add_overlapping(document: dict[str, Any]) -> None:
-    # A second definition of the severe topic, placeholders renamed: as specific as the
-    # first, so a message of that topic is a true tie.
-    messages = mqtt_messages(document)
-    twin = copy.deepcopy(messages["NWS.WeatherAlert.Severe.mqtt"])
-    twin["protocoloptions"]["topic_name"] = (
-        "alerts/us/noaa/nws-alerts/{region}/severe/{kind}/{alert}/alert")
-    messages["NWS.WeatherAlert.Any.mqtt"] = twin
+def add_severe_copy(topic_name: str) -> Change:
+    """A new definition `Any`: the severe one with another topic template."""
+    def change(document: dict[str, Any]) -> None:
+        messages = mqtt_messages(document)
+        copied = copy.deepcopy(messages["NWS.WeatherAlert.Severe.mqtt"])
+        copied["protocoloptions"]["topic_name"] = topic_name
+        messages["NWS.WeatherAlert.Any.mqtt"] = copied
+    return change
 
 
-def add_any_level(document: dict[str, Any]) -> None:
-    # Any level: overlaps every level's definition, but is less specific than each.
-    messages = mqtt_messages(document)
-    any_level = copy.deepcopy(messages["NWS.WeatherAlert.Severe.mqtt"])
-    any_level["protocoloptions"]["topic_name"] = (
-        "alerts/us/noaa/nws-alerts/{state}/{level}/{event_type}/{alert_id}/alert")
-    messages["NWS.WeatherAlert.Any.mqtt"] = any_level
+# The severe topic, placeholders renamed: as specific as Severe, so a true tie.
+add_overlapping = add_severe_copy("alerts/us/noaa/nws-alerts/{region}/severe/{kind}/{alert}/alert")
+# Any level: overlaps every level's definition, but is less specific than each.
+add_any_level = add_severe_copy(TOPIC)
 
 
 def change_source(document: dict[str, Any]) -> None:
