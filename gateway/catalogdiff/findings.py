@@ -44,16 +44,16 @@ class Finding:
 
 @dataclass
 class FindingsDiff:
-    introduced: list[Finding] = field(default_factory=list)
+    """The findings NEW has and OLD had not, split into ambiguous pairs and warnings, and
+    those OLD had and NEW has not (resolved)."""
+
+    new_warnings: list[Finding] = field(default_factory=list)
+    new_ambiguities: list[Finding] = field(default_factory=list)
     resolved: list[Finding] = field(default_factory=list)
 
     @property
-    def new_ambiguities(self) -> list[Finding]:
-        return [f for f in self.introduced if f.is_ambiguity]
-
-    @property
-    def new_warnings(self) -> list[Finding]:
-        return [f for f in self.introduced if not f.is_ambiguity]
+    def introduced(self) -> list[Finding]:
+        return [*self.new_warnings, *self.new_ambiguities]
 
 
 def findings_of(catalog: Catalog, *, strict: bool = False) -> list[Finding]:
@@ -71,7 +71,9 @@ def diff_findings(old: Catalog, new: Catalog, *, strict: bool = False) -> Findin
     each with its line and column in a local document."""
     before, after = findings_of(old, strict=strict), findings_of(new, strict=strict)
     old_keys, new_keys = {f.key for f in before}, {f.key for f in after}
-    return FindingsDiff(introduced=_located([f for f in after if f.key not in old_keys]),
+    introduced = _located([f for f in after if f.key not in old_keys])
+    return FindingsDiff(new_warnings=[f for f in introduced if f.overlap is None],
+                        new_ambiguities=[f for f in introduced if f.overlap is not None],
                         resolved=_located([f for f in before if f.key not in new_keys]))
 
 
