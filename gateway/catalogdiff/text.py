@@ -92,7 +92,9 @@ def _findings(diff: CatalogDiff, paint: Paint) -> Iterator[str]:
 
 
 def _finding(finding: Finding, paint: Paint, style: str) -> Iterator[str]:
-    yield paint(f"  {finding.problem}", style)
+    # At the start of the line, as `xrgw lint` prints problems: a CI problem matcher
+    # (docs/troubleshooting.md) annotates the new findings on the changed file.
+    yield paint(str(finding.problem), style)
     if finding.overlap is not None:
         witness = finding.overlap.event if not finding.overlap.example else (
             finding.overlap.example)
