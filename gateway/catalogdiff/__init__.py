@@ -2,7 +2,7 @@
 
 - `definitions`: the message definitions added, removed or changed, by xid, field by
   field;
-- `findings`: the lint findings (ambiguous pairs with their witness, warnings) NEW has
+- `findings`: the lint findings (overlapping pairs with their witness, warnings) NEW has
   and OLD had not, and those it resolved;
 - `replay`: what each replayed record does under OLD and under NEW;
 - `records`: the replay inputs (native records, dead letters, Spark dead-letter lines);

@@ -4,24 +4,27 @@ A definition is compared as it is effective, after its `basemessage` chain was m
 a change to a base message shows at every definition built on it. Fields are named as
 in a document (`protocoloptions.topic_name`, `envelopemetadata.source`,
 `protocoloptions.headers[eventType]`); a declaration (`{type, value, required}`) is
-compared member by member, so a tightened type reads `....type: "string" -> "integer"`.
+compared member by member, so a tightened type reads `....type: "string" -> "integer"`;
+so is the schema a definition's `dataschemauri` resolves to (`schema.required`, ...).
 Where a document was read from (file, JSON path, declaration order) is not compared.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
 from gateway.definitions.model import MessageDefinition, Property
 from gateway.jsontypes import JSON, JSONObject
+from gateway.schemas.model import SchemaResolution
 
 ABSENT: JSON = object()  # type: ignore[assignment]  # the field is not there at all
 
 #: The scalar members of a definition compared as they are, in the order shown.
 _SCALARS = ("envelope", "protocol", "datacontenttype", "dataschemaformat", "dataschemauri",
-            "dataschemaxid", "dataschema", "name", "description", "deprecated", "incomplete")
+            "dataschemaxid", "name", "description", "deprecated", "incomplete")
 
 
 @dataclass(frozen=True)
@@ -73,7 +76,25 @@ def definition_fields(definition: MessageDefinition) -> dict[str, JSON]:
         where = (constraint.field if constraint.name is None
                  else f"{constraint.field}[{constraint.name}]")
         out[f"protocoloptions.{where}"] = _declaration(constraint.prop)
+    schema = _schema(definition.schema)
+    if schema is not None:
+        out["schema"] = schema
     return out
+
+
+def _schema(resolution: SchemaResolution | None) -> JSON:
+    """The schema a definition's reference resolves to: a change inside a schema group
+    changes every definition naming it, though `dataschemauri` stays the same."""
+    if resolution is None:
+        return None
+    if resolution.document is None:
+        return {"error": resolution.error}
+    if resolution.remote is not None:
+        return {"remote": resolution.remote}
+    content = resolution.document.content
+    if isinstance(content, bytes):  # a descriptor set or schemabase64: its digest
+        return {"sha256": hashlib.sha256(content).hexdigest()}
+    return content
 
 
 def _declaration(prop: Property) -> JSONObject:
@@ -87,21 +108,22 @@ def _declaration(prop: Property) -> JSONObject:
 
 
 def field_changes(old: MessageDefinition, new: MessageDefinition) -> tuple[FieldChange, ...]:
-    before, after = definition_fields(old), definition_fields(new)
-    changes: list[FieldChange] = []
+    return tuple(_changes("", definition_fields(old), definition_fields(new)))
+
+
+def _changes(prefix: str, before: dict[str, JSON], after: dict[str, JSON]) -> list[FieldChange]:
+    """The members that differ; where both sides are objects (a declaration, a schema),
+    the members inside them, one line each, named by their dotted path."""
+    out: list[FieldChange] = []
     for name in dict.fromkeys([*before, *after]):
         was, now = before.get(name, ABSENT), after.get(name, ABSENT)
         if was == now:
             continue
         if isinstance(was, dict) and isinstance(now, dict):
-            # Both declared: the members that differ, one line each.
-            for member in dict.fromkeys([*was, *now]):
-                if was.get(member, ABSENT) != now.get(member, ABSENT):
-                    changes.append(FieldChange(f"{name}.{member}", was.get(member, ABSENT),
-                                               now.get(member, ABSENT)))
+            out += _changes(f"{prefix}{name}.", was, now)
         else:
-            changes.append(FieldChange(name, was, now))
-    return tuple(changes)
+            out.append(FieldChange(prefix + name, was, now))
+    return out
 
 
 def diff_definitions(old: Iterable[MessageDefinition],

@@ -1,4 +1,4 @@
-"""The lint findings a change introduces or resolves: `xrgw lint`'s ambiguous pairs (each
+"""The lint findings a change introduces or resolves: `xrgw lint`'s overlapping pairs (each
 with its witness message) and warnings (the catalog's own and the template notes),
 compared between OLD and NEW.
 
@@ -22,7 +22,7 @@ from gateway.problems import Problem
 @dataclass(frozen=True)
 class Finding:
     problem: Problem
-    overlap: Overlap | None = None  # an ambiguous pair, with its witness
+    overlap: Overlap | None = None  # an overlapping pair, with its witness
 
     @property
     def key(self) -> Hashable:
@@ -31,11 +31,11 @@ class Finding:
         return (self.problem.path, self.problem.message)
 
     @property
-    def is_ambiguity(self) -> bool:
+    def is_overlap(self) -> bool:
         return self.overlap is not None
 
     def to_json(self) -> JSONObject:
-        out: JSONObject = {"kind": "ambiguity" if self.overlap is not None else "warning",
+        out: JSONObject = {"kind": "overlap" if self.overlap is not None else "warning",
                            **self.problem.to_json()}  # type: ignore[dict-item]
         if self.overlap is not None:
             out.update(self.overlap.to_json())
@@ -44,20 +44,20 @@ class Finding:
 
 @dataclass
 class FindingsDiff:
-    """The findings NEW has and OLD had not, split into ambiguous pairs and warnings, and
+    """The findings NEW has and OLD had not, split into overlapping pairs and warnings, and
     those OLD had and NEW has not (resolved)."""
 
     new_warnings: list[Finding] = field(default_factory=list)
-    new_ambiguities: list[Finding] = field(default_factory=list)
+    new_overlaps: list[Finding] = field(default_factory=list)
     resolved: list[Finding] = field(default_factory=list)
 
     @property
     def introduced(self) -> list[Finding]:
-        return [*self.new_warnings, *self.new_ambiguities]
+        return [*self.new_warnings, *self.new_overlaps]
 
 
 def findings_of(catalog: Catalog, *, strict: bool = False) -> list[Finding]:
-    """What `xrgw lint` reports of a catalog: its warnings, template notes and ambiguous
+    """What `xrgw lint` reports of a catalog: its warnings, template notes and overlapping
     pairs (errors with `strict`, as `xrgw lint --strict` has them)."""
     messages = list(catalog.messages())
     found = [Finding(p) for p in (*catalog.warnings, *template_problems(messages))]
@@ -73,7 +73,7 @@ def diff_findings(old: Catalog, new: Catalog, *, strict: bool = False) -> Findin
     old_keys, new_keys = {f.key for f in before}, {f.key for f in after}
     introduced = _located([f for f in after if f.key not in old_keys])
     return FindingsDiff(new_warnings=[f for f in introduced if f.overlap is None],
-                        new_ambiguities=[f for f in introduced if f.overlap is not None],
+                        new_overlaps=[f for f in introduced if f.overlap is not None],
                         resolved=_located([f for f in before if f.key not in new_keys]))
 
 

@@ -24,8 +24,8 @@ message-id, ...) or a definition declares it; a random id differs on every run.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal
 
@@ -176,8 +176,12 @@ def _declares_id(definitions: dict[str, MessageDefinition], xid: str | None) -> 
 
 
 def replay(lines: Iterable[ReplayLine], old: Sequence[MessageDefinition],
-           new: Sequence[MessageDefinition], now: datetime) -> ReplayResult:
-    before, after = Converter(old), Converter(new)
+           new: Sequence[MessageDefinition], now: datetime,
+           converter: Callable[[Sequence[MessageDefinition]], Converter] = Converter,
+           ) -> ReplayResult:
+    """Each line's record converted by `converter(old)` and `converter(new)` (the
+    command's builds them with its `--schema` policy) at the receive time `now`."""
+    before, after = converter(old), converter(new)
     old_by_xid, new_by_xid = {d.xid: d for d in old}, {d.xid: d for d in new}
     result = ReplayResult()
     for line in lines:
@@ -197,9 +201,11 @@ def replay(lines: Iterable[ReplayLine], old: Sequence[MessageDefinition],
             change, attributes = compare(old_outcome, new_outcome, fixed_id=fixed_id)
             result.counts[change] += 1
             if change != "same":
-                result.changes.append(RecordChange(line.where, member if batch else None,
-                                                   change, old_outcome, new_outcome,
-                                                   attributes))
+                # The events are compared; kept are only the attributes that differ.
+                result.changes.append(RecordChange(
+                    line.where, member if batch else None, change,
+                    replace(old_outcome, event=None), replace(new_outcome, event=None),
+                    attributes))
     return result
 
 

@@ -7,6 +7,7 @@ them whole."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 
 from gateway.catalogdiff.definitions import ABSENT, DefinitionChange, FieldChange
@@ -43,15 +44,16 @@ def _field(change: FieldChange, indent: str = "      ") -> str:
     return f"{indent}{change.field}: {value_text(change.old)} -> {value_text(change.new)}"
 
 
-def render(diff: CatalogDiff, *, colour: bool = False) -> str:
-    return "\n".join(_lines(diff, Paint(colour))) + "\n"
+def render(diff: CatalogDiff, *, colour: bool = False, show: int = 10) -> str:
+    """The report; at most `show` records of each change listed (0: all)."""
+    return "\n".join(_lines(diff, Paint(colour), show)) + "\n"
 
 
-def _lines(diff: CatalogDiff, paint: Paint) -> Iterator[str]:
+def _lines(diff: CatalogDiff, paint: Paint, show: int) -> Iterator[str]:
     yield from _definitions(diff, paint)
     yield from _findings(diff, paint)
     if diff.replay is not None:
-        yield from _replay(diff, paint)
+        yield from _replay(diff, paint, show)
     worse = diff.worse()
     if worse:
         yield paint("worse: " + ", ".join(f"{kind} {count}" for kind, count in worse.items()),
@@ -81,11 +83,11 @@ def _definition(change: DefinitionChange, paint: Paint) -> Iterator[str]:
 
 def _findings(diff: CatalogDiff, paint: Paint) -> Iterator[str]:
     found = diff.findings
-    yield paint(f"lint: {len(found.new_ambiguities)} new ambiguous pair(s), "
+    yield paint(f"lint: {len(found.new_overlaps)} new overlapping pair(s), "
                 f"{len(found.new_warnings)} new warning(s), {len(found.resolved)} "
                 "resolved", "bold")
     for finding in found.introduced:
-        yield from _finding(finding, paint, "red" if finding.is_ambiguity
+        yield from _finding(finding, paint, "red" if finding.is_overlap
                             or finding.problem.is_error or diff.strict else "yellow")
     for finding in found.resolved:
         yield paint(f"  resolved: {finding.problem.message}", "green")
@@ -101,25 +103,40 @@ def _finding(finding: Finding, paint: Paint, style: str) -> Iterator[str]:
         yield f"      witness: {value_text(witness)}"
 
 
-def _replay(diff: CatalogDiff, paint: Paint) -> Iterator[str]:
+def _replay(diff: CatalogDiff, paint: Paint, show: int) -> Iterator[str]:
     replay = diff.replay
     assert replay is not None
     counts = ", ".join(f"{replay.counts[kind]} {kind}" for kind in CHANGES
                        if replay.counts[kind])
     skipped = f"; {len(replay.invalid)} line(s) skipped" if replay.invalid else ""
     yield paint(f"replay: {replay.records} record(s): {counts or 'none'}{skipped}", "bold")
+    shown: Counter[str] = Counter()
     for change in replay.changes:
-        yield from _record(change, paint)
-    for line in replay.invalid:
+        shown[change.change] += 1
+        if not show or shown[change.change] <= show:
+            yield from _record(change, paint)
+    for kind, count in shown.items():
+        if show and count > show:
+            yield paint(f"  ... and {count - show} more {kind} record(s) (--show 0 lists "
+                        "all)", "dim")
+    for line in replay.invalid[:show or None]:
         yield paint(f"  {line.where}: skipped: {line.error}", "dim")
+    if show and len(replay.invalid) > show:
+        yield paint(f"  ... and {len(replay.invalid) - show} more skipped line(s)", "dim")
 
 
 def _record(change: RecordChange, paint: Paint) -> Iterator[str]:
     where = change.where + (f" (event {change.member})" if change.member is not None else "")
-    same = change.change == "different-attributes"
-    yield (f"  {where}: {paint.change(change.change, change.change)}: "
-           + (str(change.new.definition) if same
-              else f"{_outcome(change.old)} -> {_outcome(change.new)}"))
+    old, new = change.old, change.new
+    if change.change == "different-attributes":
+        what = str(new.definition)
+    elif old.definition is not None and old.definition == new.definition and not (
+            old.tied or new.tied):
+        # The same definition, converted under one and dead-lettered under the other.
+        what = f"{new.definition}: {_state(old)} -> {_state(new)}"
+    else:
+        what = f"{_outcome(old)} -> {_outcome(new)}"
+    yield f"  {where}: {paint.change(change.change, change.change)}: {what}"
     for attribute in change.attributes:
         yield _field(attribute)
 
@@ -127,10 +144,16 @@ def _record(change: RecordChange, paint: Paint) -> Iterator[str]:
 def _outcome(outcome: Outcome) -> str:
     if outcome.status == "ambiguous":
         return "ambiguous (" + ", ".join(outcome.tied) + ")"
-    if outcome.status == "matched":
-        return str(outcome.definition)
-    what = (f"{outcome.definition} dead-lettered ({outcome.reason})" if outcome.definition
-            else "unmatched")
+    if outcome.status == "unmatched":
+        return f"unmatched: {outcome.detail}" if outcome.detail else "unmatched"
+    return f"{outcome.definition}" + ("" if outcome.status == "matched"
+                                      else f" {_state(outcome)}")
+
+
+def _state(outcome: Outcome) -> str:
+    if outcome.status != "dead-letter":
+        return "converted"
+    what = f"dead-lettered ({outcome.reason})"
     return f"{what}: {outcome.detail}" if outcome.detail else what
 
 

@@ -2,7 +2,7 @@
 
 For the worse (the command's exit code 1, to gate a catalog's CI): a replayed record that
 is newly unmatched, newly ambiguous, taken by another definition, rendered with other
-attributes or newly dead-lettered; a new ambiguous pair; a new lint error (with
+attributes or newly dead-lettered; a new overlapping pair; a new lint error (with
 `strict`, every new warning is one). Added, removed or changed definitions alone are not:
 what they do to traffic is what `--replay` shows.
 """
@@ -34,9 +34,9 @@ class CatalogDiff:
         if self.replay is not None:
             out.update({kind: self.replay.counts[kind] for kind in WORSE
                         if self.replay.counts[kind]})
-        ambiguities = len(self.findings.new_ambiguities)
-        if ambiguities:
-            out["new-ambiguous-pairs"] = ambiguities
+        overlaps = len(self.findings.new_overlaps)
+        if overlaps:
+            out["new-overlapping-pairs"] = overlaps
         errors = sum(1 for f in self.findings.new_warnings if f.problem.is_error)
         if errors:
             out["new-lint-errors"] = errors

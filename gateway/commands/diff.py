@@ -1,6 +1,6 @@
 """`xrgw diff OLD NEW [--replay RECORDS...]`: what a change to a catalog does before it
 ships - the definitions added, removed or changed (by xid, field by field), the lint
-findings it introduces (ambiguous pairs with their witness message, warnings) and, with
+findings it introduces (overlapping pairs with their witness message, warnings) and, with
 `--replay`, what each record does under OLD and under NEW (`gateway/catalogdiff`).
 
 OLD and NEW are each a file, a directory or a registry URL, as `xrgw validate` reads them.
@@ -21,9 +21,10 @@ import argparse
 import os
 import sys
 from datetime import UTC, datetime
+from functools import partial
 from typing import TYPE_CHECKING
 
-from gateway.commands.loading import FORMATS, print_problems
+from gateway.commands.loading import FORMATS, make_converter, print_problems
 from gateway.jsontext import utf8_json
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 NAME = "diff"
 HELP = "what a catalog change does: definitions, new lint findings, replayed records"
 EXAMPLES = """\
-  xrgw diff old.xreg.json new.xreg.json            definitions changed, new ambiguities
+  xrgw diff old.xreg.json new.xreg.json            definitions changed, new overlaps
   xrgw diff old/ new/ --replay records.jsonl       ... and what each record does now
   xrgw diff https://registry.example.com new/      the deployed registry against a change
   xrgw diff old/ new/ --replay deadletters.jsonl   would the change take the dead letters?
@@ -54,6 +55,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "stdin) of native records, dead letters the gateway wrote "
                              "or the Spark job's dead-letter lines, replayed under both "
                              "catalogs; give it after OLD NEW")
+    parser.add_argument("--schema", choices=["off", "tiebreak", "enforce"], default=None,
+                        help="replay with payload schemas as the route option (as `xrgw "
+                             "match --schema`): enforce dead-letters a body that fails its "
+                             "definition's schema (invalid-data), so a tightened schema "
+                             "shows as newly-dead-lettered")
+    parser.add_argument("--show", type=int, default=10, metavar="N",
+                        help="text: list at most N records of each change (default: 10; "
+                             "0: all); --format json lists all")
     parser.add_argument("--strict", action="store_true",
                         help="new lint warnings are for the worse too (exit 1)")
     parser.add_argument("--format", choices=FORMATS, default="text",
@@ -81,7 +90,8 @@ def execute(args: argparse.Namespace) -> int:
     if files:
         try:
             replayed = replay(read_replay(files), old_messages, new_messages,
-                              datetime.now(UTC))
+                              datetime.now(UTC),
+                              partial(make_converter, schema=args.schema))
         except (OSError, UnicodeDecodeError) as exc:
             print(f"xrgw diff: --replay: {exc}", file=sys.stderr)
             return EXIT_USAGE
@@ -94,7 +104,7 @@ def execute(args: argparse.Namespace) -> int:
     else:
         from gateway.catalogdiff.text import render
 
-        sys.stdout.write(render(diff, colour=_colour(sys.stdout)))
+        sys.stdout.write(render(diff, colour=_colour(sys.stdout), show=max(args.show, 0)))
     return EXIT_WORSE if diff.worse() else 0
 
 

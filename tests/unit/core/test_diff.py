@@ -168,23 +168,23 @@ def test_removed_definition(tmp_path, capsys):
 def test_new_overlapping_definition_is_a_new_ambiguity_with_its_witness(tmp_path, capsys):
     old, new = pair(tmp_path, add_overlapping)
     code, report = diff_json(capsys, old, new)
-    assert code == 1  # a new ambiguous pair alone is for the worse
+    assert code == 1  # a new overlapping pair alone is for the worse
     assert [(c["xid"], c["change"]) for c in report["definitions"]["changes"]] == [
         (xid("Any"), "added")]
     [finding] = report["lint"]["introduced"]
-    assert finding["kind"] == "ambiguity"
+    assert finding["kind"] == "overlap"
     assert (finding["first"], finding["second"]) == (xid("Severe"), xid("Any"))
     assert finding["file"] == new and finding["line"] is not None
     witness = NativeMessage.from_json(finding["example"])
     assert witness.fields["topic_name"] == "alerts/us/noaa/nws-alerts/x1/severe/x1/x1/alert"
-    assert report["worse"] == {"new-ambiguous-pairs": 1}
+    assert report["worse"] == {"new-overlapping-pairs": 1}
     # Replayed, the severe alert is now taken by a tie; the other levels are not.
     code, report = diff_json(capsys, old, new, "--replay", records_file(tmp_path, RECORDS))
     assert report["replay"]["counts"] == {"same": 4, "newly-ambiguous": 1}
     [record] = report["replay"]["changes"]
     assert record["input"].endswith(":3")
     assert record["new"]["tied"] == [xid("Severe"), xid("Any")]
-    assert report["worse"] == {"newly-ambiguous": 1, "new-ambiguous-pairs": 1}
+    assert report["worse"] == {"newly-ambiguous": 1, "new-overlapping-pairs": 1}
 
 
 def test_overlap_that_specificity_decides_changes_no_record(tmp_path, capsys):
@@ -196,7 +196,7 @@ def test_overlap_that_specificity_decides_changes_no_record(tmp_path, capsys):
         for level in ("Minor", "Moderate", "Severe", "Extreme", "Unknown")}
     # ... but each level's own definition is more specific, so no record moves.
     assert report["replay"]["counts"] == {"same": 5}
-    assert code == 1 and report["worse"] == {"new-ambiguous-pairs": 5}
+    assert code == 1 and report["worse"] == {"new-overlapping-pairs": 5}
     code, report = diff_json(capsys, old, new, "--replay",
                              records_file(tmp_path, [alert("unlisted")]))
     assert report["replay"]["counts"] == {"newly-matched": 1}
@@ -385,3 +385,102 @@ def test_colour_follows_the_terminal_and_no_color(monkeypatch):
     assert _colour(Terminal())
     monkeypatch.setenv("NO_COLOR", "1")
     assert not _colour(Terminal())
+
+
+# -- more changes -------------------------------------------------------------------------------
+
+WATERBOILER = (CATALOGS / "xregistry-spec/cloudevents/samples/scenarios/"
+               "waterboiler-mqtt5-jsons07.xreg.json")
+
+
+def test_a_more_specific_new_definition_takes_records_over(tmp_path, capsys):
+    # Severe floods get a definition of their own: more literal text than Severe's.
+    old, new = pair(tmp_path, add_severe_copy(
+        "alerts/us/noaa/nws-alerts/{state}/severe/flood/{alert_id}/alert"))
+    records = [alert("severe", "F1"), {**alert("severe", "W1"), "topic_name":
+               "alerts/us/noaa/nws-alerts/WA/severe/wind/W1/alert"}]
+    code, report = diff_json(capsys, old, new, "--replay", records_file(tmp_path, records))
+    assert code == 1
+    # lint names the pair (both accept a severe flood); the matcher takes the more specific.
+    assert [(f["first"], f["second"]) for f in report["lint"]["introduced"]] == [
+        (xid("Severe"), xid("Any"))]
+    assert report["replay"]["counts"] == {"same": 1, "different-definition": 1}
+    [record] = report["replay"]["changes"]
+    assert record["input"].endswith(":1")
+    assert (record["old"]["definition"], record["new"]["definition"]) == (
+        xid("Severe"), xid("Any"))
+    assert report["worse"] == {"different-definition": 1, "new-overlapping-pairs": 1}
+
+
+def test_a_placeholder_the_message_does_not_give_is_newly_dead_lettered(tmp_path, capsys):
+    def rename_placeholder(document: dict[str, Any]) -> None:
+        base = document["messagegroups"]["NWS.Alerts"]["messages"]["NWS.WeatherAlert"]
+        base["envelopemetadata"]["subject"]["value"] = "{alertid}"  # not in the topic
+
+    old, new = pair(tmp_path, rename_placeholder)
+    code, report = diff_json(capsys, old, new, "--replay", records_file(tmp_path, RECORDS))
+    assert code == 1
+    assert report["replay"]["counts"] == {"newly-dead-lettered": 5}
+    first = report["replay"]["changes"][0]
+    assert first["old"] == {"status": "matched", "definition": xid("Minor")}
+    assert first["new"]["status"] == "dead-letter" and first["new"]["definition"] == xid("Minor")
+    assert first["new"]["reason"] == "missing-context"
+    assert "{alertid}" in first["new"]["detail"]
+    # The text form lists --show records of each change and counts the rest.
+    assert main(["diff", old, new, "--replay", records_file(tmp_path, RECORDS),
+                 "--show", "2"]) == 1
+    out = capsys.readouterr().out
+    assert out.count("newly-dead-lettered: ") == 2
+    assert f"{xid('Minor')}: converted -> dead-lettered (missing-context): " in out
+    assert "  ... and 3 more newly-dead-lettered record(s) (--show 0 lists all)" in out
+
+
+def test_a_changed_schema_shows_member_by_member(tmp_path, capsys):
+    def tighten(document: dict[str, Any]) -> None:
+        schemas = document["schemagroups"]["WaterBoiler"]["schemas"]
+        schema = schemas["WaterBoiler.TemperatureUpdateEventData"]["versions"]["1"]["schema"]
+        schema["properties"]["temperature"]["type"] = "integer"
+        schema["required"].append("unit")
+
+    old, new = pair(tmp_path, tighten, WATERBOILER)
+    code, report = diff_json(capsys, old, new)
+    assert code == 0
+    [changed] = report["definitions"]["changes"]
+    assert changed["xid"] == (
+        "/messagegroups/WaterBoiler.Events/messages/WaterBoiler.TemperatureUpdate")
+    assert changed["fields"] == [
+        {"field": "schema.properties.temperature.type", "old": "number", "new": "integer"},
+        {"field": "schema.required", "old": ["boilerId", "temperature", "timestamp"],
+         "new": ["boilerId", "temperature", "timestamp", "unit"]}]
+
+
+def test_schema_enforce_replays_a_tightened_schema(tmp_path, capsys):
+    def inline_schema(document: dict[str, Any]) -> None:
+        base = document["messagegroups"]["NWS.Alerts"]["messages"]["NWS.WeatherAlert"]
+        del base["dataschemauri"]
+        base["dataschemaformat"] = "JsonSchema/draft-07"
+        base["dataschema"] = {"type": "object", "required": ["id", "severity"]}
+
+    old, new = pair(tmp_path, inline_schema)
+    records = records_file(tmp_path, [alert("minor", "S1"), {
+        **alert("severe", "S2"), "data": {"id": "S2", "severity": "Severe"}}])
+    code, report = diff_json(capsys, old, new, "--replay", records, "--schema", "enforce")
+    assert code == 1
+    assert report["replay"]["counts"] == {"same": 1, "newly-dead-lettered": 1}
+    [record] = report["replay"]["changes"]
+    assert record["new"]["reason"] == "invalid-data" and "severity" in record["new"]["detail"]
+    # Without a schema policy the body is not checked, as on a route without `schema:`.
+    code, report = diff_json(capsys, old, new, "--replay", records)
+    assert report["replay"]["counts"] == {"same": 2}
+
+
+def test_replay_from_stdin(tmp_path, capsys, monkeypatch):
+    import io
+
+    old, new = pair(tmp_path, remove_unknown)
+    monkeypatch.setattr("sys.stdin", io.StringIO(
+        "".join(json.dumps(r) + "\n" for r in RECORDS) + "\n"))
+    code, report = diff_json(capsys, old, new, "--replay", "-")
+    assert code == 1
+    assert report["replay"]["records"] == 5
+    assert report["replay"]["changes"][0]["input"] == "-:5"
