@@ -484,3 +484,42 @@ def test_replay_from_stdin(tmp_path, capsys, monkeypatch):
     assert code == 1
     assert report["replay"]["records"] == 5
     assert report["replay"]["changes"][0]["input"] == "-:5"
+
+
+CONTOSO = CATALOGS / "xregistry-spec/cloudevents/samples/scenarios/contoso-erp-jsons07.xreg.json"
+
+
+def test_each_event_of_an_http_batch_is_replayed(tmp_path, capsys):
+    def move_source(document: dict[str, Any]) -> None:
+        messages = document["messagegroups"]["Contoso.ERP.ReservationEvents"]["messages"]
+        placed = messages["Contoso.ERP.ReservationPlaced"]
+        placed["envelopemetadata"]["source"]["value"] = "/erp/{tenantid}/reservations"
+
+    old, new = pair(tmp_path, move_source, CONTOSO)
+    events = [{"specversion": "1.0", "id": f"e{n}", "type": f"Contoso.ERP.{kind}",
+               "source": f"/erp/t1/{where}", "subject": "s1", "time": "2026-01-01T00:00:00Z",
+               "data": {}}
+              for n, (kind, where) in enumerate([("ReservationPlaced", "orders"),
+                                                 ("PaymentsReceived", "payments")])]
+    batch = {"protocol": "HTTP", "method": "POST", "path": "/events", "data": events,
+             "headers": [{"name": "content-type",
+                          "value": "application/cloudevents-batch+json"}]}
+    code, report = diff_json(capsys, old, new, "--replay", records_file(tmp_path, [batch]))
+    assert code == 1
+    assert report["replay"]["counts"] == {"same": 1, "newly-unmatched": 1}
+    [record] = report["replay"]["changes"]
+    assert record["input"].endswith(":1") and record["member"] == 0
+    assert record["old"]["definition"] == (
+        "/messagegroups/Contoso.ERP.ReservationEvents/messages/Contoso.ERP.ReservationPlaced")
+
+
+def test_directories_as_old_and_new(tmp_path, capsys):
+    old, new = pair(tmp_path, remove_unknown)
+    for name, path in (("before", old), ("after", new)):
+        (tmp_path / name).mkdir()
+        Path(path).rename(tmp_path / name / "nws-alerts.xreg.json")
+    code, report = diff_json(capsys, str(tmp_path / "before"), str(tmp_path / "after"))
+    assert code == 0
+    [removed] = report["definitions"]["changes"]
+    assert removed["change"] == "removed"
+    assert removed["file"] == str(tmp_path / "before" / "nws-alerts.xreg.json")
