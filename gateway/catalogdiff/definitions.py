@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gateway.definitions.model import MessageDefinition, Property
-from gateway.jsontypes import JSON, JSONObject
-from gateway.schemas.model import SchemaResolution
+from gateway.definitions.schema_model import SchemaResolution
+from gateway.json.values import JSON, JSONObject
 
 ABSENT: JSON = object()  # type: ignore[assignment]  # the field is not there at all
 

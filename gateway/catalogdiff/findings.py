@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 from gateway.definitions.model import Catalog
 from gateway.definitions.positions import with_document_positions
-from gateway.jsontypes import JSONObject
+from gateway.json.values import JSONObject
 from gateway.matching.lint import Overlap, find_overlaps, overlap_problem, template_problems
-from gateway.problems import Problem
+from gateway.spec.problems import Problem
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 - a native record (what `xrgw match` and `xrgw learn` read): replayed as it is;
 - a dead letter the gateway wrote (a record of the dead-letter endpoint's protocol with
   `xrgw-record` metadata, or an MQTT 3.1.1 letter's `{"record", "deadletter"}` body):
-  its original record (`gateway.deadletter_format.original_record`);
+  its original record (`gateway.deadletter.format.original_record`);
 - a line with a `record` member: the Spark job's `--deadletter` lines (the original line
   as text) or any tool's envelope of a record (as an object): that record.
 
@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gateway.deadletter_format import original_record
-from gateway.jsontypes import JSONObject
+from gateway.deadletter.format import original_record
+from gateway.json.values import JSONObject
 from gateway.record import NativeMessage, RecordError
 
 RecordReader = Callable[[JSONObject], "NativeMessage | None"]

@@ -34,7 +34,7 @@ from gateway.catalogdiff.records import ReplayLine
 from gateway.convert import Conversion, Converter
 from gateway.definitions.model import MessageDefinition
 from gateway.envelope.ids import native_identity
-from gateway.jsontypes import JSON, JSONObject
+from gateway.json.values import JSON, JSONObject
 
 Status = Literal["matched", "ambiguous", "unmatched", "dead-letter"]
 

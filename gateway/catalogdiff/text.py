@@ -14,8 +14,8 @@ from gateway.catalogdiff.definitions import ABSENT, DefinitionChange, FieldChang
 from gateway.catalogdiff.findings import Finding
 from gateway.catalogdiff.replay import BETTER, CHANGES, WORSE, Outcome, RecordChange
 from gateway.catalogdiff.verdict import CatalogDiff
-from gateway.jsontext import utf8_json
-from gateway.jsontypes import JSON
+from gateway.json.text import utf8_json
+from gateway.json.values import JSON
 
 MAX_VALUE = 160
 _CODES = {"red": "31", "green": "32", "yellow": "33", "bold": "1", "dim": "2"}

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from gateway.catalogdiff.definitions import DefinitionChange
 from gateway.catalogdiff.findings import FindingsDiff
 from gateway.catalogdiff.replay import WORSE, ReplayResult
-from gateway.jsontypes import JSONObject
+from gateway.json.values import JSONObject
 
 
 @dataclass

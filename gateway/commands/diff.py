@@ -25,7 +25,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from gateway.commands.loading import FORMATS, make_converter, print_problems
-from gateway.jsontext import utf8_json
+from gateway.json.text import utf8_json
 
 if TYPE_CHECKING:
     from gateway.definitions.model import Catalog

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from gateway.definitions.model import Catalog, MessageDefinition
 from gateway.json.values import JSON, JSONObject
 from gateway.matching.compiled import Check, CompiledDefinition, Failure, compile_definition
-from gateway.spec.problems import Problem
 from gateway.protocols import HTTP, definition_field, field_access, widest_protocol
 from gateway.record import NativeMessage
+from gateway.spec.problems import Problem
 from gateway.templates.match import template_notes
 from gateway.templates.template import Template
 

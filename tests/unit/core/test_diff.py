@@ -17,7 +17,7 @@ import pytest
 
 from gateway.catalogdiff.text import render
 from gateway.cli import main
-from gateway.deadletter_format import deadletter_record
+from gateway.deadletter.format import deadletter_record
 from gateway.protocols import KAFKA, MQTT311
 from gateway.record import NativeMessage
 from tests.unit.definitions.test_defs_sources import _server
