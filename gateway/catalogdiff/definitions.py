@@ -1,4 +1,4 @@
-"""Message definitions of two catalogs compared by xid, field by field.
+"""Message definitions (and endpoints) of two catalogs compared by xid, field by field.
 
 A definition is compared as it is effective, after its `basemessage` chain was merged:
 a change to a base message shows at every definition built on it. Fields are named as
@@ -7,18 +7,21 @@ in a document (`protocoloptions.topic_name`, `envelopemetadata.source`,
 compared member by member, so a tightened type reads `....type: "string" -> "integer"`;
 so is the schema a definition's `dataschemauri` resolves to (`schema.required`, ...).
 Where a document was read from (file, JSON path, declaration order) is not compared.
+Endpoints are compared the same way, by their options as normalized (`endpoint_fields`).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
-from gateway.definitions.model import MessageDefinition, Property
+from gateway.definitions.model import Endpoint, MessageDefinition, Property, Provenance
 from gateway.definitions.schema_model import SchemaResolution
 from gateway.json.values import JSON, JSONObject
+
+T = TypeVar("T")
 
 ABSENT: JSON = object()  # type: ignore[assignment]  # the field is not there at all
 
@@ -43,19 +46,17 @@ class FieldChange:
 
 
 @dataclass(frozen=True)
-class DefinitionChange:
-    kind: Literal["added", "removed", "changed"]
-    definition: MessageDefinition  # NEW's, or OLD's when removed
-    fields: tuple[FieldChange, ...] = ()
+class EntityChange:
+    """A message definition or an endpoint added, removed or changed."""
 
-    @property
-    def xid(self) -> str:
-        return self.definition.xid
+    kind: Literal["added", "removed", "changed"]
+    xid: str
+    provenance: Provenance  # in NEW, or in OLD when removed
+    fields: tuple[FieldChange, ...] = ()
 
     def to_json(self) -> JSONObject:
         out: JSONObject = {"xid": self.xid, "change": self.kind,
-                           "file": self.definition.provenance.file,
-                           "path": self.definition.provenance.path}
+                           "file": self.provenance.file, "path": self.provenance.path}
         if self.fields:
             out["fields"] = [change.to_json() for change in self.fields]
         return out
@@ -107,10 +108,6 @@ def _declaration(prop: Property) -> JSONObject:
     return out
 
 
-def field_changes(old: MessageDefinition, new: MessageDefinition) -> tuple[FieldChange, ...]:
-    return tuple(_changes("", definition_fields(old), definition_fields(new)))
-
-
 def _changes(prefix: str, before: dict[str, JSON], after: dict[str, JSON]) -> list[FieldChange]:
     """The members that differ; where both sides are objects (a declaration, a schema),
     the members inside them, one line each, named by their dotted path."""
@@ -126,20 +123,51 @@ def _changes(prefix: str, before: dict[str, JSON], after: dict[str, JSON]) -> li
     return out
 
 
-def diff_definitions(old: Iterable[MessageDefinition],
-                     new: Iterable[MessageDefinition]) -> list[DefinitionChange]:
-    """Removed, then changed and added in NEW's order."""
-    before = {d.xid: d for d in old}
-    after = {d.xid: d for d in new}
-    out = [DefinitionChange("removed", d) for xid, d in before.items() if xid not in after]
-    for xid, definition in after.items():
-        was = before.get(xid)
-        if was is None:
-            out.append(DefinitionChange("added", definition))
-        elif fields := field_changes(was, definition):
-            out.append(DefinitionChange("changed", definition, fields))
+def endpoint_fields(endpoint: Endpoint) -> dict[str, JSON]:
+    """The compared fields of an endpoint (its inline definitions are compared as
+    definitions; here only their xids)."""
+    out: dict[str, JSON] = {}
+    for name in ("protocol", "channel", "envelope", "name", "description"):
+        value = getattr(endpoint, name)
+        if value is not None:
+            out[name] = value
+    out["usage"] = list(endpoint.usage)
+    out["deployed"] = endpoint.deployed
+    out["messagegroups"] = list(endpoint.messagegroups)
+    if endpoint.messages:
+        out["messages"] = [d.xid for d in endpoint.messages]
+    for key, option in endpoint.protocol_options.items():
+        out[f"protocoloptions.{key}"] = option
+    for key, option in endpoint.envelope_options.items():
+        out[f"envelopeoptions.{key}"] = option
     return out
 
 
-__all__ = ["ABSENT", "DefinitionChange", "FieldChange", "definition_fields",
-           "diff_definitions", "field_changes"]
+def diff_definitions(old: Iterable[MessageDefinition],
+                     new: Iterable[MessageDefinition]) -> list[EntityChange]:
+    """Removed, then changed and added in NEW's order."""
+    return _diff({d.xid: (d.provenance, d) for d in old},
+                 {d.xid: (d.provenance, d) for d in new}, definition_fields)
+
+
+def diff_endpoints(old: Iterable[Endpoint], new: Iterable[Endpoint]) -> list[EntityChange]:
+    """Removed, then changed and added in NEW's order."""
+    return _diff({e.xid: (e.provenance, e) for e in old},
+                 {e.xid: (e.provenance, e) for e in new}, endpoint_fields)
+
+
+def _diff(before: Mapping[str, tuple[Provenance, T]], after: Mapping[str, tuple[Provenance, T]],
+          fields_of: Callable[[T], dict[str, JSON]]) -> list[EntityChange]:
+    out = [EntityChange("removed", xid, where) for xid, (where, _) in before.items()
+           if xid not in after]
+    for xid, (where, entity) in after.items():
+        was = before.get(xid)
+        if was is None:
+            out.append(EntityChange("added", xid, where))
+        elif changes := _changes("", fields_of(was[1]), fields_of(entity)):
+            out.append(EntityChange("changed", xid, where, tuple(changes)))
+    return out
+
+
+__all__ = ["ABSENT", "EntityChange", "FieldChange", "definition_fields", "diff_definitions",
+           "diff_endpoints", "endpoint_fields"]

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 
-from gateway.catalogdiff.definitions import ABSENT, DefinitionChange, FieldChange
+from gateway.catalogdiff.definitions import ABSENT, EntityChange, FieldChange
 from gateway.catalogdiff.findings import Finding
 from gateway.catalogdiff.replay import BETTER, CHANGES, WORSE, Outcome, RecordChange
-from gateway.catalogdiff.verdict import CatalogDiff
+from gateway.catalogdiff.verdict import CatalogDiff, count
 from gateway.json.text import utf8_json
 from gateway.json.values import JSON
 
@@ -63,17 +63,23 @@ def _lines(diff: CatalogDiff, paint: Paint, show: int) -> Iterator[str]:
 
 
 def _definitions(diff: CatalogDiff, paint: Paint) -> Iterator[str]:
-    changes = diff.definitions
-    counts = {kind: sum(1 for c in changes if c.kind == kind)
-              for kind in ("added", "removed", "changed")}
-    yield paint(f"definitions: {counts['added']} added, {counts['removed']} removed, "
-                f"{counts['changed']} changed ({diff.old_definitions} in {diff.old}, "
-                f"{diff.new_definitions} in {diff.new})", "bold")
+    yield from _entities("definitions", diff.definitions, diff.old_definitions,
+                         diff.new_definitions, diff, paint)
+    if diff.endpoints:  # only when an endpoint changed: most changes are to definitions
+        yield from _entities("endpoints", diff.endpoints, diff.old_endpoints,
+                             diff.new_endpoints, diff, paint)
+
+
+def _entities(title: str, changes: list[EntityChange], old: int, new: int, diff: CatalogDiff,
+              paint: Paint) -> Iterator[str]:
+    yield paint(f"{title}: {count(changes, 'added')} added, {count(changes, 'removed')} "
+                f"removed, {count(changes, 'changed')} changed ({old} in {diff.old}, {new} "
+                f"in {diff.new})", "bold")
     for change in changes:
-        yield from _definition(change, paint)
+        yield from _entity(change, paint)
 
 
-def _definition(change: DefinitionChange, paint: Paint) -> Iterator[str]:
+def _entity(change: EntityChange, paint: Paint) -> Iterator[str]:
     mark, style = {"added": ("+", "green"), "removed": ("-", "red"),
                    "changed": ("~", "yellow")}[change.kind]
     yield paint(f"  {mark} {change.xid}", style)
@@ -115,9 +121,9 @@ def _replay(diff: CatalogDiff, paint: Paint, show: int) -> Iterator[str]:
         shown[change.change] += 1
         if not show or shown[change.change] <= show:
             yield from _record(change, paint)
-    for kind, count in shown.items():
-        if show and count > show:
-            yield paint(f"  ... and {count - show} more {kind} record(s) (--show 0 lists "
+    for kind, listed in shown.items():
+        if show and listed > show:
+            yield paint(f"  ... and {listed - show} more {kind} record(s) (--show 0 lists "
                         "all)", "dim")
     for line in replay.invalid[:show or None]:
         yield paint(f"  {line.where}: skipped: {line.error}", "dim")

@@ -1,7 +1,8 @@
 """`xrgw diff OLD NEW [--replay RECORDS...]`: what a change to a catalog does before it
-ships - the definitions added, removed or changed (by xid, field by field), the lint
-findings it introduces (overlapping pairs with their witness message, warnings) and, with
-`--replay`, what each record does under OLD and under NEW (`gateway/catalogdiff`).
+ships - the definitions (and endpoints) added, removed or changed (by xid, field by
+field), the lint findings it introduces (overlapping pairs with their witness message,
+warnings) and, with `--replay`, what each record does under OLD and under NEW
+(`gateway/catalogdiff`).
 
 OLD and NEW are each a file, a directory or a registry URL, as `xrgw validate` reads them.
 Exit codes, as `diff(1)` has them, so that the command can gate a catalog's CI:
@@ -71,7 +72,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
-    from gateway.catalogdiff.definitions import diff_definitions
+    from gateway.catalogdiff.definitions import diff_definitions, diff_endpoints
     from gateway.catalogdiff.findings import diff_findings
     from gateway.catalogdiff.records import read_replay, replay_files
     from gateway.catalogdiff.replay import replay
@@ -98,7 +99,9 @@ def execute(args: argparse.Namespace) -> int:
     diff = CatalogDiff(args.old, args.new, len(old_messages), len(new_messages),
                        diff_definitions(old_messages, new_messages),
                        diff_findings(old, new, strict=args.strict), replayed,
-                       strict=args.strict)
+                       strict=args.strict,
+                       endpoints=diff_endpoints(old.endpoints.values(), new.endpoints.values()),
+                       old_endpoints=len(old.endpoints), new_endpoints=len(new.endpoints))
     if args.format == "json":
         sys.stdout.write(utf8_json(diff.to_json(), indent=2) + "\n")
     else:

@@ -523,3 +523,27 @@ def test_directories_as_old_and_new(tmp_path, capsys):
     [removed] = report["definitions"]["changes"]
     assert removed["change"] == "removed"
     assert removed["file"] == str(tmp_path / "before" / "nws-alerts.xreg.json")
+
+
+def test_a_changed_endpoint_is_listed_but_not_worse(tmp_path, capsys):
+    def move_topic(document: dict[str, Any]) -> None:
+        document["endpoints"]["NWS.Alerts.Kafka"]["protocoloptions"]["options"]["topic"] = (
+            "nws-alerts-v2")
+
+    old, new = pair(tmp_path, move_topic)
+    code, report = diff_json(capsys, old, new)
+    assert code == 0
+    assert report["definitions"]["changes"] == []
+    endpoints = report["endpoints"]
+    assert (endpoints["old"], endpoints["new"], endpoints["changed"]) == (3, 3, 1)
+    [changed] = endpoints["changes"]
+    assert changed["xid"] == "/endpoints/NWS.Alerts.Kafka"
+    assert changed["fields"] == [{"field": "protocoloptions.topic", "old": "nws-alerts",
+                                  "new": "nws-alerts-v2"}]
+    assert main(["diff", old, new]) == 0
+    out = capsys.readouterr().out
+    assert "endpoints: 0 added, 0 removed, 1 changed" in out
+    assert '      protocoloptions.topic: "nws-alerts" -> "nws-alerts-v2"' in out
+    # Without an endpoint change the text has no endpoints section.
+    assert main(["diff", old, old]) == 0
+    assert "endpoints:" not in capsys.readouterr().out
