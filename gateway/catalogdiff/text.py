@@ -90,8 +90,8 @@ def _entity(change: EntityChange, paint: Paint) -> Iterator[str]:
 def _findings(diff: CatalogDiff, paint: Paint) -> Iterator[str]:
     found = diff.findings
     yield paint(f"lint: {len(found.new_overlaps)} new overlapping pair(s), "
-                f"{len(found.new_warnings)} new warning(s), {len(found.resolved)} "
-                "resolved", "bold")
+                f"{len(found.new_errors)} new error(s), {len(found.new_warnings)} new "
+                f"warning(s), {len(found.resolved)} resolved", "bold")
     for finding in found.introduced:
         yield from _finding(finding, paint, "red" if finding.is_overlap
                             or finding.problem.is_error or diff.strict else "yellow")

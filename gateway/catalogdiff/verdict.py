@@ -2,10 +2,11 @@
 
 For the worse (the command's exit code 1, to gate a catalog's CI): a replayed record that
 is newly unmatched, newly ambiguous, taken by another definition, rendered with other
-attributes or newly dead-lettered; a new overlapping pair; a new lint error (with
-`strict`, every new warning is one). Added, removed or changed definitions alone are not:
-what they do to traffic is what `--replay` shows. Endpoints are listed the same way and
-never make a change worse.
+attributes or newly dead-lettered; a new overlapping pair; a new error in NEW (a
+definition `xrgw validate` refuses, or a lint error; with `strict`, every new warning is
+one). Errors OLD had already are not the change's doing. Added, removed or changed
+definitions alone are not: what they do to traffic is what `--replay` shows. Endpoints
+are listed the same way and never make a change worse.
 """
 
 from __future__ import annotations
@@ -41,9 +42,9 @@ class CatalogDiff:
         overlaps = len(self.findings.new_overlaps)
         if overlaps:
             out["new-overlapping-pairs"] = overlaps
-        errors = sum(1 for f in self.findings.new_warnings if f.problem.is_error)
+        errors = len(self.findings.new_errors)
         if errors:
-            out["new-lint-errors"] = errors
+            out["new-errors"] = errors
         if self.strict and self.findings.new_warnings:
             out["new-warnings"] = len(self.findings.new_warnings)
         return out

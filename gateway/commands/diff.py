@@ -9,11 +9,11 @@ Exit codes, as `diff(1)` has them, so that the command can gate a catalog's CI:
 
 - 0: nothing changed for the worse (there may be changes);
 - 1: something changed for the worse (`gateway/catalogdiff/verdict.py` says what);
-- 2: the arguments, a catalog with errors or a replay input that cannot be read.
+- 2: the arguments, a catalog or a replay input that cannot be read.
 
 `--format json` writes one JSON document on stdout (for tools); text goes to a terminal,
-coloured when stdout is one (and `NO_COLOR` is unset). A catalog's errors go to stderr in
-`xrgw validate`'s form.
+coloured when stdout is one (and `NO_COLOR` is unset). Why a catalog cannot be read goes
+to stderr in `xrgw validate`'s form; errors in its definitions are findings of the diff.
 """
 
 from __future__ import annotations
@@ -112,14 +112,17 @@ def execute(args: argparse.Namespace) -> int:
 
 
 def _load(which: str, source: str) -> Catalog | None:
-    """The catalog `source` names; None, with its errors on stderr, when it has errors."""
+    """The catalog `source` names; None, with the problems on stderr, when a document of
+    it cannot be read at all (missing, not JSON/YAML, a registry that does not answer).
+    A catalog with errors in its definitions loads: they are findings of the diff (an
+    error NEW has and OLD had not is for the worse)."""
     from gateway.definitions import load_catalog
 
     catalog = load_catalog([source])
-    if catalog.errors:
-        print_problems(catalog.errors, sys.stderr)
-        print(f"xrgw diff: {which} {source}: {len(catalog.errors)} error(s) in definitions",
-              file=sys.stderr)
+    unreadable = [p for p in catalog.errors if p.path in ("", "$")]
+    if unreadable:
+        print_problems(unreadable, sys.stderr)
+        print(f"xrgw diff: {which} {source}: cannot be read", file=sys.stderr)
         return None
     return catalog
 

@@ -268,7 +268,8 @@ def test_tightened_type(tmp_path, capsys):
         "protocoloptions.key.required": (False, True)}
     # The declaration is a new warning (Kafka keys are strings) ...
     [warning] = report["lint"]["introduced"]
-    assert warning["kind"] == "warning" and "declared as 'integer'" in warning["message"]
+    assert warning["kind"] == "problem" and warning["severity"] == "warning"
+    assert "declared as 'integer'" in warning["message"]
     # ... and the key that is no integer no longer matches.
     assert report["replay"]["counts"] == {"same": 1, "newly-unmatched": 1}
     assert report["replay"]["changes"][0]["input"].endswith(":2")
@@ -317,18 +318,42 @@ def test_replay_directory_and_several_files(tmp_path, capsys):
 def test_load_and_usage_problems_are_exit_2(tmp_path, capsys):
     old, new = pair(tmp_path, lambda document: None)
     assert main(["diff", old, str(tmp_path / "missing.xreg.json")]) == 2
-    assert "NEW" in capsys.readouterr().err
-    broken = tmp_path / "broken.xreg.json"
-    broken.write_text(json.dumps({"messagegroups": {"g": {"messages": {"m": {
-        "protocol": "MQTT/5.0", "protocoloptions": {"topic_name": "a/{+x}", "qos": 7}}}}}}))
-    assert main(["diff", old, str(broken)]) == 2
     err = capsys.readouterr().err
-    assert "broken.xreg.json" in err and "error(s) in definitions" in err
+    assert "missing.xreg.json: error: file not found" in err and "NEW" in err
+    garbled = tmp_path / "garbled.xreg.json"
+    garbled.write_text("{not json")
+    assert main(["diff", str(garbled), new]) == 2
+    assert "OLD" in capsys.readouterr().err
     assert main(["diff", old, new, "--replay", str(tmp_path / "none.jsonl")]) == 2
     assert "none.jsonl" in capsys.readouterr().err
     with pytest.raises(SystemExit) as usage:
         main(["diff", old])
     assert usage.value.code == 2
+
+
+def test_errors_new_brings_are_worse_and_errors_it_fixes_are_resolved(tmp_path, capsys):
+    # A real catalog with a real error: a schema reference without dataschemaformat.
+    nats = CATALOGS / "xregistry-codegen/samples/protocols/nats-consumer-endpoint.xreg.json"
+
+    def fix(document: dict[str, Any]) -> None:
+        for group in document["messagegroups"].values():
+            for message in group["messages"].values():
+                if "dataschemauri" in message and "dataschemaformat" not in message:
+                    message["dataschemaformat"] = "JsonSchema/draft-07"
+
+    broken, fixed = pair(tmp_path, fix, nats)
+    code, report = diff_json(capsys, broken, fixed)
+    assert code == 0
+    assert report["lint"]["introduced"] == []
+    assert [f["severity"] for f in report["lint"]["resolved"]] == ["error"]
+    assert "dataschemaformat" in report["lint"]["resolved"][0]["message"]
+    # The reverse: the change brings the error.
+    code, report = diff_json(capsys, fixed, broken)
+    assert code == 1
+    [error] = report["lint"]["introduced"]
+    assert (error["kind"], error["severity"]) == ("problem", "error")
+    assert error["file"] == broken and error["line"] is not None
+    assert report["worse"] == {"new-errors": 1}
 
 
 def test_registry_url_as_new(tmp_path, capsys):
