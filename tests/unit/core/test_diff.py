@@ -572,3 +572,26 @@ def test_a_changed_endpoint_is_listed_but_not_worse(tmp_path, capsys):
     # Without an endpoint change the text has no endpoints section.
     assert main(["diff", old, old]) == 0
     assert "endpoints:" not in capsys.readouterr().out
+
+
+def test_the_reader_hook_takes_a_new_line_format(tmp_path, capsys, monkeypatch):
+    from gateway.catalogdiff import records
+
+    old, new = pair(tmp_path, change_minor_template)
+    # A record under `record` as an object (what `xrgw tap` lines are meant to carry) is
+    # read without a new reader ...
+    enveloped = {"route": "alerts", "outcome": "matched", "record": alert("minor", "T1")}
+    # ... and a format that keeps it elsewhere needs one, put before the envelope reader.
+    elsewhere = {"tap": {"in": alert("minor", "T2")}}
+
+    def tap_record(obj: dict[str, Any]) -> NativeMessage | None:
+        tap = obj.get("tap")
+        return NativeMessage.from_json(tap["in"]) if isinstance(tap, dict) else None
+
+    lines = records_file(tmp_path, [enveloped, elsewhere])
+    code, report = diff_json(capsys, old, new, "--replay", lines)
+    assert report["replay"]["counts"] == {"newly-unmatched": 1}
+    assert len(report["replay"]["invalid"]) == 1
+    monkeypatch.setattr(records, "READERS", [tap_record, *records.READERS])
+    code, report = diff_json(capsys, old, new, "--replay", lines)
+    assert code == 1 and report["replay"]["counts"] == {"newly-unmatched": 2}
