@@ -4,6 +4,7 @@
     xrgw validate DOC...            check definitions; exit 1 with every error
     xrgw validate -c CONFIG         check a gateway configuration without running it
     xrgw lint DOC...                report definitions that can match the same message
+    xrgw diff OLD NEW [--replay R]  what a catalog change does; exit 1 when it is worse
     xrgw match -d DOC... [FILE|-]   native records (JSON Lines) -> one JSON result per line
     xrgw learn FILE -o DRAFT        native records -> a proposed xRegistry document
     xrgw run -c CONFIG              run the gateway daemon
@@ -23,6 +24,7 @@ from collections.abc import Sequence
 from gateway.buildinfo import version_line
 from gateway.commands import (
     Command,
+    diff,
     learn,
     lint,
     match,
@@ -35,7 +37,8 @@ from gateway.commands import (
 )
 
 #: In the order `xrgw --help` lists them.
-COMMANDS: tuple[Command, ...] = (validate, lint, match, learn, run, report, test, spark, schema)
+COMMANDS: tuple[Command, ...] = (validate, lint, diff, match, learn, run, report, test, spark,
+                                 schema)
 
 
 def build_parser() -> argparse.ArgumentParser:

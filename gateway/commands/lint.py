@@ -21,7 +21,6 @@ import sys
 from gateway.commands.loading import FORMATS, Report
 from gateway.definitions import load_catalog
 from gateway.json.text import utf8_json
-from gateway.spec.problems import Problem
 
 NAME = "lint"
 HELP = "find definitions that can match the same message"
@@ -31,7 +30,6 @@ EXAMPLES = """\
   xrgw lint defs/ | grep '^{' | jq .example    only the witness messages
   xrgw lint --format json defs/                problems and overlaps as one JSON array
 """
-OVERLAP_FIX = "make one of the two more specific (a constant header, a narrower template)"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -51,7 +49,7 @@ def execute(args: argparse.Namespace) -> int:
 
 
 def _execute(args: argparse.Namespace, report: Report) -> int:
-    from gateway.matching.lint import find_overlaps, template_notes_of
+    from gateway.matching.lint import find_overlaps, overlap_problem, template_problems
 
     summary = sys.stdout if args.format == "text" else sys.stderr
     catalog = load_catalog(list(args.docs))
@@ -61,21 +59,13 @@ def _execute(args: argparse.Namespace, report: Report) -> int:
         print(f"xrgw: {len(catalog.errors)} error(s) in definitions", file=summary)
         return 1
     messages = list(catalog.messages())
-    report.add(Problem("warning", note.definition.provenance.file,
-                       note.definition.provenance.path, note.message, note.fix)
-               for note in template_notes_of(messages))
+    report.add(template_problems(messages))
     overlaps = find_overlaps(messages)
     for overlap in overlaps:
         if args.format == "text":
             print(utf8_json(overlap.to_json()))
             continue
-        first = catalog.message(overlap.first)
-        where = first.provenance if first is not None else None
-        problem = Problem("error" if args.strict else "warning",
-                          where.file if where else "", where.path if where else "",
-                          f"{overlap.first} and {overlap.second} can match the same message",
-                          OVERLAP_FIX)
-        [located] = report.locate([problem])
+        [located] = report.locate([overlap_problem(catalog, overlap, strict=args.strict)])
         report.add_entry(located, **overlap.to_json())
     print(f"{len(overlaps)} overlapping pair(s)", file=summary)
     return 1 if overlaps and args.strict else 0

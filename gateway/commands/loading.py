@@ -14,6 +14,10 @@ from gateway.spec.problems import Problem
 
 if TYPE_CHECKING:
     from gateway.config import GatewayConfig
+    from gateway.convert import Converter
+    from gateway.definitions.model import MessageDefinition
+    from gateway.definitions.schema_model import SchemaPolicy
+    from gateway.matching.matcher import AmbiguityPolicy
 
 Format = Literal["text", "json"]
 FORMATS: tuple[Format, ...] = ("text", "json")
@@ -76,3 +80,22 @@ def load_gateway_config(path: str, out: TextIO) -> tuple[GatewayConfig | None, l
     config, problems = load_config(path)
     print_problems(problems, out)
     return config, problems
+
+
+def make_converter(definitions: Sequence[MessageDefinition], *,
+                   ambiguity: AmbiguityPolicy = "first", validate_schema: bool = False,
+                   schema: SchemaPolicy | None = None) -> Converter:
+    """The converter of `xrgw match` and `xrgw diff` (`gateway.convert.Converter`); with
+    `schema: enforce` the definitions' remote schemas are fetched first, as a route with
+    that policy fetches them at each load."""
+    # Imported here: the matcher and renderer are only needed by the commands converting.
+    from gateway.convert import Converter
+
+    listed = list(definitions)
+    if schema == "enforce":
+        from gateway.schemas.enforce import fetch_remote
+        from gateway.schemas.fetch import FETCHER
+
+        listed = list(fetch_remote(listed, FETCHER))
+    return Converter(listed, ambiguity=ambiguity, validate_schema=validate_schema,
+                     schema=schema)

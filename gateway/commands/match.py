@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gateway.commands.loading import load_definitions
+from gateway.commands.loading import load_definitions, make_converter
 from gateway.json.text import utf8_json
 from gateway.json.values import JSON
 
@@ -38,7 +38,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
-    from gateway.convert import Converter
     from gateway.record import read_records
 
     docs = list(args.definitions)
@@ -51,16 +50,8 @@ def execute(args: argparse.Namespace) -> int:
     catalog = load_definitions(docs, sys.stderr)
     if catalog is None:
         return 1
-    definitions = list(catalog.messages())
-    if args.schema == "enforce":
-        from gateway.schemas.enforce import fetch_remote
-        from gateway.schemas.fetch import FETCHER
-
-        definitions = list(fetch_remote(definitions, FETCHER))
-    converter = Converter(
-        definitions, ambiguity=args.ambiguity, validate_schema=args.validate_schema,
-        schema=args.schema,
-    )
+    converter = make_converter(list(catalog.messages()), ambiguity=args.ambiguity,
+                               validate_schema=args.validate_schema, schema=args.schema)
     stream = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")  # noqa: SIM115
     try:
         for number, item in read_records(iter(stream)):

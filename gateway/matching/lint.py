@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gateway.definitions.model import MessageDefinition
+from gateway.definitions.model import Catalog, MessageDefinition
 from gateway.json.values import JSON, JSONObject
 from gateway.matching.compiled import Check, CompiledDefinition, Failure, compile_definition
 from gateway.protocols import HTTP, definition_field, field_access, widest_protocol
 from gateway.record import NativeMessage
+from gateway.spec.problems import Problem
 from gateway.templates.match import template_notes
 from gateway.templates.template import Template
 
@@ -187,4 +188,27 @@ def template_notes_of(definitions: Sequence[MessageDefinition]) -> list[Template
     return out
 
 
-__all__ = ["Overlap", "TemplateNote", "find_overlaps", "template_notes_of"]
+def template_problems(definitions: Sequence[MessageDefinition]) -> list[Problem]:
+    """`template_notes_of` as warnings placed at their definitions, as `xrgw lint` and
+    `xrgw diff` report them."""
+    return [Problem("warning", note.definition.provenance.file,
+                    note.definition.provenance.path, note.message, note.fix)
+            for note in template_notes_of(definitions)]
+
+
+OVERLAP_FIX = "make one of the two more specific (a constant header, a narrower template)"
+
+
+def overlap_problem(catalog: Catalog, overlap: Overlap, *, strict: bool) -> Problem:
+    """An overlap as `xrgw lint` reports it: a problem placed at the first definition of
+    the pair; a warning, an error with `strict`."""
+    first = catalog.message(overlap.first)
+    where = first.provenance if first is not None else None
+    return Problem("error" if strict else "warning",
+                   where.file if where else "", where.path if where else "",
+                   f"{overlap.first} and {overlap.second} can match the same message",
+                   OVERLAP_FIX)
+
+
+__all__ = ["OVERLAP_FIX", "Overlap", "TemplateNote", "find_overlaps", "overlap_problem",
+           "template_notes_of", "template_problems"]

@@ -157,7 +157,8 @@ def _example_commands(help_text):
     return commands
 
 
-@pytest.mark.parametrize("name", ["validate", "lint", "match", "run", "test", "spark", "schema"])
+@pytest.mark.parametrize("name", ["validate", "lint", "diff", "match", "run", "test", "spark",
+                                  "schema"])
 def test_every_subcommand_help_ends_with_examples_that_parse(name, capsys):
     with pytest.raises(SystemExit):
         main([name, "--help"])
