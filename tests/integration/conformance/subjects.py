@@ -22,6 +22,7 @@ proxy (`Subject.own_broker`).
 from __future__ import annotations
 
 import contextlib
+import socket
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
@@ -47,21 +48,36 @@ def uid() -> str:
 
 
 class Network:
-    """The way from the adapters to a port: direct, or through one fault proxy per port
-    (`faulty`), which `reset()` breaks."""
+    """The way from the adapters to a port: direct; through one fault proxy per port
+    (`faulty`), which `reset()` breaks; or nowhere (`dead`): every port dialled is
+    closed and every port to listen on is taken."""
 
-    def __init__(self, faulty: bool = False) -> None:
+    def __init__(self, faulty: bool = False, dead: bool = False) -> None:
         self.faulty = faulty
+        self.dead = dead
         self.proxies: dict[int, FaultProxy] = {}
+        self._taken: list[socket.socket] = []
 
     def port(self, upstream: int) -> int:
         """The port to dial for `upstream` (the same proxy for the same upstream)."""
+        if self.dead:
+            return free_port()  # nothing listens there
         if not self.faulty:
             return upstream
         proxy = self.proxies.get(upstream)
         if proxy is None:
             proxy = self.proxies[upstream] = FaultProxy(upstream).start()
         return proxy.port
+
+    def listen_port(self) -> int:
+        """A port for a consumer that listens (HTTP ingress): free, or (`dead`) taken."""
+        if not self.dead:
+            return free_port()
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        self._taken.append(sock)
+        return int(sock.getsockname()[1])
 
     def url(self, url: str, upstream: int) -> str:
         """`url` with its port replaced by the one to dial."""
@@ -77,6 +93,9 @@ class Network:
         for proxy in self.proxies.values():
             proxy.stop()
         self.proxies.clear()
+        for sock in self._taken:
+            sock.close()
+        self._taken.clear()
 
 
 @dataclass
@@ -256,7 +275,7 @@ HTTP_MAX_BODY = 64 * 1024
 async def _http(broker: None, network: Network, extra: dict[str, JSON]) -> Lane:
     """The ingress listens on a port of its own; the egress sends to it (through the
     network: a faulty lane resets the egress's kept-alive connections)."""
-    port = free_port()
+    port = network.listen_port()
     path = f"/conf/{uid()}"
     return Lane(
         _endpoint("consumer", HTTP, f"http://127.0.0.1:{port}",

@@ -10,16 +10,17 @@ asserts what the contract promises instead (core NATS: a nacked message is gone;
 the sender is told to retry). The per-protocol files (tests/integration/test_adapter_*.py,
 test_*_batch.py) keep only what is specific to one protocol.
 
-Cases: open/close; batch order across pipelined submits; nack -> redelivery;
-saturation (max_in_flight unsettled) -> resume after settling; reconnect after every
-connection to the broker was reset (harness fault proxy); poison: a message over the
-sink's size limit -> `too_large`, a message the consumer cannot decode -> `undecodable`;
-request-reply where the profile allows it.
+Cases: open/close; an endpoint out of reach; batch order across pipelined submits;
+nack -> redelivery (and nack for good); saturation (max_in_flight unsettled) -> resume
+after settling; reconnect after every connection to the broker was reset (harness fault
+proxy); poison: a message over the sink's size limit -> `too_large`, a message the
+consumer cannot decode -> `undecodable`; request-reply where the profile allows it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,6 +34,7 @@ from gateway.ports import (
     Consumer,
     Delivery,
     EndOfInput,
+    NotConnected,
     Producer,
     Requester,
     size_limit,
@@ -130,6 +132,27 @@ async def test_open_and_close(subject: Subject, broker: Any, network: Network) -
                 await consumer.read_batch(1)
         await consumer.aclose()  # a second close is harmless
         await producer.aclose()
+
+
+@asyncio_test
+async def test_an_endpoint_out_of_reach_is_not_connected_and_fails_retryably(
+        subject: Subject, broker: Any) -> None:
+    # Nothing listens where the adapters dial; a listening consumer finds its port taken.
+    network = Network(dead=True)
+    try:
+        lane = await subject.lane(broker, network, {})
+        consumer, producer = lane.open_consumer(), lane.open_producer()
+        async with closing(consumer, producer), asyncio.timeout(PATIENCE):
+            with pytest.raises(NotConnected):
+                await consumer.connect()
+            with pytest.raises(NotConnected):  # the engine's cue to connect again later
+                await consumer.read_batch(1)
+            with contextlib.suppress(NotConnected):  # HTTP egress: connects per request
+                await producer.connect()
+            outcomes = await send_once(producer, [record(subject.protocol, lane.fields, 1)])
+            assert [(o.delivered, o.retryable) for o in outcomes] == [(False, True)], outcomes
+    finally:
+        network.close()
 
 
 # ---------------------------------------------------------------------------- order
@@ -238,9 +261,17 @@ async def test_max_in_flight_unsettled_then_reading_resumes_after_settling(
         sending = asyncio.create_task(deliver(producer, sent))
         held = await take(consumer, limit)
         await nothing_more(consumer)  # `limit` unsettled: read_batch waits
+        freed: list[Delivery] = []
+        if not _sender_waits(subject):
+            # One settled, one more: the window slides (an HTTP sender refused with 503
+            # sends again only once its whole batch is answered).
+            await held[0].ack()
+            freed = await take(consumer, 1)
+            await nothing_more(consumer)
         for delivery in held:
-            await delivery.ack()
-        rest = await take(consumer, limit)
+            if not delivery.settled:
+                await delivery.ack()
+        rest = freed + await take(consumer, limit - len(freed))
         for delivery in rest:
             await delivery.ack()
         _in_order(subject, _numbers(held + rest), list(range(2 * limit)))
