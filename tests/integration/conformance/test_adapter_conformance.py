@@ -22,7 +22,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from gateway.ports import (
     Delivery,
     EndOfInput,
     NotConnected,
+    Outcome,
     Producer,
     Requester,
     size_limit,
@@ -74,13 +76,54 @@ def network() -> Iterator[Network]:
     net.close()
 
 
-async def _open(lane: Lane) -> tuple[Consumer, Producer]:
-    """Both ends of the lane, connected: the consumer first (it subscribes, attaches
-    or listens), then the producer."""
+@dataclass
+class Ends:
+    """Both ends of a lane, connected."""
+
+    subject: Subject
+    lane: Lane
+    consumer: Consumer
+    producer: Producer
+
+    def records(self, numbers: Iterable[int]) -> list[NativeMessage]:
+        return [record(self.subject.protocol, self.lane.fields, n) for n in numbers]
+
+    def message(self, payload: bytes) -> NativeMessage:
+        return NativeMessage(self.subject.protocol, self.lane.fields, payload=payload)
+
+    async def through(self, message: NativeMessage) -> Delivery:
+        """Deliver one message and read it (acked); reading meanwhile, since an HTTP
+        sender waits for the settlement."""
+        sending = asyncio.create_task(deliver(self.producer, [message]))
+        try:
+            [delivery] = await take(self.consumer, 1)
+            await delivery.ack()
+            await asyncio.wait_for(sending, PATIENCE)
+        finally:
+            sending.cancel()
+        return delivery
+
+    async def round_trip(self, numbers: range) -> None:
+        """Deliver `numbers` and read (and ack) until each came at least once."""
+        reading = asyncio.create_task(until_seen(self.consumer, set(numbers)))
+        try:
+            await deliver(self.producer, self.records(numbers))
+            await asyncio.wait_for(reading, PATIENCE)
+        finally:
+            reading.cancel()
+
+
+@contextlib.asynccontextmanager
+async def _ends(subject: Subject, broker: Any, network: Network,
+                **consumer_options: JSON) -> AsyncIterator[Ends]:
+    """A fresh lane and both its ends, connected: the consumer first (it subscribes,
+    attaches or listens), then the producer; closed however the case ends."""
+    lane = await subject.lane(broker, network, consumer_options)
     consumer, producer = lane.open_consumer(), lane.open_producer()
-    await consumer.connect()
-    await producer.connect()
-    return consumer, producer
+    async with closing(consumer, producer):
+        await consumer.connect()
+        await producer.connect()
+        yield Ends(subject, lane, consumer, producer)
 
 
 def _numbers(deliveries: list[Delivery]) -> list[int]:
@@ -160,21 +203,17 @@ async def test_an_endpoint_out_of_reach_is_not_connected_and_fails_retryably(
 @asyncio_test
 async def test_batches_keep_their_order_across_pipelined_submits(
         subject: Subject, broker: Any, network: Network) -> None:
-    lane = await subject.lane(broker, network, {})
-    consumer, producer = await _open(lane)
-    first = [record(subject.protocol, lane.fields, n) for n in range(30)]
-    second = [record(subject.protocol, lane.fields, n) for n in range(30, 60)]
+    async with _ends(subject, broker, network) as ends:
+        async def send() -> list[Outcome]:
+            # Both submitted before either is confirmed: the contract keeps submit order.
+            confirmations = [await ends.producer.submit(ends.records(range(30))),
+                             await ends.producer.submit(ends.records(range(30, 60)))]
+            return [o for c in confirmations for o in await c]
 
-    async def send() -> list[Any]:
-        # Both submitted before either is confirmed: the contract keeps submit order.
-        confirmations = [await producer.submit(first), await producer.submit(second)]
-        return [o for c in confirmations for o in await c]
-
-    async with closing(consumer, producer):
         sending = asyncio.create_task(send())
         got: list[Delivery] = []
         while len(got) < 60:
-            batch = await take(consumer, min(7, 60 - len(got)), limit=7)
+            batch = await take(ends.consumer, min(7, 60 - len(got)), limit=7)
             for delivery in batch:  # settled as read: an HTTP sender waits for it
                 await delivery.ack()
             got += batch
@@ -183,7 +222,7 @@ async def test_batches_keep_their_order_across_pipelined_submits(
         _in_order(subject, _numbers(got), list(range(60)))
         with pytest.raises(AlreadySettled):
             await got[0].ack()
-        await nothing_more(consumer)
+        await nothing_more(ends.consumer)
 
 
 # ---------------------------------------------------------------------------- nack
@@ -191,32 +230,26 @@ async def test_batches_keep_their_order_across_pipelined_submits(
 @asyncio_test
 async def test_a_nacked_message_comes_again_or_the_contract_says_why_not(
         subject: Subject, broker: Any, network: Network) -> None:
-    lane = await subject.lane(broker, network, {})
-    consumer, producer = await _open(lane)
-    async with closing(consumer, producer):
+    async with _ends(subject, broker, network) as ends:
+        consumer = ends.consumer
         if _sender_waits(subject):
             # No broker keeps it: the nack answers the sender "retry later", and the
             # sender's retry is the redelivery.
-            confirmation = await producer.submit([record(subject.protocol, lane.fields, 1)])
+            confirmation = await ends.producer.submit(ends.records([1]))
             [delivery] = await take(consumer, 1)
             await delivery.nack("downstream unavailable")
             [outcome] = await asyncio.wait_for(confirmation, PATIENCE)
             assert not outcome.delivered and outcome.retryable, outcome
             assert outcome.retry_after is not None and outcome.retry_after >= 0
-            sending = asyncio.create_task(deliver(producer, [record(subject.protocol,
-                                                                    lane.fields, 1)]))
-            [again] = await take(consumer, 1)
-            assert number(again.message) == 1
-            await again.ack()
-            await asyncio.wait_for(sending, PATIENCE)
+            assert number((await ends.through(ends.records([1])[0])).message) == 1
             await nothing_more(consumer)
             return
-        await deliver(producer, [record(subject.protocol, lane.fields, n) for n in (0, 1)])
+        await deliver(ends.producer, ends.records([0, 1]))
         zero, one = await take(consumer, 2)
         assert _numbers([zero, one]) == [0, 1]
         await zero.ack()
         await one.nack("downstream unavailable")
-        if _source_redelivers(subject, lane):
+        if _source_redelivers(subject, ends.lane):
             # At least once: n=1 comes again (n=0 only if its ack had not left yet).
             redelivered = _numbers(await until_seen(consumer, {1}))
             assert 1 in redelivered and set(redelivered) <= {0, 1}, redelivered
@@ -224,28 +257,22 @@ async def test_a_nacked_message_comes_again_or_the_contract_says_why_not(
             # The source keeps nothing (core NATS, at most once): the nack was final,
             # and the consumer goes on with the next message.
             await nothing_more(consumer)
-            await deliver(producer, [record(subject.protocol, lane.fields, 2)])
-            [two] = await take(consumer, 1)
-            assert number(two.message) == 2
-            await two.ack()
+            assert number((await ends.through(ends.records([2])[0])).message) == 2
         await nothing_more(consumer)
 
 
 @asyncio_test
 async def test_a_message_nacked_for_good_does_not_come_again(
         subject: Subject, broker: Any, network: Network) -> None:
-    lane = await subject.lane(broker, network, {})
-    consumer, producer = await _open(lane)
-    async with closing(consumer, producer):
-        sending = asyncio.create_task(send_once(producer, [
-            record(subject.protocol, lane.fields, n) for n in (0, 1)]))
-        zero, one = sorted(await take(consumer, 2), key=lambda d: number(d.message))
+    async with _ends(subject, broker, network) as ends:
+        sending = asyncio.create_task(send_once(ends.producer, ends.records([0, 1])))
+        zero, one = sorted(await take(ends.consumer, 2), key=lambda d: number(d.message))
         await zero.nack("poison", retry=False)
         await one.ack()
         outcomes = await asyncio.wait_for(sending, PATIENCE)
         # A sender on the line learns it was refused for good, not to retry.
         assert [o.delivered or not o.retryable for o in outcomes] == [True, True], outcomes
-        await nothing_more(consumer)
+        await nothing_more(ends.consumer)
 
 
 # ---------------------------------------------------------------------------- saturation
@@ -254,11 +281,9 @@ async def test_a_message_nacked_for_good_does_not_come_again(
 async def test_max_in_flight_unsettled_then_reading_resumes_after_settling(
         subject: Subject, broker: Any, network: Network) -> None:
     limit = 3
-    lane = await subject.lane(broker, network, {"max_in_flight": limit})
-    consumer, producer = await _open(lane)
-    sent = [record(subject.protocol, lane.fields, n) for n in range(2 * limit)]
-    async with closing(consumer, producer):
-        sending = asyncio.create_task(deliver(producer, sent))
+    async with _ends(subject, broker, network, max_in_flight=limit) as ends:
+        consumer = ends.consumer
+        sending = asyncio.create_task(deliver(ends.producer, ends.records(range(2 * limit))))
         held = await take(consumer, limit)
         await nothing_more(consumer)  # `limit` unsettled: read_batch waits
         freed: list[Delivery] = []
@@ -285,59 +310,40 @@ async def test_max_in_flight_unsettled_then_reading_resumes_after_settling(
 async def test_both_ends_come_back_after_the_broker_connections_are_reset(
         subject: Subject, request: pytest.FixtureRequest, tmp_path: Path) -> None:
     network = Network(faulty=True)
-    own = None if subject.own_broker is None else subject.own_broker(network, tmp_path)
-    try:
-        if own is not None:
-            broker = own.__enter__()
+    with contextlib.ExitStack() as stack:
+        stack.callback(network.close)
+        if subject.own_broker is not None:
+            broker = stack.enter_context(subject.own_broker(network, tmp_path))
         else:
             broker = None if subject.broker is None else request.getfixturevalue(
                 subject.broker)
-        lane = await subject.lane(broker, network, {})
-        consumer, producer = await _open(lane)
-        async with closing(consumer, producer):
-            await _round_trip(subject, lane, consumer, producer, range(5))
+        async with _ends(subject, broker, network) as ends:
+            await ends.round_trip(range(5))
             assert await asyncio.to_thread(network.reset) >= 1
-            await _comes_back(subject, lane, consumer, producer)
-            assert producer.connected
-            if not consumer.connected:
-                await reconnect(consumer)
-    finally:
-        if own is not None:
-            own.__exit__(None, None, None)
-        network.close()
+            await _comes_back(ends)
+            assert ends.producer.connected
+            if not ends.consumer.connected:
+                await reconnect(ends.consumer)
 
 
-async def _comes_back(subject: Subject, lane: Lane, consumer: Consumer,
-                      producer: Producer) -> None:
-    if _source_redelivers(subject, lane) or _sender_waits(subject):
+async def _comes_back(ends: Ends) -> None:
+    if _source_redelivers(ends.subject, ends.lane) or _sender_waits(ends.subject):
         # Sent at once, while the consumer may still be away: the source keeps them
         # (or the sender retries until the ingress takes them).
-        await _round_trip(subject, lane, consumer, producer, range(5, 10))
+        await ends.round_trip(range(5, 10))
         return
     # At most once (core NATS): what is sent while the subscription is away is lost.
     # Once a probe gets through, everything sent gets through again.
     probe = 100
     async with asyncio.timeout(PATIENCE):
         while True:
-            await deliver(producer, [record(subject.protocol, lane.fields, probe)])
+            await deliver(ends.producer, ends.records([probe]))
             try:
-                await until_seen(consumer, {probe}, patience=1.0)
+                await until_seen(ends.consumer, {probe}, patience=1.0)
                 break
             except TimeoutError:  # lost while the subscription was away: once more
                 probe += 1
-    await _round_trip(subject, lane, consumer, producer, range(5, 10))
-
-
-async def _round_trip(subject: Subject, lane: Lane, consumer: Consumer, producer: Producer,
-                      numbers: range) -> None:
-    """Deliver `numbers` and read (and ack) until each came at least once; reading
-    meanwhile, since an HTTP sender waits for the settlement."""
-    reading = asyncio.create_task(until_seen(consumer, set(numbers)))
-    try:
-        await deliver(producer, [record(subject.protocol, lane.fields, n) for n in numbers])
-        await asyncio.wait_for(reading, PATIENCE)
-    finally:
-        reading.cancel()
+    await ends.round_trip(range(5, 10))
 
 
 # ---------------------------------------------------------------------------- poison
@@ -345,58 +351,46 @@ async def _round_trip(subject: Subject, lane: Lane, consumer: Consumer, producer
 @asyncio_test
 async def test_a_message_over_the_sinks_limit_is_refused_as_too_large(
         subject: Subject, broker: Any, network: Network) -> None:
-    lane = await subject.lane(broker, network, {})
-    consumer, producer = await _open(lane)
-    async with closing(consumer, producer):
-        limit = size_limit(producer) or subject.receiver_limit
+    async with _ends(subject, broker, network) as ends:
+        limit = size_limit(ends.producer) or subject.receiver_limit
         if limit is None:
             # The adapter declares no limit (not SizeLimited): a large message travels whole.
-            big = NativeMessage(subject.protocol, lane.fields, payload=b"x" * 300_000)
-            sending = asyncio.create_task(deliver(producer, [big]))
-            [delivery] = await take(consumer, 1)
-            assert delivery.message.body_bytes() == big.body_bytes()
-            await delivery.ack()
-            await asyncio.wait_for(sending, PATIENCE)
+            big = ends.message(b"x" * 300_000)
+            assert (await ends.through(big)).message.body_bytes() == big.body_bytes()
             return
-        big = NativeMessage(subject.protocol, lane.fields, payload=b"x" * (limit + 1))
-        batch = [record(subject.protocol, lane.fields, 0), big,
-                 record(subject.protocol, lane.fields, 2)]
-        confirming = asyncio.create_task(send_once(producer, batch))
-        got = await take(consumer, 2)
+        zero, two = ends.records([0, 2])
+        batch = [zero, ends.message(b"x" * (limit + 1)), two]
+        confirming = asyncio.create_task(send_once(ends.producer, batch))
+        got = await take(ends.consumer, 2)
         for delivery in got:
             await delivery.ack()
         small, large, other = await asyncio.wait_for(confirming, PATIENCE)
         assert small.delivered and other.delivered, (small, other)
         assert large.too_large and not large.retryable and large.reason, large
         _in_order(subject, _numbers(got), [0, 2])
-        await nothing_more(consumer)
+        await nothing_more(ends.consumer)
 
 
 @asyncio_test
 async def test_what_the_consumer_cannot_decode_is_handed_over_marked(
         subject: Subject, broker: Any, network: Network) -> None:
-    lane = await subject.lane(broker, network, {})
-    consumer, producer = await _open(lane)
-    async with closing(consumer, producer):
+    async with _ends(subject, broker, network) as ends:
         if subject.poison is None:
             # The protocol carries any bytes as a body: bytes that are no JSON and no
             # UTF-8 are a payload, never an undecodable delivery.
-            odd = NativeMessage(subject.protocol, lane.fields, payload=b"\xff\xfe{not json")
-            sending = asyncio.create_task(deliver(producer, [odd]))
-            [delivery] = await take(consumer, 1)
+            odd = ends.message(b"\xff\xfe{not json")
+            delivery = await ends.through(odd)
             assert delivery.undecodable is None
             assert delivery.message.body_bytes() == odd.body_bytes()
-            await delivery.ack()
-            await asyncio.wait_for(sending, PATIENCE)
             return
-        await subject.poison(broker, lane)
-        good, bad, after = await take(consumer, 3)
+        await subject.poison(broker, ends.lane)
+        good, bad, after = await take(ends.consumer, 3)
         assert good.undecodable is None and after.undecodable is None
         assert _numbers([good, after]) == [0, 2]
         assert isinstance(bad.undecodable, str) and bad.undecodable, bad.undecodable
         for delivery in (good, bad, after):
             await delivery.ack()  # the route dead-letters `bad` and acks it: moves past
-        await nothing_more(consumer)
+        await nothing_more(ends.consumer)
 
 
 # ---------------------------------------------------------------------------- request-reply
@@ -404,22 +398,16 @@ async def test_what_the_consumer_cannot_decode_is_handed_over_marked(
 @asyncio_test
 async def test_request_reply_where_the_profile_allows_it(
         subject: Subject, broker: Any, network: Network) -> None:
-    lane = await subject.lane(broker, network, {})
-    consumer, producer = await _open(lane)
-    async with closing(consumer, producer):
-        if not _replies(subject, lane):
+    async with _ends(subject, broker, network) as ends:
+        [request] = ends.records([7])
+        if not _replies(subject, ends.lane):
             # No way to answer: a received message carries no answer hook.
-            sending = asyncio.create_task(deliver(producer, [
-                record(subject.protocol, lane.fields, 7)]))
-            [delivery] = await take(consumer, 1)
-            assert delivery.answer is None
-            await delivery.ack()
-            await asyncio.wait_for(sending, PATIENCE)
+            assert (await ends.through(request)).answer is None
             return
+        producer = ends.producer
         assert isinstance(producer, Requester)
-        asking = asyncio.create_task(send_request(producer, record(
-            subject.protocol, lane.fields, 7)))
-        [delivery] = await take(consumer, 1)
+        asking = asyncio.create_task(send_request(producer, request))
+        [delivery] = await take(ends.consumer, 1)
         assert number(delivery.message) == 7 and delivery.answer is not None
         answer: dict[str, JSON] = {"answer": 7}
         await delivery.answer(NativeMessage(subject.protocol, {}, data=answer), "")
@@ -430,5 +418,5 @@ async def test_request_reply_where_the_profile_allows_it(
         assert (reply.data if reply.has_json_data else json.loads(reply.body_bytes())) == answer
 
 
-async def send_request(producer: Requester, message: NativeMessage) -> list[Any]:
+async def send_request(producer: Requester, message: NativeMessage) -> list[Outcome]:
     return await (await producer.request([message], PATIENCE / 2))
