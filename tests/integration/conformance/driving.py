@@ -9,7 +9,7 @@ import contextlib
 import json
 from collections.abc import Sequence
 
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 from gateway.ports import Consumer, Delivery, NotConnected, Outcome, Producer
 from gateway.record import NativeMessage
 

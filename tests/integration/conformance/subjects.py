@@ -36,7 +36,7 @@ from nats.js.api import StreamConfig
 
 from gateway.config import EndpointConfig
 from gateway.daemon import AdapterFactory, load_factory
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 from gateway.ports import Consumer, Producer
 from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, MQTT311, NATS, ProtocolProfile, profile
 from harness.brokers import Broker, Tansu, free_port

@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from gateway.jsontypes import JSON
+from gateway.json.values import JSON
 from gateway.ports import (
     AlreadySettled,
     Consumer,
