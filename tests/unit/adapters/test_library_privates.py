@@ -63,6 +63,10 @@ class Private:
         return f"{owner}.{self.name}"
 
 
+#: aiokafka's own PartitionRecords: `fetcher.PartitionRecords` is the adapter's subclass
+#: once `adapters._kafka_fetch.install()` ran (another test may have run it first).
+PARTITION_RECORDS: type = _kafka_fetch.TolerantPartitionRecords.__mro__[1]
+
 NATS = "adapters/nats.py (_Client)"
 PAHO = "adapters/_paho_loop.py (_BatchingClient)"
 KAFKA_FETCH = "adapters/_kafka_fetch.py (TolerantPartitionRecords)"
@@ -114,19 +118,19 @@ PRIVATES: tuple[Private, ...] = (
     Private(paho.Client, "_sock", "attribute", PAHO),
     # aiokafka: the fetcher that hands undecodable batches over instead of stopping the
     # partition, and the producer's size limit and metadata.
-    Private(fetcher.PartitionRecords, "_unpack_records", "method", KAFKA_FETCH,
+    Private(PARTITION_RECORDS, "_unpack_records", "method", KAFKA_FETCH,
             overridden=True),
-    Private(fetcher.PartitionRecords, "_consume_aborted_up_to", "method", KAFKA_FETCH,
+    Private(PARTITION_RECORDS, "_consume_aborted_up_to", "method", KAFKA_FETCH,
             ("batch_offset",)),
-    Private(fetcher.PartitionRecords, "_contains_abort_marker", "method", KAFKA_FETCH,
+    Private(PARTITION_RECORDS, "_contains_abort_marker", "method", KAFKA_FETCH,
             ("next_batch",)),
-    Private(fetcher.PartitionRecords, "_consumer_record", "method", KAFKA_FETCH,
+    Private(PARTITION_RECORDS, "_consumer_record", "method", KAFKA_FETCH,
             ("tp", "record")),
-    Private(fetcher.PartitionRecords, "_tp", "attribute", KAFKA_FETCH),
-    Private(fetcher.PartitionRecords, "_records", "attribute", KAFKA_FETCH),
-    Private(fetcher.PartitionRecords, "_check_crcs", "attribute", KAFKA_FETCH),
-    Private(fetcher.PartitionRecords, "_isolation_level", "attribute", KAFKA_FETCH),
-    Private(fetcher.PartitionRecords, "_aborted_producers", "attribute", KAFKA_FETCH),
+    Private(PARTITION_RECORDS, "_tp", "attribute", KAFKA_FETCH),
+    Private(PARTITION_RECORDS, "_records", "attribute", KAFKA_FETCH),
+    Private(PARTITION_RECORDS, "_check_crcs", "attribute", KAFKA_FETCH),
+    Private(PARTITION_RECORDS, "_isolation_level", "attribute", KAFKA_FETCH),
+    Private(PARTITION_RECORDS, "_aborted_producers", "attribute", KAFKA_FETCH),
     Private(fetcher, "PartitionRecords", "module", KAFKA_FETCH),
     Private(fetcher, "MemoryRecords", "module", KAFKA_FETCH),
     Private(fetcher, "READ_COMMITTED", "module", KAFKA_FETCH),
@@ -147,7 +151,7 @@ PRIVATES: tuple[Private, ...] = (
 SUBCLASSES: tuple[tuple[type, type], ...] = (
     (nats._Client, NatsClient),
     (_paho_loop._BatchingClient, paho.Client),
-    (_kafka_fetch.TolerantPartitionRecords, fetcher.PartitionRecords),
+    (_kafka_fetch.TolerantPartitionRecords, PARTITION_RECORDS),
     (_http_server.GuardedServer, web.Server),
     (_http_server.GuardedHandler, RequestHandler),
 )
@@ -184,6 +188,10 @@ def _assigned(owner: type, name: str) -> bool:
     slots = {s for klass in owner.__mro__ for s in getattr(klass, "__slots__", ())}
     return name in slots or re.search(
         rf"self\.{re.escape(name)}\s*(:[^=\n]*)?=", _source(owner)) is not None
+
+
+def test_the_partition_records_checked_are_aiokafkas() -> None:
+    assert PARTITION_RECORDS.__module__ == "aiokafka.consumer.fetcher"
 
 
 @pytest.mark.parametrize("private", PRIVATES, ids=str)
