@@ -230,7 +230,7 @@ async def _kafka_poison(broker: Tansu, lane: Lane) -> None:
         await producer.send_and_wait(topic, b'{"n": 0}', key=b"k")
         batch = producer.create_batch()
         batch.append(key=b"k", value=b'{"n": 1}', timestamp=None, headers=[])
-        raw = batch._build()  # the buffer send_batch sends (tests/unit/test_library_privates.py)
+        raw = batch._build()  # what send_batch sends (guarded: test_library_privates)
         raw[-1] ^= 0xFF
         await (await producer.send_batch(batch, topic, partition=0))
         await producer.send_and_wait(topic, b'{"n": 2}', key=b"k")
