@@ -85,6 +85,11 @@ class Network:
         host = parts.netloc.rsplit(":", 1)[0]
         return urlunsplit(parts._replace(netloc=f"{host}:{self.port(upstream)}"))
 
+    @property
+    def accepted(self) -> int:
+        """Connections the proxies accepted so far (a reconnect is a new one)."""
+        return sum(proxy.accepted for proxy in self.proxies.values())
+
     def reset(self) -> int:
         """Reset (RST) every connection through the proxies; how many were open."""
         return sum(proxy.reset() for proxy in self.proxies.values())

@@ -319,8 +319,10 @@ async def test_both_ends_come_back_after_the_broker_connections_are_reset(
                 subject.broker)
         async with _ends(subject, broker, network) as ends:
             await ends.round_trip(range(5))
+            before = network.accepted
             assert await asyncio.to_thread(network.reset) >= 1
             await _comes_back(ends)
+            assert network.accepted > before  # they came back over new connections
             assert ends.producer.connected
             if not ends.consumer.connected:
                 await reconnect(ends.consumer)
