@@ -28,8 +28,9 @@ import nats
 import pytest
 
 from adapters.registry import REGISTRY
+from gateway.config import GatewayConfig
 from gateway.daemon import Gateway
-from harness.brokers import NatsServer, free_port
+from harness.brokers import Mosquitto, NatsServer, free_port
 from tests.integration.support import (
     collect,
     loaded,
@@ -78,6 +79,18 @@ endpoints:
     return tmp / "gw.yaml"
 
 
+def _outage(tmp: Path, mosquitto: Mosquitto, nats_server: NatsServer, own_nats: NatsServer,
+            down: str) -> tuple[str, str, GatewayConfig]:
+    """The store's MQTT route to `out` with dead letter `dl`; `down` ("out" or "dl") is
+    the JetStream subject on the server the test stops, the other a core subject on the
+    shared one. (run suffix, the stream to create for `down`, the configuration)."""
+    sfx = uuid.uuid4().hex[:8]
+    ends = {name: (own_nats.url, f"{name}.{sfx}", True) if name == down else
+            (nats_server.url, f"{name}.{sfx}", False) for name in ("out", "dl")}
+    path = _config(tmp, mosquitto.url, sfx, ends["out"], ends["dl"])
+    return sfx, f"{down.upper()}_{sfx}", loaded(path)
+
+
 async def _stream(url: str, name: str, subject: str) -> None:
     nc = await nats.connect(url)
     try:
@@ -115,11 +128,7 @@ def _stall_lines(caplog: pytest.LogCaptureFixture, cause: str) -> list[logging.L
 def test_a_sink_down_longer_than_the_old_budget_holds_and_delivers_everything(
         tmp_path: Path, mosquitto, nats_server, own_nats: NatsServer,
         caplog: pytest.LogCaptureFixture) -> None:
-    sfx = uuid.uuid4().hex[:8]
-    stream = f"OUT_{sfx}"
-    path = _config(tmp_path, mosquitto.url, sfx, (own_nats.url, f"out.{sfx}", True),
-                   (nats_server.url, f"dl.{sfx}", False))
-    config = loaded(path)
+    sfx, stream, config = _outage(tmp_path, mosquitto, nats_server, own_nats, "out")
     topic = f"/store/{sfx}/cashierdesk/1"
 
     async def scenario() -> None:
@@ -178,11 +187,7 @@ def test_a_sink_down_longer_than_the_old_budget_holds_and_delivers_everything(
 def test_a_dead_letter_that_is_down_is_a_stall_until_it_is_back(
         tmp_path: Path, mosquitto, nats_server, own_nats: NatsServer,
         caplog: pytest.LogCaptureFixture) -> None:
-    sfx = uuid.uuid4().hex[:8]
-    stream = f"DL_{sfx}"
-    path = _config(tmp_path, mosquitto.url, sfx, (nats_server.url, f"out.{sfx}", False),
-                   (own_nats.url, f"dl.{sfx}", True))
-    config = loaded(path)
+    sfx, stream, config = _outage(tmp_path, mosquitto, nats_server, own_nats, "dl")
 
     async def scenario() -> None:
         await _stream(own_nats.url, stream, f"dl.{sfx}")

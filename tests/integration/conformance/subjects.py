@@ -31,7 +31,6 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import nats
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-untyped]
 from nats.js.api import StreamConfig
 
 from gateway.config import EndpointConfig
@@ -41,6 +40,7 @@ from gateway.ports import Consumer, Producer
 from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, MQTT311, NATS, ProtocolProfile, profile
 from harness.brokers import Broker, Tansu, free_port
 from harness.faults.proxy import FaultProxy
+from harness.faults.readers import create_topics
 
 
 def uid() -> str:
@@ -197,12 +197,7 @@ async def _amqp(broker: Broker, network: Network, extra: dict[str, JSON]) -> Lan
 
 async def _kafka(broker: Tansu, network: Network, extra: dict[str, JSON]) -> Lane:
     topic = f"conf-{uid()}"
-    admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
-    finally:
-        await admin.close()
+    await create_topics(broker, topic)
     uri = f"kafka://127.0.0.1:{network.port(broker.port)}"
     # Tansu holds the first JoinGroup answer for session_timeout/2.
     group: dict[str, JSON] = {"session_timeout_ms": 3000, "heartbeat_interval_ms": 500}
