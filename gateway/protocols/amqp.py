@@ -13,6 +13,7 @@ from gateway.protocols.profile import (
     Observing,
     Ordering,
     ProtocolProfile,
+    Redelivery,
     Spelling,
     UriSchemes,
     ValueFormat,
@@ -91,5 +92,6 @@ AMQP_PROFILE = ProtocolProfile(
     identity=Identity("amqp", (IdentityPart(FieldRef("properties", "message-id")),)),
     metadata=Metadata("application-properties", "section"),
     content_type=FieldRef("properties", "content-type"),
+    redelivery=Redelivery("released: the broker delivers it again on the same link"),
     observe=AMQP_OBSERVING,
 )

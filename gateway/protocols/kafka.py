@@ -14,6 +14,7 @@ from gateway.protocols.profile import (
     Observing,
     Ordering,
     ProtocolProfile,
+    Redelivery,
     Spelling,
     UriSchemes,
 )
@@ -70,6 +71,7 @@ KAFKA_PROFILE = ProtocolProfile(
     address=FieldRef("topic"),
     ordering=Ordering(source_key=(FieldRef("key"),)),
     partition_key=FieldRef("key"),
+    redelivery=Redelivery("the consumer seeks the partition back to the nacked offset"),
     identity=Identity("kafka", (IdentityPart(FieldRef("topic")),
                                 IdentityPart(FieldRef("partition")),
                                 IdentityPart(FieldRef("offset")))),

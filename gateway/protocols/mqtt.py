@@ -13,6 +13,7 @@ from gateway.protocols.profile import (
     Observing,
     Ordering,
     ProtocolProfile,
+    Redelivery,
     RequestReply,
     Spelling,
     UriSchemes,
@@ -63,6 +64,10 @@ MQTT_OBSERVING = Observing(
     "a plain (never shared) subscription on a clean session under a client id of its own: "
     "the broker gives it a copy of every message")
 
+MQTT_REDELIVERY = Redelivery(
+    "the session: the adapter drops the connection and the broker sends every "
+    "unacknowledged QoS 1 message again on the next (cleanstart off, the default)")
+
 MQTT5_PROFILE = ProtocolProfile(
     name=MQTT5,
     family=MQTT_FAMILY,
@@ -94,6 +99,7 @@ MQTT5_PROFILE = ProtocolProfile(
     metadata=Metadata("user_properties", "pairs"),
     content_type=FieldRef("content_type"),
     request_reply=RequestReply("a response topic and correlation data"),
+    redelivery=MQTT_REDELIVERY,
     observe=MQTT_OBSERVING,
 )
 
@@ -111,5 +117,6 @@ MQTT311_PROFILE = ProtocolProfile(
     # No metadata at all: no identity, no content type, no binary CloudEvents; a dead
     # letter becomes a JSON document (`gateway/deadletter/format.py`).
     binary_mode=False,
+    redelivery=MQTT_REDELIVERY,
     observe=MQTT_OBSERVING,
 )

@@ -13,6 +13,7 @@ from gateway.protocols.profile import (
     Observing,
     Ordering,
     ProtocolProfile,
+    Redelivery,
     RequestReply,
     Spelling,
     UriSchemes,
@@ -61,5 +62,7 @@ NATS_PROFILE = ProtocolProfile(
     metadata=Metadata("headers", "pairs", ignore_case=True, text_values=True),
     content_type=FieldRef("headers", "content-type"),
     request_reply=RequestReply("a reply subject", not_with=("stream", "jetstream")),
+    redelivery=Redelivery("JetStream: a -NAK, the server delivers it again after "
+                          "`nak_delay`", needs=("stream",)),
     observe=NATS_OBSERVING,
 )

@@ -213,6 +213,22 @@ class RequestReply:
 
 
 @dataclass(frozen=True)
+class Redelivery:
+    """How the source gives a message again that a consumer nacked with `retry=True` (or
+    never settled before its connection went): the broker keeps it until it is acked.
+    `how` says it for the docs; `needs` are consumer options without which the source
+    keeps nothing (NATS: a `stream`, else core subjects, at most once).
+
+    A profile without one: the source keeps nothing. Where senders wait on the line
+    (`UriSchemes.listens`, the HTTP ingress) the nack answers the sender "retry later"
+    (503 + Retry-After) and the sender sends it again; elsewhere a nacked message is
+    gone. The adapter conformance suite (tests/integration/conformance) checks each."""
+
+    how: str
+    needs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Observing:
     """How a route observes a consumer endpoint of the protocol without taking messages
     from its real consumers (`routes[].observe`, `xrgw run --observe`): what the adapter
@@ -255,6 +271,8 @@ class ProtocolProfile:
     # How a sender waits for an answer and the gateway can give one (`routes[].reply`);
     # None when the protocol has no request-reply.
     request_reply: RequestReply | None = None
+    # What a nack(retry=True) leads to at the source; None: the source keeps nothing.
+    redelivery: Redelivery | None = None
     # Shadow mode: how an observing route subscribes, or why it cannot.
     observe: Observing = Observing("", "observing is not implemented for this protocol")
 

@@ -150,23 +150,6 @@ async def test_nack_with_retry_releases_and_redelivers(rabbitmq: RabbitMQ) -> No
 
 
 @asyncio_test
-async def test_nack_without_retry_rejects(rabbitmq: RabbitMQ) -> None:
-    node = _queue()
-    consumer = _consumer(rabbitmq.url, node)
-    await consumer.connect()
-    try:
-        await _send(rabbitmq.url, node, _record({"n": 1}), _record({"n": 2}))
-        first = await _read(consumer)
-        await first.nack("poison", retry=False)
-        second = await _read(consumer)
-        assert second.message.data == {"n": 2}
-        await second.ack()
-        await _nothing_more(consumer)  # the rejected one is gone
-    finally:
-        await consumer.aclose()
-
-
-@asyncio_test
 async def test_bounded_credit(rabbitmq: RabbitMQ) -> None:
     node = _queue()
     consumer = _consumer(rabbitmq.url, node, max_in_flight=3)

@@ -26,7 +26,7 @@ from gateway.convert import Converter
 from gateway.definitions import load_catalog
 from gateway.observability.metrics import Metrics
 from gateway.policies.retry import RetryPolicy
-from gateway.ports import AlreadySettled, Delivery, EndpointSettings, NotConnected, read_one, write
+from gateway.ports import AlreadySettled, Delivery, EndpointSettings, read_one, write
 from gateway.record import NativeMessage
 from gateway.runtime.route import Output, Route
 from harness.brokers import free_port
@@ -271,19 +271,6 @@ async def test_ingress_close_answers_waiting_requests() -> None:
     await consumer.aclose()
     assert (await _answer(task)).status == 503
     await delivery.ack()  # late: ignored
-
-
-@asyncio_test
-async def test_ingress_port_in_use_is_not_connected() -> None:
-    first = await _consumer()
-    try:
-        busy = HttpConsumer(EndpointSettings(first.url))
-        with pytest.raises(NotConnected):
-            await busy.connect()
-        with pytest.raises(NotConnected):
-            await read_one(busy)
-    finally:
-        await first.aclose()
 
 
 # ====================================================================== egress

@@ -191,31 +191,6 @@ async def test_nack_with_retry_leads_to_redelivery(mosquitto: Mosquitto) -> None
         await consumer.aclose()
 
 
-@pytest.mark.parametrize("protocol", ["5.0", "3.1.1"])  # 5.0: Receive Maximum; 3.1.1: TCP
-@asyncio_test
-async def test_bounded_in_flight(mosquitto: Mosquitto, protocol: str) -> None:
-    topic = f"xrgw/bounded/{_uid()}"
-    consumer = _consumer(mosquitto.url, topic, f"c-{_uid()}", max_in_flight=3, protocol=protocol)
-    await consumer.connect()
-    try:
-        await _send(mosquitto.url, *(_record("MQTT/5.0", topic, data={"n": i}) for i in range(5)))
-        held = [await _read(consumer) for _ in range(3)]
-        with pytest.raises(TimeoutError):  # 3 unsettled: read() waits
-            async with asyncio.timeout(0.5):
-                await read_one(consumer)
-        assert consumer.unsettled == 3
-        await held[0].ack()
-        fourth = await _read(consumer)
-        assert fourth.message.data == {"n": 3}
-        for delivery in [*held[1:], fourth]:
-            await delivery.ack()
-        fifth = await _read(consumer)
-        assert fifth.message.data == {"n": 4}
-        await fifth.ack()
-    finally:
-        await consumer.aclose()
-
-
 @asyncio_test
 async def test_producer_rejects_record_without_topic(mosquitto: Mosquitto) -> None:
     producer = _producer(mosquitto.url)
@@ -251,14 +226,3 @@ async def test_producer_fails_fast_when_broker_down_then_reconnects(mosquitto: M
         assert producer.connected
     finally:
         await producer.aclose()
-
-
-@asyncio_test
-async def test_consumer_reports_not_connected_when_broker_unreachable() -> None:
-    from harness.brokers import free_port
-
-    consumer = _consumer(f"mqtt://127.0.0.1:{free_port()}", "x", "c-x", connect_timeout=1)
-    with pytest.raises(NotConnected):
-        await consumer.connect()
-    with pytest.raises(NotConnected):
-        await read_one(consumer)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.brokers import Tansu, free_port
+from harness.brokers import Mosquitto, Tansu, free_port
 from harness.faults.gateway_process import GatewayProcess, gateway_process
 from harness.faults.proxy import FaultProxy
 from harness.faults.publishers import LANES, publish, publish_kafka
@@ -124,6 +124,23 @@ async def started(gateway: GatewayProcess, source: str) -> None:
     await gateway.wait_ready(90, source=source)
 
 
+async def fault_during(gateway: GatewayProcess, source: str, proxy: FaultProxy,
+                       sent: range, publish_chunk: Callable[[range], Awaitable[None]]
+                       ) -> FaultLog:
+    """Start the gateway, publish `sent` in paced chunks (a stream that spans the fault)
+    and play the fault plan on `proxy` meanwhile; the log of what the fault did."""
+    await started(gateway, source)
+    publishing = asyncio.create_task(paced(publish_chunk, sent, chunks=20, pause=0.5))
+    log = await play(PLAN, proxy, gateway)
+    await publishing
+    return log
+
+
+def _mqtt_chunks(mosquitto: Mosquitto, run_id: str) -> Callable[[range], Awaitable[None]]:
+    """Publishes a chunk of numbered messages to the MQTT source (a thread: paho)."""
+    return lambda part: asyncio.to_thread(publish, mosquitto, run_id, part)
+
+
 async def endpoint_connected(gateway: GatewayProcess, endpoint: str) -> float | None:
     """`xrgw_endpoint_connected` of `endpoint` (None when the series is missing)."""
     _, text = await gateway.get("/metrics")
@@ -184,12 +201,8 @@ def test_core_nats_sink_through_faults(tmp_path, tansu, nats_server, run_id):
             await create_topics(tansu, in_topic, partitions=8)
             await create_stream(nats_server.url, stream, subject)
             with gateway_process(config, port) as gateway:
-                await started(gateway, "faults-kafka-in")
-                publishing = asyncio.create_task(paced(
-                    lambda part: publish_kafka(tansu, in_topic, run_id, part),
-                    sent, chunks=20, pause=0.5))
-                log = await play(PLAN, proxy, gateway)
-                await publishing
+                log = await fault_during(gateway, "faults-kafka-in", proxy, sent,
+                                         lambda part: publish_kafka(tansu, in_topic, run_id, part))
                 delivered = await read_stream(nats_server.url, stream, subject, sent)
                 dead = await read_kafka(tansu, dead_topic, expect=None, quiet=0.5)
             return delivered, dead, log
@@ -215,12 +228,8 @@ def test_kafka_sink_through_faults(tmp_path, mosquitto, tansu, proxied_tansu, ru
         await create_topics(sink, topic)
         await create_topics(tansu, dead_topic)
         with gateway_process(config, port) as gateway:
-            await started(gateway, "faults-mqtt")
-            publishing = asyncio.create_task(paced(
-                lambda part: asyncio.to_thread(publish, mosquitto, run_id, part),
-                sent, chunks=20, pause=0.5))
-            log = await play(PLAN, proxy, gateway)
-            await publishing
+            log = await fault_during(gateway, "faults-mqtt", proxy, sent,
+                                     _mqtt_chunks(mosquitto, run_id))
             delivered = await read_kafka(sink, topic, expect=None, quiet=3.0,
                                          timeout=patience(N))
             delivered = await read_kafka(sink, topic, expect=sent if not delivered.missing(
@@ -252,12 +261,8 @@ def test_mqtt_source_through_faults(tmp_path, mosquitto, tansu, run_id):
         async def scenario() -> tuple[Tally, Tally, FaultLog]:
             await create_topics(tansu, topic, dead_topic)
             with gateway_process(config, port) as gateway:
-                await started(gateway, "faults-mqtt")
-                publishing = asyncio.create_task(paced(
-                    lambda part: asyncio.to_thread(publish, mosquitto, run_id, part),
-                    sent, chunks=20, pause=0.5))
-                log = await play(PLAN, proxy, gateway)
-                await publishing
+                log = await fault_during(gateway, "faults-mqtt", proxy, sent,
+                                         _mqtt_chunks(mosquitto, run_id))
                 delivered = await read_kafka(tansu, topic, expect=sent, timeout=patience(N))
                 dead = await read_kafka(tansu, dead_topic, expect=None, quiet=0.5)
                 gateway.assert_no_stall()

@@ -31,7 +31,7 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
-from support import asyncio_test
+from support import asyncio_test, tls_files
 
 from adapters.amqp import AmqpConsumer, AmqpProducer
 from adapters.http import HttpConsumer, HttpProducer
@@ -42,7 +42,7 @@ from gateway.definitions import load_catalog
 from gateway.definitions.sources import load_url
 from gateway.ports import EndpointSettings, NotConnected, TlsSettings, read_one, write
 from gateway.record import NativeMessage
-from harness.brokers import Mosquitto, NatsServer, RabbitMQ, Tansu, TlsFiles, free_port
+from harness.brokers import Mosquitto, NatsServer, RabbitMQ, Tansu, free_port
 from harness.tls import Pki, make_pki
 
 TIMEOUT = 10.0
@@ -63,10 +63,6 @@ def _no_secret_in_logs(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     return make_pki(tmp_path_factory.mktemp("pki"))
-
-
-def _files(pki: Pki) -> TlsFiles:
-    return TlsFiles(pki.ca, pki.server_cert, pki.server_key, pki.client_cert, pki.client_key)
 
 
 def _good_tls(pki: Pki) -> TlsSettings:
@@ -114,7 +110,7 @@ async def _refused(client: Any) -> str:
 
 @pytest.fixture(scope="module")
 def mqtts(pki: Pki) -> Iterator[Mosquitto]:
-    broker = Mosquitto(tls=_files(pki), require_certificate=True, users={"alice": PASSWORD})
+    broker = Mosquitto(tls=tls_files(pki), require_certificate=True, users={"alice": PASSWORD})
     with broker:
         yield broker
 
@@ -198,13 +194,13 @@ async def test_mqtt_plain_scheme_with_tls_block_still_uses_tls(
 
 @pytest.fixture(scope="module")
 def nats_tls(pki: Pki) -> Iterator[NatsServer]:
-    with NatsServer(tls=_files(pki), verify=True, users={"alice": PASSWORD}) as broker:
+    with NatsServer(tls=tls_files(pki), verify=True, users={"alice": PASSWORD}) as broker:
         yield broker
 
 
 @pytest.fixture(scope="module")
 def nats_token(pki: Pki) -> Iterator[NatsServer]:
-    with NatsServer(tls=_files(pki), token=TOKEN) as broker:
+    with NatsServer(tls=tls_files(pki), token=TOKEN) as broker:
         yield broker
 
 
@@ -284,7 +280,7 @@ async def test_nats_tls_required_but_server_is_plain(nats_server: NatsServer, pk
 
 @pytest.fixture(scope="module")
 def rabbit_tls(pki: Pki) -> Iterator[RabbitMQ]:
-    with RabbitMQ(tls=_files(pki), verify=True, users={"xrgw": PASSWORD}) as broker:
+    with RabbitMQ(tls=tls_files(pki), verify=True, users={"xrgw": PASSWORD}) as broker:
         yield broker
 
 

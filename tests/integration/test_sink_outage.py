@@ -22,17 +22,25 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import nats
 import pytest
 
 from adapters.registry import REGISTRY
-from gateway.config import load_config
+from gateway.config import GatewayConfig
 from gateway.daemon import Gateway
-from harness.brokers import NatsServer, free_port
-from tests.integration.test_size_limits import _metric, _publish, _readyz, _started, _until
+from harness.brokers import Mosquitto, NatsServer, free_port
+from tests.integration.support import (
+    collect,
+    loaded,
+    metric,
+    nats_endpoint,
+    publish_sales,
+    readyz,
+    started,
+    until,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Longer than the old default budget (5 sends, ~3 s of backoff) by a margin.
@@ -50,17 +58,10 @@ def own_nats() -> Iterator[NatsServer]:
         server.close()
 
 
-def _endpoint(url: str, subject: str, jetstream: bool) -> dict[str, Any]:
-    options: dict[str, Any] = {"endpoints": [{"uri": url}], "subject": subject}
-    if jetstream:
-        options["jetstream"] = True
-    return {"usage": ["producer"], "protocol": "NATS", "protocoloptions": options}
-
-
 def _config(tmp: Path, mosquitto_url: str, sfx: str, out: tuple[str, str, bool],
             dead: tuple[str, str, bool]) -> Path:
     shutil.copy(ROOT / "config/examples/store.xreg.json", tmp / "store.xreg.json")
-    extra = {"endpoints": {"out": _endpoint(*out), "dl": _endpoint(*dead)}}
+    extra = {"endpoints": {"out": nats_endpoint(*out), "dl": nats_endpoint(*dead)}}
     (tmp / "extra.xreg.json").write_text(json.dumps(extra))
     (tmp / "gw.yaml").write_text(f"""
 definitions: [store.xreg.json, extra.xreg.json]
@@ -76,6 +77,18 @@ endpoints:
   dl: {{uri: "{dead[0]}", options: {{reconnect_max: 1s}}}}
 """)
     return tmp / "gw.yaml"
+
+
+def _outage(tmp: Path, mosquitto: Mosquitto, nats_server: NatsServer, own_nats: NatsServer,
+            down: str) -> tuple[str, str, GatewayConfig]:
+    """The store's MQTT route to `out` with dead letter `dl`; `down` ("out" or "dl") is
+    the JetStream subject on the server the test stops, the other a core subject on the
+    shared one. (run suffix, the stream to create for `down`, the configuration)."""
+    sfx = uuid.uuid4().hex[:8]
+    ends = {name: (own_nats.url, f"{name}.{sfx}", True) if name == down else
+            (nats_server.url, f"{name}.{sfx}", False) for name in ("out", "dl")}
+    path = _config(tmp, mosquitto.url, sfx, ends["out"], ends["dl"])
+    return sfx, f"{down.upper()}_{sfx}", loaded(path)
 
 
 async def _stream(url: str, name: str, subject: str) -> None:
@@ -115,61 +128,51 @@ def _stall_lines(caplog: pytest.LogCaptureFixture, cause: str) -> list[logging.L
 def test_a_sink_down_longer_than_the_old_budget_holds_and_delivers_everything(
         tmp_path: Path, mosquitto, nats_server, own_nats: NatsServer,
         caplog: pytest.LogCaptureFixture) -> None:
-    sfx = uuid.uuid4().hex[:8]
-    stream = f"OUT_{sfx}"
-    path = _config(tmp_path, mosquitto.url, sfx, (own_nats.url, f"out.{sfx}", True),
-                   (nats_server.url, f"dl.{sfx}", False))
-    config, problems = load_config(path)
-    assert config is not None, [str(p) for p in problems]
+    sfx, stream, config = _outage(tmp_path, mosquitto, nats_server, own_nats, "out")
     topic = f"/store/{sfx}/cashierdesk/1"
 
     async def scenario() -> None:
         await _stream(own_nats.url, stream, f"out.{sfx}")
         watcher = await nats.connect(nats_server.url)
-        dead: list[Any] = []
-
-        async def on_dead(msg: Any) -> None:
-            dead.append(msg)
-
-        await watcher.subscribe(f"dl.{sfx}", cb=on_dead)
+        dead = await collect(watcher, f"dl.{sfx}")
         await watcher.flush()
         gateway = Gateway(config, REGISTRY)
-        await _started(gateway)
+        await started(gateway)
         assert gateway.admin is not None
         route = gateway.routes[0].name
         try:
-            await asyncio.to_thread(_publish, mosquitto.url, [
+            await asyncio.to_thread(publish_sales, mosquitto.url, [
                 (topic, json.dumps({"amount": n}).encode()) for n in range(5)])
             await _wait_stored(own_nats.url, stream, 5)
 
             await asyncio.to_thread(own_nats.stop)
             stopped = time.monotonic()
-            await asyncio.to_thread(_publish, mosquitto.url, [
+            await asyncio.to_thread(publish_sales, mosquitto.url, [
                 (topic, json.dumps({"amount": n}).encode()) for n in range(5, 15)])
-            await _until(lambda: _metric(gateway, "xrgw_route_stalled", route=route,
+            await until(lambda: metric(gateway, "xrgw_route_stalled", route=route,
                                          cause="output-unavailable") == 1,
                          "the route to report the output")
-            status, body = await asyncio.to_thread(_readyz, gateway.admin.port)
+            status, body = await asyncio.to_thread(readyz, gateway.admin.port)
             assert status == 503 and body["routes"][route] is False
             assert [(s["cause"], s["endpoint"]) for s in body["stalled"][route]] == [
                 ("output-unavailable", "out")]
             # The outage goes on past the old budget; the messages wait, none is given up.
-            await _until(lambda: time.monotonic() - stopped >= OUTAGE, "the outage")
+            await until(lambda: time.monotonic() - stopped >= OUTAGE, "the outage")
             assert not dead
-            assert _metric(gateway, "xrgw_publish_errors_total", endpoint="out",
+            assert metric(gateway, "xrgw_publish_errors_total", endpoint="out",
                            reason="retryable") > 5
             await asyncio.to_thread(own_nats.start)
 
             await _wait_stored(own_nats.url, stream, 15)
-            await _until(lambda: not gateway.routes[0].stalled, "the stall to clear")
-            await _until(lambda: all(gateway.readiness().values()), "ready again")
-            status, body = await asyncio.to_thread(_readyz, gateway.admin.port)
+            await until(lambda: not gateway.routes[0].stalled, "the stall to clear")
+            await until(lambda: all(gateway.readiness().values()), "ready again")
+            status, body = await asyncio.to_thread(readyz, gateway.admin.port)
             assert status == 200 and body["stalled"] == {}
-            assert _metric(gateway, "xrgw_route_stalled", route=route,
+            assert metric(gateway, "xrgw_route_stalled", route=route,
                            cause="output-unavailable") == 0
             await watcher.flush()
             assert not dead  # nothing dead-lettered: the sink was only down
-            assert _metric(gateway, "xrgw_messages_deadlettered_total",
+            assert metric(gateway, "xrgw_messages_deadlettered_total",
                            reason="undeliverable") == 0
         finally:
             await gateway.stop()
@@ -184,39 +187,34 @@ def test_a_sink_down_longer_than_the_old_budget_holds_and_delivers_everything(
 def test_a_dead_letter_that_is_down_is_a_stall_until_it_is_back(
         tmp_path: Path, mosquitto, nats_server, own_nats: NatsServer,
         caplog: pytest.LogCaptureFixture) -> None:
-    sfx = uuid.uuid4().hex[:8]
-    stream = f"DL_{sfx}"
-    path = _config(tmp_path, mosquitto.url, sfx, (nats_server.url, f"out.{sfx}", False),
-                   (own_nats.url, f"dl.{sfx}", True))
-    config, problems = load_config(path)
-    assert config is not None, [str(p) for p in problems]
+    sfx, stream, config = _outage(tmp_path, mosquitto, nats_server, own_nats, "dl")
 
     async def scenario() -> None:
         await _stream(own_nats.url, stream, f"dl.{sfx}")
         gateway = Gateway(config, REGISTRY)
-        await _started(gateway)
+        await started(gateway)
         assert gateway.admin is not None
         route = gateway.routes[0].name
         try:
             await asyncio.to_thread(own_nats.stop)
             # A message no definition matches: it can only go to the dead letter.
-            await asyncio.to_thread(_publish, mosquitto.url, [
+            await asyncio.to_thread(publish_sales, mosquitto.url, [
                 (f"/store/{sfx}/desk/9", b'{"amount": 3}')])
-            await _until(lambda: _metric(gateway, "xrgw_route_stalled", route=route,
+            await until(lambda: metric(gateway, "xrgw_route_stalled", route=route,
                                          cause="deadletter-held") == 1,
                          "the held dead letter to show")
-            status, body = await asyncio.to_thread(_readyz, gateway.admin.port)
+            status, body = await asyncio.to_thread(readyz, gateway.admin.port)
             assert status == 503
             assert ("deadletter-held", "dl") in [
                 (s["cause"], s["endpoint"]) for s in body["stalled"][route]]
             assert gateway.routes[0].inflight == 1  # held, not acked, not dropped
             await asyncio.to_thread(own_nats.start)
             await _wait_stored(own_nats.url, stream, 1)
-            await _until(lambda: not gateway.routes[0].stalled
+            await until(lambda: not gateway.routes[0].stalled
                          and gateway.routes[0].inflight == 0, "the stall to clear")
-            assert _metric(gateway, "xrgw_route_stalled", route=route,
+            assert metric(gateway, "xrgw_route_stalled", route=route,
                            cause="deadletter-held") == 0
-            assert _metric(gateway, "xrgw_messages_deadlettered_total", reason="unmatched") == 1
+            assert metric(gateway, "xrgw_messages_deadlettered_total", reason="unmatched") == 1
         finally:
             await gateway.stop()
 
@@ -236,29 +234,28 @@ def test_a_dead_letter_without_its_stream_wedges_visibly_and_heals_when_created(
     sfx = uuid.uuid4().hex[:8]
     path = _config(tmp_path, mosquitto.url, sfx, (nats_server.url, f"out.{sfx}", False),
                    (nats_server.url, f"dl.{sfx}", True))
-    config, problems = load_config(path)
-    assert config is not None, [str(p) for p in problems]
+    config = loaded(path)
 
     async def scenario() -> None:
         gateway = Gateway(config, REGISTRY)
-        await _started(gateway)
+        await started(gateway)
         assert gateway.admin is not None
         route = gateway.routes[0].name
         try:
-            await asyncio.to_thread(_publish, mosquitto.url, [
+            await asyncio.to_thread(publish_sales, mosquitto.url, [
                 (f"/store/{sfx}/desk/9", b'{"amount": 3}')])
-            await _until(lambda: _metric(gateway, "xrgw_route_stalled", route=route,
+            await until(lambda: metric(gateway, "xrgw_route_stalled", route=route,
                                          cause="deadletter-held") == 1,
                          "the wedge to show")
-            status, body = await asyncio.to_thread(_readyz, gateway.admin.port)
+            status, body = await asyncio.to_thread(readyz, gateway.admin.port)
             assert status == 503 and body["routes"][route] is False
             assert [(s["cause"], s["endpoint"]) for s in body["stalled"][route]] == [
                 ("deadletter-held", "dl")]
             await _stream(nats_server.url, f"DL_{sfx}", f"dl.{sfx}")
             await _wait_stored(nats_server.url, f"DL_{sfx}", 1)
-            await _until(lambda: not gateway.routes[0].stalled
+            await until(lambda: not gateway.routes[0].stalled
                          and gateway.routes[0].inflight == 0, "the route to go on")
-            status, body = await asyncio.to_thread(_readyz, gateway.admin.port)
+            status, body = await asyncio.to_thread(readyz, gateway.admin.port)
             assert status == 200 and body["stalled"] == {}
         finally:
             await gateway.stop()
@@ -278,8 +275,8 @@ def test_an_http_sender_answered_504_during_an_outage_gets_no_duplicate(
     sfx = uuid.uuid4().hex[:8]
     stream = f"HOOKS_{sfx}"
     doc = json.loads((ROOT / "config/examples/http-webhooks.xreg.json").read_text())
-    doc["endpoints"]["out"] = _endpoint(own_nats.url, f"hooks.{sfx}", True)
-    doc["endpoints"]["dl"] = _endpoint(nats_server.url, f"dl.{sfx}", False)
+    doc["endpoints"]["out"] = nats_endpoint(own_nats.url, f"hooks.{sfx}", True)
+    doc["endpoints"]["dl"] = nats_endpoint(nats_server.url, f"dl.{sfx}", False)
     (tmp_path / "hooks.xreg.json").write_text(json.dumps(doc))
     port = free_port()
     (tmp_path / "gw.yaml").write_text(f"""
@@ -296,8 +293,7 @@ endpoints:
   out: {{uri: "{own_nats.url}", options: {{reconnect_max: 1s}}}}
   dl: {{uri: "{nats_server.url}"}}
 """)
-    config, problems = load_config(tmp_path / "gw.yaml")
-    assert config is not None, [str(p) for p in problems]
+    config = loaded(tmp_path / "gw.yaml")
     url = f"http://127.0.0.1:{port}/hooks/acme/deployments/prod"
 
     async def post(session: aiohttp.ClientSession) -> int:
@@ -308,21 +304,21 @@ endpoints:
     async def scenario() -> None:
         await _stream(own_nats.url, stream, f"hooks.{sfx}")
         gateway = Gateway(config, REGISTRY)
-        await _started(gateway)
+        await started(gateway)
         try:
             await asyncio.to_thread(own_nats.stop)
             async with aiohttp.ClientSession() as session:
                 assert await post(session) == 504  # not settled within settle_timeout
-                await _until(lambda: gateway.routes[0].inflight == 0,
+                await until(lambda: gateway.routes[0].inflight == 0,
                              "the route to give the message up")
                 await asyncio.to_thread(own_nats.start)
-                await _until(lambda: all(gateway.readiness().values()), "ready again")
+                await until(lambda: all(gateway.readiness().values()), "ready again")
                 assert await post(session) == 202  # the sender's retry
             await _wait_stored(own_nats.url, stream, 1)
-            await _until(lambda: gateway.routes[0].inflight == 0, "everything settled")
+            await until(lambda: gateway.routes[0].inflight == 0, "everything settled")
             assert await _stored(own_nats.url, stream) == 1  # once, not twice
             # ... and the sink's outage cost no dead letter of a good message.
-            assert _metric(gateway, "xrgw_messages_deadlettered_total",
+            assert metric(gateway, "xrgw_messages_deadlettered_total",
                            reason="undeliverable") == 0
         finally:
             await gateway.stop()

@@ -17,93 +17,44 @@ import asyncio
 import hashlib
 import json
 import shutil
-import urllib.error
-import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import nats
-import paho.mqtt.client as paho
-from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
-from paho.mqtt.packettypes import PacketTypes
-from paho.mqtt.properties import Properties
 
 from adapters.kafka import KafkaProducer
 from adapters.mqtt import MqttProducer
 from adapters.nats import NatsProducer
 from adapters.registry import REGISTRY
-from gateway.config import load_config
 from gateway.daemon import Gateway
 from gateway.ports import EndpointSettings, Outcome, write
 from gateway.record import NativeMessage
 from harness.brokers import Mosquitto, free_port
+from tests.integration.support import (
+    collect,
+    loaded,
+    metric,
+    mqtt_endpoint,
+    nats_endpoint,
+    publish_sales,
+    readyz,
+    started,
+    until,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 60.0
 BIG = 2 * 1024 * 1024  # over nats-server's default max_payload of 1 MiB
 
 
-def _nats_endpoint(url: str, subject: str) -> dict[str, Any]:
-    return {"usage": ["producer"], "protocol": "NATS",
-            "protocoloptions": {"endpoints": [{"uri": url}], "subject": subject}}
-
-
-def _mqtt_endpoint(url: str, topic: str) -> dict[str, Any]:
-    return {"usage": ["producer"], "protocol": "MQTT/5.0",
-            "protocoloptions": {"endpoints": [{"uri": url}], "topic": topic, "qos": 1}}
-
-
-def _publish(url: str, messages: list[tuple[str, bytes]]) -> None:
-    host, port = url.removeprefix("mqtt://").split(":")
-    client = paho.Client(CallbackAPIVersion.VERSION2, protocol=MQTTProtocolVersion.MQTTv5)
-    client.connect(host, int(port))
-    client.loop_start()
-    try:
-        for topic, body in messages:
-            properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
-            properties.UserProperty = [("eventType", "com.example.sale")]
-            properties.ContentType = "application/json"
-            client.publish(topic, body, qos=1, properties=properties).wait_for_publish(30)
-    finally:
-        client.loop_stop()
-        client.disconnect()
-
-
-def _readyz(port: int) -> tuple[int, dict[str, Any]]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz") as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
-
-
-def _metric(gateway: Gateway, name: str, **labels: str) -> float:
-    value = gateway.metrics.registry.get_sample_value(name, labels)
-    return 0.0 if value is None else value
-
-
-async def _until(condition, what: str) -> None:  # type: ignore[no-untyped-def]
-    try:
-        async with asyncio.timeout(TIMEOUT):
-            while not condition():
-                await asyncio.sleep(0.05)
-    except TimeoutError:
-        raise AssertionError(f"timed out waiting for {what}") from None
-
-
-async def _started(gateway: Gateway) -> None:
-    await gateway.start()
-    await _until(lambda: all(gateway.readiness().values()), "the routes to be ready")
-
-
 def test_a_2mb_mqtt_message_on_an_mqtt_to_nats_route_is_dead_lettered_without_its_body(
         tmp_path: Path, mosquitto, nats_server) -> None:
     sfx = uuid.uuid4().hex[:8]
     shutil.copy(ROOT / "config/examples/store.xreg.json", tmp_path / "store.xreg.json")
-    extra = {"endpoints": {"out-nats": _nats_endpoint(nats_server.url, f"out.{sfx}"),
-                           "dl-nats": _nats_endpoint(nats_server.url, f"dl.{sfx}")}}
+    extra = {"endpoints": {"out-nats": nats_endpoint(nats_server.url, f"out.{sfx}"),
+                           "dl-nats": nats_endpoint(nats_server.url, f"dl.{sfx}")}}
     (tmp_path / "extra.xreg.json").write_text(json.dumps(extra))
     (tmp_path / "gw.yaml").write_text(f"""
 definitions: [store.xreg.json, extra.xreg.json]
@@ -118,33 +69,23 @@ endpoints:
   out-nats: {{uri: "{nats_server.url}"}}
   dl-nats: {{uri: "{nats_server.url}"}}
 """)
-    config, problems = load_config(tmp_path / "gw.yaml")
-    assert config is not None, [str(p) for p in problems]
+    config = loaded(tmp_path / "gw.yaml")
     topic = f"/store/{sfx}/cashierdesk/1"
     big = json.dumps({"amount": 1, "pad": "x" * BIG}).encode()
     small = [json.dumps({"amount": n}).encode() for n in range(2, 12)]
 
     async def scenario() -> None:
         nc = await nats.connect(nats_server.url, max_reconnect_attempts=-1)
-        out: list[Any] = []
-        dead: list[Any] = []
-
-        async def on_out(msg: Any) -> None:
-            out.append(msg)
-
-        async def on_dead(msg: Any) -> None:
-            dead.append(msg)
-
-        await nc.subscribe(f"out.{sfx}", cb=on_out)
-        await nc.subscribe(f"dl.{sfx}", cb=on_dead)
+        out = await collect(nc, f"out.{sfx}")
+        dead = await collect(nc, f"dl.{sfx}")
         await nc.flush()
         gateway = Gateway(config, REGISTRY)
-        await _started(gateway)
+        await started(gateway)
         try:
             # The big one first, then ten ordinary ones behind it.
-            await asyncio.to_thread(_publish, mosquitto.url,
+            await asyncio.to_thread(publish_sales, mosquitto.url,
                                     [(topic, big)] + [(topic, body) for body in small])
-            await _until(lambda: len(out) == 10 and len(dead) == 1,
+            await until(lambda: len(out) == 10 and len(dead) == 1,
                          "10 published and 1 dead letter")
             assert [json.loads(m.data)["amount"] for m in out] == list(range(2, 12))
             [letter] = dead
@@ -155,13 +96,13 @@ endpoints:
             assert "over the output's limit of 1048576 bytes" in headers["xrgw-detail"]
             assert letter.data == b""  # the body is left out: the dead letter cannot take it
             assert json.loads(headers["xrgw-record"])["topic_name"] == topic
-            await _until(lambda: gateway.routes[0].inflight == 0, "every message settled")
-            assert _metric(gateway, "xrgw_messages_deadlettered_total", reason="too-large") == 1
+            await until(lambda: gateway.routes[0].inflight == 0, "every message settled")
+            assert metric(gateway, "xrgw_messages_deadlettered_total", reason="too-large") == 1
             assert gateway.admin is not None
-            status, body = await asyncio.to_thread(_readyz, gateway.admin.port)
+            status, body = await asyncio.to_thread(readyz, gateway.admin.port)
             assert status == 200 and body["stalled"] == {}
             for cause in ("deadletter-held", "no-progress", "output-unavailable"):
-                assert _metric(gateway, "xrgw_route_stalled", route=gateway.routes[0].name,
+                assert metric(gateway, "xrgw_route_stalled", route=gateway.routes[0].name,
                                cause=cause) == 0
         finally:
             await gateway.stop()
@@ -178,9 +119,9 @@ def test_an_http_sender_of_a_message_too_large_for_an_output_is_answered_202_dea
     body, and the sender gets 202 at once: the message was dead-lettered."""
     sfx = uuid.uuid4().hex[:8]
     doc = json.loads((ROOT / "config/examples/http-webhooks.xreg.json").read_text())
-    doc["endpoints"]["out-mqtt"] = _mqtt_endpoint(mosquitto.url, f"out/{sfx}")
-    doc["endpoints"]["out-nats"] = _nats_endpoint(nats_server.url, f"out.{sfx}")
-    doc["endpoints"]["dl-nats"] = _nats_endpoint(nats_server.url, f"dl.{sfx}")
+    doc["endpoints"]["out-mqtt"] = mqtt_endpoint(mosquitto.url, f"out/{sfx}")
+    doc["endpoints"]["out-nats"] = nats_endpoint(nats_server.url, f"out.{sfx}")
+    doc["endpoints"]["dl-nats"] = nats_endpoint(nats_server.url, f"dl.{sfx}")
     (tmp_path / "hooks.xreg.json").write_text(json.dumps(doc))
     port = free_port()
     (tmp_path / "gw.yaml").write_text(f"""
@@ -198,26 +139,16 @@ endpoints:
   out-nats: {{uri: "{nats_server.url}"}}
   dl-nats: {{uri: "{nats_server.url}"}}
 """)
-    config, problems = load_config(tmp_path / "gw.yaml")
-    assert config is not None, [str(p) for p in problems]
+    config = loaded(tmp_path / "gw.yaml")
     big = json.dumps({"env": "prod", "pad": "y" * BIG}).encode()
 
     async def scenario() -> None:
         nc = await nats.connect(nats_server.url)
-        dead: list[Any] = []
-        published: list[Any] = []
-
-        async def on_dead(msg: Any) -> None:
-            dead.append(msg)
-
-        async def on_out(msg: Any) -> None:
-            published.append(msg)
-
-        await nc.subscribe(f"dl.{sfx}", cb=on_dead)
-        await nc.subscribe(f"out.{sfx}", cb=on_out)
+        dead = await collect(nc, f"dl.{sfx}")
+        published = await collect(nc, f"out.{sfx}")
         await nc.flush()
         gateway = Gateway(config, REGISTRY)
-        await _started(gateway)
+        await started(gateway)
         url = f"http://127.0.0.1:{port}/hooks/acme/deployments/prod"
         try:
             async with aiohttp.ClientSession() as session:
@@ -237,7 +168,7 @@ endpoints:
                 url, stdout=asyncio.subprocess.PIPE)
             stdout, _ = await curl.communicate()
             assert stdout == b"202"
-            await _until(lambda: len(dead) == 2 and len(published) == 1,
+            await until(lambda: len(dead) == 2 and len(published) == 1,
                          "the dead letters and the small event")
             headers = dead[0].headers or {}
             assert headers["xrgw-reason"] == "too-large"
@@ -246,7 +177,7 @@ endpoints:
             # request may carry a batch): its size and digest are of that body.
             assert int(headers["xrgw-body-size"]) > len(big)
             assert len(headers["xrgw-body-sha256"]) == 64 and dead[0].data == b""
-            assert _metric(gateway, "xrgw_messages_published_total", endpoint="out-mqtt") == 1
+            assert metric(gateway, "xrgw_messages_published_total", endpoint="out-mqtt") == 1
         finally:
             await gateway.stop()
             await nc.close()

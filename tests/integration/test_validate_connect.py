@@ -20,9 +20,10 @@ from pathlib import Path
 import nkeys  # type: ignore[import-untyped]
 import pytest
 
-from harness.brokers import Mosquitto, NatsServer, TlsFiles, free_port
+from harness.brokers import Mosquitto, NatsServer, free_port
 from harness.faults.readers import create_topics
 from harness.tls import Pki, make_pki
+from tests.integration.support import tls_files
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "pw-" + uuid.uuid4().hex
@@ -42,19 +43,15 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     return make_pki(tmp_path_factory.mktemp("pki"))
 
 
-def _files(pki: Pki) -> TlsFiles:
-    return TlsFiles(pki.ca, pki.server_cert, pki.server_key, pki.client_cert, pki.client_key)
-
-
 @pytest.fixture(scope="module")
 def mqtts(pki: Pki) -> Iterator[Mosquitto]:
-    with Mosquitto(tls=_files(pki), users={"alice": PASSWORD}) as broker:
+    with Mosquitto(tls=tls_files(pki), users={"alice": PASSWORD}) as broker:
         yield broker
 
 
 @pytest.fixture(scope="module")
 def nats_nkey(pki: Pki) -> Iterator[NatsServer]:
-    with NatsServer(tls=_files(pki), nkeys=(PUBLIC,)) as broker:
+    with NatsServer(tls=tls_files(pki), nkeys=(PUBLIC,)) as broker:
         yield broker
 
 
@@ -243,13 +240,9 @@ def test_validate_refuses_an_nkey_seed_file_that_does_not_parse(tmp_path, pki) -
     assert code == 0, out
 
 
-def test_a_jetstream_subject_without_a_stream_fails_and_passes_once_created(
-        tmp_path, nats_server) -> None:  # type: ignore[no-untyped-def]
-    import asyncio
-
-    import nats
-
-    subject = f"validate.js.{uuid.uuid4().hex[:8]}"
+def _webhooks_to_nats(tmp_path: Path, url: str, options: str) -> Path:
+    """A config of one route, the HTTP webhooks to the NATS endpoint at `url` with
+    `options` (YAML flow mapping); its path."""
     doc = _doc()
     doc["endpoints"] = {"webhooks-http": doc["endpoints"]["webhooks-http"],  # type: ignore[index]
                         "out-nats": doc["endpoints"]["out-nats"]}  # type: ignore[index]
@@ -264,9 +257,21 @@ endpoints:
   webhooks-http:
     uri: http://127.0.0.1:{free_port()}
   out-nats:
-    uri: {nats_server.url}
-    options: {{jetstream: true, subject: {subject}}}
+    uri: {url}
+    options: {options}
 """)
+    return config
+
+
+def test_a_jetstream_subject_without_a_stream_fails_and_passes_once_created(
+        tmp_path, nats_server) -> None:  # type: ignore[no-untyped-def]
+    import asyncio
+
+    import nats
+
+    subject = f"validate.js.{uuid.uuid4().hex[:8]}"
+    config = _webhooks_to_nats(tmp_path, nats_server.url,
+                               f"{{jetstream: true, subject: {subject}}}")
     code, out, _ = _validate(config, "--connect")
     assert code == 1, out
     (line,) = [x for x in out.splitlines() if "endpoint 'out-nats'" in x]
@@ -378,32 +383,12 @@ def nats_operator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[st
 def test_operator_mode_creds_log_in_and_an_untrusted_account_is_refused(
         tmp_path, nats_operator) -> None:  # type: ignore[no-untyped-def]
     url, creds, stranger = nats_operator
-    doc = _doc()
-    doc["endpoints"] = {"webhooks-http": doc["endpoints"]["webhooks-http"],  # type: ignore[index]
-                        "out-nats": doc["endpoints"]["out-nats"]}  # type: ignore[index]
-    (tmp_path / "validate.xreg.json").write_text(json.dumps(doc))
-    config = tmp_path / "gateway.yaml"
-
-    def write(creds_file: str) -> None:
-        config.write_text(f"""definitions: [validate.xreg.json]
-routes:
-  - from: webhooks-http
-    to: [out-nats]
-deadletter: log
-endpoints:
-  webhooks-http:
-    uri: http://127.0.0.1:{free_port()}
-  out-nats:
-    uri: {url}
-    options: {{creds_file: {creds_file}}}
-""")
-
-    write(creds)
+    config = _webhooks_to_nats(tmp_path, url, f"{{creds_file: {creds}}}")
     code, out, err = _validate(config, "--connect")
     assert code == 0, out + err
     (line,) = [x for x in out.splitlines() if "endpoint 'out-nats'" in x]
     assert ": ok: " in line and "connected and logged in" in line, line
-    write(stranger)
+    _webhooks_to_nats(tmp_path, url, f"{{creds_file: {stranger}}}")
     code, out, _ = _validate(config, "--connect")
     assert code == 1, out
     (line,) = [x for x in out.splitlines() if "endpoint 'out-nats'" in x]

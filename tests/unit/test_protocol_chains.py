@@ -1,12 +1,14 @@
 """Protocol knowledge lives in the profiles (`gateway/protocols/`), nowhere else.
 
-An `ast` scan of `gateway/`, `adapters/` and `harness/` (outside `gateway/protocols/`)
-fails on code that decides by comparing a protocol value with a protocol name: a
-comparison (`protocol == KAFKA`, `protocol in (MQTT5, MQTT311)`, `fam != "MQTT"`), a
-Spark `.isin(KAFKA, ...)`, a `case "HTTP":`, or a table keyed by two or more protocol
-names (`{MQTT5: ..., KAFKA: ...}`). Such code is what the issue set out to remove: it
-has to be found and changed for every new protocol, and its copies drift apart. Read the
-fact from `find_profile(protocol)` instead, or add it to `ProtocolProfile`.
+An `ast` scan of `gateway/`, `adapters/`, `harness/` (outside `gateway/protocols/`) and
+of the adapter conformance suite (`tests/integration/conformance/`, which must read what
+differs between adapters from the profiles and the ports, like the product) fails on
+code that decides by comparing a protocol value with a protocol name: a comparison
+(`protocol == KAFKA`, `protocol in (MQTT5, MQTT311)`, `fam != "MQTT"`), a Spark
+`.isin(KAFKA, ...)`, a `case "HTTP":`, or a table keyed by two or more protocol names
+(`{MQTT5: ..., KAFKA: ...}`). Such code is what the issue set out to remove: it has to
+be found and changed for every new protocol, and its copies drift apart. Read the fact
+from `find_profile(protocol)` instead, or add it to `ProtocolProfile`.
 
 Comparing with a profile's own name (`protocol == prof.name`, as the generated Spark
 CASEs do) is not flagged: it is driven by the profiles, not written per protocol.
@@ -23,7 +25,7 @@ import pytest
 from gateway.protocols import MQTT_FAMILY, PROFILES
 
 ROOT = Path(__file__).resolve().parents[2]
-SCANNED = ("gateway", "adapters", "harness")
+SCANNED = ("gateway", "adapters", "harness", "tests/integration/conformance")
 HOME = ROOT / "gateway" / "protocols"
 
 CONSTANTS = {"MQTT5", "MQTT311", "AMQP", "KAFKA", "NATS", "HTTP", "MQTT_FAMILY"}

@@ -305,20 +305,6 @@ def test_what_was_read_is_acknowledged_at_once_not_delayed() -> None:
             assert ours.getsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK) == 1
 
 
-def test_paho_still_has_the_hooks_the_link_overrides() -> None:
-    # _BatchingClient overrides private paho methods; a paho release that renames one
-    # would silently bypass the batching. Fail here instead.
-    client = paho.Client(callback_api_version=CallbackAPIVersion.VERSION2)
-    for name in ("_sock_recv", "_sock_send", "_packet_write", "_sock_close", "_easy_log",
-                 "_handle_publish", "_handle_pubackcomp", "_do_on_publish",
-                 "_handle_on_message", "_call_socket_register_write", "_send_puback"):
-        assert callable(getattr(paho.Client, name, None)), name
-    for name in ("_in_packet", "_out_messages", "_out_message_mutex", "_manual_ack",
-                 "_protocol", "_sock"):
-        assert hasattr(client, name), name
-    assert set(client._in_packet) >= {"command", "packet"}
-
-
 def test_received_messages_leave_no_reference_cycles() -> None:
     # paho's own dispatch made a self-referencing closure per message (its topic matcher):
     # garbage only the cyclic collector frees. The link hands messages straight over.
