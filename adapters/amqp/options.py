@@ -1,12 +1,27 @@
 """The AMQP 1.0 adapter's option spec: names, types, defaults, and the xRegistry endpoint
-options it does not implement. `adapters/amqp.py` reads its options through it; the
+options it does not implement. `adapters/amqp/` reads its options through it; the
 config loader validates endpoints with it; docs/configuration.md shows it.
 """
 
 from __future__ import annotations
 
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast
+from urllib.parse import unquote, urlsplit
+
+from proton import SSLDomain
+
+from adapters.amqp.terminus import transient_queue_warning
 from gateway.options import Option, OptionSpec, Unsupported, count, seconds
+from gateway.ports import EndpointSettings, TlsSettings
+from gateway.ports.netaddr import is_loopback
+from gateway.ports.schemes import check_scheme
+from gateway.ports.tls import client_context, wants_tls
+from gateway.protocols import AMQP, profile
 from gateway.spec.fields import Field
+
+log = logging.getLogger("adapters.amqp")
 
 _AT_LEAST_ONCE = ("xrgw always links at-least-once (sender unsettled, receiver settles "
                   "first); other settle modes would lose or duplicate messages silently")
@@ -69,3 +84,102 @@ OPTIONS = OptionSpec(
         Unsupported("receiver-settle-mode", _AT_LEAST_ONCE),
     ),
 )
+
+
+
+_URIS = profile(AMQP).endpoint.uris
+
+@dataclass(frozen=True)
+class AmqpOptions:
+    url: str
+    user: str | None
+    password: str | None = field(repr=False)
+    node: str | None
+    max_in_flight: int
+    nack_outcome: Literal["modified", "released"]
+    durable: bool
+    heartbeat: float
+    connect_timeout: float
+    publish_timeout: float
+    reconnect_max: float
+    terminus_durability: str = "auto"
+    expiry_policy: str = "session-end"
+    tls: TlsSettings | None = None  # set: connect with TLS (amqps)
+    # SASL PLAIN may go over a connection without TLS (loopback, or allow_plain_without_tls)
+    plain_in_clear: bool = False
+
+    def warn_transient_queue(self) -> None:
+        """One log line when the options make RabbitMQ 3.x declare a transient queue."""
+        warning = transient_queue_warning(self.terminus_durability, self.node)
+        if warning is not None:
+            log.warning(warning)
+
+    @classmethod
+    def parse(cls, settings: EndpointSettings) -> AmqpOptions:
+        """Read the options (`adapters/amqp/options.py`); raises ValueError naming the
+        bad one."""
+        url = urlsplit(settings.uri)
+        check_scheme(url.scheme, _URIS)
+        secure = wants_tls(url.scheme, _URIS, settings.tls)
+        if secure:
+            client_context(settings.tls)  # check the files here, not on the proton thread
+        opts = OPTIONS.read(settings.options)
+        node = cast(str | None, opts["node"])
+        if node is not None and not node:
+            raise ValueError("node: expected an address string, got ''")
+        user = settings.username or (unquote(url.username) if url.username else None)
+        password = settings.password or (unquote(url.password) if url.password else None)
+        scheme, port = ("amqps", 5671) if secure else ("amqp", 5672)
+        plain_in_clear = not secure and bool(user) and (
+            bool(opts["allow_plain_without_tls"]) or is_loopback(url.hostname or ""))
+        if user and not secure and not plain_in_clear:
+            raise ValueError(
+                f"SASL PLAIN over amqp:// would send the password to {url.hostname} in "
+                "clear text: use amqps:// (or a tls block), or set the option "
+                "allow_plain_without_tls: true")
+        return cls(
+            url=f"{scheme}://{url.hostname or '127.0.0.1'}:{url.port or port}",
+            user=user,
+            password=password,
+            node=node,
+            max_in_flight=cast(int, opts["max_in_flight"]),
+            nack_outcome="modified" if opts["nack_outcome"] == "modified" else "released",
+            durable=cast(bool, opts["durable"]),
+            heartbeat=cast(float, opts["heartbeat"]),
+            connect_timeout=cast(float, opts["connect_timeout"]),
+            publish_timeout=cast(float, opts["publish_timeout"]),
+            reconnect_max=cast(float, opts["reconnect_max"]),
+            terminus_durability=cast(str, opts["terminus-durability"]),
+            expiry_policy=cast(str, opts["expiry-policy"]),
+            tls=(settings.tls or TlsSettings()) if secure else None,
+            plain_in_clear=plain_in_clear,
+        )
+
+    def connect_kwargs(self) -> dict[str, Any]:
+        """Container.connect() arguments (call on the proton thread: builds SSLDomain)."""
+        kwargs: dict[str, Any] = {"url": self.url, "reconnect": False}
+        if self.tls is not None:
+            kwargs["ssl_domain"] = _ssl_domain(self.tls)
+        if self.heartbeat > 0:
+            kwargs["heartbeat"] = self.heartbeat
+        if self.user:
+            kwargs.update(user=self.user, password=self.password or "")
+            # Proton refuses PLAIN without TLS unless told: only where parse allowed it.
+            kwargs.update(allowed_mechs="PLAIN", allow_insecure_mechs=self.plain_in_clear)
+        else:
+            kwargs["allowed_mechs"] = "ANONYMOUS"
+        return kwargs
+
+def _ssl_domain(tls: TlsSettings) -> SSLDomain:
+    domain = SSLDomain(SSLDomain.MODE_CLIENT)
+    if tls.ca_file:
+        domain.set_trusted_ca_db(tls.ca_file)
+    if tls.insecure:
+        domain.set_peer_authentication(SSLDomain.ANONYMOUS_PEER)
+    elif tls.ca_file:
+        domain.set_peer_authentication(SSLDomain.VERIFY_PEER_NAME, tls.ca_file)
+    else:
+        domain.set_peer_authentication(SSLDomain.VERIFY_PEER_NAME)  # system CAs
+    if tls.cert_file:
+        domain.set_credentials(tls.cert_file, tls.key_file or tls.cert_file, None)
+    return domain

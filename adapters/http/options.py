@@ -1,13 +1,21 @@
 """The HTTP adapter's option spec: names, types, defaults, and the xRegistry endpoint
-options it does not implement. `adapters/http.py` reads its options through it; the
+options it does not implement. `adapters/http/` reads its options through it; the
 config loader validates endpoints with it; docs/configuration.md shows it.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
+from typing import cast
+from urllib.parse import urlsplit
 
+from adapters.http.record import RequestDefaults
 from gateway.options import Option, OptionSpec, Unsupported, count, one_or_many, seconds
+from gateway.ports import EndpointSettings
+from gateway.ports.schemes import check_scheme
+from gateway.ports.tls import wants_tls
+from gateway.protocols import HTTP, profile
 from gateway.spec.fields import REQUIRED, Field
 
 # RFC 9110 token: what a method and a header name may consist of.
@@ -99,3 +107,89 @@ OPTIONS = OptionSpec(
           for name in ("retries", "backoff", "backoff_max")),
     ),
 )
+
+
+
+_URIS = profile(HTTP).endpoint.uris
+
+@dataclass(frozen=True)
+class HttpOptions:
+    scheme: str
+    host: str
+    port: int
+    prefixes: tuple[tuple[str, bool], ...]  # (prefix, from a template)
+    methods: frozenset[str]
+    max_body_bytes: int
+    max_in_flight: int
+    settle_timeout: float
+    retry_after: int
+    timeout: float
+    max_headers: int = 64
+    max_header_bytes: int = 8190
+    read_timeout: float = 30.0
+    keepalive_timeout: float = 75.0
+    header_timeout: float = 10.0  # consumer: a request head arrives whole within it
+    max_connections: int = 1024  # consumer: connections held at once; more get 503
+    concurrency: int = 8  # producer: requests in flight at once
+    # producer: the endpoint's method, headers and query for every request
+    request: RequestDefaults = field(default_factory=RequestDefaults)
+
+    @classmethod
+    def parse(cls, settings: EndpointSettings) -> HttpOptions:
+        """Read the options (`adapters/http/options.py`); raises ValueError naming the
+        bad one."""
+        url = urlsplit(settings.uri)
+        check_scheme(url.scheme, _URIS)
+        scheme = "https" if wants_tls(url.scheme, _URIS, settings.tls) else "http"
+        opts = OPTIONS.read(settings.options)
+        paths = opts["paths"] or ([url.path] if url.path not in ("", "/") else [])
+        return cls(
+            scheme=scheme,
+            host=url.hostname or "127.0.0.1",
+            port=url.port if url.port is not None else (443 if url.scheme == "https" else 80),
+            prefixes=tuple(_prefix(p) for p in ([paths] if isinstance(paths, str) else
+                                                cast(list[str], paths))),
+            methods=frozenset(m.upper() for m in cast(list[str], opts["methods"])),
+            max_body_bytes=cast(int, opts["max_body_bytes"]),
+            max_in_flight=cast(int, opts["max_in_flight"]),
+            settle_timeout=cast(float, opts["settle_timeout"]),
+            retry_after=cast(int, opts["retry_after"]),
+            timeout=cast(float, opts["timeout"]),
+            max_headers=max(1, cast(int, opts["max_headers"])),
+            max_header_bytes=max(256, cast(int, opts["max_header_bytes"])),
+            read_timeout=cast(float, opts["read_timeout"]),
+            keepalive_timeout=cast(float, opts["keepalive_timeout"]),
+            header_timeout=cast(float, opts["header_timeout"]),
+            max_connections=cast(int, opts["max_connections"]),
+            concurrency=cast(int, opts["concurrency"]),
+            request=RequestDefaults(
+                method=cast(str, opts["method"]).upper(),
+                headers=_pairs(opts["headers"]),
+                query=_pairs(opts["query"]),
+            ),
+        )
+
+    def accepts_path(self, path: str) -> bool:
+        if not self.prefixes:
+            return True
+        for prefix, templated in self.prefixes:
+            if templated and path.startswith(prefix):
+                return True
+            # A literal prefix matches whole segments: /hooks takes /hooks/a, not /hooksx.
+            if path == prefix or path.startswith(prefix.rstrip("/") + "/"):
+                return True
+        return False
+
+def _pairs(value: object) -> tuple[tuple[str, str], ...]:
+    """A map of name -> value, or the xRegistry list of {name, value}, as pairs."""
+    if isinstance(value, dict):
+        return tuple((str(k), str(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return tuple((str(p["name"]), str(p["value"])) for p in value if isinstance(p, dict))
+    return ()
+
+def _prefix(path: str) -> tuple[str, bool]:
+    if not path.startswith("/"):
+        raise ValueError(f"paths: {path!r} must start with '/'")
+    literal, brace, _ = path.partition("{")
+    return literal, bool(brace)

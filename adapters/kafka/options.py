@@ -1,9 +1,13 @@
 """The Kafka adapter's option spec: names, types, defaults, and the xRegistry endpoint
-options it does not implement. `adapters/kafka.py` reads its options through it; the
+options it does not implement. `adapters/kafka/` reads its options through it; the
 config loader validates endpoints with it; docs/configuration.md shows it.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, cast
 
 from aiokafka import codec  # type: ignore[import-untyped]  # no py.typed
 
@@ -17,6 +21,10 @@ from gateway.options import (
     one_or_many,
     seconds,
 )
+from gateway.ports import EndpointSettings
+from gateway.ports.schemes import check_scheme
+from gateway.ports.tls import client_context
+from gateway.protocols import KAFKA, profile
 from gateway.spec.fields import Check, Field
 
 
@@ -140,3 +148,122 @@ OPTIONS = OptionSpec(
                     "messages on a crash", side="consumer"),
     ),
 )
+
+
+
+_URIS = profile(KAFKA).endpoint.uris
+
+@dataclass(frozen=True)
+class KafkaOptions:
+    bootstrap: tuple[str, ...]
+    topics: tuple[str, ...]
+    group: str | None
+    auto_offset_reset: str
+    max_in_flight: int
+    session_timeout_ms: int
+    heartbeat_interval_ms: int
+    topic: str | None
+    enable_idempotence: bool
+    connect_timeout: float
+    publish_timeout: float
+    reconnect_max: float
+    acks: int | str = "all"
+    linger_ms: int = 5
+    max_batch_size: int = 1048576
+    compression_type: str | None = None  # aiokafka's spelling: None, gzip, snappy, lz4, zstd
+    isolation_level: str = "read_committed"
+    # Headers every record gets unless it has one of the same name.
+    headers: tuple[tuple[str, bytes], ...] = ()
+    # aiokafka's security arguments (security_protocol, ssl_context, sasl_*); the password
+    # is in there, so it stays out of the repr.
+    security: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def parse(cls, settings: EndpointSettings) -> KafkaOptions:
+        """Read the options (`adapters/kafka/options.py`); raises ValueError naming the
+        bad one."""
+        opts = OPTIONS.read(settings.options)
+        topics = opts["topics"] or ()
+        acks = cast(int | str, opts["acks"])
+        return cls(
+            bootstrap=_bootstrap(settings.uri),
+            topics=(topics,) if isinstance(topics, str) else tuple(cast(list[str], topics)),
+            group=cast(str | None, opts["consumergroup"]),
+            auto_offset_reset=cast(str, opts["autooffsetreset"]),
+            max_in_flight=cast(int, opts["max_in_flight"]),
+            session_timeout_ms=cast(int, opts["session_timeout_ms"]),
+            heartbeat_interval_ms=cast(int, opts["heartbeat_interval_ms"]),
+            topic=cast(str | None, opts["topic"]),
+            enable_idempotence=cast(bool, opts["enable_idempotence"]),
+            connect_timeout=cast(float, opts["connect_timeout"]),
+            publish_timeout=cast(float, opts["publish_timeout"]),
+            reconnect_max=cast(float, opts["reconnect_max"]),
+            acks="all" if acks in (-1, "all") else acks,
+            linger_ms=cast(int, opts["linger_ms"]),
+            max_batch_size=cast(int, opts["max_batch_size"]),
+            compression_type=_compression(cast(str, opts["compression_type"])),
+            isolation_level=cast(str, opts["isolation_level"]),
+            headers=tuple((name, value.encode()) for name, value in
+                          cast(dict[str, str], opts["headers"] or {}).items()),
+            security=_security(settings, opts),
+        )
+
+    @property
+    def sasl(self) -> bool:
+        return str(self.security.get("security_protocol", "")).startswith("SASL")
+
+def _compression(name: str) -> str | None:
+    """aiokafka's compression_type for the option; refused when its codec is missing
+    (cramjam, a dependency, brings snappy, lz4 and zstd)."""
+    if name == "none":
+        return None
+    if not CODECS[name]():
+        raise ValueError(f"compression_type: {name} needs the cramjam package, which is "
+                         "not installed")
+    return name
+
+def _security(settings: EndpointSettings, opts: Mapping[str, object]) -> dict[str, Any]:
+    """aiokafka keyword arguments for TLS and SASL (empty: plaintext, anonymous)."""
+    tls = settings.tls is not None
+    sasl = bool(settings.username)
+    derived = ("SASL_" if sasl else "") + ("SSL" if tls else "PLAINTEXT")
+    protocol = str(opts.get("security_protocol") or derived).upper()
+    if protocol not in SECURITY_PROTOCOLS:
+        raise ValueError(f"security_protocol: expected one of {', '.join(SECURITY_PROTOCOLS)}, "
+                         f"got {protocol!r}")
+    if protocol.startswith("SASL") and not sasl:
+        raise ValueError(f"security_protocol: {protocol} needs a username and password")
+    if sasl and not protocol.startswith("SASL"):
+        raise ValueError(f"security_protocol: {protocol} sends no credentials; "
+                         "drop it (derived from username and tls) or use a SASL_ protocol")
+    if protocol.endswith("PLAINTEXT") and tls:
+        raise ValueError(f"security_protocol: {protocol} contradicts the tls settings")
+    out: dict[str, Any] = {"security_protocol": protocol}
+    if protocol.endswith("SSL"):
+        out["ssl_context"] = client_context(settings.tls)
+    if sasl:
+        mechanism = str(opts.get("sasl_mechanism") or "PLAIN").upper()
+        if mechanism not in MECHANISMS:
+            raise ValueError(f"sasl_mechanism: expected one of {', '.join(MECHANISMS)}, "
+                             f"got {mechanism!r}")
+        if mechanism == "PLAIN" and protocol == "SASL_PLAINTEXT":
+            raise ValueError("sasl_mechanism: PLAIN without TLS sends the password in clear "
+                             "text; add a tls block or use SCRAM-SHA-256/512")
+        out.update(sasl_mechanism=mechanism, sasl_plain_username=settings.username,
+                   sasl_plain_password=settings.password or "")
+    return out
+
+def _bootstrap(uri: str) -> tuple[str, ...]:
+    # Not urlsplit: a comma-separated host list has no valid port for it.
+    scheme, sep, rest = uri.partition("://")
+    if not sep:
+        scheme, rest = "", uri
+    check_scheme(scheme, _URIS)
+    netloc = rest.split("/", 1)[0]
+    if "@" in netloc:
+        raise ValueError("uri: put credentials into username/password (or *_file), "
+                         "not into the Kafka URI")
+    servers = tuple(s.strip() for s in netloc.split(",") if s.strip())
+    if not servers:
+        raise ValueError("uri: expected kafka://HOST:PORT[,HOST:PORT...]")
+    return tuple(s if ":" in s.rsplit("]", 1)[-1] else f"{s}:9092" for s in servers)

@@ -18,7 +18,7 @@ four system calls and one event-loop turn per message, and one TCP segment per P
 The client here reads whatever the socket has with one recv() into a buffer that paho
 parses from, and collects paho's sends into one buffer written with one send() per
 writable event. Received PUBLISH and PUBACK packets are decoded by the codec in
-`adapters/_mqtt_record.py` rather than paho's, which builds two property tables per
+`adapters/mqtt/record.py` rather than paho's, which builds two property tables per
 packet (unusual packets still go to paho). It also drops paho's per-packet debug
 lines, which paho formats (properties and all) whenever a log callback is set; only
 errors are kept.
@@ -39,6 +39,7 @@ import contextlib
 import socket
 import ssl
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
@@ -48,15 +49,15 @@ from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode, MQTTProtocolVersi
 from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 
-from adapters._mqtt_record import (
+from adapters.mqtt.record import (
     ACK_PROPERTIES,
     PublishArgs,
     UnusualPacket,
     ack_success,
     decode_publish,
 )
-from adapters._tls import describe, describe_text
 from gateway.ports import NotConnected, Outcome
+from gateway.ports.tls import describe, describe_text
 
 __all__ = ["PahoLink", "PublishBatch", "new_properties"]
 
@@ -127,7 +128,7 @@ def _ack_now(sock: Any) -> None:
 
 class _BatchingClient(paho.Client):
     """paho's client with buffered socket I/O, the common packets decoded by
-    `adapters/_mqtt_record.py`, and only its error log lines (see the module docstring).
+    `adapters/mqtt/record.py`, and only its error log lines (see the module docstring).
     It overrides private paho methods: tests/unit/adapters/test_mqtt_wire.py fails if a
     paho release renames one, and checks the results against plain paho."""
 
@@ -677,3 +678,11 @@ class PahoLink:
         for _args, batch, index in backlog:
             batch.resolve(index, failed)
         self._room.set()
+
+
+
+#: What a message reports when its PUBACK/PUBCOMP did not come within publish_timeout.
+_UNCONFIRMED = Outcome.failed("no PUBACK/PUBCOMP in time")
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -1,11 +1,22 @@
-"""The NATS adapter's option spec: names, types, defaults. `adapters/nats.py` reads its
+"""The NATS adapter's option spec: names, types, defaults. `adapters/nats/` reads its
 options through it; the config loader validates endpoints with it; docs/configuration.md
 shows it. Every xRegistry NATS endpoint option is implemented.
 """
 
 from __future__ import annotations
 
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import cast
+from urllib.parse import urlsplit
+
+from adapters.nats.credentials import check_creds_file, check_seed_file
 from gateway.options import Option, OptionSpec, count, one_or_many, seconds
+from gateway.ports import EndpointSettings
+from gateway.ports.schemes import check_scheme
+from gateway.ports.tls import client_context
+from gateway.protocols import NATS, profile
 from gateway.spec.fields import Field
 
 OPTIONS = OptionSpec(
@@ -57,3 +68,82 @@ OPTIONS = OptionSpec(
                      "xrgw validate reads and checks it; relative to the config file")),
     ),
 )
+
+
+
+_URIS = profile(NATS).endpoint.uris
+
+@dataclass(frozen=True)
+class NatsOptions:
+    servers: tuple[str, ...]
+    subjects: tuple[str, ...]
+    queuegroup: str
+    stream: str | None
+    durable: str | None
+    jetstream: bool
+    observe: bool
+    max_in_flight: int
+    ack_wait: float
+    nak_delay: float
+    pending_msgs_limit: int
+    pending_bytes_limit: int
+    connect_timeout: float
+    reconnect_wait: float
+    publish_timeout: float
+    reconnect_max: float
+    tls: ssl.SSLContext | None = None
+    creds_file: str | None = None
+    nkey_seed_file: str | None = None
+
+    @classmethod
+    def parse(cls, settings: EndpointSettings) -> NatsOptions:
+        """Read the options (`adapters/nats/options.py`); raises ValueError naming the
+        bad one."""
+        servers = tuple(s.strip() for s in settings.uri.split(",") if s.strip())
+        schemes = {urlsplit(server).scheme for server in servers}
+        for scheme in sorted(schemes):
+            check_scheme(scheme, _URIS)
+        secure_schemes = {s for s in schemes if _URIS.is_tls(s)}
+        if secure_schemes and secure_schemes != schemes:
+            raise ValueError("uri: mixes tls:// and nats:// servers; use tls:// for all")
+        secure = bool(secure_schemes) or settings.tls is not None
+        opts = OPTIONS.read(settings.options)
+        creds_file = _text(opts, "creds_file")
+        nkey_seed_file = _text(opts, "nkey_seed_file")
+        # Read and checked as the client will sign with them (also by `xrgw validate`).
+        if creds_file is not None:
+            check_creds_file(creds_file)
+        if nkey_seed_file is not None:
+            check_seed_file(nkey_seed_file)
+        raw_subjects = opts["subjectfilter"] or ()
+        stream = _text(opts, "stream")
+        return cls(
+            servers=servers or ("nats://127.0.0.1:4222",),
+            subjects=(raw_subjects,) if isinstance(raw_subjects, str) else tuple(
+                cast(list[str], raw_subjects)),
+            queuegroup=_text(opts, "queuegroup") or "",
+            stream=stream,
+            durable=_text(opts, "durable"),
+            jetstream=cast(bool, opts["jetstream"]) or stream is not None,
+            observe=cast(bool, opts["observe"]),
+            max_in_flight=cast(int, opts["max_in_flight"]),
+            ack_wait=cast(float, opts["ack_wait"]),
+            nak_delay=cast(float, opts["nak_delay"]),
+            pending_msgs_limit=cast(int, opts["pending_msgs_limit"]),
+            pending_bytes_limit=cast(int, opts["pending_bytes_limit"]),
+            connect_timeout=cast(float, opts["connect_timeout"]),
+            reconnect_wait=cast(float, opts["reconnect_wait"]),
+            publish_timeout=cast(float, opts["publish_timeout"]),
+            reconnect_max=cast(float, opts["reconnect_max"]),
+            tls=client_context(settings.tls) if secure else None,
+            creds_file=creds_file,
+            nkey_seed_file=nkey_seed_file,
+        )
+
+def _text(opts: Mapping[str, object], name: str) -> str | None:
+    value = opts.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{name}: expected a non-empty string, got {value!r}")
+    return value

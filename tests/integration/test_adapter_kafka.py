@@ -13,9 +13,9 @@ from aiokafka import AIOKafkaConsumer, TopicPartition  # type: ignore[import-unt
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-untyped]
 from support import asyncio_test
 
-from adapters import kafka as kafka_adapter
-from adapters._kafka_liveness import watch_of
 from adapters.kafka import KafkaConsumer, KafkaOptions, KafkaProducer
+from adapters.kafka import consumer as kafka_adapter
+from adapters.kafka.liveness import watch_of
 from gateway.ports import (
     AlreadySettled,
     Delivery,

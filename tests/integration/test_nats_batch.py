@@ -14,8 +14,9 @@ import pytest
 from nats.js.api import StreamConfig
 from support import asyncio_test
 
-from adapters._nats_record import jetstream_ack
-from adapters.nats import NatsConsumer, NatsProducer, _Client
+from adapters.nats import NatsConsumer, NatsProducer
+from adapters.nats.client import _Client
+from adapters.nats.record import jetstream_ack
 from gateway.ports import Delivery, EndpointSettings, Outcome, read_one, write
 from gateway.record import NativeMessage
 from harness.brokers import NatsServer
@@ -199,7 +200,7 @@ async def test_jetstream_batches_and_a_burst_of_acks_is_one_write(
             while await _ack_floor(nats_server.url, stream, "batches") < 10:
                 await asyncio.sleep(0.02)
         # AckPolicy.ALL: the ten settlements are one +ACK, of the highest sequence, in one
-        # socket write and no PING (adapters/_nats_acks.py).
+        # socket write and no PING (adapters/nats/acks.py).
         assert len(wire.writes) == 1, wire.writes
         [command] = wire.writes[0]
         assert command.startswith(b"PUB $JS.ACK.")

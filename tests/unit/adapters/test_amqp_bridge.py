@@ -11,8 +11,10 @@ from typing import Any, cast
 import pytest
 from proton import Delivery as ProtonDelivery
 
-from adapters._proton_loop import ProtonThread
-from adapters.amqp import AmqpConsumer, AmqpProducer, _Note, _ReceiverHandler, _Settler
+from adapters.amqp import AmqpConsumer, AmqpProducer
+from adapters.amqp.consumer import _ReceiverHandler, _Settler
+from adapters.amqp.link import _Note
+from adapters.amqp.proton_loop import ProtonThread
 from gateway.ports import EndpointSettings, NotConnected, Outcome
 from gateway.record import NativeMessage
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from proton import Terminus
 
-from adapters._amqp_terminus import apply_terminus, durability_for
 from adapters.amqp import AmqpConsumer, AmqpOptions
+from adapters.amqp.terminus import apply_terminus, durability_for
 from adapters.mqtt import MqttOptions
 from gateway.ports import EndpointSettings
 

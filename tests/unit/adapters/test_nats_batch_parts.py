@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from nats.aio.msg import Msg
 
-from adapters._nats_record import (
+from adapters.nats.publish import _Batch, _pub_ack_outcome, _PubAcks, _publish_all
+from adapters.nats.record import (
     HeaderPairs,
     PublishArgs,
     _cached_pairs,
@@ -21,7 +22,6 @@ from adapters._nats_record import (
     publish_frame,
     to_record,
 )
-from adapters.nats import _Batch, _pub_ack_outcome, _PubAcks, _publish_all
 from gateway.ports import Outcome
 from gateway.record import NativeMessage
 
@@ -254,7 +254,7 @@ def test_abandon_fails_every_waiting_batch_at_once() -> None:
 
 
 def test_room_waits_while_too_many_are_waiting(monkeypatch: Any) -> None:
-    monkeypatch.setattr("adapters.nats._MAX_UNACKED", 2)
+    monkeypatch.setattr("adapters.nats.publish._MAX_UNACKED", 2)
 
     async def run() -> None:
         acks = _PubAcks("_INBOX.t.")
