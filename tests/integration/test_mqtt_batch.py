@@ -416,9 +416,9 @@ async def test_timed_out_messages_still_in_the_backlog_are_not_sent_later() -> N
 async def test_submit_waits_for_room_when_the_backlog_is_long(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import adapters.mqtt
+    import adapters.mqtt.producer
 
-    monkeypatch.setattr(adapters.mqtt, "_MAX_BACKLOG", 10)
+    monkeypatch.setattr(adapters.mqtt.producer, "_MAX_BACKLOG", 10)
     async with ScriptedBroker(receive_maximum=2).running() as broker:
         producer = MqttProducer(EndpointSettings(broker.url))
         await producer.connect()
