@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
 from collections.abc import Callable
 from functools import partial
 from typing import Literal
@@ -22,6 +21,7 @@ from adapters.amqp.proton_loop import ProtonThread
 from adapters.amqp.record import to_record
 from adapters.amqp.terminus import apply_terminus
 from gateway.ports import Delivery, EndOfInput, EndpointSettings, NotConnected
+from gateway.ports.inbox import Inbox
 from gateway.record import NativeMessage
 
 
@@ -202,11 +202,9 @@ class AmqpConsumer:
         self._settler: _Settler | None = None
         self._ready: asyncio.Future[None] | None = None
         self._connected = False
-        # (token, record) of the current connection's received, not yet handed out
-        self._buffer: deque[tuple[int, NativeMessage]] = deque()
-        self._unsettled = 0
-        self._changed = asyncio.Event()
-        self._closed = False
+        # (token, record) of the current connection's received, not yet handed out; credit
+        # bounds the buffer already, the window guards the caller's side too
+        self._inbox: Inbox[tuple[int, NativeMessage]] = Inbox(self._opts.max_in_flight)
 
     @property
     def connected(self) -> bool:
@@ -214,10 +212,15 @@ class AmqpConsumer:
 
     @property
     def unsettled(self) -> int:
-        return self._unsettled
+        return self._inbox.unsettled
+
+    @property
+    def buffered(self) -> int:
+        """Messages received and not yet handed out by `read_batch`."""
+        return len(self._inbox.buffer)
 
     async def connect(self) -> None:
-        if self._closed:
+        if self._inbox.closed:
             raise EndOfInput("consumer closed")
         await self._drop()
         handler = _ReceiverHandler(self._opts, self._node)
@@ -238,61 +241,49 @@ class AmqpConsumer:
             await self._drop()
             raise
         self._connected = True
-        self._changed.set()
+        self._inbox.wake()
 
     async def read_batch(self, limit: int) -> list[Delivery]:
-        while True:
-            if self._closed:
-                raise EndOfInput("consumer closed")
-            # Credit bounds the buffer already; the count guards the caller's side too.
-            room = min(limit, self._opts.max_in_flight - self._unsettled)
-            if room > 0 and self._buffer:
-                return self._hand_out(min(room, len(self._buffer)))
-            if not self._connected:
-                raise NotConnected("not connected")
-            self._changed.clear()
-            await self._changed.wait()
+        return await self._inbox.read_batch(limit, self._hand_out, lambda: self._connected)
 
     async def aclose(self) -> None:
-        self._closed = True
+        self._inbox.close()
         await self._drop()
-        self._changed.set()
+        self._inbox.wake()
 
     # -- internals ---------------------------------------------------------------------
     def _hand_out(self, count: int) -> list[Delivery]:
         # The buffer only ever holds the current connection's messages (emptied on loss).
         assert self._settler is not None
         settle = self._settler.settle
-        pop = self._buffer.popleft
+        pop = self._inbox.buffer.popleft
         deliveries: list[Delivery] = []
         for _ in range(count):
             token, record = pop()
             deliveries.append(Delivery(record, partial(settle, token)))
-        self._unsettled += count
         return deliveries
 
     def _settled(self) -> None:
-        self._unsettled -= 1
-        self._changed.set()
+        self._inbox.settled()
 
     def _on_batch(self, thread: ProtonThread[_Note], batch: list[_Note]) -> None:
         if thread is not self._thread:
             return  # an old connection's last words
         for note in batch:
             if note.kind == "messages":
-                self._buffer.extend(enumerate(note.records, note.first))
+                self._inbox.buffer.extend(enumerate(note.records, note.first))
             elif note.kind == "ready":
                 if self._ready is not None and not self._ready.done():
                     self._ready.set_result(None)
             elif note.kind == "lost":
                 self._lost(note.reason)
-        self._changed.set()
+        self._inbox.wake()
 
     def _lost(self, why: str) -> None:
         self._connected = False
         # Unsettled messages of a lost link are requeued by the broker; handing out the
         # buffered ones would only create deliveries whose settlement cannot be sent.
-        self._buffer.clear()
+        self._inbox.buffer.clear()
         if self._ready is not None and not self._ready.done():
             self._ready.set_exception(NotConnected(_hint(why)))
             self._ready.exception()  # mark retrieved: nobody may be waiting
@@ -300,11 +291,11 @@ class AmqpConsumer:
     async def _drop(self) -> None:
         thread, self._thread = self._thread, None
         self._connected = False
-        self._buffer.clear()
+        self._inbox.buffer.clear()
         if self._settler is not None:
             # Settled just before the close (a drain): queued ahead of the shutdown, so
             # the dispositions still go out and these are not delivered again.
             self._settler.flush()
         if thread is not None:
             await thread.stop()
-        self._changed.set()
+        self._inbox.wake()

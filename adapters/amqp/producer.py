@@ -20,6 +20,7 @@ from adapters.amqp.proton_loop import ProtonThread
 from adapters.amqp.record import to_message
 from adapters.amqp.terminus import apply_terminus
 from gateway.ports import Confirmation, EndpointSettings, NotConnected, Outcome, confirmed
+from gateway.ports.pending import PendingBatch
 from gateway.ports.reconnect import ReconnectGate
 from gateway.record import NativeMessage
 
@@ -151,30 +152,8 @@ def _outcome_of(delivery: ProtonDelivery) -> Outcome | None:
         return Outcome.failed("broker released the message", retryable=True)
     return None
 
-class _Submitted:
-    """One submit's outcomes, filled in as the broker's dispositions arrive."""
+_NO_DISPOSITION = Outcome.failed("no disposition from the broker in time")
 
-    __slots__ = ("future", "missing", "outcomes", "timer")
-
-    def __init__(self, size: int, future: asyncio.Future[list[Outcome]]) -> None:
-        self.future = future
-        self.outcomes: list[Outcome | None] = [None] * size
-        self.missing = size
-        self.timer: asyncio.TimerHandle | None = None
-
-    def resolve(self, index: int, outcome: Outcome) -> bool:
-        """Record one message's outcome (the first one counts); True once all are in."""
-        if self.outcomes[index] is None:
-            self.outcomes[index] = outcome
-            self.missing -= 1
-        return self.missing == 0
-
-    def finish(self, rest: Outcome) -> None:
-        """Confirm the submit, `rest` standing in for the outcomes that never came."""
-        if self.timer is not None:
-            self.timer.cancel()
-        if not self.future.done():  # (the caller may have given up and cancelled it)
-            self.future.set_result([rest if o is None else o for o in self.outcomes])
 
 class AmqpProducer:
     """Sends records and reports each as delivered only once the broker accepted it.
@@ -197,7 +176,7 @@ class AmqpProducer:
         self._handler: _SenderHandler | None = None
         self._ready: asyncio.Future[None] | None = None
         self._connected = False
-        self._submitted: dict[int, _Submitted] = {}
+        self._submitted: dict[int, PendingBatch] = {}
         self._submit_ids = itertools.count()
         self._gate = ReconnectGate(self._opts.reconnect_max)
 
@@ -238,8 +217,10 @@ class AmqpProducer:
         assert thread is not None and handler is not None
         loop = asyncio.get_running_loop()
         submit_id = next(self._submit_ids)
-        submitted = _Submitted(len(messages), loop.create_future())
-        submitted.timer = loop.call_later(self._opts.publish_timeout, self._expire, submit_id)
+        submitted = PendingBatch(len(messages), _NO_DISPOSITION,
+                                 loop.time() + self._opts.publish_timeout)
+        # Forgotten once confirmed, whether all dispositions came or the deadline passed.
+        submitted.future.add_done_callback(lambda _: self._submitted.pop(submit_id, None))
         self._submitted[submit_id] = submitted
         records = list(messages)  # the caller may reuse its sequence
         thread.call(lambda: handler.send(submit_id, records))
@@ -247,11 +228,6 @@ class AmqpProducer:
 
     async def _try_reconnect(self) -> str | None:
         return await self._gate.try_reconnect(lambda: self._connected, self._connect)
-
-    def _expire(self, submit_id: int) -> None:
-        submitted = self._submitted.pop(submit_id, None)
-        if submitted is not None:
-            submitted.finish(Outcome.failed("no disposition from the broker in time"))
 
     def _on_batch(self, thread: ProtonThread[_Note], batch: list[_Note]) -> None:
         if thread is not self._thread:
@@ -268,9 +244,8 @@ class AmqpProducer:
     def _resolve(self, outcomes: Sequence[tuple[int, int, Outcome]]) -> None:
         for submit_id, index, outcome in outcomes:
             submitted = self._submitted.get(submit_id)
-            if submitted is not None and submitted.resolve(index, outcome):
-                del self._submitted[submit_id]
-                submitted.finish(outcome)  # (nothing is missing: `rest` is not used)
+            if submitted is not None:
+                submitted.resolve(index, outcome)
 
     def _lost(self, why: str) -> None:
         self._connected = False
@@ -280,7 +255,7 @@ class AmqpProducer:
         submitted, self._submitted = self._submitted, {}
         lost = Outcome.failed(f"connection lost: {why}")
         for waiting in submitted.values():
-            waiting.finish(lost)
+            waiting.give_up(lost)
 
     async def _drop(self, why: str) -> None:
         thread, self._thread = self._thread, None

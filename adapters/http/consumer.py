@@ -10,7 +10,6 @@ import binascii
 import hmac
 import json
 import time
-from collections import deque
 from collections.abc import Mapping
 from http import HTTPStatus
 
@@ -21,6 +20,7 @@ from adapters.http.options import HttpOptions
 from adapters.http.record import request_record, split_target
 from adapters.http.server import GuardedServer
 from gateway.ports import NO_REPLY_PREFIX, Delivery, EndOfInput, EndpointSettings, NotConnected
+from gateway.ports.inbox import Inbox
 from gateway.ports.tls import server_context
 from gateway.record import NativeMessage
 
@@ -119,13 +119,13 @@ class HttpConsumer:
         self._ssl = server_context(settings.tls) if self._opts.scheme == "https" else None
         self._expected = _expected_authorization(settings)
         self._runner: web.ServerRunner | None = None
-        self._queue: deque[_Pending] = deque()  # received, not yet handed out
+        # Received, not yet handed out. No window: admission (max_in_flight, else 503)
+        # already bounds what can be waiting.
+        self._inbox: Inbox[_Pending] = Inbox()
         self._waiting: set[_Pending] = set()  # every request waiting for a settlement
         self._expiry: asyncio.TimerHandle | None = None  # the next settle_timeout check
         self._admitted = 0
-        self._arrived = asyncio.Event()
         self._received_at = _ReceiveTime()
-        self._closed = False
         self._held: str | None = None  # why new requests get 503 (Admission)
         self.port: int | None = None
 
@@ -149,10 +149,10 @@ class HttpConsumer:
     def queued(self) -> int:
         """Requests received and not yet handed out by read_batch (some may have been
         answered meanwhile, by a 504 or a client gone, and will be skipped)."""
-        return len(self._queue)
+        return len(self._inbox.buffer)
 
     async def connect(self) -> None:
-        if self._closed:
+        if self._inbox.closed:
             raise EndOfInput("consumer closed")
         if self._runner is not None:
             return  # a listening server has nothing to reconnect
@@ -190,20 +190,12 @@ class HttpConsumer:
         """Every request received and not yet handed out, at most `limit`, in arrival
         order. No back-pressure wait here: admission (max_in_flight, else 503) already
         bounds what can be waiting."""
-        while True:
-            if self._closed:
-                raise EndOfInput("consumer closed")
-            batch = self._take(limit)
-            if batch:
-                return batch
-            if self._runner is None:
-                raise NotConnected("not listening")
-            self._arrived.clear()
-            await self._arrived.wait()
+        return await self._inbox.read_batch(limit, self._take, lambda: self._runner is not None,
+                                            "not listening")
 
     def _take(self, limit: int) -> list[Delivery]:
         batch: list[Delivery] = []
-        queue = self._queue
+        queue = self._inbox.buffer
         while queue and len(batch) < limit:
             pending = queue.popleft()
             # A request answered before it was read (504, client gone) is no delivery.
@@ -212,8 +204,7 @@ class HttpConsumer:
         return batch
 
     async def aclose(self) -> None:
-        self._closed = True
-        self._arrived.set()
+        self._inbox.close()
         if self._expiry is not None:
             self._expiry.cancel()
             self._expiry = None
@@ -223,7 +214,7 @@ class HttpConsumer:
             if not pending.verdict.done():
                 pending.verdict.set_result((False, "shutting down", True))
             pending.abandoned = True
-        self._queue.clear()
+        self._inbox.buffer.clear()
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()
@@ -231,7 +222,7 @@ class HttpConsumer:
     # -- request handling -----------------------------------------------------------------
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         opts = self._opts
-        if self._closed:
+        if self._inbox.closed:
             return self._busy()
         if self._expected is not None and not _authorized(request, self._expected):
             return _problem(401, "missing or invalid credentials",
@@ -274,7 +265,7 @@ class HttpConsumer:
             return response
         if body is None:
             return self._too_large()
-        if self._closed:  # closed while the body arrived: nothing will read or settle it
+        if self._inbox.closed:  # closed while the body arrived: nothing will read or settle it
             return self._busy()
         headers = request.raw_headers
         if self._expected is not None:
@@ -284,9 +275,8 @@ class HttpConsumer:
         record = request_record(request.method, path, query, headers, body,
                                 self._received_at())
         pending.delivery = Delivery(record, pending.settle, pending.answer, pending.waiting)
-        self._queue.append(pending)
+        self._inbox.put(pending)
         self._watch(pending)
-        self._arrived.set()
         verdict = await pending.verdict
         if verdict is None:
             # The truth: the outcome is unknown. The route may still deliver it (an
@@ -353,7 +343,7 @@ class HttpConsumer:
                 pending.verdict.set_result(None)
             elif following is None or pending.deadline < following:
                 following = pending.deadline
-        if following is not None and not self._closed:
+        if following is not None and not self._inbox.closed:
             self._expiry = loop.call_at(following, self._expire)
 
     def _busy(self) -> web.Response:

@@ -16,6 +16,7 @@ from adapters.mqtt.options import MqttOptions, _link_security
 from adapters.mqtt.paho_loop import _UNCONFIRMED, PahoLink, _now, new_properties
 from adapters.mqtt.record import to_publish, to_record
 from gateway.ports import Answer, Delivery, EndOfInput, EndpointSettings, NotConnected
+from gateway.ports.inbox import Inbox
 from gateway.protocols import MQTT5, MQTT311
 from gateway.record import NativeMessage
 
@@ -38,10 +39,8 @@ class MqttConsumer:
         )
         self._link: PahoLink | None = None
         self._generation = 0
-        self._buffer: deque[tuple[int, paho.MQTTMessage]] = deque()
-        self._unsettled = 0
-        self._changed = asyncio.Event()
-        self._closed = False
+        # (connection generation, message): a message of an older connection is not acked
+        self._inbox: Inbox[tuple[int, paho.MQTTMessage]] = Inbox(self._opts.max_in_flight)
         self._subscribing = False  # connect() is waiting for SUBACK: never pause reading
         self.session_present = False
 
@@ -51,10 +50,15 @@ class MqttConsumer:
 
     @property
     def unsettled(self) -> int:
-        return self._unsettled
+        return self._inbox.unsettled
+
+    @property
+    def buffered(self) -> int:
+        """Messages received and not yet handed out by `read_batch`."""
+        return len(self._inbox.buffer)
 
     async def connect(self) -> None:
-        if self._closed:
+        if self._inbox.closed:
             raise EndOfInput("consumer closed")
         await self._drop_link()
         opts = self._opts
@@ -102,38 +106,28 @@ class MqttConsumer:
                 raise NotConnected("no SUBACK") from None
         finally:
             self._subscribing = False
-        if self._link is link and len(self._buffer) >= opts.max_in_flight:
+        if self._link is link and self._inbox.full:
             link.pause_reading()  # the back-pressure deferred above
         refused = [f for f, g in zip(opts.filters, granted, strict=False) if g >= 0x80]
         if refused:
             await self._drop_link()
             raise NotConnected(f"subscription refused for {refused}")
-        self._changed.set()
+        self._inbox.wake()
 
     async def read_batch(self, limit: int) -> list[Delivery]:
-        while True:
-            if self._closed:
-                raise EndOfInput("consumer closed")
-            room = min(limit, self._opts.max_in_flight - self._unsettled)
-            if room > 0 and self._buffer:
-                return self._take(room)
-            if not self.connected:
-                raise NotConnected("not connected")
-            self._changed.clear()
-            await self._changed.wait()
+        return await self._inbox.read_batch(limit, self._take, lambda: self.connected)
 
     async def aclose(self) -> None:
-        self._closed = True
+        self._inbox.close()
         await self._drop_link()
-        self._changed.set()
+        self._inbox.wake()
 
     # -- internals ---------------------------------------------------------------------
     def _take(self, count: int) -> list[Delivery]:
         """Up to `count` buffered messages as deliveries, in order received."""
-        buffer = self._buffer
-        taken = [buffer.popleft() for _ in range(min(count, len(buffer)))]
-        self._unsettled += len(taken)
-        if self._link is not None and len(buffer) < self._opts.max_in_flight:
+        buffer = self._inbox.buffer
+        taken = [buffer.popleft() for _ in range(count)]
+        if self._link is not None and not self._inbox.full:
             self._link.resume_reading()
         received_at = _now()  # one clock read per batch: they arrived together
         return [self._deliver(generation, message, received_at)
@@ -175,9 +169,9 @@ class MqttConsumer:
                 True, self._opts.qos, False, correlation)
             batch = link.publish_batch([args], _UNCONFIRMED)
             async with asyncio.timeout(self._opts.publish_timeout):
-                await batch.done
-            if not batch.outcomes[0].delivered:
-                raise RuntimeError(batch.outcomes[0].reason or "not confirmed")
+                [outcome] = await batch.future
+            if not outcome.delivered:
+                raise RuntimeError(outcome.reason or "not confirmed")
 
         return answer
 
@@ -185,8 +179,7 @@ class MqttConsumer:
                       ack: bool, reason: str, retry: bool) -> None:
         # Synchronous unless the connection must go: the engine settles a batch in a burst,
         # and the PUBACKs queued here leave together in the link's next socket write.
-        self._unsettled -= 1
-        self._changed.set()
+        self._inbox.settled()
         link = self._link
         if qos == 0 or generation != self._generation or link is None:
             return  # nothing to send, or a stale packet id (it will be redelivered)
@@ -200,25 +193,24 @@ class MqttConsumer:
         # Called by the link for each message of a burst it parses, on the loop thread:
         # appending is the whole hand-over, and the reader wakes once per burst (setting
         # the event again is a no-op until the reader has cleared it).
-        buffer = self._buffer
-        buffer.append((self._generation, message))
-        if (len(buffer) >= self._opts.max_in_flight and self._link is not None
-                and not self._subscribing):
+        inbox = self._inbox
+        inbox.put((self._generation, message))
+        if inbox.full and self._link is not None and not self._subscribing:
             self._link.pause_reading()
-        self._changed.set()
 
     def _on_lost(self, why: str) -> None:
         self._forget_buffered()
-        self._changed.set()
+        self._inbox.wake()
 
     def _forget_buffered(self) -> None:
         # Buffered QoS>=1 messages come again after reconnect; handing them out now would
         # only create deliveries whose acks cannot be sent. QoS 0 ones are kept.
-        self._buffer = deque(item for item in self._buffer if item[1].qos == 0)
+        inbox = self._inbox
+        inbox.buffer = deque(item for item in inbox.buffer if item[1].qos == 0)
 
     async def _drop_link(self) -> None:
         link, self._link = self._link, None
         if link is not None:
             await link.disconnect()
             self._forget_buffered()
-            self._changed.set()
+            self._inbox.wake()

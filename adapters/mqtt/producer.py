@@ -12,8 +12,9 @@ from collections.abc import Sequence
 import paho.mqtt.client as paho
 
 from adapters.mqtt.options import MqttOptions, _link_security
-from adapters.mqtt.paho_loop import _UNCONFIRMED, PahoLink, PublishBatch, _now
+from adapters.mqtt.paho_loop import _UNCONFIRMED, PahoLink, _now
 from adapters.mqtt.record import PublishArgs, packet_size, to_publish, to_record
+from gateway.cloudevents import with_extension
 from gateway.ports import (
     CORRELATION_ATTRIBUTE,
     Confirmation,
@@ -25,6 +26,7 @@ from gateway.ports import (
     confirmed,
     correlation_of,
 )
+from gateway.ports.pending import PendingBatch
 from gateway.ports.reconnect import ReconnectGate
 from gateway.record import NativeMessage
 
@@ -38,13 +40,10 @@ _PACKET_SLACK = 256 * 1024
 
 def _requesting(record: NativeMessage, response_topic: str, token: str) -> NativeMessage:
     """`record` as a request: response topic, correlation data, and the `correlationid`
-    extension when it is a binary CloudEvent (MQTT 5 binary mode: user properties)."""
-    fields = {**record.fields, "response_topic": response_topic, "correlation_data": token}
-    pairs = record.pairs("user_properties")
-    if any(name == "specversion" for name, _ in pairs):
-        fields["user_properties"] = [{"name": n, "value": v} for n, v in
-                                     [*pairs, (CORRELATION_ATTRIBUTE, token)]]
-    return record.replace_fields(fields)
+    extension when it is a binary CloudEvent (the binding writes it)."""
+    record = with_extension(record, CORRELATION_ATTRIBUTE, token)
+    return record.replace_fields(
+        {**record.fields, "response_topic": response_topic, "correlation_data": token})
 
 class MqttProducer:
     """Publishes records and reports each as delivered only after PUBACK/PUBCOMP.
@@ -114,8 +113,8 @@ class MqttProducer:
             await link.wait_for_room(_MAX_BACKLOG)
             deadline = asyncio.get_running_loop().time() + self._opts.publish_timeout
             batch = link.publish_batch([self._publish_args(r, link.v5) for r in messages],
-                                       _UNCONFIRMED)
-        return self._confirm(link, batch, deadline)
+                                       _UNCONFIRMED, deadline)
+        return self._confirm(link, batch)
 
     async def request(self, messages: Sequence[NativeMessage], timeout: float) -> Confirmation:
         """MQTT 5 request-reply: each message is published with this producer's response
@@ -149,12 +148,12 @@ class MqttProducer:
                 items.append(self._publish_args(_requesting(
                     record, self.response_topic, token), True))
             deadline = asyncio.get_running_loop().time() + self._opts.publish_timeout
-            batch = link.publish_batch(items, _UNCONFIRMED)
-        return asyncio.create_task(self._answers(link, batch, deadline, opened, timeout))
+            batch = link.publish_batch(items, _UNCONFIRMED, deadline)
+        return asyncio.create_task(self._answers(link, batch, opened, timeout))
 
-    async def _answers(self, link: PahoLink, batch: PublishBatch, deadline: float,
+    async def _answers(self, link: PahoLink, batch: PendingBatch,
                        opened: list[Opened], timeout: float) -> list[Outcome]:
-        published = await self._confirm(link, batch, deadline)
+        published = await self._confirm(link, batch)
         for item, outcome in zip(opened, published, strict=True):
             if not outcome.delivered and not isinstance(item, Outcome):
                 self.replies.refuse(item[0], outcome)
@@ -198,18 +197,15 @@ class MqttProducer:
         return await self._gate.try_reconnect(lambda: self.connected, self._connect)
 
     @staticmethod
-    async def _confirm(link: PahoLink, batch: PublishBatch, deadline: float) -> list[Outcome]:
-        """The batch's outcomes once every message is confirmed, or at the deadline
+    async def _confirm(link: PahoLink, batch: PendingBatch) -> list[Outcome]:
+        """The batch's outcomes once every message is confirmed, or at its deadline
         (`publish_timeout` after submit) with the unconfirmed ones failed, retryable."""
-        try:
-            async with asyncio.timeout_at(deadline):
-                await batch.done
-        except TimeoutError:
+        outcomes = await batch.future  # a copy: late PUBACKs still fill in the batch
+        if not batch.complete:
             # Its messages still waiting for a window slot are not sent any more: the
             # engine sends them again, and a late copy would only be a duplicate.
             link.withdraw(batch)
-            return list(batch.outcomes)  # a copy: late PUBACKs still fill in the batch
-        return batch.outcomes
+        return outcomes
 
     async def aclose(self) -> None:
         link, self._link = self._link, None

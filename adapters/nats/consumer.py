@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-from collections import deque
 from typing import Any
 
 import nats.errors
@@ -31,6 +30,7 @@ from gateway.ports import (
     Settle,
     StreamPending,
 )
+from gateway.ports.inbox import Inbox
 from gateway.record import NativeMessage
 
 
@@ -56,11 +56,8 @@ class NatsConsumer:
         )
         self._client: _Client | None = None
         self._subs: list[Subscription] = []
-        self._buffer: deque[Msg] = deque()
-        self._unsettled = 0
-        self._changed = asyncio.Event()  # buffer, settlement or connection changed
+        self._inbox: Inbox[Msg] = Inbox(self._opts.max_in_flight)
         self._space = asyncio.Event()  # the buffer has room again
-        self._closed = False
         self._dropped = 0
         self._dropping = False
         # AckPolicy.ALL durables: which message's +ACK covers the settled prefix.
@@ -74,12 +71,12 @@ class NatsConsumer:
 
     @property
     def unsettled(self) -> int:
-        return self._unsettled
+        return self._inbox.unsettled
 
     @property
     def buffered(self) -> int:
         """Messages received and not yet handed out by `read_batch`."""
-        return len(self._buffer)
+        return len(self._inbox.buffer)
 
     @property
     def dropped(self) -> int:
@@ -87,7 +84,7 @@ class NatsConsumer:
         return self._dropped
 
     async def connect(self) -> None:
-        if self._closed:
+        if self._inbox.closed:
             raise EndOfInput("consumer closed")
         client = self._client
         if client is not None and not client.is_closed:
@@ -104,29 +101,21 @@ class NatsConsumer:
         except (nats.errors.Error, TimeoutError) as exc:
             await self._drop_client()
             raise NotConnected(f"cannot subscribe: {exc!r}") from exc
-        self._changed.set()
+        self._inbox.wake()
 
     async def read_batch(self, limit: int) -> list[Delivery]:
-        while True:
-            if self._closed:
-                raise EndOfInput("consumer closed")
-            count = min(limit, self._opts.max_in_flight - self._unsettled, len(self._buffer))
-            if count > 0:
-                return self._take(count)
-            # While nats-py reconnects the subscriptions come back by themselves: wait.
-            if self._client is None or self._client.is_closed:
-                raise NotConnected("not connected")
-            self._changed.clear()
-            await self._changed.wait()
+        # While nats-py reconnects the subscriptions come back by themselves: wait.
+        return await self._inbox.read_batch(
+            limit, self._take, lambda: self._client is not None and not self._client.is_closed)
 
     async def aclose(self) -> None:
-        self._closed = True
+        self._inbox.close()
         if self.jetstream and not self.ephemeral:
             # Buffered but never handed out: ask for redelivery now, not after ack_wait.
-            for msg in self._buffer:
+            for msg in self._inbox.buffer:
                 with contextlib.suppress(Exception):
                     await msg.nak()
-        self._buffer.clear()
+        self._inbox.buffer.clear()
         await self._drop_client()
 
     async def backlog(self) -> list[StreamPending]:
@@ -243,9 +232,8 @@ class NatsConsumer:
 
     def _take(self, count: int) -> list[Delivery]:
         """The next `count` buffered messages as deliveries, without awaiting anything."""
-        buffer = self._buffer
+        buffer = self._inbox.buffer
         msgs = [buffer.popleft() for _ in range(count)]
-        self._unsettled += count
         self._space.set()
         received_at = _now()  # one clock read per batch: they arrived together
         jetstream = self.jetstream
@@ -278,8 +266,7 @@ class NatsConsumer:
 
     def _settler(self, msg: Msg) -> Settle:
         async def settle(ack: bool, reason: str, retry: bool) -> None:
-            self._unsettled -= 1
-            self._changed.set()
+            self._inbox.settled()
             if not self.jetstream or self.ephemeral:
                 return  # core NATS / an observer: nothing to tell the server
             try:
@@ -305,8 +292,7 @@ class NatsConsumer:
         slot = acks.track(ack.sequence, ack.delivery, msg)
 
         async def settle(ack: bool, reason: str, retry: bool) -> None:
-            self._unsettled -= 1
-            self._changed.set()
+            self._inbox.settled()
             if not ack and retry:
                 await self._nak(msg)
             elif acks.settle(slot) and not self._ack_scheduled:
@@ -340,18 +326,18 @@ class NatsConsumer:
     async def _on_message(self, msg: Msg) -> None:
         # Runs in nats-py's per-subscription task: waiting here leaves the next messages
         # in nats-py's bounded pending queue (which drops when full, see `dropped`).
-        while len(self._buffer) >= self._opts.max_in_flight and not self._closed:
+        inbox = self._inbox
+        while inbox.full and not inbox.closed:
             self._space.clear()
             await self._space.wait()
-        if self._closed:
+        if inbox.closed:
             return
         if self._dropping:
             self._dropping = False
             log.warning(
                 "NATS slow consumer episode over; %d messages dropped so far", self._dropped
             )
-        self._buffer.append(msg)
-        self._changed.set()
+        inbox.put(msg)
 
     async def _on_error(self, exc: Exception) -> None:
         if isinstance(exc, nats.errors.SlowConsumerError):
@@ -363,7 +349,7 @@ class NatsConsumer:
         log.debug("NATS client error", extra=fields(error=exc))
 
     async def _on_change(self) -> None:
-        self._changed.set()
+        self._inbox.wake()
 
     async def _drop_client(self) -> None:
         client, self._client = self._client, None
@@ -383,4 +369,4 @@ class NatsConsumer:
                 await client.flush(timeout=1)  # settlements still in nats-py's buffer
             with contextlib.suppress(Exception):
                 await client.close()
-        self._changed.set()
+        self._inbox.wake()

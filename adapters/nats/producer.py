@@ -18,7 +18,7 @@ from adapters.nats.connection import _await_reconnect, _now, _open, _shown, log
 from adapters.nats.options import NatsOptions
 from adapters.nats.publish import _Batch, _PubAcks, _publish_all
 from adapters.nats.record import to_record
-from gateway.json.values import JSON
+from gateway.cloudevents import with_extension
 from gateway.observability.logs import fields
 from gateway.ports import (
     CORRELATION_ATTRIBUTE,
@@ -186,7 +186,8 @@ class NatsProducer:
         tokens = [token for token, _ in waiting]
         # The same batched publish as `submit`, each with its token's reply subject.
         unsent = await _publish_all(
-            client, [_correlated(r, t) for r, t in zip(messages, tokens, strict=True)],
+            client, [with_extension(r, CORRELATION_ATTRIBUTE, t)
+                     for r, t in zip(messages, tokens, strict=True)],
             lambda index: inbox + tokens[index])
         for token, outcome in zip(tokens, unsent, strict=True):
             if outcome is not None:
@@ -228,15 +229,6 @@ class NatsProducer:
 
     async def aclose(self) -> None:
         await self._drop_client("producer closed")
-
-def _correlated(record: NativeMessage, token: str) -> NativeMessage:
-    """`record` with the `correlationid` extension when it is a binary CloudEvent."""
-    pairs = record.pairs("headers")
-    if not any(name.lower() == "ce-specversion" for name, _ in pairs):
-        return record
-    headers: list[JSON] = [{"name": n, "value": v} for n, v in pairs]
-    headers.append({"name": f"ce-{CORRELATION_ATTRIBUTE}", "value": token})
-    return record.replace_fields({**record.fields, "headers": headers})
 
 async def _nothing() -> None:
     return None

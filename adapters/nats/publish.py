@@ -5,7 +5,6 @@ messages they confirm (a batch's outcomes by index, its deadline).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections.abc import Callable, Sequence
 
@@ -16,6 +15,7 @@ from nats.aio.msg import Msg
 from adapters.nats.client import _Client
 from adapters.nats.record import publish_frame, to_publish
 from gateway.ports import Outcome
+from gateway.ports.pending import PendingBatch
 from gateway.record import NativeMessage
 
 #: JetStream publishes awaiting their PubAck, per producer; `submit` waits (up to
@@ -136,16 +136,18 @@ class _PubAcks:
         batch.settle(index, _pub_ack_outcome(msg))
 
 class _Batch:
-    """One JetStream `submit`: its outcomes fill in as the PubAcks arrive; `confirmed()`
-    waits for the last one, or until the deadline (one timer per batch)."""
+    """One JetStream `submit`: its outcomes fill in as the PubAcks arrive (a
+    `PendingBatch`, one timer per batch); `confirmed()` waits for the last one, or until
+    the deadline, and stops expecting the PubAcks that did not come."""
 
     def __init__(self, acks: _PubAcks, size: int, deadline: float) -> None:
         self._acks = acks
-        self._deadline = deadline
-        self.outcomes: list[Outcome | None] = [None] * size
+        self._pending = PendingBatch(size, _NO_PUBACK, deadline)
         self._replies: list[str] = [""] * size
-        self._remaining = size
-        self._done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    @property
+    def outcomes(self) -> list[Outcome | None]:
+        return self._pending.outcomes
 
     def expect(self, index: int) -> str:
         reply = self._replies[index] = self._acks.expect(self, index)
@@ -157,24 +159,15 @@ class _Batch:
         self.settle(index, outcome)
 
     def settle(self, index: int, outcome: Outcome) -> None:
-        if self.outcomes[index] is None:
-            self.outcomes[index] = outcome
-            self._count_down()
-
-    def _count_down(self) -> None:
-        self._remaining -= 1
-        if self._remaining == 0 and not self._done.done():
-            self._done.set_result(None)
+        self._pending.resolve(index, outcome)
 
     async def confirmed(self) -> list[Outcome]:
-        if self._remaining:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout_at(self._deadline):
-                    await self._done
-        for index, outcome in enumerate(self.outcomes):
+        outcomes = await self._pending.future
+        for index, outcome in enumerate(self._pending.outcomes):
             if outcome is None:
                 self._acks.forget(self._replies[index])
-        return [o if o is not None else _NO_PUBACK for o in self.outcomes]
+        return outcomes
+
 
 #: JetStream's API error "message size exceeds maximum allowed" (JSStreamMessageExceedsMaximumErr).
 _JS_MESSAGE_TOO_LARGE = 10054

@@ -57,7 +57,7 @@ async def _until(condition: Callable[[], bool], what: str) -> None:
 
 
 def _buffered(consumer: AmqpConsumer) -> int:
-    return len(consumer._buffer)
+    return consumer.buffered
 
 
 def _numbers(deliveries: list[Delivery]) -> list[Any]:
