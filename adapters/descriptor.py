@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from adapters._preflight import Destination
 from gateway.config import EndpointConfig
 from gateway.definitions.model import MessageDefinition
-from gateway.options import OptionSpec
 from gateway.ports import Consumer, EndpointSettings, Producer
+from gateway.ports.options import OptionSpec
 from gateway.protocols import ProtocolProfile, token_separator
 from gateway.templates.template import Template, TemplateError, to_wildcard_filter
 

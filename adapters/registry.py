@@ -21,8 +21,8 @@ from adapters.descriptor import Adapter, uri_of
 from gateway.config import EndpointConfig
 from gateway.definitions.model import MessageDefinition
 from gateway.json.values import JSON
-from gateway.options import OptionSpec
 from gateway.ports import Consumer, EndpointSettings, Producer
+from gateway.ports.options import OptionSpec
 from gateway.protocols import PROFILES, ProtocolProfile, find_profile
 
 #: The installed adapter packages. A new protocol adds its package here (docs/protocols.md).

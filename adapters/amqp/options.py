@@ -13,13 +13,12 @@ from urllib.parse import unquote, urlsplit
 from proton import SSLDomain
 
 from adapters.amqp.terminus import transient_queue_warning
-from gateway.options import Option, OptionSpec, Unsupported, count, seconds
 from gateway.ports import EndpointSettings, TlsSettings
 from gateway.ports.netaddr import is_loopback
+from gateway.ports.options import Field, Option, OptionSpec, Unsupported, count, seconds
 from gateway.ports.schemes import check_scheme
 from gateway.ports.tls import client_context, wants_tls
 from gateway.protocols import AMQP, profile
-from gateway.spec.fields import Field
 
 log = logging.getLogger("adapters.amqp")
 

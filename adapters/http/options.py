@@ -11,12 +11,20 @@ from typing import cast
 from urllib.parse import urlsplit
 
 from adapters.http.record import RequestDefaults
-from gateway.options import Option, OptionSpec, Unsupported, count, one_or_many, seconds
 from gateway.ports import EndpointSettings
+from gateway.ports.options import (
+    REQUIRED,
+    Field,
+    Option,
+    OptionSpec,
+    Unsupported,
+    count,
+    one_or_many,
+    seconds,
+)
 from gateway.ports.schemes import check_scheme
 from gateway.ports.tls import wants_tls
 from gateway.protocols import HTTP, profile
-from gateway.spec.fields import REQUIRED, Field
 
 # RFC 9110 token: what a method and a header name may consist of.
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")

@@ -11,7 +11,10 @@ from typing import Any, cast
 
 from aiokafka import codec  # type: ignore[import-untyped]  # no py.typed
 
-from gateway.options import (
+from gateway.ports import EndpointSettings
+from gateway.ports.options import (
+    Check,
+    Field,
     Option,
     OptionSpec,
     Unsupported,
@@ -21,11 +24,9 @@ from gateway.options import (
     one_or_many,
     seconds,
 )
-from gateway.ports import EndpointSettings
 from gateway.ports.schemes import check_scheme
 from gateway.ports.tls import client_context
 from gateway.protocols import KAFKA, profile
-from gateway.spec.fields import Check, Field
 
 
 def _acks(value: object) -> tuple[str, str] | None:

@@ -12,12 +12,19 @@ from urllib.parse import unquote, urlsplit
 
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
-from gateway.options import Option, OptionSpec, Unsupported, count, one_or_many, seconds
 from gateway.ports import EndpointSettings
+from gateway.ports.options import (
+    Field,
+    Option,
+    OptionSpec,
+    Unsupported,
+    count,
+    one_or_many,
+    seconds,
+)
 from gateway.ports.schemes import check_scheme
 from gateway.ports.tls import client_context, wants_tls
 from gateway.protocols import MQTT5, profile
-from gateway.spec.fields import Field
 
 
 def _qos(value: object) -> tuple[str, str] | None:

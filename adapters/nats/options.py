@@ -6,18 +6,15 @@ shows it. Every xRegistry NATS endpoint option is implemented.
 from __future__ import annotations
 
 import ssl
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import cast
 from urllib.parse import urlsplit
 
 from adapters.nats.credentials import check_creds_file, check_seed_file
-from gateway.options import Option, OptionSpec, count, one_or_many, seconds
 from gateway.ports import EndpointSettings
+from gateway.ports.options import Field, Option, OptionSpec, count, one_or_many, seconds
 from gateway.ports.schemes import check_scheme
 from gateway.ports.tls import client_context
 from gateway.protocols import NATS, profile
-from gateway.spec.fields import Field
 
 OPTIONS = OptionSpec(
     protocol="NATS",
@@ -70,6 +67,31 @@ OPTIONS = OptionSpec(
 )
 
 
+@OPTIONS.typed
+@dataclass(frozen=True)
+class NatsValues:
+    """The options as read (`OPTIONS.read_into`), one field per option of the spec."""
+
+    subject: str | None
+    subjectfilter: str | list[str] | None
+    queuegroup: str | None
+    stream: str | None
+    durable: str | None
+    observe: bool
+    jetstream: bool
+    max_in_flight: int
+    ack_wait: float
+    nak_delay: float
+    pending_msgs_limit: int
+    pending_bytes_limit: int
+    connect_timeout: float
+    reconnect_wait: float
+    publish_timeout: float
+    reconnect_max: float
+    creds_file: str | None
+    nkey_seed_file: str | None
+
+
 
 _URIS = profile(NATS).endpoint.uris
 
@@ -107,43 +129,39 @@ class NatsOptions:
         if secure_schemes and secure_schemes != schemes:
             raise ValueError("uri: mixes tls:// and nats:// servers; use tls:// for all")
         secure = bool(secure_schemes) or settings.tls is not None
-        opts = OPTIONS.read(settings.options)
-        creds_file = _text(opts, "creds_file")
-        nkey_seed_file = _text(opts, "nkey_seed_file")
+        opts = OPTIONS.read_into(NatsValues, settings.options)
+        creds_file = _text(opts.creds_file, "creds_file")
+        nkey_seed_file = _text(opts.nkey_seed_file, "nkey_seed_file")
         # Read and checked as the client will sign with them (also by `xrgw validate`).
         if creds_file is not None:
             check_creds_file(creds_file)
         if nkey_seed_file is not None:
             check_seed_file(nkey_seed_file)
-        raw_subjects = opts["subjectfilter"] or ()
-        stream = _text(opts, "stream")
+        raw_subjects = opts.subjectfilter or ()
+        stream = _text(opts.stream, "stream")
         return cls(
             servers=servers or ("nats://127.0.0.1:4222",),
-            subjects=(raw_subjects,) if isinstance(raw_subjects, str) else tuple(
-                cast(list[str], raw_subjects)),
-            queuegroup=_text(opts, "queuegroup") or "",
+            subjects=(raw_subjects,) if isinstance(raw_subjects, str) else tuple(raw_subjects),
+            queuegroup=_text(opts.queuegroup, "queuegroup") or "",
             stream=stream,
-            durable=_text(opts, "durable"),
-            jetstream=cast(bool, opts["jetstream"]) or stream is not None,
-            observe=cast(bool, opts["observe"]),
-            max_in_flight=cast(int, opts["max_in_flight"]),
-            ack_wait=cast(float, opts["ack_wait"]),
-            nak_delay=cast(float, opts["nak_delay"]),
-            pending_msgs_limit=cast(int, opts["pending_msgs_limit"]),
-            pending_bytes_limit=cast(int, opts["pending_bytes_limit"]),
-            connect_timeout=cast(float, opts["connect_timeout"]),
-            reconnect_wait=cast(float, opts["reconnect_wait"]),
-            publish_timeout=cast(float, opts["publish_timeout"]),
-            reconnect_max=cast(float, opts["reconnect_max"]),
+            durable=_text(opts.durable, "durable"),
+            jetstream=opts.jetstream or stream is not None,
+            observe=opts.observe,
+            max_in_flight=opts.max_in_flight,
+            ack_wait=opts.ack_wait,
+            nak_delay=opts.nak_delay,
+            pending_msgs_limit=opts.pending_msgs_limit,
+            pending_bytes_limit=opts.pending_bytes_limit,
+            connect_timeout=opts.connect_timeout,
+            reconnect_wait=opts.reconnect_wait,
+            publish_timeout=opts.publish_timeout,
+            reconnect_max=opts.reconnect_max,
             tls=client_context(settings.tls) if secure else None,
             creds_file=creds_file,
             nkey_seed_file=nkey_seed_file,
         )
 
-def _text(opts: Mapping[str, object], name: str) -> str | None:
-    value = opts.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value:
+def _text(value: str | None, name: str) -> str | None:
+    if value is not None and not value:
         raise ValueError(f"{name}: expected a non-empty string, got {value!r}")
     return value

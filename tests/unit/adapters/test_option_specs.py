@@ -19,8 +19,8 @@ from adapters.kafka import KafkaOptions
 from adapters.registry import OPTION_SPECS, REGISTRY
 from gateway.config import load_config_text, reference_markdown
 from gateway.definitions.endpoints import ENDPOINT_OPTIONS
-from gateway.options import Option, OptionSpec, Unsupported, squash
 from gateway.ports import EndpointSettings
+from gateway.ports.options import Option, OptionSpec, Unsupported, squash
 from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, MQTT311, NATS, PROTOCOLS
 
 SPEC_OPTIONS = [(protocol, name) for protocol, names in ENDPOINT_OPTIONS.items()
