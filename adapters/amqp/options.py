@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
 
 from proton import SSLDomain
@@ -85,6 +85,24 @@ OPTIONS = OptionSpec(
 )
 
 
+@OPTIONS.typed
+@dataclass(frozen=True)
+class AmqpValues:
+    """The options as read (`OPTIONS.read_into`), one field per option of the spec."""
+
+    node: str | None
+    durable: bool
+    terminus_durability: str
+    expiry_policy: str
+    max_in_flight: int
+    nack_outcome: Literal["modified", "released"]
+    heartbeat: float
+    connect_timeout: float
+    publish_timeout: float
+    reconnect_max: float
+    allow_plain_without_tls: bool
+
+
 
 _URIS = profile(AMQP).endpoint.uris
 
@@ -122,15 +140,15 @@ class AmqpOptions:
         secure = wants_tls(url.scheme, _URIS, settings.tls)
         if secure:
             client_context(settings.tls)  # check the files here, not on the proton thread
-        opts = OPTIONS.read(settings.options)
-        node = cast(str | None, opts["node"])
+        opts = OPTIONS.read_into(AmqpValues, settings.options)
+        node = opts.node
         if node is not None and not node:
             raise ValueError("node: expected an address string, got ''")
         user = settings.username or (unquote(url.username) if url.username else None)
         password = settings.password or (unquote(url.password) if url.password else None)
         scheme, port = ("amqps", 5671) if secure else ("amqp", 5672)
         plain_in_clear = not secure and bool(user) and (
-            bool(opts["allow_plain_without_tls"]) or is_loopback(url.hostname or ""))
+            opts.allow_plain_without_tls or is_loopback(url.hostname or ""))
         if user and not secure and not plain_in_clear:
             raise ValueError(
                 f"SASL PLAIN over amqp:// would send the password to {url.hostname} in "
@@ -141,15 +159,15 @@ class AmqpOptions:
             user=user,
             password=password,
             node=node,
-            max_in_flight=cast(int, opts["max_in_flight"]),
-            nack_outcome="modified" if opts["nack_outcome"] == "modified" else "released",
-            durable=cast(bool, opts["durable"]),
-            heartbeat=cast(float, opts["heartbeat"]),
-            connect_timeout=cast(float, opts["connect_timeout"]),
-            publish_timeout=cast(float, opts["publish_timeout"]),
-            reconnect_max=cast(float, opts["reconnect_max"]),
-            terminus_durability=cast(str, opts["terminus-durability"]),
-            expiry_policy=cast(str, opts["expiry-policy"]),
+            max_in_flight=opts.max_in_flight,
+            nack_outcome=opts.nack_outcome,
+            durable=opts.durable,
+            heartbeat=opts.heartbeat,
+            connect_timeout=opts.connect_timeout,
+            publish_timeout=opts.publish_timeout,
+            reconnect_max=opts.reconnect_max,
+            terminus_durability=opts.terminus_durability,
+            expiry_policy=opts.expiry_policy,
             tls=(settings.tls or TlsSettings()) if secure else None,
             plain_in_clear=plain_in_clear,
         )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from aiokafka import codec  # type: ignore[import-untyped]  # no py.typed
 
@@ -151,6 +151,35 @@ OPTIONS = OptionSpec(
 )
 
 
+@OPTIONS.typed
+@dataclass(frozen=True)
+class KafkaValues:
+    """The options as read (`OPTIONS.read_into`), one field per option of the spec."""
+
+    topic: str | None
+    topics: str | list[str] | None
+    consumergroup: str | None
+    autooffsetreset: str
+    isolation_level: str
+    observeoffset: str
+    acks: int | str
+    key: str | None
+    partition: int | None
+    headers: dict[str, str] | None
+    max_in_flight: int
+    session_timeout_ms: int
+    heartbeat_interval_ms: int
+    enable_idempotence: bool
+    connect_timeout: float
+    publish_timeout: float
+    linger_ms: int
+    max_batch_size: int
+    compression_type: str
+    reconnect_max: float
+    sasl_mechanism: str
+    security_protocol: str | None
+
+
 
 _URIS = profile(KAFKA).endpoint.uris
 
@@ -183,29 +212,29 @@ class KafkaOptions:
     def parse(cls, settings: EndpointSettings) -> KafkaOptions:
         """Read the options (`adapters/kafka/options.py`); raises ValueError naming the
         bad one."""
-        opts = OPTIONS.read(settings.options)
-        topics = opts["topics"] or ()
-        acks = cast(int | str, opts["acks"])
+        opts = OPTIONS.read_into(KafkaValues, settings.options)
+        topics = opts.topics or ()
+        acks = opts.acks
         return cls(
             bootstrap=_bootstrap(settings.uri),
-            topics=(topics,) if isinstance(topics, str) else tuple(cast(list[str], topics)),
-            group=cast(str | None, opts["consumergroup"]),
-            auto_offset_reset=cast(str, opts["autooffsetreset"]),
-            max_in_flight=cast(int, opts["max_in_flight"]),
-            session_timeout_ms=cast(int, opts["session_timeout_ms"]),
-            heartbeat_interval_ms=cast(int, opts["heartbeat_interval_ms"]),
-            topic=cast(str | None, opts["topic"]),
-            enable_idempotence=cast(bool, opts["enable_idempotence"]),
-            connect_timeout=cast(float, opts["connect_timeout"]),
-            publish_timeout=cast(float, opts["publish_timeout"]),
-            reconnect_max=cast(float, opts["reconnect_max"]),
+            topics=(topics,) if isinstance(topics, str) else tuple(topics),
+            group=opts.consumergroup,
+            auto_offset_reset=opts.autooffsetreset,
+            max_in_flight=opts.max_in_flight,
+            session_timeout_ms=opts.session_timeout_ms,
+            heartbeat_interval_ms=opts.heartbeat_interval_ms,
+            topic=opts.topic,
+            enable_idempotence=opts.enable_idempotence,
+            connect_timeout=opts.connect_timeout,
+            publish_timeout=opts.publish_timeout,
+            reconnect_max=opts.reconnect_max,
             acks="all" if acks in (-1, "all") else acks,
-            linger_ms=cast(int, opts["linger_ms"]),
-            max_batch_size=cast(int, opts["max_batch_size"]),
-            compression_type=_compression(cast(str, opts["compression_type"])),
-            isolation_level=cast(str, opts["isolation_level"]),
+            linger_ms=opts.linger_ms,
+            max_batch_size=opts.max_batch_size,
+            compression_type=_compression(opts.compression_type),
+            isolation_level=opts.isolation_level,
             headers=tuple((name, value.encode()) for name, value in
-                          cast(dict[str, str], opts["headers"] or {}).items()),
+                          (opts.headers or {}).items()),
             security=_security(settings, opts),
         )
 
@@ -223,12 +252,12 @@ def _compression(name: str) -> str | None:
                          "not installed")
     return name
 
-def _security(settings: EndpointSettings, opts: Mapping[str, object]) -> dict[str, Any]:
+def _security(settings: EndpointSettings, opts: KafkaValues) -> dict[str, Any]:
     """aiokafka keyword arguments for TLS and SASL (empty: plaintext, anonymous)."""
     tls = settings.tls is not None
     sasl = bool(settings.username)
     derived = ("SASL_" if sasl else "") + ("SSL" if tls else "PLAINTEXT")
-    protocol = str(opts.get("security_protocol") or derived).upper()
+    protocol = (opts.security_protocol or derived).upper()
     if protocol not in SECURITY_PROTOCOLS:
         raise ValueError(f"security_protocol: expected one of {', '.join(SECURITY_PROTOCOLS)}, "
                          f"got {protocol!r}")
@@ -243,7 +272,7 @@ def _security(settings: EndpointSettings, opts: Mapping[str, object]) -> dict[st
     if protocol.endswith("SSL"):
         out["ssl_context"] = client_context(settings.tls)
     if sasl:
-        mechanism = str(opts.get("sasl_mechanism") or "PLAIN").upper()
+        mechanism = (opts.sasl_mechanism or "PLAIN").upper()
         if mechanism not in MECHANISMS:
             raise ValueError(f"sasl_mechanism: expected one of {', '.join(MECHANISMS)}, "
                              f"got {mechanism!r}")
