@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any
 from urllib.parse import urlsplit
 
 from adapters.http.record import RequestDefaults
@@ -117,6 +117,30 @@ OPTIONS = OptionSpec(
 )
 
 
+@OPTIONS.typed
+@dataclass(frozen=True)
+class HttpValues:
+    """The options as read (`OPTIONS.read_into`), one field per option of the spec."""
+
+    method: str
+    headers: dict[str, Any] | list[Any] | None
+    query: dict[str, Any] | None
+    paths: str | list[str] | None
+    methods: list[str]
+    max_body_bytes: int
+    max_in_flight: int
+    settle_timeout: float
+    retry_after: int
+    timeout: float
+    concurrency: int
+    max_headers: int
+    max_header_bytes: int
+    read_timeout: float
+    keepalive_timeout: float
+    header_timeout: float
+    max_connections: int
+
+
 
 _URIS = profile(HTTP).endpoint.uris
 
@@ -149,31 +173,31 @@ class HttpOptions:
         url = urlsplit(settings.uri)
         check_scheme(url.scheme, _URIS)
         scheme = "https" if wants_tls(url.scheme, _URIS, settings.tls) else "http"
-        opts = OPTIONS.read(settings.options)
-        paths = opts["paths"] or ([url.path] if url.path not in ("", "/") else [])
+        opts = OPTIONS.read_into(HttpValues, settings.options)
+        paths = opts.paths or ([url.path] if url.path not in ("", "/") else [])
         return cls(
             scheme=scheme,
             host=url.hostname or "127.0.0.1",
             port=url.port if url.port is not None else (443 if url.scheme == "https" else 80),
             prefixes=tuple(_prefix(p) for p in ([paths] if isinstance(paths, str) else
-                                                cast(list[str], paths))),
-            methods=frozenset(m.upper() for m in cast(list[str], opts["methods"])),
-            max_body_bytes=cast(int, opts["max_body_bytes"]),
-            max_in_flight=cast(int, opts["max_in_flight"]),
-            settle_timeout=cast(float, opts["settle_timeout"]),
-            retry_after=cast(int, opts["retry_after"]),
-            timeout=cast(float, opts["timeout"]),
-            max_headers=max(1, cast(int, opts["max_headers"])),
-            max_header_bytes=max(256, cast(int, opts["max_header_bytes"])),
-            read_timeout=cast(float, opts["read_timeout"]),
-            keepalive_timeout=cast(float, opts["keepalive_timeout"]),
-            header_timeout=cast(float, opts["header_timeout"]),
-            max_connections=cast(int, opts["max_connections"]),
-            concurrency=cast(int, opts["concurrency"]),
+                                                paths)),
+            methods=frozenset(m.upper() for m in opts.methods),
+            max_body_bytes=opts.max_body_bytes,
+            max_in_flight=opts.max_in_flight,
+            settle_timeout=opts.settle_timeout,
+            retry_after=opts.retry_after,
+            timeout=opts.timeout,
+            max_headers=max(1, opts.max_headers),
+            max_header_bytes=max(256, opts.max_header_bytes),
+            read_timeout=opts.read_timeout,
+            keepalive_timeout=opts.keepalive_timeout,
+            header_timeout=opts.header_timeout,
+            max_connections=opts.max_connections,
+            concurrency=opts.concurrency,
             request=RequestDefaults(
-                method=cast(str, opts["method"]).upper(),
-                headers=_pairs(opts["headers"]),
-                query=_pairs(opts["query"]),
+                method=opts.method.upper(),
+                headers=_pairs(opts.headers),
+                query=_pairs(opts.query),
             ),
         )
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ssl
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from paho.mqtt.subscribeoptions import SubscribeOptions
@@ -118,6 +118,29 @@ OPTIONS = OptionSpec(
 )
 
 
+@OPTIONS.typed
+@dataclass(frozen=True)
+class MqttValues:
+    """The options as read (`OPTIONS.read_into`), one field per option of the spec."""
+
+    topic: str | None
+    topicfilter: str | list[str] | None
+    qos: int
+    retain: bool
+    cleanstart: bool
+    sessionexpiryinterval: int
+    sharedsubscriptiongroup: str | None
+    retainaspublished: bool
+    retainhandling: int
+    protocol: str
+    keepalive: float
+    max_in_flight: int
+    connect_timeout: float
+    publish_timeout: float
+    reconnect_max: float
+    max_packet_size: int
+
+
 
 _URIS = profile(MQTT5).endpoint.uris  # 3.1.1 has the same
 
@@ -148,11 +171,10 @@ class MqttOptions:
         url = urlsplit(settings.uri)
         check_scheme(url.scheme, _URIS)
         secure = wants_tls(url.scheme, _URIS, settings.tls)
-        opts = OPTIONS.read(settings.options)
-        raw_filters = opts["topicfilter"] or ()
-        filters = (raw_filters,) if isinstance(raw_filters, str) else tuple(
-            str(f) for f in cast(list[str], raw_filters))
-        v5 = opts["protocol"] != "3.1.1"
+        opts = OPTIONS.read_into(MqttValues, settings.options)
+        raw_filters = opts.topicfilter or ()
+        filters = (raw_filters,) if isinstance(raw_filters, str) else tuple(raw_filters)
+        v5 = opts.protocol != "3.1.1"
         session_expiry, clean_start = _session(
             opts, OPTIONS.canonical(settings.options), filters, v5)
         return cls(
@@ -161,18 +183,18 @@ class MqttOptions:
             tls=client_context(settings.tls) if secure else None,
             v5=v5,
             filters=filters,
-            qos=cast(int, opts["qos"]),
+            qos=opts.qos,
             session_expiry=session_expiry,
-            keepalive=int(cast(float, opts["keepalive"])),
-            max_in_flight=cast(int, opts["max_in_flight"]),
-            connect_timeout=cast(float, opts["connect_timeout"]),
-            publish_timeout=cast(float, opts["publish_timeout"]),
-            reconnect_max=cast(float, opts["reconnect_max"]),
-            retain=cast(bool, opts["retain"]),
+            keepalive=int(opts.keepalive),
+            max_in_flight=opts.max_in_flight,
+            connect_timeout=opts.connect_timeout,
+            publish_timeout=opts.publish_timeout,
+            reconnect_max=opts.reconnect_max,
+            retain=opts.retain,
             clean_start=clean_start,
-            retain_as_published=cast(bool, opts["retainaspublished"]),
-            retain_handling=cast(int, opts["retainhandling"]),
-            max_packet_size=cast(int, opts["max_packet_size"]),
+            retain_as_published=opts.retainaspublished,
+            retain_handling=opts.retainhandling,
+            max_packet_size=opts.max_packet_size,
         )
 
     def subscriptions(self) -> list[tuple[str, Any]]:
@@ -183,7 +205,7 @@ class MqttOptions:
                                      retainHandling=self.retain_handling))
                 for f in self.filters]
 
-def _session(opts: dict[str, object], written: dict[str, object],
+def _session(opts: MqttValues, written: dict[str, object],
              filters: tuple[str, ...], v5: bool) -> tuple[int, bool]:
     """(session expiry, clean start) of a consumer. On a shared subscription the session
     ends with the connection unless the operator chose otherwise: a broker keeps giving
@@ -193,9 +215,9 @@ def _session(opts: dict[str, object], written: dict[str, object],
     persistent session and a replica that never comes back under the same client id (a
     Deployment's new pod), those messages wait the whole expiry and are then dropped.
     MQTT 3.1.1 has no expiry: a clean session is the only session that ends."""
-    expiry = cast(int, opts["sessionexpiryinterval"])
-    clean = cast(bool, opts["cleanstart"])
-    shared = bool(opts["sharedsubscriptiongroup"]) or any(
+    expiry = opts.sessionexpiryinterval
+    clean = opts.cleanstart
+    shared = bool(opts.sharedsubscriptiongroup) or any(
         f.startswith("$share/") for f in filters)
     if shared and "sessionexpiryinterval" not in written:
         expiry = 0
