@@ -15,7 +15,7 @@ from proton import Condition, Event, Link, Message, Receiver
 from proton import Delivery as ProtonDelivery
 from proton.reactor import AtLeastOnce, LinkOption
 
-from adapters.amqp.link import _describe, _Handler, _hint, _Note
+from adapters.amqp.link import LinkHandler, Note, describe, hint
 from adapters.amqp.options import AmqpOptions
 from adapters.amqp.proton_loop import ProtonThread
 from adapters.amqp.record import to_record
@@ -37,7 +37,7 @@ class _SourceTerminus(LinkOption):
     def apply(self, link: Link) -> None:
         apply_terminus(link.source, *self._args)
 
-class _ReceiverHandler(_Handler):
+class _ReceiverHandler(LinkHandler):
     def __init__(self, opts: AmqpOptions, node: str) -> None:
         super().__init__(opts)
         self._node = node
@@ -67,11 +67,11 @@ class _ReceiverHandler(_Handler):
             return  # the broker refused the source; its detach with the error follows
         self._ready = True
         link.flow(self.opts.max_in_flight)
-        self.post(_Note("ready"))
+        self.post(Note("ready"))
 
     def on_link_error(self, event: Event) -> None:
         link = event.link
-        self.lost(_describe(link.remote_condition if link else None, "link error"))
+        self.lost(describe(link.remote_condition if link else None, "link error"))
 
     def on_link_closing(self, event: Event) -> None:
         self.lost("the broker detached the link")
@@ -101,7 +101,7 @@ class _ReceiverHandler(_Handler):
     def end_of_burst(self) -> None:
         if self._burst and not self.closing:
             burst, self._burst = self._burst, []
-            self.post(_Note("messages", self._burst_first, records=burst))
+            self.post(Note("messages", self._burst_first, records=burst))
 
     def lost(self, why: str) -> None:
         # The broker requeues what it sent on this link: handing these out would only
@@ -154,7 +154,7 @@ class _Settler:
 
     def __init__(
         self,
-        thread: ProtonThread[_Note],
+        thread: ProtonThread[Note],
         handler: _ReceiverHandler,
         nack_outcome: Literal["modified", "released"],
         settled: Callable[[], None],
@@ -198,7 +198,7 @@ class AmqpConsumer:
             raise ValueError("node: a consumer needs a source address")
         self._node: str = self._opts.node
         self._opts.warn_transient_queue()
-        self._thread: ProtonThread[_Note] | None = None
+        self._thread: ProtonThread[Note] | None = None
         self._settler: _Settler | None = None
         self._ready: asyncio.Future[None] | None = None
         self._connected = False
@@ -224,7 +224,7 @@ class AmqpConsumer:
             raise EndOfInput("consumer closed")
         await self._drop()
         handler = _ReceiverHandler(self._opts, self._node)
-        thread: ProtonThread[_Note] = ProtonThread(
+        thread: ProtonThread[Note] = ProtonThread(
             handler, lambda batch: self._on_batch(thread, batch), "xrgw-amqp-consumer"
         )
         self._thread = thread
@@ -266,7 +266,7 @@ class AmqpConsumer:
     def _settled(self) -> None:
         self._inbox.settled()
 
-    def _on_batch(self, thread: ProtonThread[_Note], batch: list[_Note]) -> None:
+    def _on_batch(self, thread: ProtonThread[Note], batch: list[Note]) -> None:
         if thread is not self._thread:
             return  # an old connection's last words
         for note in batch:
@@ -285,7 +285,7 @@ class AmqpConsumer:
         # buffered ones would only create deliveries whose settlement cannot be sent.
         self._inbox.buffer.clear()
         if self._ready is not None and not self._ready.done():
-            self._ready.set_exception(NotConnected(_hint(why)))
+            self._ready.set_exception(NotConnected(hint(why)))
             self._ready.exception()  # mark retrieved: nobody may be waiting
 
     async def _drop(self) -> None:

@@ -1,5 +1,5 @@
 """What both AMQP links share: the proton handler base that reports link and connection
-events to the event loop (`_Note`), and how a refusal is described to an operator.
+events to the event loop (`Note`), and how a refusal is described to an operator.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from gateway.record import NativeMessage
 
 log = logging.getLogger("adapters.amqp")  # the name it had before the package split
 
-def _hint(why: str) -> str:
+def hint(why: str) -> str:
     """An operator's next step for the usual refusals."""
     lowered = why.lower()
     if "unauthorized-access" in lowered or "authentication failed" in lowered:
@@ -34,7 +34,7 @@ def _hint(why: str) -> str:
                 "tls.cert_file/key_file for a client certificate)")
     return why
 
-def _describe(condition: Condition | None, default: str) -> str:
+def describe(condition: Condition | None, default: str) -> str:
     if condition is None:
         return default
     return (
@@ -44,7 +44,7 @@ def _describe(condition: Condition | None, default: str) -> str:
     )
 
 @dataclass(frozen=True)
-class _Note:
+class Note:
     """What the proton thread tells the asyncio side: one note per burst, not per message."""
 
     kind: Literal["ready", "lost", "messages", "outcomes"]
@@ -53,7 +53,7 @@ class _Note:
     outcomes: Sequence[tuple[int, int, Outcome]] = ()  # (submit id, index, outcome)
     reason: str = ""
 
-class _Handler(LoopHandler[_Note]):
+class LinkHandler(LoopHandler[Note]):
     """Connection-level behaviour shared by both directions (proton thread only)."""
 
     def __init__(self, opts: AmqpOptions) -> None:
@@ -83,26 +83,26 @@ class _Handler(LoopHandler[_Note]):
 
     def on_transport_error(self, event: Event) -> None:
         transport = event.transport
-        self.lost(_describe(transport.condition if transport else None, "transport error"))
+        self.lost(describe(transport.condition if transport else None, "transport error"))
 
     def on_connection_error(self, event: Event) -> None:
         connection = event.connection
         self.lost(
-            _describe(connection.remote_condition if connection else None, "connection error")
+            describe(connection.remote_condition if connection else None, "connection error")
         )
 
     def on_session_error(self, event: Event) -> None:
         session = event.session
-        self.lost(_describe(session.remote_condition if session else None, "session error"))
+        self.lost(describe(session.remote_condition if session else None, "session error"))
 
     def on_disconnected(self, event: Event) -> None:
         transport = event.transport
-        self.lost(_describe(transport.condition if transport else None, "disconnected"))
+        self.lost(describe(transport.condition if transport else None, "disconnected"))
 
     def crashed(self, exc: BaseException) -> None:
         if not self.closing:
             self.closing = True
-            self.post(_Note("lost", reason=f"proton reactor failed: {exc!r}"))
+            self.post(Note("lost", reason=f"proton reactor failed: {exc!r}"))
 
     def lost(self, why: str) -> None:
         """The connection is over: tell asyncio once, then end the reactor."""
@@ -111,5 +111,5 @@ class _Handler(LoopHandler[_Note]):
             # as lost: that would resend messages the broker has accepted.
             self.end_of_burst()
             self.closing = True
-            self.post(_Note("lost", reason=why))
+            self.post(Note("lost", reason=why))
         self.stop_container()

@@ -14,7 +14,7 @@ from proton import Condition, Event, Link, Sender
 from proton import Delivery as ProtonDelivery
 from proton.reactor import AtLeastOnce
 
-from adapters.amqp.link import _describe, _Handler, _hint, _Note
+from adapters.amqp.link import LinkHandler, Note, describe, hint
 from adapters.amqp.options import AmqpOptions
 from adapters.amqp.proton_loop import ProtonThread
 from adapters.amqp.record import to_message
@@ -30,7 +30,7 @@ _ADDRESS_ERRORS = frozenset(
      "amqp:precondition-failed"}  # RabbitMQ: the queue exists with another durability
 )
 
-class _SenderHandler(_Handler):
+class _SenderHandler(LinkHandler):
     def __init__(self, opts: AmqpOptions) -> None:
         super().__init__(opts)
         self._senders: dict[str, Sender] = {}
@@ -42,7 +42,7 @@ class _SenderHandler(_Handler):
         self._outcomes: list[tuple[int, int, Outcome]] = []
 
     def on_connection_opened(self, event: Event) -> None:
-        self.post(_Note("ready"))
+        self.post(Note("ready"))
 
     def send(self, submit_id: int, records: list[NativeMessage]) -> None:
         """Send a submit's records in order, without waiting for any disposition."""
@@ -71,7 +71,7 @@ class _SenderHandler(_Handler):
     def end_of_burst(self) -> None:
         if self._outcomes:
             outcomes, self._outcomes = self._outcomes, []
-            self.post(_Note("outcomes", outcomes=outcomes))
+            self.post(Note("outcomes", outcomes=outcomes))
 
     def _open_sender(self, address: str) -> Sender:
         # A session of its own per address: RabbitMQ 3.x ends the whole session when it
@@ -100,7 +100,7 @@ class _SenderHandler(_Handler):
 
     def _link_failed(self, link: Link, condition: Condition | None) -> None:
         retryable = condition is None or str(condition.name) not in _ADDRESS_ERRORS
-        self._drop_sender(link, _hint(_describe(condition, "link error")), retryable)
+        self._drop_sender(link, hint(describe(condition, "link error")), retryable)
 
     def on_delivery(self, event: Event) -> None:
         delivery = event.delivery
@@ -146,7 +146,7 @@ def _outcome_of(delivery: ProtonDelivery) -> Outcome | None:
     if state == ProtonDelivery.ACCEPTED:
         return Outcome.ok()
     if state == ProtonDelivery.REJECTED:
-        why = _describe(delivery.remote.condition, "rejected")
+        why = describe(delivery.remote.condition, "rejected")
         return Outcome.failed(f"broker rejected: {why}", retryable=False)
     if state in (ProtonDelivery.RELEASED, ProtonDelivery.MODIFIED):
         return Outcome.failed("broker released the message", retryable=True)
@@ -172,7 +172,7 @@ class AmqpProducer:
     def __init__(self, settings: EndpointSettings) -> None:
         self._opts = AmqpOptions.parse(settings)
         self._opts.warn_transient_queue()
-        self._thread: ProtonThread[_Note] | None = None
+        self._thread: ProtonThread[Note] | None = None
         self._handler: _SenderHandler | None = None
         self._ready: asyncio.Future[None] | None = None
         self._connected = False
@@ -190,7 +190,7 @@ class AmqpProducer:
     async def _connect(self) -> None:
         await self._drop("reconnecting")
         handler = _SenderHandler(self._opts)
-        thread: ProtonThread[_Note] = ProtonThread(
+        thread: ProtonThread[Note] = ProtonThread(
             handler, lambda batch: self._on_batch(thread, batch), "xrgw-amqp-producer"
         )
         self._thread, self._handler = thread, handler
@@ -229,7 +229,7 @@ class AmqpProducer:
     async def _try_reconnect(self) -> str | None:
         return await self._gate.try_reconnect(lambda: self._connected, self._connect)
 
-    def _on_batch(self, thread: ProtonThread[_Note], batch: list[_Note]) -> None:
+    def _on_batch(self, thread: ProtonThread[Note], batch: list[Note]) -> None:
         if thread is not self._thread:
             return
         for note in batch:
@@ -250,7 +250,7 @@ class AmqpProducer:
     def _lost(self, why: str) -> None:
         self._connected = False
         if self._ready is not None and not self._ready.done():
-            self._ready.set_exception(NotConnected(_hint(why)))
+            self._ready.set_exception(NotConnected(hint(why)))
             self._ready.exception()  # mark retrieved: nobody may be waiting
         submitted, self._submitted = self._submitted, {}
         lost = Outcome.failed(f"connection lost: {why}")

@@ -35,7 +35,7 @@ def _connect_error(opts: KafkaOptions, exc: BaseException) -> str:
             return describe(candidate)
     return repr(exc)
 
-async def _explain(opts: KafkaOptions, exc: BaseException) -> str:
+async def explain(opts: KafkaOptions, exc: BaseException) -> str:
     """`_connect_error`, and for a plain "cannot bootstrap" over TLS the handshake's own
     failure (aiokafka only logs it)."""
     text = _connect_error(opts, exc)
@@ -48,7 +48,7 @@ async def _explain(opts: KafkaOptions, exc: BaseException) -> str:
             return why
     return text
 
-async def _stop_quietly(client: Any, timeout: float) -> None:
+async def stop_quietly(client: Any, timeout: float) -> None:
     """Stop an aiokafka client; a dead broker must not make closing hang or raise."""
     with contextlib.suppress(Exception):
         async with asyncio.timeout(timeout):

@@ -21,7 +21,7 @@ from aiokafka.errors import (  # type: ignore[import-untyped]
 )
 
 from adapters.kafka.commits import Commits, log
-from adapters.kafka.connection import _explain, _stop_quietly
+from adapters.kafka.connection import explain, stop_quietly
 from adapters.kafka.fetch import RateLimitedLog, install
 from adapters.kafka.liveness import install as watch_fetches
 from adapters.kafka.liveness import watch_of
@@ -161,9 +161,9 @@ class KafkaConsumer:
             async with asyncio.timeout(join_timeout):
                 await client.start()
         except (KafkaError, OSError, TimeoutError, KeyError) as exc:
-            await _stop_quietly(client, 1.0)
+            await stop_quietly(client, 1.0)
             raise NotConnected(
-                f"cannot join via {','.join(opts.bootstrap)}: {await _explain(opts, exc)}"
+                f"cannot join via {','.join(opts.bootstrap)}: {await explain(opts, exc)}"
             ) from None
         watch = watch_of(client)
         if watch is not None:
@@ -290,5 +290,5 @@ class KafkaConsumer:
         # Flushes the commits, then forgets the partitions and the client.
         await self._commits.detach(self._opts.connect_timeout)
         self._paused = False
-        await _stop_quietly(client, self._opts.connect_timeout)
+        await stop_quietly(client, self._opts.connect_timeout)
         self._commits.changed.set()

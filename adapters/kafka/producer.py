@@ -30,7 +30,7 @@ from aiokafka.record.default_records import (  # type: ignore[import-untyped]
     DefaultRecordBatchBuilder,
 )
 
-from adapters.kafka.connection import _explain, _stop_quietly
+from adapters.kafka.connection import explain, stop_quietly
 from adapters.kafka.options import KafkaOptions
 from adapters.kafka.record import SendArgs, to_send
 from gateway.ports import Confirmation, EndpointSettings, NotConnected, Outcome, confirmed
@@ -186,9 +186,9 @@ class KafkaProducer:
             async with asyncio.timeout(opts.connect_timeout):
                 await client.start()
         except (KafkaError, OSError, TimeoutError, KeyError) as exc:
-            await _stop_quietly(client, 1.0)
+            await stop_quietly(client, 1.0)
             raise NotConnected(
-                f"cannot reach {','.join(opts.bootstrap)}: {await _explain(opts, exc)}"
+                f"cannot reach {','.join(opts.bootstrap)}: {await explain(opts, exc)}"
             ) from None
         self._client = client
 
@@ -331,7 +331,7 @@ class KafkaProducer:
         self._open.clear()
         if client is not None:
             # Nothing is lost by a short timeout: unsent records were reported failed.
-            await _stop_quietly(client, 2.0)
+            await stop_quietly(client, 2.0)
 
     async def aclose(self) -> None:
         await self._drop_client()

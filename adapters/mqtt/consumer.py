@@ -12,8 +12,8 @@ from functools import partial
 import paho.mqtt.client as paho
 from paho.mqtt.packettypes import PacketTypes
 
-from adapters.mqtt.options import MqttOptions, _link_security
-from adapters.mqtt.paho_loop import _UNCONFIRMED, PahoLink, _now, new_properties
+from adapters.mqtt.options import MqttOptions, link_security
+from adapters.mqtt.paho_loop import UNCONFIRMED, PahoLink, new_properties, now
 from adapters.mqtt.record import to_publish, to_record
 from gateway.ports import Answer, Delivery, EndOfInput, EndpointSettings, NotConnected
 from gateway.ports.inbox import Inbox
@@ -69,7 +69,7 @@ class MqttConsumer:
             manual_ack=True,
             on_message=self._on_message,
             on_lost=self._on_lost,
-            **_link_security(self._settings, opts),
+            **link_security(self._settings, opts),
         )
         props = None
         if opts.v5:
@@ -129,7 +129,7 @@ class MqttConsumer:
         taken = [buffer.popleft() for _ in range(count)]
         if self._link is not None and not self._inbox.full:
             self._link.resume_reading()
-        received_at = _now()  # one clock read per batch: they arrived together
+        received_at = now()  # one clock read per batch: they arrived together
         return [self._deliver(generation, message, received_at)
                 for generation, message in taken]
 
@@ -167,7 +167,7 @@ class MqttConsumer:
             args = to_publish(reply.replace_fields(
                 {**reply.fields, "topic_name": response_topic, "retain": False}),
                 True, self._opts.qos, False, correlation)
-            batch = link.publish_batch([args], _UNCONFIRMED)
+            batch = link.publish_batch([args], UNCONFIRMED)
             async with asyncio.timeout(self._opts.publish_timeout):
                 [outcome] = await batch.future
             if not outcome.delivered:

@@ -225,7 +225,7 @@ def _session(opts: MqttValues, written: dict[str, object],
         clean = True
     return expiry, clean
 
-def _link_security(settings: EndpointSettings, opts: MqttOptions) -> dict[str, Any]:
+def link_security(settings: EndpointSettings, opts: MqttOptions) -> dict[str, Any]:
     """PahoLink keyword arguments: TLS context and credentials."""
     url = urlsplit(settings.uri)
     username = settings.username or (unquote(url.username) if url.username else None)

@@ -662,7 +662,7 @@ class PahoLink:
 
 
 #: What a message reports when its PUBACK/PUBCOMP did not come within publish_timeout.
-_UNCONFIRMED = Outcome.failed("no PUBACK/PUBCOMP in time")
+UNCONFIRMED = Outcome.failed("no PUBACK/PUBCOMP in time")
 
-def _now() -> str:
+def now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 import paho.mqtt.client as paho
 
-from adapters.mqtt.options import MqttOptions, _link_security
-from adapters.mqtt.paho_loop import _UNCONFIRMED, PahoLink, _now
+from adapters.mqtt.options import MqttOptions, link_security
+from adapters.mqtt.paho_loop import UNCONFIRMED, PahoLink, now
 from adapters.mqtt.record import PublishArgs, packet_size, to_publish, to_record
 from gateway.cloudevents import with_extension
 from gateway.ports import (
@@ -90,7 +90,7 @@ class MqttProducer:
         # expect packet ids this fresh client knows nothing about.
         link = PahoLink(
             client_id=self.client_id, v5=self._opts.v5, clean_start=True, manual_ack=False,
-            on_message=self._on_answer, **_link_security(self._settings, self._opts),
+            on_message=self._on_answer, **link_security(self._settings, self._opts),
         )
         try:
             await link.connect(
@@ -113,7 +113,7 @@ class MqttProducer:
             await link.wait_for_room(_MAX_BACKLOG)
             deadline = asyncio.get_running_loop().time() + self._opts.publish_timeout
             batch = link.publish_batch([self._publish_args(r, link.v5) for r in messages],
-                                       _UNCONFIRMED, deadline)
+                                       UNCONFIRMED, deadline)
         return self._confirm(link, batch)
 
     async def request(self, messages: Sequence[NativeMessage], timeout: float) -> Confirmation:
@@ -148,7 +148,7 @@ class MqttProducer:
                 items.append(self._publish_args(_requesting(
                     record, self.response_topic, token), True))
             deadline = asyncio.get_running_loop().time() + self._opts.publish_timeout
-            batch = link.publish_batch(items, _UNCONFIRMED, deadline)
+            batch = link.publish_batch(items, UNCONFIRMED, deadline)
         return asyncio.create_task(self._answers(link, batch, opened, timeout))
 
     async def _answers(self, link: PahoLink, batch: PendingBatch,
@@ -172,7 +172,7 @@ class MqttProducer:
 
     def _on_answer(self, message: paho.MQTTMessage) -> None:
         try:
-            record = to_record(message, True, _now())
+            record = to_record(message, True, now())
         except (UnicodeDecodeError, ValueError):
             return  # a topic that is not UTF-8 is not ours
         # The record has the correlation data as text already (our tokens are ASCII; data

@@ -48,7 +48,7 @@ num_ack_pending`; core mode has no backlog.
 Producer. `submit()` publishes the whole batch into nats-py's buffer and returns; the
 confirmation follows. Core: one PING/PONG round trip per batch, the PING written behind
 the batch's publishes (the server has read everything before it): that is all core NATS
-confirms. It counts only on the connection the batch was queued on (`_Client.confirm`,
+confirms. It counts only on the connection the batch was queued on (`Client.confirm`,
 not nats-py's `flush()`, which returns without a round trip while nats-py reconnects or
 after its read loop died); if that connection breaks first, or no PONG comes within
 `publish_timeout`, the whole batch is reported retryable and sent again by the route

@@ -17,7 +17,7 @@ from nats.aio.client import Client as NatsClient
 from adapters.nats.record import parse_header_block
 
 
-class _Client(NatsClient):
+class Client(NatsClient):
     """nats-py client whose received headers keep repeated names (see _nats_record), that
     refuses a server not requiring TLS when TLS was asked for (nats-py upgrades only
     when the server's INFO says `tls_required`; without this check it would send the
@@ -141,4 +141,4 @@ class _Client(NatsClient):
         if self._flush_queue is not None and self._flush_queue.empty():
             await self._flush_pending()
 
-_Callback = Callable[[], Awaitable[None]]
+Callback = Callable[[], Awaitable[None]]

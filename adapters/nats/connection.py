@@ -16,24 +16,24 @@ from urllib.parse import urlsplit
 import nats.errors
 import nats.js.errors
 
-from adapters.nats.client import _Callback, _Client
+from adapters.nats.client import Callback, Client
 from adapters.nats.options import NatsOptions
 from gateway.ports import EndpointSettings, NotConnected
 from gateway.ports.tls import describe
 
 log = logging.getLogger("adapters.nats")  # the name it had before the package split
 
-def _now() -> str:
+def now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
-async def _open(
+async def open_client(
     settings: EndpointSettings,
     opts: NatsOptions,
     error_cb: Callable[[Exception], Awaitable[None]],
-    changed_cb: _Callback,
-) -> _Client:
+    changed_cb: Callback,
+) -> Client:
     """A connected client that reconnects on its own; raises NotConnected."""
-    client = _Client()
+    client = Client()
     extra: dict[str, Any] = {}
     if settings.username:
         extra["user"] = settings.username
@@ -86,11 +86,11 @@ async def _open(
         telling = errors and (isinstance(exc, TimeoutError) or _is_telling(errors[0]))
         cause = errors[-1] if telling else exc
         raise NotConnected(
-            f"cannot connect to {', '.join(_shown(s) for s in opts.servers)}: {_why(cause)}"
+            f"cannot connect to {', '.join(shown(s) for s in opts.servers)}: {_why(cause)}"
         ) from None
     return client
 
-def _shown(server: str) -> str:
+def shown(server: str) -> str:
     """A server URL without its `user:password@` / `token@` part (errors are logged)."""
     scheme, sep, rest = server.rpartition("://")
     return f"{scheme}{sep}{rest.rpartition('@')[2]}"
@@ -113,7 +113,7 @@ def _why(exc: BaseException) -> str:
         return text
     return repr(exc)
 
-async def _await_reconnect(client: _Client, timeout: float) -> None:
+async def await_reconnect(client: Client, timeout: float) -> None:
     """Wait for nats-py's own reconnect; raises NotConnected when it does not happen."""
     deadline = time.monotonic() + timeout
     while not client.is_connected:

@@ -16,8 +16,8 @@ from nats.aio.subscription import Subscription
 from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
 
 from adapters.nats.acks import AckFrontier
-from adapters.nats.client import _Client
-from adapters.nats.connection import _await_reconnect, _now, _open, log
+from adapters.nats.client import Client
+from adapters.nats.connection import await_reconnect, log, now, open_client
 from adapters.nats.options import NatsOptions
 from adapters.nats.record import JetStreamAck, jetstream_ack, to_publish, to_record
 from gateway.observability.logs import fields
@@ -54,7 +54,7 @@ class NatsConsumer:
                 "\n".join((opts.stream or "", *sorted(opts.subjects))).encode()
             ).hexdigest()[:16]
         )
-        self._client: _Client | None = None
+        self._client: Client | None = None
         self._subs: list[Subscription] = []
         self._inbox: Inbox[Msg] = Inbox(self._opts.max_in_flight)
         self._space = asyncio.Event()  # the buffer has room again
@@ -88,10 +88,10 @@ class NatsConsumer:
             raise EndOfInput("consumer closed")
         client = self._client
         if client is not None and not client.is_closed:
-            await _await_reconnect(client, self._opts.connect_timeout)
+            await await_reconnect(client, self._opts.connect_timeout)
             return
         await self._drop_client()
-        client = await _open(self._settings, self._opts, self._on_error, self._on_change)
+        client = await open_client(self._settings, self._opts, self._on_error, self._on_change)
         self._client = client
         try:
             if self.jetstream:
@@ -131,7 +131,7 @@ class NatsConsumer:
         return [StreamPending(stream, self.durable, waiting)]
 
     # -- internals ---------------------------------------------------------------------
-    async def _subscribe_core(self, client: _Client) -> None:
+    async def _subscribe_core(self, client: Client) -> None:
         for subject in self._opts.subjects:
             sub = await client.subscribe(
                 subject,
@@ -144,7 +144,7 @@ class NatsConsumer:
         # One round trip so that the subscriptions are in place when connect() returns.
         await client.flush(timeout=max(1, round(self._opts.connect_timeout)))
 
-    async def _subscribe_jetstream(self, client: _Client) -> None:
+    async def _subscribe_jetstream(self, client: Client) -> None:
         opts = self._opts
         assert opts.stream is not None
         js = client.jetstream(timeout=opts.connect_timeout)
@@ -186,7 +186,7 @@ class NatsConsumer:
         )
         self._subs.append(psub._sub)
 
-    async def _subscribe_ephemeral(self, client: _Client, js: Any) -> None:
+    async def _subscribe_ephemeral(self, client: Client, js: Any) -> None:
         """Shadow mode: an ephemeral push consumer of the stream's new messages that
         acknowledges nothing; the server removes it when the gateway goes."""
         opts = self._opts
@@ -209,7 +209,7 @@ class NatsConsumer:
             pending_bytes_limit=opts.pending_bytes_limit)
         self._subs.append(psub._sub)
 
-    def _consumer_config(self, client: _Client) -> ConsumerConfig:
+    def _consumer_config(self, client: Client) -> ConsumerConfig:
         opts = self._opts
         subjects = list(opts.subjects)
         return ConsumerConfig(
@@ -235,7 +235,7 @@ class NatsConsumer:
         buffer = self._inbox.buffer
         msgs = [buffer.popleft() for _ in range(count)]
         self._space.set()
-        received_at = _now()  # one clock read per batch: they arrived together
+        received_at = now()  # one clock read per batch: they arrived together
         jetstream = self.jetstream
         acks = self._acks
         if acks is not None:

@@ -13,10 +13,10 @@ import nats.errors
 import nats.js.errors
 from nats.aio.msg import Msg
 
-from adapters.nats.client import _Client
-from adapters.nats.connection import _await_reconnect, _now, _open, _shown, log
+from adapters.nats.client import Client
+from adapters.nats.connection import await_reconnect, log, now, open_client, shown
 from adapters.nats.options import NatsOptions
-from adapters.nats.publish import _Batch, _PubAcks, _publish_all
+from adapters.nats.publish import Batch, PubAcks, publish_all
 from adapters.nats.record import to_record
 from gateway.cloudevents import with_extension
 from gateway.observability.logs import fields
@@ -42,13 +42,13 @@ class NatsProducer:
     def __init__(self, settings: EndpointSettings) -> None:
         self._settings = settings
         self._opts = NatsOptions.parse(settings)
-        self._client: _Client | None = None
-        self._pub_acks: _PubAcks | None = None  # JetStream: the client's reply inbox
+        self._client: Client | None = None
+        self._pub_acks: PubAcks | None = None  # JetStream: the client's reply inbox
         self._gate = ReconnectGate(self._opts.reconnect_max)
         # Request-reply: answers come to `<inbox>.<token>` on one wildcard subscription.
         self.replies = ReplyTable()
         self._inbox: str | None = None
-        #: The connection (`_Client.connection`) that left a batch without a PONG; a new
+        #: The connection (`Client.connection`) that left a batch without a PONG; a new
         #: connection (nats-py's reconnect ends with a PING/PONG) or a confirmed batch
         #: clears it.
         self._unconfirmed: int | None = None
@@ -73,14 +73,14 @@ class NatsProducer:
     async def _connect(self) -> None:
         client = self._client
         if client is not None and not client.is_closed:
-            await _await_reconnect(client, self._opts.connect_timeout)
+            await await_reconnect(client, self._opts.connect_timeout)
             return
         await self._drop_client("connection closed")
-        client = await _open(self._settings, self._opts, self._on_error, _nothing)
+        client = await open_client(self._settings, self._opts, self._on_error, _nothing)
         client.on_lost = self._connection_lost
         if self._opts.jetstream:
             try:
-                self._pub_acks = await _PubAcks.start(client)
+                self._pub_acks = await PubAcks.start(client)
             except (nats.errors.Error, TimeoutError) as exc:
                 with contextlib.suppress(Exception):
                     await client.close()
@@ -97,7 +97,7 @@ class NatsProducer:
             return await self._submit_jetstream(client, acks, messages)
         return await self._submit_core(client, messages)
 
-    async def _ready(self) -> _Client | str:
+    async def _ready(self) -> Client | str:
         """The connected client, or at once why there is none."""
         if self._client is None or self._client.is_closed:
             reason = await self._gate.try_reconnect(
@@ -113,16 +113,16 @@ class NatsProducer:
         return client
 
     async def _submit_core(
-        self, client: _Client, messages: Sequence[NativeMessage]
+        self, client: Client, messages: Sequence[NativeMessage]
     ) -> Confirmation:
         connection = client.connection  # before queueing: the frames may go out at once
-        outcomes = await _publish_all(client, messages, lambda _: "")
+        outcomes = await publish_all(client, messages, lambda _: "")
         if all(o is not None for o in outcomes):
             return confirmed(cast(list[Outcome], outcomes))
-        # One PING for the whole batch, sent behind its publishes (see _Client._send_ping).
+        # One PING for the whole batch, sent behind its publishes (see Client._send_ping).
         return asyncio.create_task(self._flushed(client, connection, outcomes))
 
-    async def _flushed(self, client: _Client, connection: int,
+    async def _flushed(self, client: Client, connection: int,
                        outcomes: list[Outcome | None]) -> list[Outcome]:
         """The batch's outcomes once the server confirmed it on the connection it was
         queued on; if that connection broke first, or the PONG did not come, the whole
@@ -132,7 +132,7 @@ class NatsProducer:
             if self._unconfirmed is not None:
                 self._unconfirmed = None
                 log.info("NATS server %s confirms publishes again",
-                         ", ".join(_shown(s) for s in self._opts.servers))
+                         ", ".join(shown(s) for s in self._opts.servers))
             return [o if o is not None else Outcome.ok() for o in outcomes]
         if why.startswith("no PONG") and connection == client.connection:
             # A connection that holds a PING this long is as good as dead (a partition,
@@ -153,17 +153,17 @@ class NatsProducer:
         """Not ready until reconnected or a batch is confirmed; logged once per episode."""
         if self._unconfirmed is None:
             log.warning("NATS server %s does not confirm publishes (%s); reconnecting",
-                        ", ".join(_shown(s) for s in self._opts.servers), why)
+                        ", ".join(shown(s) for s in self._opts.servers), why)
         self._unconfirmed = connection
 
     async def _submit_jetstream(
-        self, client: _Client, acks: _PubAcks, messages: Sequence[NativeMessage]
+        self, client: Client, acks: PubAcks, messages: Sequence[NativeMessage]
     ) -> Confirmation:
         timeout = self._opts.publish_timeout
         if not await acks.room(timeout):
             return confirmed([Outcome.failed("too many PubAcks outstanding") for _ in messages])
-        batch = _Batch(acks, len(messages), asyncio.get_running_loop().time() + timeout)
-        unsent = await _publish_all(client, messages, batch.expect)
+        batch = Batch(acks, len(messages), asyncio.get_running_loop().time() + timeout)
+        unsent = await publish_all(client, messages, batch.expect)
         for index, outcome in enumerate(unsent):
             if outcome is not None:
                 batch.unsent(index, outcome)
@@ -185,7 +185,7 @@ class NatsProducer:
         waiting = [self.replies.open() for _ in messages]
         tokens = [token for token, _ in waiting]
         # The same batched publish as `submit`, each with its token's reply subject.
-        unsent = await _publish_all(
+        unsent = await publish_all(
             client, [with_extension(r, CORRELATION_ATTRIBUTE, t)
                      for r, t in zip(messages, tokens, strict=True)],
             lambda index: inbox + tokens[index])
@@ -195,7 +195,7 @@ class NatsProducer:
         opened: list[Opened] = list(waiting)
         return asyncio.create_task(self.replies.collect(opened, timeout))
 
-    async def _reply_inbox(self, client: _Client) -> str | None:
+    async def _reply_inbox(self, client: Client) -> str | None:
         if self._inbox is None:
             inbox = f"_INBOX.xrgw.{client.new_inbox().rpartition('.')[2]}."
             try:
@@ -210,7 +210,7 @@ class NatsProducer:
         if msg.headers and msg.headers.get("Status") == "503" and not msg.data:
             self.replies.refuse(token, Outcome.failed("no responders"))
             return
-        self.replies.resolve(token, to_record(msg, False, _now()))
+        self.replies.resolve(token, to_record(msg, False, now()))
 
     async def _on_error(self, exc: Exception) -> None:
         log.debug("NATS client error", extra=fields(error=exc))

@@ -12,7 +12,7 @@ import nats.errors
 import nats.js.errors
 from nats.aio.msg import Msg
 
-from adapters.nats.client import _Client
+from adapters.nats.client import Client
 from adapters.nats.record import publish_frame, to_publish
 from gateway.ports import Outcome
 from gateway.ports.pending import PendingBatch
@@ -25,8 +25,8 @@ _MAX_UNACKED = 16_384
 
 _NO_PUBACK = Outcome.failed("no PubAck in time")
 
-async def _publish_all(
-    client: _Client,
+async def publish_all(
+    client: Client,
     messages: Sequence[NativeMessage],
     reply_of: Callable[[int], str],
 ) -> list[Outcome | None]:
@@ -70,7 +70,7 @@ async def _publish_all(
                 outcomes[index] = outcome
     return outcomes
 
-class _PubAcks:
+class PubAcks:
     """The PubAcks of a client's JetStream publishes: one wildcard inbox subscription,
     a reply subject per message (`<inbox>.<n>`), answers routed to the message's batch.
     (nats-py's `publish_async` does the same, but with a future, a done callback and a
@@ -79,12 +79,12 @@ class _PubAcks:
     def __init__(self, prefix: str) -> None:
         self._prefix = prefix
         self._serial = 0
-        self._waiting: dict[str, tuple[_Batch, int]] = {}
+        self._waiting: dict[str, tuple[Batch, int]] = {}
         self._room = asyncio.Event()
         self._room.set()
 
     @classmethod
-    async def start(cls, client: _Client) -> _PubAcks:
+    async def start(cls, client: Client) -> PubAcks:
         acks = cls(client.new_inbox() + ".")
         await client.subscribe(acks._prefix + "*", cb=acks._on_reply)
         return acks
@@ -106,7 +106,7 @@ class _PubAcks:
             return False
         return True
 
-    def expect(self, batch: _Batch, index: int) -> str:
+    def expect(self, batch: Batch, index: int) -> str:
         """A new reply subject whose answer settles message `index` of `batch`."""
         self._serial += 1
         reply = f"{self._prefix}{self._serial}"
@@ -135,12 +135,12 @@ class _PubAcks:
         batch, index = entry
         batch.settle(index, _pub_ack_outcome(msg))
 
-class _Batch:
+class Batch:
     """One JetStream `submit`: its outcomes fill in as the PubAcks arrive (a
     `PendingBatch`, one timer per batch); `confirmed()` waits for the last one, or until
     the deadline, and stops expecting the PubAcks that did not come."""
 
-    def __init__(self, acks: _PubAcks, size: int, deadline: float) -> None:
+    def __init__(self, acks: PubAcks, size: int, deadline: float) -> None:
         self._acks = acks
         self._pending = PendingBatch(size, _NO_PUBACK, deadline)
         self._replies: list[str] = [""] * size
