@@ -15,7 +15,15 @@ from proton import SSLDomain
 from adapters.amqp.terminus import transient_queue_warning
 from gateway.ports import EndpointSettings, TlsSettings
 from gateway.ports.netaddr import is_loopback
-from gateway.ports.options import Field, Option, OptionSpec, Unsupported, count, seconds
+from gateway.ports.options import (
+    Field,
+    Option,
+    OptionSpec,
+    Unsupported,
+    count,
+    extend,
+    seconds,
+)
 from gateway.ports.schemes import check_scheme
 from gateway.ports.tls import client_context, wants_tls
 from gateway.protocols import AMQP, profile
@@ -107,23 +115,16 @@ class AmqpValues:
 _URIS = profile(AMQP).endpoint.uris
 
 @dataclass(frozen=True)
-class AmqpOptions:
+class AmqpOptions(AmqpValues):
+    """The adapter's settings: the options as read, and what it derives from them and
+    from the endpoint's address and credentials."""
+
     url: str
     user: str | None
     password: str | None = field(repr=False)
-    node: str | None
-    max_in_flight: int
-    nack_outcome: Literal["modified", "released"]
-    durable: bool
-    heartbeat: float
-    connect_timeout: float
-    publish_timeout: float
-    reconnect_max: float
-    terminus_durability: str = "auto"
-    expiry_policy: str = "session-end"
-    tls: TlsSettings | None = None  # set: connect with TLS (amqps)
+    tls: TlsSettings | None  # set: connect with TLS (amqps)
     # SASL PLAIN may go over a connection without TLS (loopback, or allow_plain_without_tls)
-    plain_in_clear: bool = False
+    plain_in_clear: bool
 
     def warn_transient_queue(self) -> None:
         """One log line when the options make RabbitMQ 3.x declare a transient queue."""
@@ -154,20 +155,11 @@ class AmqpOptions:
                 f"SASL PLAIN over amqp:// would send the password to {url.hostname} in "
                 "clear text: use amqps:// (or a tls block), or set the option "
                 "allow_plain_without_tls: true")
-        return cls(
+        return extend(
+            cls, opts,
             url=f"{scheme}://{url.hostname or '127.0.0.1'}:{url.port or port}",
             user=user,
             password=password,
-            node=node,
-            max_in_flight=opts.max_in_flight,
-            nack_outcome=opts.nack_outcome,
-            durable=opts.durable,
-            heartbeat=opts.heartbeat,
-            connect_timeout=opts.connect_timeout,
-            publish_timeout=opts.publish_timeout,
-            reconnect_max=opts.reconnect_max,
-            terminus_durability=opts.terminus_durability,
-            expiry_policy=opts.expiry_policy,
             tls=(settings.tls or TlsSettings()) if secure else None,
             plain_in_clear=plain_in_clear,
         )

@@ -135,7 +135,7 @@ class NatsConsumer:
         for subject in self._opts.subjects:
             sub = await client.subscribe(
                 subject,
-                queue=self._opts.queuegroup,
+                queue=self._opts.queuegroup or "",
                 cb=self._on_message,
                 pending_msgs_limit=self._opts.pending_msgs_limit,
                 pending_bytes_limit=self._opts.pending_bytes_limit,

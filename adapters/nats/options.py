@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 from adapters.nats.credentials import check_creds_file, check_seed_file
 from gateway.ports import EndpointSettings
-from gateway.ports.options import Field, Option, OptionSpec, count, one_or_many, seconds
+from gateway.ports.options import Field, Option, OptionSpec, count, extend, one_or_many, seconds
 from gateway.ports.schemes import check_scheme
 from gateway.ports.tls import client_context
 from gateway.protocols import NATS, profile
@@ -96,26 +96,13 @@ class NatsValues:
 _URIS = profile(NATS).endpoint.uris
 
 @dataclass(frozen=True)
-class NatsOptions:
+class NatsOptions(NatsValues):
+    """The adapter's settings: the options as read, and what it derives from them and
+    from the endpoint's address."""
+
     servers: tuple[str, ...]
     subjects: tuple[str, ...]
-    queuegroup: str
-    stream: str | None
-    durable: str | None
-    jetstream: bool
-    observe: bool
-    max_in_flight: int
-    ack_wait: float
-    nak_delay: float
-    pending_msgs_limit: int
-    pending_bytes_limit: int
-    connect_timeout: float
-    reconnect_wait: float
-    publish_timeout: float
-    reconnect_max: float
-    tls: ssl.SSLContext | None = None
-    creds_file: str | None = None
-    nkey_seed_file: str | None = None
+    tls: ssl.SSLContext | None
 
     @classmethod
     def parse(cls, settings: EndpointSettings) -> NatsOptions:
@@ -130,38 +117,19 @@ class NatsOptions:
             raise ValueError("uri: mixes tls:// and nats:// servers; use tls:// for all")
         secure = bool(secure_schemes) or settings.tls is not None
         opts = OPTIONS.read_into(NatsValues, settings.options)
-        creds_file = _text(opts.creds_file, "creds_file")
-        nkey_seed_file = _text(opts.nkey_seed_file, "nkey_seed_file")
+        for name in ("creds_file", "nkey_seed_file", "stream", "durable", "queuegroup"):
+            if getattr(opts, name) == "":
+                raise ValueError(f"{name}: expected a non-empty string, got ''")
         # Read and checked as the client will sign with them (also by `xrgw validate`).
-        if creds_file is not None:
-            check_creds_file(creds_file)
-        if nkey_seed_file is not None:
-            check_seed_file(nkey_seed_file)
+        if opts.creds_file is not None:
+            check_creds_file(opts.creds_file)
+        if opts.nkey_seed_file is not None:
+            check_seed_file(opts.nkey_seed_file)
         raw_subjects = opts.subjectfilter or ()
-        stream = _text(opts.stream, "stream")
-        return cls(
+        return extend(
+            cls, opts,
             servers=servers or ("nats://127.0.0.1:4222",),
             subjects=(raw_subjects,) if isinstance(raw_subjects, str) else tuple(raw_subjects),
-            queuegroup=_text(opts.queuegroup, "queuegroup") or "",
-            stream=stream,
-            durable=_text(opts.durable, "durable"),
-            jetstream=opts.jetstream or stream is not None,
-            observe=opts.observe,
-            max_in_flight=opts.max_in_flight,
-            ack_wait=opts.ack_wait,
-            nak_delay=opts.nak_delay,
-            pending_msgs_limit=opts.pending_msgs_limit,
-            pending_bytes_limit=opts.pending_bytes_limit,
-            connect_timeout=opts.connect_timeout,
-            reconnect_wait=opts.reconnect_wait,
-            publish_timeout=opts.publish_timeout,
-            reconnect_max=opts.reconnect_max,
+            jetstream=opts.jetstream or opts.stream is not None,
             tls=client_context(settings.tls) if secure else None,
-            creds_file=creds_file,
-            nkey_seed_file=nkey_seed_file,
         )
-
-def _text(value: str | None, name: str) -> str | None:
-    if value is not None and not value:
-        raise ValueError(f"{name}: expected a non-empty string, got {value!r}")
-    return value

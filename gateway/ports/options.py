@@ -31,7 +31,7 @@ from gateway.spec.problems import Problems, suggest
 from gateway.spec.secret import Secret
 
 __all__ = ["COMMON_OPTIONS", "OPTIONAL", "REQUIRED", "Check", "Field", "Option", "OptionSpec",
-           "Unsupported", "count", "int_range", "milliseconds", "one_or_many",
+           "Unsupported", "count", "extend", "int_range", "milliseconds", "one_or_many",
            "reference_markdown", "seconds", "squash"]
 
 V = TypeVar("V")
@@ -315,6 +315,18 @@ def _default(field: Field) -> str:
     if field.default is OPTIONAL:
         return ""
     return _cell(f"`{json.dumps(field.default)}`")
+
+
+W = TypeVar("W")
+
+
+def extend(settings: type[W], values: object, **derived: Any) -> W:
+    """An adapter's settings (`settings`: a subclass of a typed view that adds what the
+    adapter derives: addresses, TLS contexts, normalised forms) from the options as read
+    (`values`, an instance of that view) and the `derived` fields, which may also replace
+    a read value (e.g. a flag another option implies). The options are named once, in the
+    typed view."""
+    return settings(**{**vars(values), **derived})
 
 
 def attribute_name(option: str) -> str:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from gateway.ports.options import Option, OptionSpec, count, one_or_many, seconds
+from gateway.ports.options import Option, OptionSpec, count, extend, one_or_many, seconds
 from gateway.spec.fields import Field
 
 SPEC = OptionSpec(protocol="TEST", options=(
@@ -69,3 +69,16 @@ def test_a_view_that_drifted_from_its_spec_is_refused(view: type, problem: str) 
     with pytest.raises(TypeError) as refused:
         SPEC.typed(view)
     assert problem in str(refused.value)
+
+
+@dataclass(frozen=True)
+class Settings(Good):
+    """An adapter's settings: the options as read plus what it derives."""
+
+    address: str
+
+
+def test_settings_extend_the_view_with_derived_fields_that_may_replace_a_value() -> None:
+    values = SPEC.read_into(SPEC.typed(Good), {"topics": "a"})
+    settings = extend(Settings, values, address="h:1", topics=["a"])
+    assert settings == Settings(8, 10.0, ["a"], "none", "h:1")
