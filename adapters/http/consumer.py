@@ -230,8 +230,8 @@ class HttpConsumer:
         path, query = split_target(request.raw_path)
         if not opts.accepts_path(path):
             return _problem(404, f"no webhook at {path}")
-        if request.method not in opts.methods:
-            allow = ", ".join(sorted(opts.methods))
+        if request.method not in opts.allowed_methods:
+            allow = ", ".join(sorted(opts.allowed_methods))
             return _problem(405, f"method {request.method} not allowed", {"Allow": allow})
         if self._held is not None or self._admitted >= opts.max_in_flight:
             return self._busy()

@@ -6,7 +6,7 @@ config loader validates endpoints with it; docs/configuration.md shows it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -19,6 +19,7 @@ from gateway.ports.options import (
     OptionSpec,
     Unsupported,
     count,
+    extend,
     one_or_many,
     seconds,
 )
@@ -145,26 +146,17 @@ class HttpValues:
 _URIS = profile(HTTP).endpoint.uris
 
 @dataclass(frozen=True)
-class HttpOptions:
+class HttpOptions(HttpValues):
+    """The adapter's settings: the options as read, and what it derives from them and
+    from the endpoint's address."""
+
     scheme: str
     host: str
     port: int
     prefixes: tuple[tuple[str, bool], ...]  # (prefix, from a template)
-    methods: frozenset[str]
-    max_body_bytes: int
-    max_in_flight: int
-    settle_timeout: float
-    retry_after: int
-    timeout: float
-    max_headers: int = 64
-    max_header_bytes: int = 8190
-    read_timeout: float = 30.0
-    keepalive_timeout: float = 75.0
-    header_timeout: float = 10.0  # consumer: a request head arrives whole within it
-    max_connections: int = 1024  # consumer: connections held at once; more get 503
-    concurrency: int = 8  # producer: requests in flight at once
+    allowed_methods: frozenset[str]  # `methods`, upper case
     # producer: the endpoint's method, headers and query for every request
-    request: RequestDefaults = field(default_factory=RequestDefaults)
+    request: RequestDefaults
 
     @classmethod
     def parse(cls, settings: EndpointSettings) -> HttpOptions:
@@ -175,25 +167,16 @@ class HttpOptions:
         scheme = "https" if wants_tls(url.scheme, _URIS, settings.tls) else "http"
         opts = OPTIONS.read_into(HttpValues, settings.options)
         paths = opts.paths or ([url.path] if url.path not in ("", "/") else [])
-        return cls(
+        return extend(
+            cls, opts,
             scheme=scheme,
             host=url.hostname or "127.0.0.1",
             port=url.port if url.port is not None else (443 if url.scheme == "https" else 80),
             prefixes=tuple(_prefix(p) for p in ([paths] if isinstance(paths, str) else
                                                 paths)),
-            methods=frozenset(m.upper() for m in opts.methods),
-            max_body_bytes=opts.max_body_bytes,
-            max_in_flight=opts.max_in_flight,
-            settle_timeout=opts.settle_timeout,
-            retry_after=opts.retry_after,
-            timeout=opts.timeout,
+            allowed_methods=frozenset(m.upper() for m in opts.methods),
             max_headers=max(1, opts.max_headers),
             max_header_bytes=max(256, opts.max_header_bytes),
-            read_timeout=opts.read_timeout,
-            keepalive_timeout=opts.keepalive_timeout,
-            header_timeout=opts.header_timeout,
-            max_connections=opts.max_connections,
-            concurrency=opts.concurrency,
             request=RequestDefaults(
                 method=opts.method.upper(),
                 headers=_pairs(opts.headers),

@@ -65,7 +65,7 @@ class MqttConsumer:
         link = PahoLink(
             client_id=self.client_id,
             v5=opts.v5,
-            clean_start=opts.clean_start,
+            clean_start=opts.cleanstart,
             manual_ack=True,
             on_message=self._on_message,
             on_lost=self._on_lost,
@@ -75,7 +75,7 @@ class MqttConsumer:
         if opts.v5:
             props = new_properties(
                 PacketTypes.CONNECT,
-                SessionExpiryInterval=opts.session_expiry,
+                SessionExpiryInterval=opts.sessionexpiryinterval,
                 ReceiveMaximum=opts.max_in_flight,
             )
         self._generation += 1
@@ -92,7 +92,7 @@ class MqttConsumer:
             self.session_present = await link.connect(
                 opts.host,
                 opts.port,
-                keepalive=opts.keepalive,
+                keepalive=int(opts.keepalive),
                 properties=props,
                 timeout=opts.connect_timeout,
             )

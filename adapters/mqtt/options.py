@@ -19,6 +19,7 @@ from gateway.ports.options import (
     OptionSpec,
     Unsupported,
     count,
+    extend,
     one_or_many,
     seconds,
 )
@@ -145,24 +146,16 @@ class MqttValues:
 _URIS = profile(MQTT5).endpoint.uris  # 3.1.1 has the same
 
 @dataclass(frozen=True)
-class MqttOptions:
+class MqttOptions(MqttValues):
+    """The adapter's settings: the options as read (`sessionexpiryinterval` and
+    `cleanstart` as the shared-subscription rule below leaves them), and what it derives
+    from them and from the endpoint's address."""
+
     host: str
     port: int
     tls: ssl.SSLContext | None
     v5: bool
     filters: tuple[str, ...]
-    qos: int
-    session_expiry: int
-    keepalive: int
-    max_in_flight: int
-    connect_timeout: float
-    publish_timeout: float
-    reconnect_max: float
-    retain: bool = False
-    clean_start: bool = False
-    retain_as_published: bool = False
-    retain_handling: int = 0
-    max_packet_size: int = MAX_PACKET_SIZE
 
     @classmethod
     def parse(cls, settings: EndpointSettings) -> MqttOptions:
@@ -177,32 +170,23 @@ class MqttOptions:
         v5 = opts.protocol != "3.1.1"
         session_expiry, clean_start = _session(
             opts, OPTIONS.canonical(settings.options), filters, v5)
-        return cls(
+        return extend(
+            cls, opts,
             host=url.hostname or "127.0.0.1",
             port=url.port or (8883 if secure else 1883),
             tls=client_context(settings.tls) if secure else None,
             v5=v5,
             filters=filters,
-            qos=opts.qos,
-            session_expiry=session_expiry,
-            keepalive=int(opts.keepalive),
-            max_in_flight=opts.max_in_flight,
-            connect_timeout=opts.connect_timeout,
-            publish_timeout=opts.publish_timeout,
-            reconnect_max=opts.reconnect_max,
-            retain=opts.retain,
-            clean_start=clean_start,
-            retain_as_published=opts.retainaspublished,
-            retain_handling=opts.retainhandling,
-            max_packet_size=opts.max_packet_size,
+            sessionexpiryinterval=session_expiry,
+            cleanstart=clean_start,
         )
 
     def subscriptions(self) -> list[tuple[str, Any]]:
         """SUBSCRIBE entries: MQTT 5 carries the subscription options, 3.1.1 the QoS only."""
         if not self.v5:
             return [(f, self.qos) for f in self.filters]
-        return [(f, SubscribeOptions(qos=self.qos, retainAsPublished=self.retain_as_published,
-                                     retainHandling=self.retain_handling))
+        return [(f, SubscribeOptions(qos=self.qos, retainAsPublished=self.retainaspublished,
+                                     retainHandling=self.retainhandling))
                 for f in self.filters]
 
 def _session(opts: MqttValues, written: dict[str, object],

@@ -96,7 +96,7 @@ class MqttProducer:
             await link.connect(
                 self._opts.host,
                 self._opts.port,
-                keepalive=self._opts.keepalive,
+                keepalive=int(self._opts.keepalive),
                 timeout=self._opts.connect_timeout,
             )
         except NotConnected:
