@@ -73,11 +73,11 @@ class KafkaConsumer:
 
     def __init__(self, settings: EndpointSettings) -> None:
         self._opts = KafkaOptions.parse(settings)
-        if not self._opts.topics:
+        if not self._opts.subscribed:
             raise ValueError("topics: a consumer needs at least one topic")
-        if self._opts.group is None:
+        if self._opts.consumergroup is None:
             raise ValueError("consumergroup: a consumer needs a consumer group")
-        self.client_id = settings.client_id or f"xrgw-{self._opts.group}"
+        self.client_id = settings.client_id or f"xrgw-{self._opts.consumergroup}"
         # Deliveries, their settlement and the offset commits; it holds the client.
         self._commits = Commits()
         self._paused = False
@@ -140,10 +140,10 @@ class KafkaConsumer:
         opts = self._opts
         client = AIOKafkaConsumer(
             bootstrap_servers=list(opts.bootstrap),
-            group_id=opts.group,
+            group_id=opts.consumergroup,
             client_id=self.client_id,
             enable_auto_commit=False,
-            auto_offset_reset=opts.auto_offset_reset,
+            auto_offset_reset=opts.autooffsetreset,
             session_timeout_ms=opts.session_timeout_ms,
             heartbeat_interval_ms=opts.heartbeat_interval_ms,
             # read_committed by default: records of aborted transactions never become
@@ -152,7 +152,7 @@ class KafkaConsumer:
             fetch_max_wait_ms=_FETCH_MAX_WAIT_MS,
             **opts.security,
         )
-        client.subscribe(list(opts.topics), listener=_Rebalance(self._commits))
+        client.subscribe(list(opts.subscribed), listener=_Rebalance(self._commits))
         # start() also waits for the first partition assignment, and after a member left
         # the group a broker may take a while to let a new one in (Tansu: about twice
         # the session timeout), so the join gets more time than the bootstrap.
@@ -253,7 +253,7 @@ class KafkaConsumer:
         committed: int | None = await client.committed(tp)
         if committed is not None:
             return committed
-        if self._opts.auto_offset_reset == "earliest":
+        if self._opts.autooffsetreset == "earliest":
             first: int = (await client.beginning_offsets([tp]))[tp]
             return first
         return end

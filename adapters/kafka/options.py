@@ -19,6 +19,7 @@ from gateway.ports.options import (
     OptionSpec,
     Unsupported,
     count,
+    extend,
     int_range,
     milliseconds,
     one_or_many,
@@ -184,29 +185,18 @@ class KafkaValues:
 _URIS = profile(KAFKA).endpoint.uris
 
 @dataclass(frozen=True)
-class KafkaOptions:
+class KafkaOptions(KafkaValues):
+    """The adapter's settings: the options as read (`acks` with -1 as "all"), and what
+    it derives from them and from the endpoint's address and credentials."""
+
     bootstrap: tuple[str, ...]
-    topics: tuple[str, ...]
-    group: str | None
-    auto_offset_reset: str
-    max_in_flight: int
-    session_timeout_ms: int
-    heartbeat_interval_ms: int
-    topic: str | None
-    enable_idempotence: bool
-    connect_timeout: float
-    publish_timeout: float
-    reconnect_max: float
-    acks: int | str = "all"
-    linger_ms: int = 5
-    max_batch_size: int = 1048576
-    compression_type: str | None = None  # aiokafka's spelling: None, gzip, snappy, lz4, zstd
-    isolation_level: str = "read_committed"
-    # Headers every record gets unless it has one of the same name.
-    headers: tuple[tuple[str, bytes], ...] = ()
+    subscribed: tuple[str, ...]  # `topics` as a tuple
+    codec: str | None  # `compression_type` as aiokafka spells it: None, gzip, snappy, ...
+    # `headers` as every record gets them unless it has one of the same name
+    record_headers: tuple[tuple[str, bytes], ...]
     # aiokafka's security arguments (security_protocol, ssl_context, sasl_*); the password
     # is in there, so it stays out of the repr.
-    security: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    security: Mapping[str, Any] = field(repr=False)
 
     @classmethod
     def parse(cls, settings: EndpointSettings) -> KafkaOptions:
@@ -214,27 +204,14 @@ class KafkaOptions:
         bad one."""
         opts = OPTIONS.read_into(KafkaValues, settings.options)
         topics = opts.topics or ()
-        acks = opts.acks
-        return cls(
+        return extend(
+            cls, opts,
             bootstrap=_bootstrap(settings.uri),
-            topics=(topics,) if isinstance(topics, str) else tuple(topics),
-            group=opts.consumergroup,
-            auto_offset_reset=opts.autooffsetreset,
-            max_in_flight=opts.max_in_flight,
-            session_timeout_ms=opts.session_timeout_ms,
-            heartbeat_interval_ms=opts.heartbeat_interval_ms,
-            topic=opts.topic,
-            enable_idempotence=opts.enable_idempotence,
-            connect_timeout=opts.connect_timeout,
-            publish_timeout=opts.publish_timeout,
-            reconnect_max=opts.reconnect_max,
-            acks="all" if acks in (-1, "all") else acks,
-            linger_ms=opts.linger_ms,
-            max_batch_size=opts.max_batch_size,
-            compression_type=_compression(opts.compression_type),
-            isolation_level=opts.isolation_level,
-            headers=tuple((name, value.encode()) for name, value in
-                          (opts.headers or {}).items()),
+            subscribed=(topics,) if isinstance(topics, str) else tuple(topics),
+            acks="all" if opts.acks in (-1, "all") else opts.acks,
+            codec=_compression(opts.compression_type),
+            record_headers=tuple((name, value.encode()) for name, value in
+                                 (opts.headers or {}).items()),
             security=_security(settings, opts),
         )
 

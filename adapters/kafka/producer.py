@@ -176,7 +176,7 @@ class KafkaProducer:
             enable_idempotence=opts.enable_idempotence,
             linger_ms=opts.linger_ms,
             max_batch_size=opts.max_batch_size,
-            compression_type=opts.compression_type,
+            compression_type=opts.codec,
             # Bounds metadata waits and unanswered produce requests: no hang when the
             # broker is gone.
             request_timeout_ms=int(opts.publish_timeout * 1000),
@@ -211,7 +211,7 @@ class KafkaProducer:
         pending: list[_Pending] = []
         groups: dict[tuple[str, int], list[tuple[int, SendArgs]]] = {}
         partitions: dict[str, tuple[list[int], list[int]]] = {}  # topic: (all, available)
-        topic, headers = self._opts.topic, self._opts.headers
+        topic, headers = self._opts.topic, self._opts.record_headers
         most = client._max_request_size  # aiokafka's max_request_size (no public getter)
         failure: Outcome | None = None  # of the link: the rest is not attempted
         try:

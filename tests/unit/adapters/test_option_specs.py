@@ -117,7 +117,7 @@ def test_kafka_autooffsetreset_in_a_document_reaches_the_consumer(tmp_path):
     assert loaded is not None, problems
     options = KafkaOptions.parse(EndpointSettings("kafka://h:1",
                                                   options=loaded.endpoints["src"].options))
-    assert options.auto_offset_reset == "latest"
+    assert options.autooffsetreset == "latest"
 
 
 def test_unsupported_option_written_in_the_gateway_config_is_an_error(tmp_path):
