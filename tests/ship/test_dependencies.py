@@ -91,9 +91,9 @@ def test_pandas_is_one_the_pinned_pyspark_supports():
         assert pandas.specifier.contains("2.3.0"), extra
 
 
-#: Client libraries whose private members the adapters override or reach (each guarded by
-#: a test in tests/unit/adapters that fails when the installed release changed them).
-INTERNALS_USED = ("paho-mqtt", "aiokafka", "nats-py")
+#: Client libraries whose private members the adapters override or reach
+#: (tests/unit/adapters/test_library_privates.py fails when a release changed them).
+INTERNALS_USED = ("paho-mqtt", "aiokafka", "nats-py", "aiohttp")
 
 
 def test_client_libraries_whose_internals_are_used_have_an_upper_bound():
