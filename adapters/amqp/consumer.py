@@ -28,6 +28,7 @@ from gateway.record import NativeMessage
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
+
 class _SourceTerminus(LinkOption):
     """The source's durability and expiry policy (`adapters/amqp/terminus.py`)."""
 
@@ -36,6 +37,7 @@ class _SourceTerminus(LinkOption):
 
     def apply(self, link: Link) -> None:
         apply_terminus(link.source, *self._args)
+
 
 class _ReceiverHandler(LinkHandler):
     def __init__(self, opts: AmqpOptions, node: str) -> None:
@@ -144,6 +146,7 @@ class _ReceiverHandler(LinkHandler):
                 receiver.state & Link.LOCAL_ACTIVE):
             receiver.flow(due)  # the window slides
 
+
 class _Settler:
     """The settlements of one connection, handed to its proton thread once per burst.
 
@@ -188,6 +191,7 @@ class _Settler:
         handler = self._handler
         # A stale thread ignores the call: the broker requeued those messages already.
         self._thread.call(lambda: handler.settle_burst(settlements))
+
 
 class AmqpConsumer:
     """Receives from `node` with credit-based flow control; settles only on ack/nack."""

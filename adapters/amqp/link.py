@@ -19,6 +19,7 @@ from gateway.record import NativeMessage
 
 log = logging.getLogger("adapters.amqp")  # the name it had before the package split
 
+
 def hint(why: str) -> str:
     """An operator's next step for the usual refusals."""
     lowered = why.lower()
@@ -34,6 +35,7 @@ def hint(why: str) -> str:
                 "tls.cert_file/key_file for a client certificate)")
     return why
 
+
 def describe(condition: Condition | None, default: str) -> str:
     if condition is None:
         return default
@@ -42,6 +44,7 @@ def describe(condition: Condition | None, default: str) -> str:
         if condition.description
         else str(condition.name)
     )
+
 
 @dataclass(frozen=True)
 class Note:
@@ -52,6 +55,7 @@ class Note:
     records: Sequence[NativeMessage] = ()
     outcomes: Sequence[tuple[int, int, Outcome]] = ()  # (submit id, index, outcome)
     reason: str = ""
+
 
 class LinkHandler(LoopHandler[Note]):
     """Connection-level behaviour shared by both directions (proton thread only)."""

@@ -114,6 +114,7 @@ class AmqpValues:
 
 _URIS = profile(AMQP).endpoint.uris
 
+
 @dataclass(frozen=True)
 class AmqpOptions(AmqpValues):
     """The adapter's settings: the options as read, and what it derives from them and
@@ -178,6 +179,7 @@ class AmqpOptions(AmqpValues):
         else:
             kwargs["allowed_mechs"] = "ANONYMOUS"
         return kwargs
+
 
 def _ssl_domain(tls: TlsSettings) -> SSLDomain:
     domain = SSLDomain(SSLDomain.MODE_CLIENT)

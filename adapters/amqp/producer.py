@@ -30,6 +30,7 @@ _ADDRESS_ERRORS = frozenset(
      "amqp:precondition-failed"}  # RabbitMQ: the queue exists with another durability
 )
 
+
 class _SenderHandler(LinkHandler):
     def __init__(self, opts: AmqpOptions) -> None:
         super().__init__(opts)
@@ -139,6 +140,7 @@ class _SenderHandler(LinkHandler):
             if to == address:
                 del self._waiting[tag]
                 self._outcomes.append((submit_id, index, failed))
+
 
 def _outcome_of(delivery: ProtonDelivery) -> Outcome | None:
     """The Outcome of a sent message's disposition; None while it is not terminal."""

@@ -49,6 +49,7 @@ _Verdict = tuple[bool, str, bool] | web.Response | None
 #: counts as passed, so an early wake-up does not re-arm the timer for the same instant.
 _EARLY = 0.001
 
+
 class _Pending:
     """One admitted request waiting for its delivery's settlement."""
 
@@ -88,11 +89,13 @@ class _Pending:
 _HOP_HEADERS = frozenset({"content-length", "transfer-encoding", "connection", "keep-alive",
                           "host", "date", "server"})
 
+
 def _reply_response(reply: NativeMessage) -> web.Response:
     """A reply record (HTTP protocol: headers + body) as the 200 response."""
     headers = [(name, value) for name, value in reply.pairs("headers")
                if name.lower() not in _HOP_HEADERS]
     return web.Response(status=200, body=reply.body_bytes(), headers=headers)
+
 
 class _ReceiveTime:
     """`received_at` text, formatted once per second rather than once per request (the
@@ -110,6 +113,7 @@ class _ReceiveTime:
             self._second = second
             self._text = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second))
         return self._text
+
 
 class HttpConsumer:
     """An HTTP server whose requests are deliveries, answered when they are settled."""
@@ -356,6 +360,7 @@ class HttpConsumer:
         response.force_close()
         return response
 
+
 def _expected_authorization(settings: EndpointSettings) -> tuple[str, bytes] | None:
     """(WWW-Authenticate challenge, the exact Authorization value expected), or None."""
     if settings.password is None:
@@ -364,6 +369,7 @@ def _expected_authorization(settings: EndpointSettings) -> tuple[str, bytes] | N
         pair = f"{settings.username}:{settings.password}".encode()
         return 'Basic realm="xrgw"', b"Basic " + base64.b64encode(pair)
     return 'Bearer realm="xrgw"', b"Bearer " + settings.password.encode()
+
 
 def _authorized(request: web.BaseRequest, expected: tuple[str, bytes]) -> bool:
     got = request.headers.get("Authorization", "").strip().encode("utf-8", "replace")

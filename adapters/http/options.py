@@ -145,6 +145,7 @@ class HttpValues:
 
 _URIS = profile(HTTP).endpoint.uris
 
+
 @dataclass(frozen=True)
 class HttpOptions(HttpValues):
     """The adapter's settings: the options as read, and what it derives from them and
@@ -195,6 +196,7 @@ class HttpOptions(HttpValues):
                 return True
         return False
 
+
 def _pairs(value: object) -> tuple[tuple[str, str], ...]:
     """A map of name -> value, or the xRegistry list of {name, value}, as pairs."""
     if isinstance(value, dict):
@@ -202,6 +204,7 @@ def _pairs(value: object) -> tuple[tuple[str, str], ...]:
     if isinstance(value, list):
         return tuple((str(p["name"]), str(p["value"])) for p in value if isinstance(p, dict))
     return ()
+
 
 def _prefix(path: str) -> tuple[str, bool]:
     if not path.startswith("/"):

@@ -28,6 +28,7 @@ _DRAIN_MAX = 64 * 1024
 #: `SizeLimited`.
 _CONTENT_TOO_LARGE = 413
 
+
 class _Down:
     """One submit's knowledge that the endpoint cannot be reached: the first such failure,
     which the batch's requests not yet sent report at once instead of each trying."""
@@ -36,6 +37,7 @@ class _Down:
 
     def __init__(self) -> None:
         self.outcome: Outcome | None = None
+
 
 class HttpProducer:
     """Sends each record as one request and reports it delivered on a 2xx answer; up to
@@ -202,6 +204,7 @@ class HttpProducer:
         return NativeMessage.from_wire(HTTP, {"headers": headers}, body,
                                        response.headers.get("Content-Type"))
 
+
 async def _excerpt(content: aiohttp.StreamReader) -> bytes:
     """The first 200 bytes of an answer's body (a failure's reason). The rest, up to
     _DRAIN_MAX, is read and dropped: a connection whose answer was not read to its end
@@ -214,6 +217,7 @@ async def _excerpt(content: aiohttp.StreamReader) -> bytes:
             break
         drained += len(chunk)
     return excerpt
+
 
 def _seconds(value: str | None) -> float | None:
     """Retry-After in seconds when given as a number (the HTTP-date form is ignored)."""

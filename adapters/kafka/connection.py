@@ -35,6 +35,7 @@ def _connect_error(opts: KafkaOptions, exc: BaseException) -> str:
             return describe(candidate)
     return repr(exc)
 
+
 async def explain(opts: KafkaOptions, exc: BaseException) -> str:
     """`_connect_error`, and for a plain "cannot bootstrap" over TLS the handshake's own
     failure (aiokafka only logs it)."""
@@ -47,6 +48,7 @@ async def explain(opts: KafkaOptions, exc: BaseException) -> str:
         if why is not None:
             return why
     return text
+
 
 async def stop_quietly(client: Any, timeout: float) -> None:
     """Stop an aiokafka client; a dead broker must not make closing hang or raise."""

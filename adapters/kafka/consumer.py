@@ -55,8 +55,10 @@ _FETCH_MAX_WAIT_MS = 500
 #: the broker or the way to it is gone: the consumer is not connected until one is answered.
 _FETCH_POLLS_OVERDUE = 10
 
+
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
 
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]  # untyped base
     def __init__(self, commits: Commits) -> None:
@@ -67,6 +69,7 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]  # untyped ba
 
     async def on_partitions_assigned(self, assigned: Sequence[Any]) -> None:
         self._commits.assigned(assigned)
+
 
 class KafkaConsumer:
     """Reads `topics` in consumer group `consumergroup`; commits contiguous acked offsets."""

@@ -184,6 +184,7 @@ class KafkaValues:
 
 _URIS = profile(KAFKA).endpoint.uris
 
+
 @dataclass(frozen=True)
 class KafkaOptions(KafkaValues):
     """The adapter's settings: the options as read (`acks` with -1 as "all"), and what
@@ -219,6 +220,7 @@ class KafkaOptions(KafkaValues):
     def sasl(self) -> bool:
         return str(self.security.get("security_protocol", "")).startswith("SASL")
 
+
 def _compression(name: str) -> str | None:
     """aiokafka's compression_type for the option; refused when its codec is missing
     (cramjam, a dependency, brings snappy, lz4 and zstd)."""
@@ -228,6 +230,7 @@ def _compression(name: str) -> str | None:
         raise ValueError(f"compression_type: {name} needs the cramjam package, which is "
                          "not installed")
     return name
+
 
 def _security(settings: EndpointSettings, opts: KafkaValues) -> dict[str, Any]:
     """aiokafka keyword arguments for TLS and SASL (empty: plaintext, anonymous)."""
@@ -259,6 +262,7 @@ def _security(settings: EndpointSettings, opts: KafkaValues) -> dict[str, Any]:
         out.update(sasl_mechanism=mechanism, sasl_plain_username=settings.username,
                    sasl_plain_password=settings.password or "")
     return out
+
 
 def _bootstrap(uri: str) -> tuple[str, ...]:
     # Not urlsplit: a comma-separated host list has no valid port for it.

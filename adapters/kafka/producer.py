@@ -68,12 +68,14 @@ _Pending = asyncio.Future[Any] | Outcome
 #: Placeholder of a record while its batch is being filled.
 _UNSENT = Outcome.failed("not sent")
 
+
 async def _partitions(client: Any, topic: str) -> tuple[list[int], list[int]]:
     """The topic's partitions, all and available, in id order (the partitioner indexes
     them by key hash, as the Java client does), after waiting for its metadata."""
     every = sorted(await client.partitions_for(topic))
     available = sorted(client._metadata.available_partitions_for_topic(topic) or ())
     return every, available
+
 
 class _Renewal:
     """Moves a deadline on while there is progress, so that a wait of a whole batch is
@@ -93,6 +95,7 @@ class _Renewal:
         if now - self._renewed > _RENEW_SECONDS:
             self._deadline.reschedule(now + self._budget)
             self._renewed = now
+
 
 class _Partitioner:
     """The partition of a record without one, as aiokafka's DefaultPartitioner picks it
@@ -117,6 +120,7 @@ class _Partitioner:
                 self._hashes.clear()
             hashed = self._hashes[key] = murmur2(key) & 0x7FFFFFFF
         return all_partitions[hashed % len(all_partitions)]
+
 
 class KafkaProducer:
     """Sends records with acks=all and reports each as delivered once the broker has.
@@ -336,6 +340,7 @@ class KafkaProducer:
     async def aclose(self) -> None:
         await self._drop_client()
 
+
 def _outcome(item: _Pending) -> Outcome:
     """The Outcome of one send: its own, or its future's."""
     if isinstance(item, Outcome):
@@ -350,6 +355,7 @@ def _outcome(item: _Pending) -> Outcome:
 #: Refusals of a record for its size (by aiokafka before sending, or by the broker).
 _TOO_LARGE: tuple[type[BaseException], ...] = (
     MessageSizeTooLargeError, RecordListTooLargeError, RecordTooLargeError)
+
 
 def _failure(exc: BaseException) -> Outcome:
     if isinstance(exc, TimeoutError):

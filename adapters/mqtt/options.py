@@ -145,6 +145,7 @@ class MqttValues:
 
 _URIS = profile(MQTT5).endpoint.uris  # 3.1.1 has the same
 
+
 @dataclass(frozen=True)
 class MqttOptions(MqttValues):
     """The adapter's settings: the options as read (`sessionexpiryinterval` and
@@ -189,6 +190,7 @@ class MqttOptions(MqttValues):
                                      retainHandling=self.retainhandling))
                 for f in self.filters]
 
+
 def _session(opts: MqttValues, written: dict[str, object],
              filters: tuple[str, ...], v5: bool) -> tuple[int, bool]:
     """(session expiry, clean start) of a consumer. On a shared subscription the session
@@ -208,6 +210,7 @@ def _session(opts: MqttValues, written: dict[str, object],
     if shared and not v5 and "cleanstart" not in written:
         clean = True
     return expiry, clean
+
 
 def link_security(settings: EndpointSettings, opts: MqttOptions) -> dict[str, Any]:
     """PahoLink keyword arguments: TLS context and credentials."""

@@ -664,5 +664,6 @@ class PahoLink:
 #: What a message reports when its PUBACK/PUBCOMP did not come within publish_timeout.
 UNCONFIRMED = Outcome.failed("no PUBACK/PUBCOMP in time")
 
+
 def now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

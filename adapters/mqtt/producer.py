@@ -38,12 +38,14 @@ _MAX_BACKLOG = 4096
 #: record has in practice; only nearer ones are measured exactly (`packet_size`).
 _PACKET_SLACK = 256 * 1024
 
+
 def _requesting(record: NativeMessage, response_topic: str, token: str) -> NativeMessage:
     """`record` as a request: response topic, correlation data, and the `correlationid`
     extension when it is a binary CloudEvent (the binding writes it)."""
     record = with_extension(record, CORRELATION_ATTRIBUTE, token)
     return record.replace_fields(
         {**record.fields, "response_topic": response_topic, "correlation_data": token})
+
 
 class MqttProducer:
     """Publishes records and reports each as delivered only after PUBACK/PUBCOMP.

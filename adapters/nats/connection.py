@@ -23,8 +23,10 @@ from gateway.ports.tls import describe
 
 log = logging.getLogger("adapters.nats")  # the name it had before the package split
 
+
 def now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
 
 async def open_client(
     settings: EndpointSettings,
@@ -90,18 +92,22 @@ async def open_client(
         ) from None
     return client
 
+
 def shown(server: str) -> str:
     """A server URL without its `user:password@` / `token@` part (errors are logged)."""
     scheme, sep, rest = server.rpartition("://")
     return f"{scheme}{sep}{rest.rpartition('@')[2]}"
 
+
 def _is_auth_error(exc: BaseException) -> bool:
     return isinstance(exc, nats.errors.AuthorizationError) or (
         "authorization violation" in str(exc).lower())
 
+
 def _is_telling(exc: BaseException) -> bool:
     """Says why the server refused us (not just that the connection broke)."""
     return _is_auth_error(exc) or isinstance(exc, ssl.SSLError)
+
 
 def _why(exc: BaseException) -> str:
     text = str(exc).strip().strip("'\"")
@@ -112,6 +118,7 @@ def _why(exc: BaseException) -> str:
     if isinstance(exc, nats.errors.Error) and text:
         return text
     return repr(exc)
+
 
 async def await_reconnect(client: Client, timeout: float) -> None:
     """Wait for nats-py's own reconnect; raises NotConnected when it does not happen."""

@@ -95,6 +95,7 @@ class NatsValues:
 
 _URIS = profile(NATS).endpoint.uris
 
+
 @dataclass(frozen=True)
 class NatsOptions(NatsValues):
     """The adapter's settings: the options as read, and what it derives from them and

@@ -230,5 +230,6 @@ class NatsProducer:
     async def aclose(self) -> None:
         await self._drop_client("producer closed")
 
+
 async def _nothing() -> None:
     return None

@@ -25,6 +25,7 @@ _MAX_UNACKED = 16_384
 
 _NO_PUBACK = Outcome.failed("no PubAck in time")
 
+
 async def publish_all(
     client: Client,
     messages: Sequence[NativeMessage],
@@ -69,6 +70,7 @@ async def publish_all(
             for index in sent:
                 outcomes[index] = outcome
     return outcomes
+
 
 class PubAcks:
     """The PubAcks of a client's JetStream publishes: one wildcard inbox subscription,
@@ -135,6 +137,7 @@ class PubAcks:
         batch, index = entry
         batch.settle(index, _pub_ack_outcome(msg))
 
+
 class Batch:
     """One JetStream `submit`: its outcomes fill in as the PubAcks arrive (a
     `PendingBatch`, one timer per batch); `confirmed()` waits for the last one, or until
@@ -172,6 +175,7 @@ class Batch:
 #: JetStream's API error "message size exceeds maximum allowed" (JSStreamMessageExceedsMaximumErr).
 _JS_MESSAGE_TOO_LARGE = 10054
 
+
 def _pub_ack_outcome(msg: Msg) -> Outcome:
     """The answer of JetStream to one publish: a PubAck, an API error, or "no responders"
     (no stream takes the subject)."""
@@ -194,6 +198,7 @@ def _pub_ack_outcome(msg: Msg) -> Outcome:
             retryable=code >= 500,
         )
     return Outcome.ok()
+
 
 def _failure(exc: nats.errors.Error) -> Outcome:
     """A per-message publish error as an Outcome: a verdict on the message or the link."""
