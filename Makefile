@@ -42,7 +42,7 @@ fault: $(STAMP)
 
 # Mutation testing (mutmut; config in pyproject.toml [tool.mutmut]) of gateway/matching,
 # gateway/templates/template.py, gateway/envelope, gateway/runtime and the Kafka commit tracking
-# (adapters/_kafka_commits.py) against the fast suite (unit + fuzz, fixed seed). Slow: one
+# (adapters/kafka/commits.py) against the fast suite (unit + fuzz, fixed seed). Slow: one
 # child per core by default; MUTATE_JOBS=1 and MUTATE_ONLY='gateway.matching.*' run one
 # package on a shared machine.
 # Results: `mutmut results`, `mutmut show NAME`; docs/testing.md lists the equivalent ones.

@@ -21,9 +21,9 @@ from dataclasses import dataclass, replace
 from typing import Literal
 from urllib.parse import urlsplit
 
-from adapters._tls import client_context
 from gateway.config import EndpointConfig
 from gateway.ports import Consumer, Producer
+from gateway.ports.tls import client_context
 from gateway.protocols import ProtocolProfile
 
 Outcome = Literal["ok", "warning", "error"]
@@ -171,7 +171,7 @@ async def preflight(prof: ProtocolProfile, endpoint: EndpointConfig, *, listens:
         return await _preflight(prof, endpoint, listens=listens, make=make,
                                 destination=destination, timeout=timeout)
     except Exception as exc:
-        return [Finding("check", "error", f"the check failed: {_why(exc)}")]
+        return [Finding("check", "error", f"the check failed: {why(exc)}")]
 
 
 async def _preflight(prof: ProtocolProfile, endpoint: EndpointConfig, *, listens: bool,
@@ -204,7 +204,7 @@ async def _preflight(prof: ProtocolProfile, endpoint: EndpointConfig, *, listens
             async with asyncio.timeout(max(timeout, 30.0) + 30.0):
                 await client.connect()
         except Exception as exc:  # NotConnected with the broker's reason; a timeout
-            return [*findings, Finding("auth", "error", f"cannot log in: {_why(exc)}",
+            return [*findings, Finding("auth", "error", f"cannot log in: {why(exc)}",
                                        "check the user name, password or key files, and "
                                        "the broker's permissions for this user")]
         who = f" as {endpoint.username}" if endpoint.username else ""
@@ -217,61 +217,11 @@ async def _preflight(prof: ProtocolProfile, endpoint: EndpointConfig, *, listens
     return findings
 
 
-async def kafka_topics(producer: Producer, endpoint: EndpointConfig) -> list[Finding]:
-    """The Kafka topics the endpoint names exist (the producer's `topic`, a consumer's
-    `topics`); a missing one is a warning: the broker may create it on first use
-    (auto.create.topics.enable), or the route will wait for it."""
-    client = getattr(getattr(producer, "_client", None), "client", None)
-    opts = getattr(producer, "_opts", None)
-    named = {str(t) for t in (getattr(opts, "topic", None),
-                              *_listed(endpoint.options.get("topics"))) if t}
-    if client is None or not named:
-        return []
-    cluster = await client.fetch_all_metadata()
-    existing = set(cluster.topics())
-    out = []
-    for topic in sorted(named):
-        if topic in existing:
-            out.append(Finding("destination", "ok", f"topic {topic} exists"))
-        else:
-            out.append(Finding("destination", "warning",
-                               f"topic {topic} does not exist; it is created on first use "
-                               "only if the broker auto-creates topics",
-                               f"create the topic {topic}, or check the topic name"))
-    return out
-
-
-async def jetstream_streams(producer: Producer, endpoint: EndpointConfig) -> list[Finding]:
-    """JetStream endpoints: a stream takes the endpoint's subject (a publish to a subject
-    no stream takes is refused by the server: "no responders"). Core NATS needs nothing."""
-    client = getattr(producer, "_client", None)
-    opts = getattr(producer, "_opts", None)
-    if client is None or opts is None or not getattr(opts, "jetstream", False):
-        return []
-    subject = endpoint.options.get("subject")
-    stream = getattr(opts, "stream", None)
-    if stream:
-        try:
-            await client.jetstream().stream_info(stream)
-        except Exception as exc:
-            return [Finding("destination", "error", f"stream {stream}: {_why(exc)}",
-                            f"create the stream {stream}, or check its name")]
-        return [Finding("destination", "ok", f"stream {stream} exists")]
-    if not isinstance(subject, str) or not subject or "{" in subject:
-        return []
-    try:
-        name = await client.jetstream().find_stream_name_by_subject(subject)
-    except Exception:
-        return [Finding("destination", "error", f"no JetStream stream takes subject {subject}",
-                        f"create a stream whose subjects include {subject}")]
-    return [Finding("destination", "ok", f"stream {name} takes subject {subject}")]
-
-
-def _listed(value: object) -> list[object]:
+def listed(value: object) -> list[object]:
     return list(value) if isinstance(value, list) else [value] if value else []
 
 
-def _why(exc: BaseException) -> str:
+def why(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
@@ -280,5 +230,5 @@ def worst(findings: Sequence[Finding]) -> Outcome:
     return "error" if "error" in outcomes else "warning" if "warning" in outcomes else "ok"
 
 
-__all__ = ["EXPIRY_WARNING_DAYS", "Destination", "Finding", "addresses", "jetstream_streams",
-           "kafka_topics", "preflight", "worst"]
+__all__ = ["EXPIRY_WARNING_DAYS", "Destination", "Finding", "addresses", "listed", "preflight",
+           "why", "worst"]

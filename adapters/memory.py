@@ -13,14 +13,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from gateway.ports import (
-    Confirmation,
-    Delivery,
-    EndOfInput,
-    NotConnected,
-    Outcome,
-    Settle,
-)
+from gateway.ports import Confirmation, Delivery, EndOfInput, NotConnected, Outcome, Settle
 from gateway.record import NativeMessage
 
 __all__ = ["MemoryConsumer", "MemoryProducer", "Nacked"]

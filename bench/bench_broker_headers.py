@@ -35,8 +35,8 @@ from datetime import UTC, datetime
 import nats
 from aiokafka import AIOKafkaProducer
 
-from adapters._kafka_record import to_send
-from adapters._nats_record import to_publish
+from adapters.kafka.record import to_send
+from adapters.nats.record import to_publish
 from bench.bench_kafka_producer import create_topic
 from gateway.cloudevents import encode
 from gateway.cloudevents.event import CloudEvent

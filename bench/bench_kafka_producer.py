@@ -10,7 +10,7 @@ the records per second, best of `--rounds`:
 
   baseline   aiokafka `send()` per record and the futures awaited: what a plain
              client-library bridge does (a passthrough bridge)
-  adapter    `KafkaProducer.submit` (adapters/kafka.py): records packed per partition
+  adapter    `KafkaProducer.submit` (adapters/kafka/producer.py): records packed per partition
              into record batches; it also builds each record from a NativeMessage
              (to_send: topic, key, headers, content type), which the baseline does not
 

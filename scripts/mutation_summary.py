@@ -18,7 +18,7 @@ from pathlib import Path
 
 #: The packages `make mutate` covers (pyproject.toml [tool.mutmut] only_mutate).
 PACKAGES = ("gateway.matching", "gateway.templates.template", "gateway.envelope", "gateway.runtime",
-            "adapters._kafka_commits", "adapters._nats_acks")
+            "adapters.kafka.commits", "adapters.nats.acks")
 KILLED = {1, 3, 24, -24, 36, 37, 152, 255}  # a failing test, a timeout, the type checker
 SURVIVED = {0}
 NO_TESTS = {5, 33}

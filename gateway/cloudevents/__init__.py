@@ -21,6 +21,7 @@ from gateway.cloudevents.bindings import (
     detect_mode,
     encode,
     encode_batch,
+    with_extension,
 )
 from gateway.cloudevents.errors import CloudEventError
 from gateway.cloudevents.event import CloudEvent
@@ -51,4 +52,5 @@ __all__ = [
     "parse_rfc3339",
     "serialize_batch",
     "serialize_event",
+    "with_extension",
 ]

@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
-from gateway.adapter_options import option_spec
 from gateway.config._schema import CONFIG_SPEC
-from gateway.options import OptionSpec
-from gateway.options import reference_markdown as options_markdown
+from gateway.ports.adapter_options import option_spec
+from gateway.ports.options import OptionSpec
+from gateway.ports.options import reference_markdown as options_markdown
 from gateway.protocols import PROTOCOLS
 from gateway.spec.durations import format_duration
 from gateway.spec.fields import OPTIONAL, REQUIRED, Field

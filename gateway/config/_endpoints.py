@@ -13,14 +13,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import cast
 
-from gateway.adapter_options import has_adapters, option_spec
 from gateway.config._addresses import check_uri, definition_addresses, server_list
 from gateway.config._model import EndpointConfig
 from gateway.definitions.checks import where
 from gateway.definitions.model import Catalog, Endpoint
 from gateway.json.values import JSON, JSONObject
-from gateway.options import COMMON_OPTIONS, Option, OptionSpec
 from gateway.ports import TlsSettings
+from gateway.ports.adapter_options import has_adapters, option_spec
+from gateway.ports.options import COMMON_OPTIONS, Option, OptionSpec
 from gateway.protocols import PROTOCOLS
 from gateway.spec.parse import holds_unresolved
 from gateway.spec.problems import Problem, Problems, json_path, suggest

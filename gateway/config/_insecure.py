@@ -9,7 +9,7 @@ refuses them) and `xrgw run` logs them once at start, as configuration warnings.
   that traffic never leaves the machine (a sidecar's broker on 127.0.0.1).
 
 One rule for every protocol, read from the profile's TLS schemes, as the adapters decide
-(`adapters/_tls.py`: a TLS scheme or a `tls` block means TLS).
+(`gateway/ports/tls.py`: a TLS scheme or a `tls` block means TLS).
 """
 
 from __future__ import annotations

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from gateway.adapter_options import option_spec
 from gateway.definitions.checks import check_string_templates, unknown_name_problem, where
 from gateway.definitions.endpoints import ENDPOINT_OPTIONS, known_options
 from gateway.definitions.model import Catalog, Endpoint, Provenance
 from gateway.definitions.refs import group_id_of, is_absolute
+from gateway.ports.adapter_options import option_spec
 from gateway.protocols import PROTOCOLS, find_profile
 from gateway.spec.problems import Problems
 

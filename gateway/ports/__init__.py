@@ -43,8 +43,13 @@ Adapters are built from `EndpointSettings` (address, credentials, `TlsSettings`,
 protocol options), which the adapter factory fills from the configuration.
 
 The core owns this contract and the adapters import it; the core still never imports an
-adapter (it finds them through the `xrgw.adapters` entry point). Modules are private
-(`_name.py`); this door is the public surface.
+adapter (it finds them through the `xrgw.adapters` entry point). The contract's modules
+are private (`_name.py`); this door is its public surface. Next to it, the adapter kit:
+protocol-neutral helpers an adapter may use, each a public module of its own — `inbox` (a
+push-based consumer's buffer, window and `read_batch` wait), `pending` (a producer's
+submitted batch: outcomes by index, countdown, deadline), `reconnect` (a producer's
+reconnect backoff gate), `schemes` (the URI scheme check), `tls` (client and server SSL
+contexts, handshake errors in words).
 """
 
 from __future__ import annotations

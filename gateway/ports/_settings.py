@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 class TlsSettings:
     """TLS files (PEM) and the test-only switch that skips server verification; the
     config layer resolves the paths (`endpoints.<id>.tls`), what each protocol does with
-    them is in `adapters/_tls.py`. Paths only: nothing secret."""
+    them is in `gateway/ports/tls.py`. Paths only: nothing secret."""
 
     ca_file: str | None = None
     cert_file: str | None = None

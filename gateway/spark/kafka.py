@@ -1,7 +1,7 @@
 """Kafka sources and sinks: Spark's connector when present, else the Python ones.
 
 Source records become native KAFKA records (`gateway.record`) by the adapter's rules
-(`adapters/_kafka_record.py`), in SQL: UTF-8 key as `key` else `key_base64`, header
+(`adapters/kafka/record.py`), in SQL: UTF-8 key as `key` else `key_base64`, header
 values as text (non-UTF-8 as base64), the body as `data` under a JSON content type or,
 without one, when it is a JSON object or array; otherwise `data_base64`. `received_at`
 is the Kafka timestamp, so a replay renders the same `time`. With `records="json"` the

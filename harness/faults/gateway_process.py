@@ -64,7 +64,7 @@ class GatewayProcess:
             self.kill()
 
     def assert_no_stall(self) -> None:
-        """The consumer never timed out waiting for SUBACK (adapters/mqtt.py used to
+        """The consumer never timed out waiting for SUBACK (adapters/mqtt/ used to
         pause reading on a full buffer before SUBACK when a session was resumed with a
         full window of unacked messages, and then stalled on every reconnect)."""
         text = self.log_path.read_text(errors="replace")

@@ -1,4 +1,4 @@
-"""Fuzz: the HTTP ingress as a real aiohttp server (adapters/http.py HttpConsumer) in
+"""Fuzz: the HTTP ingress as a real aiohttp server (adapters/http/consumer.py HttpConsumer) in
 front of the route engine, with in-memory outputs. Raw requests over a socket, so that
 what a well-behaved client library refuses to send is sent anyway: oversized bodies
 (-> 413), huge CloudEvents batches, CR/LF in header values (injection attempts),

@@ -16,12 +16,12 @@ from fuzz_support import CATALOG, fuzz, hostile_records
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapters._amqp_record import to_message
-from adapters._http_record import to_request
-from adapters._kafka_record import to_send
-from adapters._mqtt_record import to_publish as mqtt_publish
-from adapters._nats_record import to_publish as nats_publish
+from adapters.amqp.record import to_message
+from adapters.http.record import to_request
+from adapters.kafka.record import to_send
 from adapters.memory import MemoryConsumer, MemoryProducer
+from adapters.mqtt.record import to_publish as mqtt_publish
+from adapters.nats.record import to_publish as nats_publish
 from gateway.convert import Converter
 from gateway.deadletter import reasons
 from gateway.deadletter.format import deadletter_metadata

@@ -19,12 +19,12 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from proton import Described, Message, symbol, timestamp, ulong
 
-from adapters._amqp_record import to_record as amqp_record
-from adapters._http_record import to_record as http_record
-from adapters._kafka_record import to_record as kafka_record
-from adapters._mqtt_record import to_record as mqtt_record
-from adapters._nats_record import HeaderPairs, parse_header_block
-from adapters._nats_record import to_record as nats_record
+from adapters.amqp.record import to_record as amqp_record
+from adapters.http.record import to_record as http_record
+from adapters.kafka.record import to_record as kafka_record
+from adapters.mqtt.record import to_record as mqtt_record
+from adapters.nats.record import HeaderPairs, parse_header_block
+from adapters.nats.record import to_record as nats_record
 from gateway.convert import Converter
 from gateway.deadletter.format import deadletter_record, original_record
 from gateway.record import NativeMessage

@@ -160,7 +160,7 @@ async def test_bounded_credit(rabbitmq: RabbitMQ) -> None:
         await _nothing_more(consumer)  # 3 unsettled: read() waits
         assert consumer.unsettled == 3
         # The broker sent no more than the credit: nothing waits in the buffer.
-        assert len(consumer._buffer) == 0
+        assert consumer.buffered == 0
         await held[0].ack()
         fourth = await _read(consumer)
         assert fourth.message.data == {"n": 3}

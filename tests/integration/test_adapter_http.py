@@ -20,7 +20,8 @@ from aiohttp import web
 from support import asyncio_test
 from yarl import URL
 
-from adapters.http import HttpConsumer, HttpProducer, _Pending
+from adapters.http import HttpConsumer, HttpProducer
+from adapters.http.consumer import _Pending
 from adapters.memory import MemoryConsumer, MemoryProducer
 from gateway.convert import Converter
 from gateway.definitions import load_catalog

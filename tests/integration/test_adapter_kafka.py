@@ -13,9 +13,9 @@ from aiokafka import AIOKafkaConsumer, TopicPartition  # type: ignore[import-unt
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-untyped]
 from support import asyncio_test
 
-from adapters import kafka as kafka_adapter
-from adapters._kafka_liveness import watch_of
 from adapters.kafka import KafkaConsumer, KafkaOptions, KafkaProducer
+from adapters.kafka import consumer as kafka_adapter
+from adapters.kafka.liveness import watch_of
 from gateway.ports import (
     AlreadySettled,
     Delivery,
@@ -312,7 +312,7 @@ async def test_unreachable_broker_raises_not_connected() -> None:
 def test_options() -> None:
     opts = KafkaOptions.parse(EndpointSettings("kafka://a:1,b:2,c", options={}))
     assert opts.bootstrap == ("a:1", "b:2", "c:9092")
-    assert opts.auto_offset_reset == "earliest"
+    assert opts.autooffsetreset == "earliest"
     with pytest.raises(ValueError, match="consumergroup"):
         KafkaConsumer(EndpointSettings("kafka://a:1", options={"topics": ["t"]}))
     with pytest.raises(ValueError, match="topics"):

@@ -57,7 +57,7 @@ async def _until(condition: Callable[[], bool], what: str) -> None:
 
 
 def _buffered(consumer: AmqpConsumer) -> int:
-    return len(consumer._buffer)
+    return consumer.buffered
 
 
 def _numbers(deliveries: list[Delivery]) -> list[Any]:
@@ -74,14 +74,14 @@ async def _nothing_more(consumer: AmqpConsumer) -> None:
 def settle_bursts(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     """The size of each burst of settlements the proton thread receives."""
     bursts: list[int] = []
-    settle = adapters.amqp._ReceiverHandler.settle_burst
+    settle = adapters.amqp.consumer._ReceiverHandler.settle_burst
 
-    def counted(self: adapters.amqp._ReceiverHandler,
+    def counted(self: adapters.amqp.consumer._ReceiverHandler,
                 settlements: list[tuple[int, int, str]]) -> None:
         bursts.append(len(settlements))
         settle(self, settlements)
 
-    monkeypatch.setattr(adapters.amqp._ReceiverHandler, "settle_burst", counted)
+    monkeypatch.setattr(adapters.amqp.consumer._ReceiverHandler, "settle_burst", counted)
     yield bursts
 
 

@@ -1,5 +1,5 @@
 """AMQP sources and RabbitMQ restarts: the queue a `/queue/<name>` address makes is durable
-unless the endpoint says otherwise (`terminus-durability`, adapters/_amqp_terminus.py).
+unless the endpoint says otherwise (`terminus-durability`, adapters/amqp/terminus.py).
 
 RabbitMQ 3.x declares the queue of a `/queue/<name>` address when a link attaches, with
 the durability the link's terminus asks for. Proton's default (none) made it transient:

@@ -56,7 +56,7 @@ CONFIRM_TIMEOUT = 2
 #: without an answer.
 MQTT_KEEPALIVE = 2
 #: Whether /readyz must say "not ready" while the Kafka *source* link is blackholed: it
-#: must, once a fetch has gone unanswered for the session timeout (adapters/_kafka_liveness.py;
+#: must, once a fetch has gone unanswered for the session timeout (adapters/kafka/liveness.py;
 #: before, 200 throughout a 6 s blackhole). The sink side turns within `publish_timeout`.
 KAFKA_SOURCE_NOT_READY = True
 

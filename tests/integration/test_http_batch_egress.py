@@ -13,8 +13,8 @@ from typing import Any
 from aiohttp import web
 from support import asyncio_test
 
-from adapters._http_record import RequestArgs
 from adapters.http import HttpProducer
+from adapters.http.record import RequestArgs
 from gateway.ports import EndpointSettings, Outcome, write
 from gateway.record import NativeMessage
 from harness.brokers import free_port

@@ -104,7 +104,7 @@ async def test_read_batch_returns_everything_waiting_up_to_limit(mosquitto: Mosq
     await consumer.connect()
     try:
         await _send(mosquitto.url, [_record(topic, n) for n in range(30)])
-        await _until(lambda: len(consumer._buffer) == 30, "all 30 buffered")
+        await _until(lambda: consumer.buffered == 30, "all 30 buffered")
         first = await consumer.read_batch(12)
         rest = await consumer.read_batch(100)
         assert _numbers(first) == list(range(12))  # several at once, never more than limit
@@ -124,7 +124,7 @@ async def test_read_batch_never_exceeds_the_unsettled_limit(mosquitto: Mosquitto
     await consumer.connect()
     try:
         await _send(mosquitto.url, [_record(topic, n) for n in range(9)])
-        await _until(lambda: len(consumer._buffer) == 5, "the window's 5 buffered")
+        await _until(lambda: consumer.buffered == 5, "the window's 5 buffered")
         held = await consumer.read_batch(100)
         assert _numbers(held) == [0, 1, 2, 3, 4]
         with pytest.raises(TimeoutError):  # 5 unsettled: read_batch waits
@@ -416,9 +416,9 @@ async def test_timed_out_messages_still_in_the_backlog_are_not_sent_later() -> N
 async def test_submit_waits_for_room_when_the_backlog_is_long(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import adapters.mqtt
+    import adapters.mqtt.producer
 
-    monkeypatch.setattr(adapters.mqtt, "_MAX_BACKLOG", 10)
+    monkeypatch.setattr(adapters.mqtt.producer, "_MAX_BACKLOG", 10)
     async with ScriptedBroker(receive_maximum=2).running() as broker:
         producer = MqttProducer(EndpointSettings(broker.url))
         await producer.connect()

@@ -4,7 +4,7 @@ Measured on 62d9be0 (mosquitto 2.0): the dead member's persistent session (expir
 default) kept receiving its share of every new message, 2,000 of 10,000, until a process
 with the same client id came back, which a Deployment's new pod never does. A shared
 subscription's session now ends with the connection unless the operator set an expiry
-(adapters/mqtt.py `_session`), so the broker gives every later message to the survivors.
+(adapters/mqtt/options.py `_session`), so the broker gives every later message to the survivors.
 What mosquitto cannot do is hand the dead member's unacknowledged messages (at most its
 `max_in_flight`) to the others: it drops them with the session (docs/deployment.md).
 """

@@ -1,5 +1,5 @@
 """JetStream AckPolicy.ALL against a real nats-server: the server rules the consumer's ack
-bookkeeping (adapters/_nats_acks.py) relies on, and the adapter keeping at-least-once
+bookkeeping (adapters/nats/acks.py) relies on, and the adapter keeping at-least-once
 with one +ACK per settled burst."""
 
 from __future__ import annotations

@@ -14,8 +14,9 @@ import pytest
 from nats.js.api import StreamConfig
 from support import asyncio_test
 
-from adapters._nats_record import jetstream_ack
-from adapters.nats import NatsConsumer, NatsProducer, _Client
+from adapters.nats import NatsConsumer, NatsProducer
+from adapters.nats.client import Client
+from adapters.nats.record import jetstream_ack
 from gateway.ports import Delivery, EndpointSettings, Outcome, read_one, write
 from gateway.record import NativeMessage
 from harness.brokers import NatsServer
@@ -96,7 +97,7 @@ class _Wire:
     """What a nats-py client writes to its socket: one entry per write call (the flusher
     writes its whole pending buffer in one `writelines`)."""
 
-    def __init__(self, client: _Client | None) -> None:
+    def __init__(self, client: Client | None) -> None:
         assert client is not None
         transport: Any = client._transport
         self.writes: list[list[bytes]] = []
@@ -199,7 +200,7 @@ async def test_jetstream_batches_and_a_burst_of_acks_is_one_write(
             while await _ack_floor(nats_server.url, stream, "batches") < 10:
                 await asyncio.sleep(0.02)
         # AckPolicy.ALL: the ten settlements are one +ACK, of the highest sequence, in one
-        # socket write and no PING (adapters/_nats_acks.py).
+        # socket write and no PING (adapters/nats/acks.py).
         assert len(wire.writes) == 1, wire.writes
         [command] = wire.writes[0]
         assert command.startswith(b"PUB $JS.ACK.")
@@ -245,7 +246,7 @@ async def test_core_submit_is_one_ping_behind_the_batch(nats_server: NatsServer)
 async def test_client_flush_pings_behind_its_pending_publishes(nats_server: NatsServer) -> None:
     """nats-py's own flush() wrote PING ahead of publishes its flusher had not written
     yet; the adapter's client writes them first, so the PONG confirms them."""
-    client = _Client()
+    client = Client()
     await client.connect(nats_server.url)
     try:
         wire = _Wire(client)

@@ -18,8 +18,8 @@ from aiokafka.structs import TopicPartition  # type: ignore[import-untyped]
 from confluent_kafka import OFFSET_BEGINNING, Consumer  # type: ignore[import-untyped]
 from confluent_kafka import TopicPartition as RdPartition
 
-from adapters._kafka_fetch import FramedRecords
 from adapters.kafka import KafkaProducer
+from adapters.kafka.fetch import FramedRecords
 from gateway.ports import EndpointSettings
 from gateway.protocols import KAFKA
 from gateway.record import NativeMessage

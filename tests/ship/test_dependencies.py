@@ -89,3 +89,19 @@ def test_pandas_is_one_the_pinned_pyspark_supports():
                       if _normal(Requirement(spec).name) == "pandas")
         assert not pandas.specifier.contains("3.0.0"), extra
         assert pandas.specifier.contains("2.3.0"), extra
+
+
+#: Client libraries whose private members the adapters override or reach
+#: (tests/unit/adapters/test_library_privates.py fails when a release changed them).
+INTERNALS_USED = ("paho-mqtt", "aiokafka", "nats-py", "aiohttp")
+
+
+def test_client_libraries_whose_internals_are_used_have_an_upper_bound():
+    specs = {_normal(Requirement(spec).name): Requirement(spec).specifier
+             for spec in PROJECT["dependencies"]}
+    lock = (ROOT / "requirements.lock").read_text(encoding="utf-8")
+    for name in INTERNALS_USED:
+        bound = [s for s in specs[name] if s.operator in ("<", "<=", "~=", "==")]
+        assert bound, f"{name}: the adapters use its internals, so it needs an upper bound"
+        pinned = re.search(rf"^{name}==(\S+)", lock, re.MULTILINE)
+        assert pinned is not None and specs[name].contains(pinned.group(1)), name

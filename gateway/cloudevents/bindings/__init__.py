@@ -23,6 +23,7 @@ __all__ = [
     "detect_mode",
     "encode",
     "encode_batch",
+    "with_extension",
 ]
 
 BINDINGS: dict[str, Binding] = {
@@ -74,6 +75,18 @@ def decode_batch(
         return http.decode_batch(record, extension_types)
     event = binding.decode(record, extension_types)
     return [] if event is None else [event]
+
+
+def with_extension(record: NativeMessage, name: str, value: str) -> NativeMessage:
+    """`record` with the extension attribute `name` set to `value` when it is a binary
+    CloudEvent whose binding can add one (NATS, MQTT 5: request-reply's `correlationid`);
+    else `record` itself. Structured events and plain messages go unchanged: their
+    body is not the binding's to rewrite."""
+    binding = BINDINGS.get(record.protocol) or BINDINGS.get(
+        normalize_protocol(record.protocol) or "")
+    if binding is None or binding.extend is None or binding.detect(record) != "binary":
+        return record
+    return binding.extend(record, name, value)
 
 
 def encode(event: CloudEvent, protocol: str, mode: EncodeMode = "binary") -> NativeMessage:

@@ -33,6 +33,10 @@ class Binding:
     detect: Callable[[NativeMessage], Mode | None]
     decode: Callable[[NativeMessage, ExtensionTypes | None], CloudEvent | None]
     encode: Callable[[CloudEvent, EncodeMode], NativeMessage]
+    # A binary-mode record with one more extension attribute (name, text value), written
+    # where and how this binding writes extensions. None: the binding cannot add one to
+    # a record it did not encode (`with_extension` returns the record unchanged).
+    extend: Callable[[NativeMessage, str, str], NativeMessage] | None = None
 
 
 def record_body(record: NativeMessage) -> Body:

@@ -137,5 +137,13 @@ def encode311(event: CloudEvent, mode: EncodeMode) -> NativeMessage:
     return structured_message(MQTT311, {}, event)
 
 
-BINDING5 = Binding(MQTT5, detect5, decode5, encode5)
+def extend5(record: NativeMessage, name: str, value: str) -> NativeMessage:
+    """A binary record with the extension `name` as one more user property, named in
+    the record's own style (bare, or sdk-go's `ce-`)."""
+    pairs = [*record.pairs(USER_PROPERTIES), ((_prefix(record) or "") + name, value)]
+    properties: list[JSON] = [{"name": n, "value": v} for n, v in pairs]
+    return record.replace_fields({**record.fields, USER_PROPERTIES: properties})
+
+
+BINDING5 = Binding(MQTT5, detect5, decode5, encode5, extend5)
 BINDING311 = Binding(MQTT311, detect311, decode311, encode311)

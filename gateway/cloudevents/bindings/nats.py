@@ -87,4 +87,11 @@ def encode(event: CloudEvent, mode: EncodeMode) -> NativeMessage:
     return record
 
 
-BINDING = Binding(NATS, detect, decode, encode)
+def extend(record: NativeMessage, name: str, value: str) -> NativeMessage:
+    """A binary record with the extension `name` as one more `ce-` header."""
+    header_list: list[JSON] = [{"name": n, "value": v} for n, v in record.pairs("headers")]
+    header_list.append({"name": PREFIX + name, "value": encode_header_value(value)})
+    return record.replace_fields({**record.fields, "headers": header_list})
+
+
+BINDING = Binding(NATS, detect, decode, encode, extend)

@@ -11,8 +11,10 @@ from typing import Any, cast
 import pytest
 from proton import Delivery as ProtonDelivery
 
-from adapters._proton_loop import ProtonThread
-from adapters.amqp import AmqpConsumer, AmqpProducer, _Note, _ReceiverHandler, _Settler
+from adapters.amqp import AmqpConsumer, AmqpProducer
+from adapters.amqp.consumer import _ReceiverHandler, _Settler
+from adapters.amqp.link import Note
+from adapters.amqp.proton_loop import ProtonThread
 from gateway.ports import EndpointSettings, NotConnected, Outcome
 from gateway.record import NativeMessage
 
@@ -47,8 +49,8 @@ def _consumer(max_in_flight: int) -> tuple[AmqpConsumer, _Thread, _Handler]:
     consumer = AmqpConsumer(EndpointSettings(
         URL, options={"node": "/queue/q", "max_in_flight": max_in_flight}))
     thread, handler = _Thread(), _Handler()
-    consumer._thread = cast(ProtonThread[_Note], thread)
-    consumer._settler = _Settler(cast(ProtonThread[_Note], thread),
+    consumer._thread = cast(ProtonThread[Note], thread)
+    consumer._settler = _Settler(cast(ProtonThread[Note], thread),
                                  cast(_ReceiverHandler, handler), "released",
                                  consumer._settled)
     consumer._connected = True
@@ -58,7 +60,7 @@ def _consumer(max_in_flight: int) -> tuple[AmqpConsumer, _Thread, _Handler]:
 def _producer(**options: Any) -> tuple[AmqpProducer, _Thread]:
     producer = AmqpProducer(EndpointSettings(URL, options={"node": "/queue/q", **options}))
     thread = _Thread()
-    producer._thread = cast(ProtonThread[_Note], thread)
+    producer._thread = cast(ProtonThread[Note], thread)
     producer._handler = cast(Any, object())  # (its send() is never run here)
     producer._connected = True
     return producer, thread
@@ -71,9 +73,9 @@ def _numbers(deliveries: list[Any]) -> list[int]:
 def test_read_batch_takes_several_bursts_up_to_limit_and_window() -> None:
     async def run() -> None:
         consumer, thread, _ = _consumer(max_in_flight=6)
-        consumer._on_batch(cast(ProtonThread[_Note], thread), [
-            _Note("messages", 0, records=_records(range(3))),
-            _Note("messages", 3, records=_records(range(3, 8))),
+        consumer._on_batch(cast(ProtonThread[Note], thread), [
+            Note("messages", 0, records=_records(range(3))),
+            Note("messages", 3, records=_records(range(3, 8))),
         ])
         assert _numbers(await consumer.read_batch(4)) == [0, 1, 2, 3]
         assert _numbers(await consumer.read_batch(100)) == [4, 5]  # the window is full
@@ -88,8 +90,8 @@ def test_read_batch_takes_several_bursts_up_to_limit_and_window() -> None:
 def test_a_burst_of_settlements_is_one_hand_over() -> None:
     async def run() -> None:
         consumer, thread, handler = _consumer(max_in_flight=10)
-        consumer._on_batch(cast(ProtonThread[_Note], thread),
-                           [_Note("messages", 7, records=_records(range(4)))])
+        consumer._on_batch(cast(ProtonThread[Note], thread),
+                           [Note("messages", 7, records=_records(range(4)))])
         deliveries = await consumer.read_batch(10)
         await deliveries[0].ack()
         await deliveries[1].nack("later")
@@ -113,9 +115,9 @@ def test_a_burst_of_settlements_is_one_hand_over() -> None:
 def test_a_lost_connection_drops_what_was_not_handed_out() -> None:
     async def run() -> None:
         consumer, thread, _ = _consumer(max_in_flight=10)
-        consumer._on_batch(cast(ProtonThread[_Note], thread), [
-            _Note("messages", 0, records=_records(range(3))),
-            _Note("lost", reason="connection closed"),
+        consumer._on_batch(cast(ProtonThread[Note], thread), [
+            Note("messages", 0, records=_records(range(3))),
+            Note("lost", reason="connection closed"),
         ])
         with pytest.raises(NotConnected):
             await consumer.read_batch(10)
@@ -130,11 +132,11 @@ def test_outcomes_in_any_order_confirm_in_message_order() -> None:
         assert len(thread.calls) == 1  # the whole batch in one hand-over
         post = producer._on_batch
         rejected = Outcome.failed("broker rejected: amqp:invalid-field", retryable=False)
-        post(cast(ProtonThread[_Note], thread),
-             [_Note("outcomes", outcomes=[(0, 2, Outcome.ok()), (0, 1, rejected)])])
+        post(cast(ProtonThread[Note], thread),
+             [Note("outcomes", outcomes=[(0, 2, Outcome.ok()), (0, 1, rejected)])])
         assert isinstance(confirmation, asyncio.Future) and not confirmation.done()
-        post(cast(ProtonThread[_Note], thread),
-             [_Note("outcomes", outcomes=[(0, 0, Outcome.ok())])])
+        post(cast(ProtonThread[Note], thread),
+             [Note("outcomes", outcomes=[(0, 0, Outcome.ok())])])
         assert await confirmation == [Outcome.ok(), rejected, Outcome.ok()]
 
     asyncio.run(run())
@@ -144,16 +146,16 @@ def test_missing_dispositions_fail_at_publish_timeout() -> None:
     async def run() -> None:
         producer, thread = _producer(publish_timeout=0.1)
         confirmation = await producer.submit(_records(range(2)))
-        producer._on_batch(cast(ProtonThread[_Note], thread),
-                           [_Note("outcomes", outcomes=[(0, 0, Outcome.ok())])])
+        producer._on_batch(cast(ProtonThread[Note], thread),
+                           [Note("outcomes", outcomes=[(0, 0, Outcome.ok())])])
         async with asyncio.timeout(2):
             delivered, missing = await confirmation
         assert delivered.delivered
         assert not missing.delivered and missing.retryable
         assert "in time" in (missing.reason or "")
         # A disposition arriving late changes nothing and is not an error.
-        producer._on_batch(cast(ProtonThread[_Note], thread),
-                           [_Note("outcomes", outcomes=[(0, 1, Outcome.ok())])])
+        producer._on_batch(cast(ProtonThread[Note], thread),
+                           [Note("outcomes", outcomes=[(0, 1, Outcome.ok())])])
 
     asyncio.run(run())
 
@@ -164,9 +166,9 @@ def test_a_lost_connection_fails_what_is_unconfirmed_of_every_submit() -> None:
         first = await producer.submit(_records(range(2)))
         second = await producer.submit(_records(range(2, 3)))
         assert len(thread.calls) == 2  # in submit order
-        producer._on_batch(cast(ProtonThread[_Note], thread), [
-            _Note("outcomes", outcomes=[(0, 0, Outcome.ok())]),
-            _Note("lost", reason="disconnected"),
+        producer._on_batch(cast(ProtonThread[Note], thread), [
+            Note("outcomes", outcomes=[(0, 0, Outcome.ok())]),
+            Note("lost", reason="disconnected"),
         ])
         kept, lost = await first
         [lost_too] = await second

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from adapters._kafka_record import to_send
-from adapters._nats_record import publish_frame, to_publish
+from adapters.kafka.record import to_send
+from adapters.nats.record import publish_frame, to_publish
 from gateway.cloudevents.event import CloudEvent
 from gateway.envelope.outgoing import OutputFormat
 from gateway.record import NativeMessage

@@ -5,8 +5,8 @@ never changes what a name reads as."""
 
 from __future__ import annotations
 
-from adapters import _http_record
-from adapters._http_record import request_record, split_target, to_record
+from adapters.http import record as _http_record
+from adapters.http.record import request_record, split_target, to_record
 
 HEADERS = [
     (b"Host", b"127.0.0.1:8080"),

@@ -5,7 +5,7 @@ would lose it), a `nack(retry=False)` settles like an ack, a `nack(retry=True)` 
 and a revoked or superseded delivery settles nothing.
 
 The first tests go through KafkaConsumer (the batch path, backlog); the later ones drive
-the tracking itself (`adapters/_kafka_commits.py`, `Commits`) with a fake that has only
+the tracking itself (`adapters/kafka/commits.py`, `Commits`) with a fake that has only
 what it uses of the client, `commit(offsets)` and `seek(tp, offset)`: commit failures,
 flushing with a timeout, revocation and the client going away."""
 
@@ -23,9 +23,9 @@ from aiokafka.errors import (  # type: ignore[import-untyped]
     KafkaError,
 )
 
-from adapters import _kafka_commits
-from adapters._kafka_commits import Commits
 from adapters.kafka import KafkaConsumer
+from adapters.kafka import commits as _kafka_commits
+from adapters.kafka.commits import Commits
 from gateway.ports import Delivery, EndpointSettings, NotConnected
 
 T0 = TopicPartition("orders", 0)

@@ -1,4 +1,4 @@
-"""Fetched Kafka record batches that do not decode (adapters/_kafka_fetch.py): each bad
+"""Fetched Kafka record batches that do not decode (adapters/kafka/fetch.py): each bad
 batch or record becomes one `Undecodable` at its offsets, every good record around it is
 handed out as aiokafka would, and the fetch position ends past the whole answer.
 
@@ -22,8 +22,8 @@ from aiokafka.record.util import calc_crc32c  # type: ignore[import-untyped]
 from aiokafka.structs import TopicPartition  # type: ignore[import-untyped]
 
 import adapters.kafka  # noqa: F401  # installs the tolerant decoder
-from adapters._kafka_commits import Commits
-from adapters._kafka_fetch import FramedRecords, TolerantPartitionRecords, Undecodable, install
+from adapters.kafka.commits import Commits
+from adapters.kafka.fetch import FramedRecords, TolerantPartitionRecords, Undecodable, install
 
 TP = TopicPartition("t", 0)
 ATTRIBUTES_AT, CRC_AT = 21, 17
@@ -229,7 +229,7 @@ def test_the_warning_is_said_once_per_interval_and_counts_the_rest(
         caplog: pytest.LogCaptureFixture) -> None:
     import logging
 
-    from adapters._kafka_fetch import RateLimitedLog
+    from adapters.kafka.fetch import RateLimitedLog
 
     limited = RateLimitedLog(logging.getLogger("test.kafka.limited"), interval=3600)
     with caplog.at_level(logging.WARNING, "test.kafka.limited"):
@@ -252,7 +252,8 @@ def test_a_fetch_error_is_said_once_with_its_cause_and_is_not_connected(
 
     from aiokafka.errors import TopicAuthorizationFailedError  # type: ignore[import-untyped]
 
-    from adapters.kafka import KafkaConsumer, _fetch_warnings
+    from adapters.kafka import KafkaConsumer
+    from adapters.kafka.consumer import _fetch_warnings
     from gateway.ports import EndpointSettings, NotConnected
 
     class Refusing:

@@ -1,4 +1,4 @@
-"""A Kafka consumer's liveness (adapters/_kafka_liveness.py): a fetch unanswered for
+"""A Kafka consumer's liveness (adapters/kafka/liveness.py): a fetch unanswered for
 `overdue_after` makes the consumer not connected, an idle broker that answers its
 long-polls does not, and the episode is logged once when it starts and once when it ends.
 No broker: the clock and aiokafka's client are stand-ins; the integration tests
@@ -16,14 +16,14 @@ from aiokafka.consumer import consumer as aiokafka_consumer  # type: ignore[impo
 from aiokafka.errors import KafkaConnectionError  # type: ignore[import-untyped]
 
 import adapters.kafka  # noqa: F401  # installs the watched fetcher
-from adapters._kafka_liveness import (
+from adapters.kafka import KafkaConsumer
+from adapters.kafka.liveness import (
     FetchWatch,
     WatchedFetcher,
     _WatchedClient,
     install,
     watch_of,
 )
-from adapters.kafka import KafkaConsumer
 from gateway.ports import EndpointSettings
 
 

@@ -34,10 +34,10 @@ def test_batching_refusals_name_the_option(name: str, value: object) -> None:
 
 
 def test_compression_is_off_by_default_and_every_kafka_codec_can_be_chosen() -> None:
-    assert _parse().compression_type is None
-    assert _parse(compression_type="none").compression_type is None
+    assert _parse().codec is None
+    assert _parse(compression_type="none").codec is None
     for codec in ("gzip", "snappy", "lz4", "zstd"):
-        assert _parse(compression_type=codec).compression_type == codec
+        assert _parse(compression_type=codec).codec == codec
 
 
 @pytest.mark.parametrize("value", ["brotli", "LZ4x", 3])

@@ -8,8 +8,8 @@ from aiokafka.partitioner import DefaultPartitioner  # type: ignore[import-untyp
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapters import kafka
-from adapters.kafka import _Partitioner
+from adapters.kafka import producer as kafka
+from adapters.kafka.producer import _Partitioner
 
 PARTITIONS = st.integers(1, 64).map(lambda n: list(range(n)))
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from proton import Terminus
 
-from adapters._amqp_terminus import apply_terminus, durability_for
 from adapters.amqp import AmqpConsumer, AmqpOptions
+from adapters.amqp.terminus import apply_terminus, durability_for
 from adapters.mqtt import MqttOptions
 from gateway.ports import EndpointSettings
 
@@ -61,25 +61,25 @@ def _mqtt(protocol: str = "5.0", **options: object) -> MqttOptions:
 
 def test_a_plain_subscription_keeps_a_persistent_session():
     opts = _mqtt()
-    assert (opts.session_expiry, opts.clean_start) == (86400, False)
+    assert (opts.sessionexpiryinterval, opts.cleanstart) == (86400, False)
     opts = _mqtt("3.1.1")
-    assert opts.clean_start is False
+    assert opts.cleanstart is False
 
 
 @pytest.mark.parametrize("group_options", [{"sharedsubscriptiongroup": "g"},
                                            {"topicfilter": "$share/g/a/+"}])
 def test_a_shared_subscription_session_ends_with_the_connection(group_options):
     opts = _mqtt(**group_options)
-    assert (opts.session_expiry, opts.clean_start) == (0, False)
+    assert (opts.sessionexpiryinterval, opts.cleanstart) == (0, False)
     opts = _mqtt("3.1.1", **group_options)
-    assert opts.clean_start is True  # 3.1.1 has no expiry: only a clean session ends
+    assert opts.cleanstart is True  # 3.1.1 has no expiry: only a clean session ends
 
 
 def test_a_shared_subscription_keeps_what_the_operator_wrote():
     opts = _mqtt(sharedsubscriptiongroup="g", session_expiry=600)
-    assert opts.session_expiry == 600
+    assert opts.sessionexpiryinterval == 600
     opts = _mqtt("3.1.1", sharedsubscriptiongroup="g", cleansession=False)
-    assert opts.clean_start is False
+    assert opts.cleanstart is False
 
 
 def test_asking_for_a_transient_queue_is_logged_once(caplog):

@@ -19,8 +19,8 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 
-from adapters import _mqtt_record as codec
-from adapters import _paho_loop as wire
+from adapters.mqtt import paho_loop as wire
+from adapters.mqtt import record as codec
 
 SETTINGS = settings(max_examples=300, deadline=None)
 _TABLE_KEYS = {"packetType", "types", "names", "properties"}

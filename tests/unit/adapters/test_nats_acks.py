@@ -1,4 +1,4 @@
-"""AckPolicy.ALL bookkeeping (adapters/_nats_acks.py): which message's +ACK covers the
+"""AckPolicy.ALL bookkeeping (adapters/nats/acks.py): which message's +ACK covers the
 settled prefix, and when no ack may go yet. The server rules it relies on are pinned
 against a real nats-server in tests/integration/test_nats_ack_all.py."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from adapters._nats_acks import AckFrontier, AckSlot
+from adapters.nats.acks import AckFrontier, AckSlot
 
 
 def _frontier(*deliveries: tuple[int, int]) -> tuple[AckFrontier[str], list[AckSlot[str]]]:

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from nats.aio.msg import Msg
 
-from adapters._nats_record import (
+from adapters.nats.publish import Batch, PubAcks, _pub_ack_outcome, publish_all
+from adapters.nats.record import (
     HeaderPairs,
     PublishArgs,
     _cached_pairs,
@@ -21,7 +22,6 @@ from adapters._nats_record import (
     publish_frame,
     to_record,
 )
-from adapters.nats import _Batch, _pub_ack_outcome, _PubAcks, _publish_all
 from gateway.ports import Outcome
 from gateway.record import NativeMessage
 
@@ -99,7 +99,7 @@ def _records(count: int) -> list[NativeMessage]:
 
 def test_a_link_failure_fails_the_whole_batch_unsent() -> None:
     client = _Client(error=nats.errors.ConnectionClosedError())
-    outcomes = asyncio.run(_publish_all(client, _records(5), lambda _: ""))  # type: ignore[arg-type]
+    outcomes = asyncio.run(publish_all(client, _records(5), lambda _: ""))  # type: ignore[arg-type]
     failed = outcomes[0]
     assert failed is not None and failed.retryable
     assert outcomes == [failed] * 5
@@ -113,7 +113,7 @@ def test_a_message_failure_does_not_stop_the_batch() -> None:
     records.insert(2, NativeMessage("NATS", {}, payload=b"no subject"))
     records.insert(3, NativeMessage("NATS", {"subject": "bad", "headers": [
         {"name": "bad name", "value": "v"}]}, payload=b"bad header"))
-    outcomes = asyncio.run(_publish_all(client, records, lambda i: f"r.{i}"))  # type: ignore[arg-type]
+    outcomes = asyncio.run(publish_all(client, records, lambda i: f"r.{i}"))  # type: ignore[arg-type]
     assert [o is None for o in outcomes] == [True, False, False, False, True, True]
     assert all(o is not None and not o.retryable for o in outcomes[1:4])
     assert client.frames == [b"PUB s.0 r.0 1\r\n0\r\n", b"PUB s.1 r.4 1\r\n1\r\n",
@@ -190,8 +190,8 @@ def test_pub_ack_outcomes() -> None:
 
 def test_batch_collects_its_pub_acks_in_any_order() -> None:
     async def run() -> None:
-        acks = _PubAcks("_INBOX.t.")
-        batch = _Batch(acks, 3, asyncio.get_running_loop().time() + 5)
+        acks = PubAcks("_INBOX.t.")
+        batch = Batch(acks, 3, asyncio.get_running_loop().time() + 5)
         replies = [batch.expect(i) for i in range(3)]
         assert len(set(replies)) == 3 and acks.waiting == 3
         confirmation = asyncio.create_task(batch.confirmed())
@@ -209,8 +209,8 @@ def test_batch_collects_its_pub_acks_in_any_order() -> None:
 
 def test_batch_deadline_fails_the_unanswered_and_forgets_them() -> None:
     async def run() -> None:
-        acks = _PubAcks("_INBOX.t.")
-        batch = _Batch(acks, 2, asyncio.get_running_loop().time() + 0.2)
+        acks = PubAcks("_INBOX.t.")
+        batch = Batch(acks, 2, asyncio.get_running_loop().time() + 0.2)
         first, second = batch.expect(0), batch.expect(1)
         await acks._on_reply(_reply(first, b'{"stream":"S","seq":1}'))
         outcomes = await asyncio.wait_for(batch.confirmed(), 2)
@@ -223,8 +223,8 @@ def test_batch_deadline_fails_the_unanswered_and_forgets_them() -> None:
 
 def test_unsent_messages_wait_for_nothing() -> None:
     async def run() -> None:
-        acks = _PubAcks("_INBOX.t.")
-        batch = _Batch(acks, 2, asyncio.get_running_loop().time() + 5)
+        acks = PubAcks("_INBOX.t.")
+        batch = Batch(acks, 2, asyncio.get_running_loop().time() + 5)
         reply = batch.expect(0)
         batch.expect(1)
         batch.unsent(1, Outcome.failed("refused", retryable=False))
@@ -238,9 +238,9 @@ def test_unsent_messages_wait_for_nothing() -> None:
 
 def test_abandon_fails_every_waiting_batch_at_once() -> None:
     async def run() -> None:
-        acks = _PubAcks("_INBOX.t.")
+        acks = PubAcks("_INBOX.t.")
         deadline = asyncio.get_running_loop().time() + 30
-        one, two = _Batch(acks, 2, deadline), _Batch(acks, 1, deadline)
+        one, two = Batch(acks, 2, deadline), Batch(acks, 1, deadline)
         for batch, size in ((one, 2), (two, 1)):
             for index in range(size):
                 batch.expect(index)
@@ -254,11 +254,11 @@ def test_abandon_fails_every_waiting_batch_at_once() -> None:
 
 
 def test_room_waits_while_too_many_are_waiting(monkeypatch: Any) -> None:
-    monkeypatch.setattr("adapters.nats._MAX_UNACKED", 2)
+    monkeypatch.setattr("adapters.nats.publish._MAX_UNACKED", 2)
 
     async def run() -> None:
-        acks = _PubAcks("_INBOX.t.")
-        batch = _Batch(acks, 2, asyncio.get_running_loop().time() + 5)
+        acks = PubAcks("_INBOX.t.")
+        batch = Batch(acks, 2, asyncio.get_running_loop().time() + 5)
         first = batch.expect(0)
         batch.expect(1)
         assert not await acks.room(0.05)  # full: gives up after the timeout

@@ -9,8 +9,8 @@ from pathlib import Path
 import nkeys  # type: ignore[import-untyped]
 import pytest
 
-from adapters._nats_credentials import check_creds_file, check_seed_file
 from adapters.nats import NatsOptions
+from adapters.nats.credentials import check_creds_file, check_seed_file
 from gateway.ports import EndpointSettings
 
 SEED = nkeys.encode_seed(os.urandom(32), nkeys.PREFIX_BYTE_USER).decode()

@@ -19,8 +19,8 @@ from adapters.kafka import KafkaOptions
 from adapters.registry import OPTION_SPECS, REGISTRY
 from gateway.config import load_config_text, reference_markdown
 from gateway.definitions.endpoints import ENDPOINT_OPTIONS
-from gateway.options import Option, OptionSpec, Unsupported, squash
 from gateway.ports import EndpointSettings
+from gateway.ports.options import Option, OptionSpec, Unsupported, squash
 from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, MQTT311, NATS, PROTOCOLS
 
 SPEC_OPTIONS = [(protocol, name) for protocol, names in ENDPOINT_OPTIONS.items()
@@ -117,7 +117,7 @@ def test_kafka_autooffsetreset_in_a_document_reaches_the_consumer(tmp_path):
     assert loaded is not None, problems
     options = KafkaOptions.parse(EndpointSettings("kafka://h:1",
                                                   options=loaded.endpoints["src"].options))
-    assert options.auto_offset_reset == "latest"
+    assert options.autooffsetreset == "latest"
 
 
 def test_unsupported_option_written_in_the_gateway_config_is_an_error(tmp_path):

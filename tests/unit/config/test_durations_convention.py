@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from adapters._kafka_options import OPTIONS as KAFKA
+from adapters.kafka.options import OPTIONS as KAFKA
 from gateway.config import load_config_text
 
 ROOT = Path(__file__).resolve().parents[3]

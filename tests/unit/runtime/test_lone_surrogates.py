@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from adapters._kafka_record import to_record, to_send
+from adapters.kafka.record import to_record, to_send
 from adapters.memory import MemoryConsumer, MemoryProducer
 from gateway.convert import Converter
 from gateway.deadletter.format import deadletter_metadata, original_record

@@ -178,7 +178,7 @@ def packet_size(args: PublishArgs, v5: bool) -> int:
 # ====================================================================== wire codec
 # paho builds a Properties object per packet -- its constructor fills two 27-entry
 # tables, its pack()/unpack() walk them per property -- and a PUBACK costs two of them
-# plus two ReasonCodes: on a busy link, most of the CPU. `adapters/_paho_loop.py`
+# plus two ReasonCodes: on a busy link, most of the CPU. `adapters/mqtt/paho_loop.py`
 # handles the common packets with the functions below instead, which build the same
 # objects paho would. Anything unusual (another property, a repeated one, a value paho
 # rejects, a malformed packet) raises UnusualPacket and the link leaves the packet to

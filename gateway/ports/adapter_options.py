@@ -12,9 +12,9 @@ from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    # For the annotations only: gateway.options builds on the config parser, which
+    # For the annotations only: gateway.ports.options builds on the config parser, which
     # loads the definitions package, and the definitions' endpoint check reads this.
-    from gateway.options import OptionSpec
+    from gateway.ports.options import OptionSpec
 
 
 class _SpecSource(Protocol):

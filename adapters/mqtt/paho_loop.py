@@ -18,7 +18,7 @@ four system calls and one event-loop turn per message, and one TCP segment per P
 The client here reads whatever the socket has with one recv() into a buffer that paho
 parses from, and collects paho's sends into one buffer written with one send() per
 writable event. Received PUBLISH and PUBACK packets are decoded by the codec in
-`adapters/_mqtt_record.py` rather than paho's, which builds two property tables per
+`adapters/mqtt/record.py` rather than paho's, which builds two property tables per
 packet (unusual packets still go to paho). It also drops paho's per-packet debug
 lines, which paho formats (properties and all) whenever a log callback is set; only
 errors are kept.
@@ -39,6 +39,7 @@ import contextlib
 import socket
 import ssl
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
@@ -48,17 +49,18 @@ from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode, MQTTProtocolVersi
 from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 
-from adapters._mqtt_record import (
+from adapters.mqtt.record import (
     ACK_PROPERTIES,
     PublishArgs,
     UnusualPacket,
     ack_success,
     decode_publish,
 )
-from adapters._tls import describe, describe_text
 from gateway.ports import NotConnected, Outcome
+from gateway.ports.pending import PendingBatch
+from gateway.ports.tls import describe, describe_text
 
-__all__ = ["PahoLink", "PublishBatch", "new_properties"]
+__all__ = ["PahoLink", "new_properties"]
 
 #: MQTT 5 reason codes that refuse a message for its size: 0x95 Packet too large.
 _TOO_LARGE_CODES = frozenset({0x95})
@@ -88,28 +90,6 @@ def new_properties(packet_type: int, **values: object) -> Properties:
     return props
 
 
-class PublishBatch:
-    """The outcomes of one `publish_batch`, filled in as the broker confirms each message
-    (PUBACK/PUBCOMP; QoS 0: once written). `done` resolves when every one is known;
-    until then an unconfirmed message reports the `unconfirmed` outcome given."""
-
-    __slots__ = ("_remaining", "done", "outcomes")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, size: int, unconfirmed: Outcome) -> None:
-        self.outcomes = [unconfirmed] * size
-        self._remaining = size
-        self.done: asyncio.Future[None] = loop.create_future()
-        if size == 0:
-            self.done.set_result(None)
-
-    def resolve(self, index: int, outcome: Outcome) -> None:
-        """Record the outcome of message `index` (each index is resolved once)."""
-        self.outcomes[index] = outcome
-        self._remaining -= 1
-        if self._remaining == 0 and not self.done.done():
-            self.done.set_result(None)
-
-
 def _ack_now(sock: Any) -> None:
     """Have the kernel acknowledge what was just read at once instead of delaying the ACK.
 
@@ -127,7 +107,7 @@ def _ack_now(sock: Any) -> None:
 
 class _BatchingClient(paho.Client):
     """paho's client with buffered socket I/O, the common packets decoded by
-    `adapters/_mqtt_record.py`, and only its error log lines (see the module docstring).
+    `adapters/mqtt/record.py`, and only its error log lines (see the module docstring).
     It overrides private paho methods: tests/unit/adapters/test_mqtt_wire.py fails if a
     paho release renames one, and checks the results against plain paho."""
 
@@ -323,8 +303,8 @@ class PahoLink:
         self._on_lost_cb = on_lost
         self._connack: asyncio.Future[bool] = self._loop.create_future()
         # Publishing: mid -> (batch, index in it, qos) until PUBACK/PUBCOMP (QoS 0: written).
-        self._pending: dict[int, tuple[PublishBatch, int, int]] = {}
-        self._backlog: deque[tuple[PublishArgs, PublishBatch, int]] = deque()
+        self._pending: dict[int, tuple[PendingBatch, int, int]] = {}
+        self._backlog: deque[tuple[PublishArgs, PendingBatch, int]] = deque()
         self._in_flight = 0  # QoS>=1 publishes sent and not confirmed
         self._window = _V5_DEFAULT_WINDOW if v5 else _V311_WINDOW
         self._room = asyncio.Event()  # the backlog shrank, or the link is gone
@@ -406,13 +386,14 @@ class PahoLink:
         return granted
 
     def publish_batch(
-        self, items: Sequence[PublishArgs | Outcome], unconfirmed: Outcome
-    ) -> PublishBatch:
+        self, items: Sequence[PublishArgs | Outcome], unconfirmed: Outcome,
+        deadline: float | None = None,
+    ) -> PendingBatch:
         """Queue PUBLISHes in order, as many as the window allows at once, the rest in the
         backlog (sent as PUBACKs come in). An Outcome among `items` is a message that
         failed before (it keeps its place in the batch). Nothing waits here: the socket
         write happens when the loop next finds it writable, once for the whole batch."""
-        batch = PublishBatch(self._loop, len(items), unconfirmed)
+        batch = PendingBatch(len(items), unconfirmed, deadline, self._loop)
         for index, item in enumerate(items):
             if isinstance(item, Outcome):
                 batch.resolve(index, item)
@@ -425,7 +406,7 @@ class PahoLink:
                 self._send(item, batch, index)
         return batch
 
-    def withdraw(self, batch: PublishBatch) -> None:
+    def withdraw(self, batch: PendingBatch) -> None:
         """Drop the batch's messages that are still waiting for a window slot (they keep
         the outcome they report now)."""
         self._backlog = deque(entry for entry in self._backlog if entry[1] is not batch)
@@ -455,7 +436,7 @@ class PahoLink:
         self._teardown()
 
     # -- publishing internals ----------------------------------------------------------
-    def _send(self, args: PublishArgs, batch: PublishBatch, index: int) -> None:
+    def _send(self, args: PublishArgs, batch: PendingBatch, index: int) -> None:
         try:
             info = self.client.publish(args.topic, args.payload, args.qos, args.retain,
                                        args.properties)
@@ -677,3 +658,12 @@ class PahoLink:
         for _args, batch, index in backlog:
             batch.resolve(index, failed)
         self._room.set()
+
+
+
+#: What a message reports when its PUBACK/PUBCOMP did not come within publish_timeout.
+UNCONFIRMED = Outcome.failed("no PUBACK/PUBCOMP in time")
+
+
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -1,6 +1,6 @@
 """The JetStream consumer's acknowledgements under AckPolicy.ALL: one `+ACK` per settled
 burst instead of one per message. Adapter machinery with no I/O of its own:
-`adapters/nats.py` tracks each delivery here and sends what `settle` returns.
+`adapters/nats/` tracks each delivery here and sends what `settle` returns.
 
 The server's rules this relies on (nats-server 2.10, pinned by
 tests/integration/test_nats_ack_all.py):
@@ -23,7 +23,7 @@ whose effect on the delivery floor is not documented). `nack(retry=True)` sends 
 for the message and keeps its place: its redelivery takes the place over.
 
 With a queue group several gateways share the durable, and an ack of one would acknowledge
-messages another still holds: such consumers keep AckPolicy.EXPLICIT (`adapters/nats.py`).
+messages another still holds: such consumers keep AckPolicy.EXPLICIT (`adapters/nats/`).
 """
 
 from __future__ import annotations

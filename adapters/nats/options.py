@@ -1,12 +1,20 @@
-"""The NATS adapter's option spec: names, types, defaults. `adapters/nats.py` reads its
+"""The NATS adapter's option spec: names, types, defaults. `adapters/nats/` reads its
 options through it; the config loader validates endpoints with it; docs/configuration.md
 shows it. Every xRegistry NATS endpoint option is implemented.
 """
 
 from __future__ import annotations
 
-from gateway.options import Option, OptionSpec, count, one_or_many, seconds
-from gateway.spec.fields import Field
+import ssl
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from adapters.nats.credentials import check_creds_file, check_seed_file
+from gateway.ports import EndpointSettings
+from gateway.ports.options import Field, Option, OptionSpec, count, extend, one_or_many, seconds
+from gateway.ports.schemes import check_scheme
+from gateway.ports.tls import client_context
+from gateway.protocols import NATS, profile
 
 OPTIONS = OptionSpec(
     protocol="NATS",
@@ -57,3 +65,72 @@ OPTIONS = OptionSpec(
                      "xrgw validate reads and checks it; relative to the config file")),
     ),
 )
+
+
+@OPTIONS.typed
+@dataclass(frozen=True)
+class NatsValues:
+    """The options as read (`OPTIONS.read_into`), one field per option of the spec."""
+
+    subject: str | None
+    subjectfilter: str | list[str] | None
+    queuegroup: str | None
+    stream: str | None
+    durable: str | None
+    observe: bool
+    jetstream: bool
+    max_in_flight: int
+    ack_wait: float
+    nak_delay: float
+    pending_msgs_limit: int
+    pending_bytes_limit: int
+    connect_timeout: float
+    reconnect_wait: float
+    publish_timeout: float
+    reconnect_max: float
+    creds_file: str | None
+    nkey_seed_file: str | None
+
+
+
+_URIS = profile(NATS).endpoint.uris
+
+
+@dataclass(frozen=True)
+class NatsOptions(NatsValues):
+    """The adapter's settings: the options as read, and what it derives from them and
+    from the endpoint's address."""
+
+    servers: tuple[str, ...]
+    subjects: tuple[str, ...]
+    tls: ssl.SSLContext | None
+
+    @classmethod
+    def parse(cls, settings: EndpointSettings) -> NatsOptions:
+        """Read the options (`adapters/nats/options.py`); raises ValueError naming the
+        bad one."""
+        servers = tuple(s.strip() for s in settings.uri.split(",") if s.strip())
+        schemes = {urlsplit(server).scheme for server in servers}
+        for scheme in sorted(schemes):
+            check_scheme(scheme, _URIS)
+        secure_schemes = {s for s in schemes if _URIS.is_tls(s)}
+        if secure_schemes and secure_schemes != schemes:
+            raise ValueError("uri: mixes tls:// and nats:// servers; use tls:// for all")
+        secure = bool(secure_schemes) or settings.tls is not None
+        opts = OPTIONS.read_into(NatsValues, settings.options)
+        for name in ("creds_file", "nkey_seed_file", "stream", "durable", "queuegroup"):
+            if getattr(opts, name) == "":
+                raise ValueError(f"{name}: expected a non-empty string, got ''")
+        # Read and checked as the client will sign with them (also by `xrgw validate`).
+        if opts.creds_file is not None:
+            check_creds_file(opts.creds_file)
+        if opts.nkey_seed_file is not None:
+            check_seed_file(opts.nkey_seed_file)
+        raw_subjects = opts.subjectfilter or ()
+        return extend(
+            cls, opts,
+            servers=servers or ("nats://127.0.0.1:4222",),
+            subjects=(raw_subjects,) if isinstance(raw_subjects, str) else tuple(raw_subjects),
+            jetstream=opts.jetstream or opts.stream is not None,
+            tls=client_context(settings.tls) if secure else None,
+        )

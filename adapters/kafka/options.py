@@ -1,23 +1,33 @@
 """The Kafka adapter's option spec: names, types, defaults, and the xRegistry endpoint
-options it does not implement. `adapters/kafka.py` reads its options through it; the
+options it does not implement. `adapters/kafka/` reads its options through it; the
 config loader validates endpoints with it; docs/configuration.md shows it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
 from aiokafka import codec  # type: ignore[import-untyped]  # no py.typed
 
-from gateway.options import (
+from gateway.ports import EndpointSettings
+from gateway.ports.options import (
+    Check,
+    Field,
     Option,
     OptionSpec,
     Unsupported,
     count,
+    extend,
     int_range,
     milliseconds,
     one_or_many,
     seconds,
 )
-from gateway.spec.fields import Check, Field
+from gateway.ports.schemes import check_scheme
+from gateway.ports.tls import client_context
+from gateway.protocols import KAFKA, profile
 
 
 def _acks(value: object) -> tuple[str, str] | None:
@@ -140,3 +150,131 @@ OPTIONS = OptionSpec(
                     "messages on a crash", side="consumer"),
     ),
 )
+
+
+@OPTIONS.typed
+@dataclass(frozen=True)
+class KafkaValues:
+    """The options as read (`OPTIONS.read_into`), one field per option of the spec."""
+
+    topic: str | None
+    topics: str | list[str] | None
+    consumergroup: str | None
+    autooffsetreset: str
+    isolation_level: str
+    observeoffset: str
+    acks: int | str
+    key: str | None
+    partition: int | None
+    headers: dict[str, str] | None
+    max_in_flight: int
+    session_timeout_ms: int
+    heartbeat_interval_ms: int
+    enable_idempotence: bool
+    connect_timeout: float
+    publish_timeout: float
+    linger_ms: int
+    max_batch_size: int
+    compression_type: str
+    reconnect_max: float
+    sasl_mechanism: str
+    security_protocol: str | None
+
+
+
+_URIS = profile(KAFKA).endpoint.uris
+
+
+@dataclass(frozen=True)
+class KafkaOptions(KafkaValues):
+    """The adapter's settings: the options as read (`acks` with -1 as "all"), and what
+    it derives from them and from the endpoint's address and credentials."""
+
+    bootstrap: tuple[str, ...]
+    subscribed: tuple[str, ...]  # `topics` as a tuple
+    codec: str | None  # `compression_type` as aiokafka spells it: None, gzip, snappy, ...
+    # `headers` as every record gets them unless it has one of the same name
+    record_headers: tuple[tuple[str, bytes], ...]
+    # aiokafka's security arguments (security_protocol, ssl_context, sasl_*); the password
+    # is in there, so it stays out of the repr.
+    security: Mapping[str, Any] = field(repr=False)
+
+    @classmethod
+    def parse(cls, settings: EndpointSettings) -> KafkaOptions:
+        """Read the options (`adapters/kafka/options.py`); raises ValueError naming the
+        bad one."""
+        opts = OPTIONS.read_into(KafkaValues, settings.options)
+        topics = opts.topics or ()
+        return extend(
+            cls, opts,
+            bootstrap=_bootstrap(settings.uri),
+            subscribed=(topics,) if isinstance(topics, str) else tuple(topics),
+            acks="all" if opts.acks in (-1, "all") else opts.acks,
+            codec=_compression(opts.compression_type),
+            record_headers=tuple((name, value.encode()) for name, value in
+                                 (opts.headers or {}).items()),
+            security=_security(settings, opts),
+        )
+
+    @property
+    def sasl(self) -> bool:
+        return str(self.security.get("security_protocol", "")).startswith("SASL")
+
+
+def _compression(name: str) -> str | None:
+    """aiokafka's compression_type for the option; refused when its codec is missing
+    (cramjam, a dependency, brings snappy, lz4 and zstd)."""
+    if name == "none":
+        return None
+    if not CODECS[name]():
+        raise ValueError(f"compression_type: {name} needs the cramjam package, which is "
+                         "not installed")
+    return name
+
+
+def _security(settings: EndpointSettings, opts: KafkaValues) -> dict[str, Any]:
+    """aiokafka keyword arguments for TLS and SASL (empty: plaintext, anonymous)."""
+    tls = settings.tls is not None
+    sasl = bool(settings.username)
+    derived = ("SASL_" if sasl else "") + ("SSL" if tls else "PLAINTEXT")
+    protocol = (opts.security_protocol or derived).upper()
+    if protocol not in SECURITY_PROTOCOLS:
+        raise ValueError(f"security_protocol: expected one of {', '.join(SECURITY_PROTOCOLS)}, "
+                         f"got {protocol!r}")
+    if protocol.startswith("SASL") and not sasl:
+        raise ValueError(f"security_protocol: {protocol} needs a username and password")
+    if sasl and not protocol.startswith("SASL"):
+        raise ValueError(f"security_protocol: {protocol} sends no credentials; "
+                         "drop it (derived from username and tls) or use a SASL_ protocol")
+    if protocol.endswith("PLAINTEXT") and tls:
+        raise ValueError(f"security_protocol: {protocol} contradicts the tls settings")
+    out: dict[str, Any] = {"security_protocol": protocol}
+    if protocol.endswith("SSL"):
+        out["ssl_context"] = client_context(settings.tls)
+    if sasl:
+        mechanism = (opts.sasl_mechanism or "PLAIN").upper()
+        if mechanism not in MECHANISMS:
+            raise ValueError(f"sasl_mechanism: expected one of {', '.join(MECHANISMS)}, "
+                             f"got {mechanism!r}")
+        if mechanism == "PLAIN" and protocol == "SASL_PLAINTEXT":
+            raise ValueError("sasl_mechanism: PLAIN without TLS sends the password in clear "
+                             "text; add a tls block or use SCRAM-SHA-256/512")
+        out.update(sasl_mechanism=mechanism, sasl_plain_username=settings.username,
+                   sasl_plain_password=settings.password or "")
+    return out
+
+
+def _bootstrap(uri: str) -> tuple[str, ...]:
+    # Not urlsplit: a comma-separated host list has no valid port for it.
+    scheme, sep, rest = uri.partition("://")
+    if not sep:
+        scheme, rest = "", uri
+    check_scheme(scheme, _URIS)
+    netloc = rest.split("/", 1)[0]
+    if "@" in netloc:
+        raise ValueError("uri: put credentials into username/password (or *_file), "
+                         "not into the Kafka URI")
+    servers = tuple(s.strip() for s in netloc.split(",") if s.strip())
+    if not servers:
+        raise ValueError("uri: expected kafka://HOST:PORT[,HOST:PORT...]")
+    return tuple(s if ":" in s.rsplit("]", 1)[-1] else f"{s}:9092" for s in servers)

@@ -17,14 +17,24 @@ specs through the adapter factory (entry point), never by importing an adapter.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import types
+import typing
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 from gateway.spec.fields import OPTIONAL, REQUIRED, Check, Field
 from gateway.spec.parse import INVALID, Context, parse
 from gateway.spec.problems import Problems, suggest
+from gateway.spec.secret import Secret
+
+__all__ = ["COMMON_OPTIONS", "OPTIONAL", "REQUIRED", "Check", "Field", "Option", "OptionSpec",
+           "Unsupported", "count", "extend", "int_range", "milliseconds", "one_or_many",
+           "reference_markdown", "seconds", "squash"]
+
+V = TypeVar("V")
 
 Side = Literal["consumer", "producer", "both"]
 Source = Literal["definitions", "config"]
@@ -240,6 +250,27 @@ class OptionSpec:
         return values
 
 
+    def typed(self, view: type[V]) -> type[V]:
+        """Class decorator for a dataclass that is this spec's typed view: one field per
+        option, named as the option (`-` written `_`), typed as the option parses. Checked
+        here, at import, so that the view and the spec cannot drift apart; read it with
+        `read_into`."""
+        problems = view_problems(self, view)
+        if problems:
+            raise TypeError(f"{view.__name__} is not a view of the {self.protocol} options: "
+                            + "; ".join(problems))
+        return view
+
+    def read_into(self, view: type[V], raw: Mapping[str, object]) -> V:
+        """`read(raw)` as an instance of the typed view `view` (see `typed`); raises
+        ValueError naming the first bad or missing option."""
+        values = self.read(raw)
+        missing = [o.name for o in self.options if o.name not in values]
+        if missing:
+            raise ValueError(f"{missing[0]}: required")
+        return view(**{attribute_name(name): value for name, value in values.items()})
+
+
 def reference_markdown(specs: Mapping[str, OptionSpec]) -> str:
     """The per-protocol sections of the configuration reference."""
     lines = [
@@ -284,3 +315,90 @@ def _default(field: Field) -> str:
     if field.default is OPTIONAL:
         return ""
     return _cell(f"`{json.dumps(field.default)}`")
+
+
+W = TypeVar("W")
+
+
+def extend(settings: type[W], values: object, **derived: Any) -> W:
+    """An adapter's settings (`settings`: a subclass of a typed view that adds what the
+    adapter derives: addresses, TLS contexts, normalised forms) from the options as read
+    (`values`, an instance of that view) and the `derived` fields, which may also replace
+    a read value (e.g. a flag another option implies). The options are named once, in the
+    typed view."""
+    return settings(**{**vars(values), **derived})
+
+
+def attribute_name(option: str) -> str:
+    """The view attribute of an option (`terminus-durability` -> `terminus_durability`)."""
+    return option.replace("-", "_")
+
+
+#: What each kind parses to (`gateway/spec/parse.py`).
+_PARSED: dict[str, tuple[type, ...]] = {
+    "str": (str,), "enum": (str,), "int": (int,), "millis": (int,), "bool": (bool,),
+    "duration": (float,), "seconds": (float,), "list": (list,), "map": (dict,),
+    "object": (dict,),
+}
+
+
+def _parsed_types(field: Field) -> set[type] | None:
+    """The Python types a field's value can have after parsing; None: any."""
+    if field.kind == "union":
+        out: set[type] = set()
+        for variant in field.variants:
+            found = _parsed_types(variant)
+            if found is None:
+                return None
+            out |= found
+        return out
+    if field.kind == "any":
+        return None
+    parsed = set(_PARSED[field.kind])
+    return {Secret} if field.secret and str in parsed else parsed
+
+
+def _annotated_types(annotation: Any) -> set[type] | None:
+    """The runtime classes an annotation admits; None: any."""
+    if annotation is Any or annotation is object:
+        return None
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        out: set[type] = set()
+        for arg in typing.get_args(annotation):
+            found = _annotated_types(arg)
+            if found is None:
+                return None
+            out |= found
+        return out
+    if origin is Literal:
+        return {type(arg) for arg in typing.get_args(annotation)}
+    if annotation is None or annotation is type(None):
+        return {type(None)}
+    cls = origin if isinstance(origin, type) else annotation
+    return {cls} if isinstance(cls, type) else None
+
+
+def view_problems(spec: OptionSpec, view: type) -> list[str]:
+    """How `view` fails to be the typed view of `spec`'s options (empty: it is one)."""
+    if not dataclasses.is_dataclass(view):
+        return ["not a dataclass"]
+    hints = typing.get_type_hints(view)
+    names = {f.name for f in dataclasses.fields(view)}
+    wanted = {attribute_name(o.name): o for o in spec.options}
+    problems = [f"no field for option {o.name!r}" for a, o in wanted.items() if a not in names]
+    problems += [f"field {n!r} is no option" for n in sorted(names - set(wanted))]
+    for attribute, option in wanted.items():
+        if attribute not in names:
+            continue
+        parsed = _parsed_types(option.field)
+        admitted = _annotated_types(hints[attribute])
+        if parsed is None or admitted is None:
+            continue
+        default = option.field.default
+        if default is OPTIONAL or default is None:
+            parsed.add(type(None))
+        if not parsed <= admitted:
+            problems.append(f"{attribute}: typed {hints[attribute]}, the option parses to "
+                            + " | ".join(sorted(c.__name__ for c in parsed)))
+    return problems

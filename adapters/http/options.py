@@ -1,14 +1,31 @@
 """The HTTP adapter's option spec: names, types, defaults, and the xRegistry endpoint
-options it does not implement. `adapters/http.py` reads its options through it; the
+options it does not implement. `adapters/http/` reads its options through it; the
 config loader validates endpoints with it; docs/configuration.md shows it.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
 
-from gateway.options import Option, OptionSpec, Unsupported, count, one_or_many, seconds
-from gateway.spec.fields import REQUIRED, Field
+from adapters.http.record import RequestDefaults
+from gateway.ports import EndpointSettings
+from gateway.ports.options import (
+    REQUIRED,
+    Field,
+    Option,
+    OptionSpec,
+    Unsupported,
+    count,
+    extend,
+    one_or_many,
+    seconds,
+)
+from gateway.ports.schemes import check_scheme
+from gateway.ports.tls import wants_tls
+from gateway.protocols import HTTP, profile
 
 # RFC 9110 token: what a method and a header name may consist of.
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
@@ -99,3 +116,98 @@ OPTIONS = OptionSpec(
           for name in ("retries", "backoff", "backoff_max")),
     ),
 )
+
+
+@OPTIONS.typed
+@dataclass(frozen=True)
+class HttpValues:
+    """The options as read (`OPTIONS.read_into`), one field per option of the spec."""
+
+    method: str
+    headers: dict[str, Any] | list[Any] | None
+    query: dict[str, Any] | None
+    paths: str | list[str] | None
+    methods: list[str]
+    max_body_bytes: int
+    max_in_flight: int
+    settle_timeout: float
+    retry_after: int
+    timeout: float
+    concurrency: int
+    max_headers: int
+    max_header_bytes: int
+    read_timeout: float
+    keepalive_timeout: float
+    header_timeout: float
+    max_connections: int
+
+
+
+_URIS = profile(HTTP).endpoint.uris
+
+
+@dataclass(frozen=True)
+class HttpOptions(HttpValues):
+    """The adapter's settings: the options as read, and what it derives from them and
+    from the endpoint's address."""
+
+    scheme: str
+    host: str
+    port: int
+    prefixes: tuple[tuple[str, bool], ...]  # (prefix, from a template)
+    allowed_methods: frozenset[str]  # `methods`, upper case
+    # producer: the endpoint's method, headers and query for every request
+    request: RequestDefaults
+
+    @classmethod
+    def parse(cls, settings: EndpointSettings) -> HttpOptions:
+        """Read the options (`adapters/http/options.py`); raises ValueError naming the
+        bad one."""
+        url = urlsplit(settings.uri)
+        check_scheme(url.scheme, _URIS)
+        scheme = "https" if wants_tls(url.scheme, _URIS, settings.tls) else "http"
+        opts = OPTIONS.read_into(HttpValues, settings.options)
+        paths = opts.paths or ([url.path] if url.path not in ("", "/") else [])
+        return extend(
+            cls, opts,
+            scheme=scheme,
+            host=url.hostname or "127.0.0.1",
+            port=url.port if url.port is not None else (443 if url.scheme == "https" else 80),
+            prefixes=tuple(_prefix(p) for p in ([paths] if isinstance(paths, str) else
+                                                paths)),
+            allowed_methods=frozenset(m.upper() for m in opts.methods),
+            max_headers=max(1, opts.max_headers),
+            max_header_bytes=max(256, opts.max_header_bytes),
+            request=RequestDefaults(
+                method=opts.method.upper(),
+                headers=_pairs(opts.headers),
+                query=_pairs(opts.query),
+            ),
+        )
+
+    def accepts_path(self, path: str) -> bool:
+        if not self.prefixes:
+            return True
+        for prefix, templated in self.prefixes:
+            if templated and path.startswith(prefix):
+                return True
+            # A literal prefix matches whole segments: /hooks takes /hooks/a, not /hooksx.
+            if path == prefix or path.startswith(prefix.rstrip("/") + "/"):
+                return True
+        return False
+
+
+def _pairs(value: object) -> tuple[tuple[str, str], ...]:
+    """A map of name -> value, or the xRegistry list of {name, value}, as pairs."""
+    if isinstance(value, dict):
+        return tuple((str(k), str(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return tuple((str(p["name"]), str(p["value"])) for p in value if isinstance(p, dict))
+    return ()
+
+
+def _prefix(path: str) -> tuple[str, bool]:
+    if not path.startswith("/"):
+        raise ValueError(f"paths: {path!r} must start with '/'")
+    literal, brace, _ = path.partition("{")
+    return literal, bool(brace)

@@ -1,5 +1,5 @@
 """The Kafka consumer's commit tracking: which delivered offsets are settled, and what to
-commit. Adapter machinery, no broker of its own: `adapters/kafka.py` hands it the aiokafka
+commit. Adapter machinery, no broker of its own: `adapters/kafka/` hands it the aiokafka
 client (anything with `commit(offsets)` and `seek(tp, offset)`, see `CommitClient`).
 
 Per assigned partition, the deliveries not yet committed are kept in offset order; each
@@ -31,8 +31,8 @@ from aiokafka.errors import (  # type: ignore[import-untyped]  # no py.typed
     KafkaError,
 )
 
-from adapters._kafka_fetch import RateLimitedLog, Undecodable
-from adapters._kafka_record import KafkaRecordLike, to_record
+from adapters.kafka.fetch import RateLimitedLog, Undecodable
+from adapters.kafka.record import KafkaRecordLike, to_record
 from gateway.observability.logs import fields
 from gateway.ports import Delivery
 

@@ -1,12 +1,31 @@
 """The MQTT adapter's option spec (3.1.1 and 5.0): names, types, defaults, and the
-xRegistry endpoint options it does not implement. `adapters/mqtt.py` reads its options
+xRegistry endpoint options it does not implement. `adapters/mqtt/` reads its options
 through it; the config loader validates endpoints with it; docs/configuration.md shows it.
 """
 
 from __future__ import annotations
 
-from gateway.options import Option, OptionSpec, Unsupported, count, one_or_many, seconds
-from gateway.spec.fields import Field
+import ssl
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from paho.mqtt.subscribeoptions import SubscribeOptions
+
+from gateway.ports import EndpointSettings
+from gateway.ports.options import (
+    Field,
+    Option,
+    OptionSpec,
+    Unsupported,
+    count,
+    extend,
+    one_or_many,
+    seconds,
+)
+from gateway.ports.schemes import check_scheme
+from gateway.ports.tls import client_context, wants_tls
+from gateway.protocols import MQTT5, profile
 
 
 def _qos(value: object) -> tuple[str, str] | None:
@@ -98,3 +117,104 @@ OPTIONS = OptionSpec(
                     side="consumer"),
     ),
 )
+
+
+@OPTIONS.typed
+@dataclass(frozen=True)
+class MqttValues:
+    """The options as read (`OPTIONS.read_into`), one field per option of the spec."""
+
+    topic: str | None
+    topicfilter: str | list[str] | None
+    qos: int
+    retain: bool
+    cleanstart: bool
+    sessionexpiryinterval: int
+    sharedsubscriptiongroup: str | None
+    retainaspublished: bool
+    retainhandling: int
+    protocol: str
+    keepalive: float
+    max_in_flight: int
+    connect_timeout: float
+    publish_timeout: float
+    reconnect_max: float
+    max_packet_size: int
+
+
+
+_URIS = profile(MQTT5).endpoint.uris  # 3.1.1 has the same
+
+
+@dataclass(frozen=True)
+class MqttOptions(MqttValues):
+    """The adapter's settings: the options as read (`sessionexpiryinterval` and
+    `cleanstart` as the shared-subscription rule below leaves them), and what it derives
+    from them and from the endpoint's address."""
+
+    host: str
+    port: int
+    tls: ssl.SSLContext | None
+    v5: bool
+    filters: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, settings: EndpointSettings) -> MqttOptions:
+        """Read the options (`adapters/mqtt/options.py`); raises ValueError naming the bad
+        one."""
+        url = urlsplit(settings.uri)
+        check_scheme(url.scheme, _URIS)
+        secure = wants_tls(url.scheme, _URIS, settings.tls)
+        opts = OPTIONS.read_into(MqttValues, settings.options)
+        raw_filters = opts.topicfilter or ()
+        filters = (raw_filters,) if isinstance(raw_filters, str) else tuple(raw_filters)
+        v5 = opts.protocol != "3.1.1"
+        session_expiry, clean_start = _session(
+            opts, OPTIONS.canonical(settings.options), filters, v5)
+        return extend(
+            cls, opts,
+            host=url.hostname or "127.0.0.1",
+            port=url.port or (8883 if secure else 1883),
+            tls=client_context(settings.tls) if secure else None,
+            v5=v5,
+            filters=filters,
+            sessionexpiryinterval=session_expiry,
+            cleanstart=clean_start,
+        )
+
+    def subscriptions(self) -> list[tuple[str, Any]]:
+        """SUBSCRIBE entries: MQTT 5 carries the subscription options, 3.1.1 the QoS only."""
+        if not self.v5:
+            return [(f, self.qos) for f in self.filters]
+        return [(f, SubscribeOptions(qos=self.qos, retainAsPublished=self.retainaspublished,
+                                     retainHandling=self.retainhandling))
+                for f in self.filters]
+
+
+def _session(opts: MqttValues, written: dict[str, object],
+             filters: tuple[str, ...], v5: bool) -> tuple[int, bool]:
+    """(session expiry, clean start) of a consumer. On a shared subscription the session
+    ends with the connection unless the operator chose otherwise: a broker keeps giving
+    a disconnected member's session its share of new messages (mosquitto 2.0 does, for
+    the session's whole expiry), and hands a dead member's unacknowledged ones to the
+    others only when its session ends, if at all (the MQTT 5 spec's SHOULD). With a
+    persistent session and a replica that never comes back under the same client id (a
+    Deployment's new pod), those messages wait the whole expiry and are then dropped.
+    MQTT 3.1.1 has no expiry: a clean session is the only session that ends."""
+    expiry = opts.sessionexpiryinterval
+    clean = opts.cleanstart
+    shared = bool(opts.sharedsubscriptiongroup) or any(
+        f.startswith("$share/") for f in filters)
+    if shared and "sessionexpiryinterval" not in written:
+        expiry = 0
+    if shared and not v5 and "cleanstart" not in written:
+        clean = True
+    return expiry, clean
+
+
+def link_security(settings: EndpointSettings, opts: MqttOptions) -> dict[str, Any]:
+    """PahoLink keyword arguments: TLS context and credentials."""
+    url = urlsplit(settings.uri)
+    username = settings.username or (unquote(url.username) if url.username else None)
+    password = settings.password or (unquote(url.password) if url.password else None)
+    return {"tls": opts.tls, "username": username, "password": password}
