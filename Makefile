@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench clean fault generate mutate
+.PHONY: demo test lint typecheck unit bench clean fault generate mutate mutate-changed
 
 $(STAMP): pyproject.toml
 	scripts/install-system-deps.sh || echo "WARNING: broker packages missing; integration tests will fail until scripts/install-system-deps.sh succeeds" >&2
@@ -50,6 +50,13 @@ MUTATE_JOBS ?= $(shell nproc)
 MUTATE_ONLY ?=
 mutate: $(STAMP)
 	nice -n 10 $(VENV)/bin/mutmut run --max-children $(MUTATE_JOBS) $(MUTATE_ONLY)
+	$(PY) -m scripts.mutation_summary
+
+# Re-screen only the functions changed since BASE (default: the commit the table in
+# docs/testing.md was measured on): one pytest process, a forked child per mutant.
+BASE ?= $(shell sed -n 's/^Mutation table measured on commit `\([0-9a-f]*\)`.*/\1/p' docs/testing.md)
+mutate-changed: $(STAMP)
+	nice -n 10 $(PY) -m scripts.mutation_sweep --changed-since $(BASE)
 	$(PY) -m scripts.mutation_summary
 
 bench: $(STAMP)
