@@ -52,11 +52,12 @@ mutate: $(STAMP)
 	nice -n 10 $(VENV)/bin/mutmut run --max-children $(MUTATE_JOBS) $(MUTATE_ONLY)
 	$(PY) -m scripts.mutation_summary
 
-# Re-screen only the functions changed since BASE (default: the commit the table in
-# docs/testing.md was measured on): one pytest process, a forked child per mutant.
-BASE ?= $(shell sed -n 's/^Mutation table measured on commit `\([0-9a-f]*\)`.*/\1/p' docs/testing.md)
+# Screen only the mutants of functions changed since BASE (default: the commit up to which
+# docs/testing.md says the verdicts are complete) that have no verdict yet in mutants/:
+# one pytest process per chunk, a forked child per mutant.
+BASE ?= $(shell sed -n 's/^Mutation verdicts complete up to commit `\([0-9a-f]*\)`.*/\1/p' docs/testing.md)
 mutate-changed: $(STAMP)
-	nice -n 10 $(PY) -m scripts.mutation_sweep --changed-since $(BASE)
+	nice -n 10 $(PY) -m scripts.mutation_sweep --changed-since $(BASE) --unchecked
 	$(PY) -m scripts.mutation_summary
 
 bench: $(STAMP)
