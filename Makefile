@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench clean fault generate mutate
+.PHONY: demo test lint typecheck unit bench clean fault generate mutate mutate-changed
 
 $(STAMP): pyproject.toml
 	scripts/install-system-deps.sh || echo "WARNING: broker packages missing; integration tests will fail until scripts/install-system-deps.sh succeeds" >&2
@@ -50,6 +50,14 @@ MUTATE_JOBS ?= $(shell nproc)
 MUTATE_ONLY ?=
 mutate: $(STAMP)
 	nice -n 10 $(VENV)/bin/mutmut run --max-children $(MUTATE_JOBS) $(MUTATE_ONLY)
+	$(PY) -m scripts.mutation_summary
+
+# Screen only the mutants of functions changed since BASE (default: the commit up to which
+# docs/testing.md says the verdicts are complete) that have no verdict yet in mutants/:
+# one pytest process per chunk, a forked child per mutant.
+BASE ?= $(shell sed -n 's/^Mutation verdicts complete up to commit `\([0-9a-f]*\)`.*/\1/p' docs/testing.md)
+mutate-changed: $(STAMP)
+	nice -n 10 $(PY) -m scripts.mutation_sweep --changed-since $(BASE) --unchecked
 	$(PY) -m scripts.mutation_summary
 
 bench: $(STAMP)

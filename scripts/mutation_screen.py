@@ -14,9 +14,10 @@ first failing test, `timeout` when it hung) or `survived NAME`.
 
 Each child starts from the parent's state after collection (nothing a test run cached),
 so a mutant behind a cache runs like any other. `--timeout` (pytest-timeout) bounds each
-test: a mutant that hangs a test is killed, as mutmut counts a timeout; the fuzz tests get
-60 s. `MUTATION_SCREEN_DEADLINE` (default 120 s) bounds a whole child. Put the tests most
-likely to fail first: a child stops at the first failure.
+test: a mutant that hangs a test is killed, as mutmut counts a timeout; the fuzz tests and
+the property tests (hypothesis) get 60 s. `MUTATION_SCREEN_DEADLINE` (default 120 s) bounds
+a whole child (one that reaches it counts as killed: give a slow test set more). Put the
+tests most likely to fail first: a child stops at the first failure.
 """
 
 from __future__ import annotations
@@ -33,7 +34,10 @@ _first_failure: list[str] = []
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if item.nodeid.startswith("tests/fuzz"):
+        # Property tests run many examples: on a loaded host the template oracle takes
+        # more than the 3 s a plain test gets, and would fail without a mutant.
+        property_test = getattr(getattr(item, "obj", None), "is_hypothesis_test", False)
+        if item.nodeid.startswith("tests/fuzz") or property_test:
             item.add_marker(pytest.mark.timeout(_FUZZ_TIMEOUT))
 
 

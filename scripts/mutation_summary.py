@@ -7,18 +7,27 @@ A mutant is *killed* when a test failed (or timed out) with it, *survived* when 
 suite passed with it; *no tests* means no test of the fast suite runs its function at all
 (counted as surviving: nothing would notice the change); *not checked* ones were not run
 yet (an interrupted run). Survival = (survived + no tests) / checked.
+
+*Equivalent* mutants are the survivors docs/testing.md lists with a reason, in rows
+"| `module.function` | 3, 5-7 | reason |" (`module.Class.method` for a method); the
+last column is the share of the checked non-equivalent mutants that survive. A listed
+mutant that a test kills is reported as a stale entry.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
 #: The packages `make mutate` covers (pyproject.toml [tool.mutmut] only_mutate).
-PACKAGES = ("gateway.matching", "gateway.templates.template", "gateway.envelope", "gateway.runtime",
+PACKAGES = ("gateway.matching", "gateway.templates.template", "gateway.templates.match",
+            "gateway.envelope.partitioning", "gateway.envelope", "gateway.runtime",
+            "gateway.json.body", "gateway.cloudevents.bindings.headers",
             "adapters.kafka.commits", "adapters.nats.acks")
+_EQUIVALENT_ROW = re.compile(r"^\| `([\w.]+)` \| ([\d ,\-]+) \|")
 KILLED = {1, 3, 24, -24, 36, 37, 152, 255}  # a failing test, a timeout, the type checker
 SURVIVED = {0}
 NO_TESTS = {5, 33}
@@ -28,40 +37,75 @@ def package_of(mutant: str) -> str:
     return next((p for p in PACKAGES if mutant.startswith(p + ".")), "other")
 
 
-def collect(root: Path) -> tuple[dict[str, Counter[str]], list[str]]:
+def _numbers(text: str) -> list[int]:
+    found: list[int] = []
+    for part in text.replace(" ", "").split(","):
+        first, _, last = part.partition("-")
+        found += range(int(first), int(last or first) + 1)
+    return found
+
+
+def equivalents(docs: Path, modules: set[str]) -> set[str]:
+    """The mutant names docs/testing.md lists as equivalent (see the module's docstring)."""
+    names: set[str] = set()
+    if not docs.exists():
+        return names
+    for line in docs.read_text().splitlines():
+        row = _EQUIVALENT_ROW.match(line)
+        if row is None:
+            continue
+        dotted = row.group(1)
+        module = max((m for m in modules if dotted.startswith(m + ".")), key=len, default=None)
+        if module is None:
+            continue
+        function = dotted[len(module) + 1:]
+        cls, _, name = function.rpartition(".")
+        mangled = f"x\u01c1{cls}\u01c1{name}" if cls else f"x_{name}"
+        names |= {f"{module}.{mangled}__mutmut_{n}" for n in _numbers(row.group(2))}
+    return names
+
+
+def collect(root: Path, docs: Path) -> tuple[dict[str, Counter[str]], list[str], list[str]]:
     counts: dict[str, Counter[str]] = {p: Counter() for p in PACKAGES}
     survivors: list[str] = []
+    codes: dict[str, int | None] = {}
+    modules: set[str] = set()
     for meta in sorted(root.rglob("*.meta")):
-        codes = json.loads(meta.read_text()).get("exit_code_by_key", {})
-        for mutant, code in codes.items():
-            package = package_of(mutant)
-            if package not in counts:
-                continue
-            if code is None:
-                kind = "not checked"
-            elif code in KILLED:
-                kind = "killed"
-            elif code in SURVIVED:
-                kind = "survived"
+        codes.update(json.loads(meta.read_text()).get("exit_code_by_key", {}))
+        module = str(meta.relative_to(root)).removesuffix(".py.meta").replace("/", ".")
+        modules.add(module.removesuffix(".__init__"))
+    listed = equivalents(docs, modules)
+    for mutant, code in codes.items():
+        package = package_of(mutant)
+        if package not in counts:
+            continue
+        if code is None:
+            kind = "not checked"
+        elif code in KILLED:
+            kind = "killed"
+        elif code in SURVIVED | NO_TESTS:
+            kind = "equivalent" if mutant in listed else "surviving"
+            if mutant not in listed:
                 survivors.append(mutant)
-            elif code in NO_TESTS:
-                kind = "no tests"
-                survivors.append(mutant)
-            else:
-                kind = "suspicious"
-            counts[package][kind] += 1
-    return counts, survivors
+        else:
+            kind = "suspicious"
+        counts[package][kind] += 1
+    stale = sorted(m for m in listed if codes.get(m) in KILLED)
+    return counts, survivors, stale
 
 
 def table(counts: dict[str, Counter[str]]) -> str:
-    head = ("package", "mutants", "checked", "killed", "survived", "no tests", "survival")
+    head = ("package", "mutants", "checked", "killed", "equivalent", "surviving",
+            "% surviving non-equivalent")
     rows = [head]
     for package, c in counts.items():
-        checked = c["killed"] + c["survived"] + c["no tests"] + c["suspicious"]
-        alive = c["survived"] + c["no tests"]
-        rate = f"{100 * alive / checked:.1f}%" if checked else "-"
+        if not c:
+            continue
+        checked = c["killed"] + c["equivalent"] + c["surviving"] + c["suspicious"]
+        judged = checked - c["equivalent"]
+        rate = f"{100 * c['surviving'] / judged:.1f}%" if judged else "-"
         rows.append((package, str(sum(c.values())), str(checked), str(c["killed"]),
-                     str(c["survived"]), str(c["no tests"]), rate))
+                     str(c["equivalent"]), str(c["surviving"]), rate))
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     lines = ["| " + " | ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
                                for i, (cell, w) in enumerate(zip(row, widths, strict=True)))
@@ -73,12 +117,15 @@ def table(counts: dict[str, Counter[str]]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mutants", default="mutants", help="mutmut's working folder")
+    parser.add_argument("--docs", default="docs/testing.md", help="where equivalents are listed")
     parser.add_argument("--survivors", action="store_true", help="list the survivors")
     args = parser.parse_args()
-    counts, survivors = collect(Path(args.mutants))
+    counts, survivors, stale = collect(Path(args.mutants), Path(args.docs))
     print(table(counts))
+    if stale:
+        print("\nlisted as equivalent but killed (stale entries):", *stale, sep="\n")
     if args.survivors:
-        print("\n".join(["", *survivors]))
+        print("\nsurviving, not listed as equivalent:", *survivors, sep="\n")
     return 0
 
 

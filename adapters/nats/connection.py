@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 import nats.errors
 import nats.js.errors
 
+from adapters.nats.bounded import within
 from adapters.nats.client import Callback, Client
 from adapters.nats.options import NatsOptions
 from gateway.ports import EndpointSettings, NotConnected
@@ -65,9 +66,11 @@ async def open_client(
 
     try:
         # nats-py retries the first connect forever when reconnecting is unlimited;
-        # the timeout turns that into one bounded attempt.
-        async with asyncio.timeout(opts.connect_timeout):
-            await client.connect(
+        # the bound turns that into one bounded attempt (`within`: nats-py can swallow
+        # a single cancellation).
+        await within(
+            opts.connect_timeout,
+            client.connect(
                 list(opts.servers),
                 name=settings.client_id or "xrgw",
                 error_cb=first_errors,
@@ -79,7 +82,8 @@ async def open_client(
                 reconnect_time_wait=opts.reconnect_wait,  # type: ignore[arg-type]
                 connect_timeout=max(1, round(opts.connect_timeout)),
                 **extra,
-            )
+            ),
+        )
     except (TimeoutError, OSError, nats.errors.Error) as exc:
         with contextlib.suppress(Exception):
             await client.close()

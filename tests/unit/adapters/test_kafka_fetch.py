@@ -201,6 +201,8 @@ def test_an_undecodable_delivery_settles_all_its_offsets() -> None:
     assert poison.body_bytes() == out[1].raw
     assert "offsets 1-4" in (deliveries[1].undecodable or "")
     assert committed[-1] == {TP: 5}  # past the four offsets of the bad batch
+    # The dead letter says when it was received, as the good records around it do.
+    assert [d.message.received_at for d in deliveries] == ["2026-01-01T00:00:00Z"] * 3
 
 
 def test_a_batch_claiming_more_records_than_it_holds_loses_nothing_it_holds() -> None:
@@ -279,3 +281,39 @@ def test_a_fetch_error_is_said_once_with_its_cause_and_is_not_connected(
     said = [r for r in caplog.records if "fetch from" in r.getMessage()]
     assert len(said) == 1
     assert said[0].error_kind == "TopicAuthorizationFailedError"  # type: ignore[attr-defined]
+
+
+def test_a_trailing_undecodable_span_moves_the_next_offset_past_its_last_offset() -> None:
+    good, _ = _read(_batch(0, 1))
+    bad = Undecodable(TP, 1, 4, b"raw", "unknown codec")
+
+    async def scenario() -> tuple[int | None, int | None]:
+        commits = Commits()  # no client: nothing is committed, the offsets still move
+        deliveries = commits.deliver({TP: [*good, bad]}, "2026-01-01T00:00:00Z")
+        before = commits.first_unsettled(TP)
+        for delivery in deliveries:
+            await delivery.ack()
+        return before, commits.first_unsettled(TP)
+
+    # Everything settled: the next offset to read is the one after the span, not after
+    # its first offset (which would fetch offsets 2-4 again).
+    assert asyncio.run(scenario()) == (0, 5)
+
+
+def test_an_undecodable_span_is_logged_once_with_its_offsets_and_why(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A topic of its own: the line is said once a minute per partition, in this process.
+    one_tp, span_tp = TopicPartition("logged", 1), TopicPartition("logged", 2)
+    one = Undecodable(one_tp, 7, 7, b"raw", "bad record")
+    span = Undecodable(span_tp, 1, 4, b"raw", "unknown codec")
+    caplog.set_level("WARNING", logger="adapters.kafka")
+    Commits().deliver({one_tp: [one], span_tp: [span]}, "2026-01-01T00:00:00Z")
+    lines = [(r.getMessage(), getattr(r, "reason", None), getattr(r, "error", None))
+             for r in caplog.records if r.name == "adapters.kafka"]
+    assert lines == [
+        ("kafka: logged[1] offset 7 cannot be decoded; dead-lettered as undecodable, "
+         "the partition goes on", "undecodable", "bad record"),
+        ("kafka: logged[2] offsets 1-4 cannot be decoded; dead-lettered as undecodable, "
+         "the partition goes on", "undecodable", "unknown codec"),
+    ]

@@ -82,10 +82,11 @@ def test_reload_on_file_change_and_broken_config_rejected(tmp_path):
 
 
 def test_polled_registry_change_triggers_reload_and_garbage_does_not(tmp_path):
-    state = {"doc": STORE}
+    state = {"doc": STORE, "served": 0}
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):
+            state["served"] += 1
             body = state["doc"] if isinstance(state["doc"], bytes) else json.dumps(
                 state["doc"]).encode()
             self.send_response(200)
@@ -107,16 +108,25 @@ def test_polled_registry_change_triggers_reload_and_garbage_does_not(tmp_path):
         gateway = Gateway(config, MemoryFactory())
         await gateway.start()
         watcher = asyncio.create_task(gateway._watch(interval=0.05))
+
+        async def polled_twice_more() -> None:
+            # The poll after next has begun: the next one's answer was taken in (waiting on
+            # polls, not on time: under load 0.4 s was not always one poll).
+            until = state["served"] + 2
+            async with asyncio.timeout(30):
+                while state["served"] < until:
+                    await asyncio.sleep(0.02)
+
         try:
-            await asyncio.sleep(0.4)  # first poll records the digest
+            await polled_twice_more()  # the first poll records the digest
             assert not gateway._reload.is_set()
             state["doc"] = b"<html>not a registry</html>"
-            await asyncio.sleep(0.4)
+            await polled_twice_more()
             assert not gateway._reload.is_set()  # garbage never replaces a working config
             changed = json.loads(json.dumps(STORE))
             changed["messagegroups"]["store"]["description"] = "changed"
             state["doc"] = changed
-            async with asyncio.timeout(5):
+            async with asyncio.timeout(30):
                 while not gateway._reload.is_set():
                     await asyncio.sleep(0.02)
         finally:
