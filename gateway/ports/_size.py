@@ -34,6 +34,7 @@ class SizeLimited(Protocol):
 
 def size_limit(producer: object) -> int | None:
     """`producer`'s limit, or None when it has none or does not know it."""
-    if isinstance(producer, SizeLimited):
-        return producer.max_message_bytes
-    return None
+    # Not `isinstance(producer, SizeLimited)`: a runtime-checkable Protocol walks its
+    # members on every check (~10 µs on 3.11), and the route asks per output per batch.
+    limit = getattr(producer, "max_message_bytes", None)
+    return limit if isinstance(limit, int) else None
