@@ -43,11 +43,13 @@ class Stage:
         parsed = lines.select("record", F.from_json("record", PARSE_SCHEMA).alias(RECORD),
                               F.json_object_keys("record").alias("_keys"),
                               F.lower("record").alias("_lc"))
+        protocols = self.catalog.sql_protocols
         parsed = parsed.select(
             "record", RECORD, "_lc",
-            sql_ok(F.col("record"), F.col(RECORD), F.col("_keys")).alias("_sql"),
+            sql_ok(F.col("record"), F.col(RECORD), F.col("_keys"), protocols).alias("_sql"),
             family(F.col(f"{RECORD}.protocol")).alias("_fam"),
-        ).withColumn("_addr", address(F.col(RECORD), F.col("_fam")))
+        ).withColumn("_addr", address(F.col(RECORD), F.col("_fam"),
+                                      self.catalog.sql_families))
         matched = match(parsed, self.catalog, self.tables)
         rendered = render(matched, self.catalog, self.salt)
         route = ~F.col("_sql") | F.col("_route_py") | F.coalesce(F.col("_render_py"), F.lit(True))
