@@ -152,7 +152,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--interpreted-huge-methods", action="store_true",
                         help="start the JVM without -XX:-DontCompileHugeMethods (a plain "
-                             "spark-submit); the pipeline then splits its stages instead")
+                             "spark-submit)")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="a Spark SQL setting for every run (compare code generation "
                              "limits, say)")

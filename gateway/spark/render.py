@@ -137,8 +137,8 @@ def _now_rfc3339() -> Column:
 def render(df: DataFrame, catalog: CompiledCatalog, salt: str) -> DataFrame:
     """Adds `_ce` (struct, one field per attribute + data + data_base64), `_event` (its
     structured JSON text), `_context`, `_match` and `_render_py` to matched rows (`_cand`,
-    `_caps` and `_lc`, the lowered line, expected). `salt` keeps generated ids apart
-    (`sqlfuncs.random_digest`)."""
+    `_caps` and `_lc`, the line to search for trace headers, expected). `salt` keeps
+    generated ids apart (`sqlfuncs.random_digest`)."""
     best, r = F.col("_cand"), F.col(RECORD)
     # Intermediate columns, each projected once: the optimizer keeps a projection that is
     # referenced several times instead of inlining it (smaller generated code, no rework).
