@@ -1,6 +1,6 @@
 """Spark benchmark: compiled path vs a Python-UDF path vs a passthrough, in one run.
 
-    .venv/bin/python -m bench.bench_spark [--records 1000000] [--definitions 1000]
+    .venv/bin/python -m bench.bench_spark [--records 1000000] [--definitions 10,1000]
 
 Records are MQTT-like (one topic per definition family member, a user property, a JSON
 body, a receive time); every definition is `plant/{site}/lineNNN/{device}/temp` with a
@@ -13,7 +13,12 @@ JSON Lines file, in one JVM started like `xrgw spark` starts it (with
 - udf: a plain (non-Arrow) Python UDF calling the core converter per record;
 - passthrough: `from_json` + `to_json` of the record, nothing else.
 
-Targets (issue 4): compiled >= 5x udf, compiled >= 0.5x passthrough.
+Each definition count gets its own catalog, stage and input file in the same session;
+the passthrough is timed again next to each, so every ratio compares runs made under the
+same load. The whole job (fresh JVMs, file to file) is `bench.bench_spark_job`.
+
+Targets (issue 36): compiled >= 5x udf, compiled >= 0.5x passthrough, at 10 and at 1,000
+definitions.
 """
 
 from __future__ import annotations
@@ -90,32 +95,13 @@ def timed(label: str, run: object, records: int, repeat: int) -> float:
     return rate
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--definitions", type=int, default=1000)
-    parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--repeat", type=int, default=2)
-    parser.add_argument("--interpreted-huge-methods", action="store_true",
-                        help="start the JVM without -XX:-DontCompileHugeMethods (a plain "
-                             "spark-submit); the pipeline then splits its stages instead")
-    args = parser.parse_args()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = (SparkSession.builder.master(args.master).config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "4")
-               .config("spark.driver.memory", "4g"))
-    if not args.interpreted_huge_methods:
-        # The JVM options `xrgw spark` starts its session with (`session.get_session`).
-        for key in JVM_OPTION_KEYS:
-            builder = builder.config(key, COMPILE_HUGE_METHODS)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    defs = definitions(args.definitions)
+def run_catalog(spark: SparkSession, args: argparse.Namespace, count: int) -> None:
+    defs = definitions(count)
     catalog = compile_catalog(defs)
     stage = compile_stage(spark, catalog)
     with tempfile.TemporaryDirectory() as tmp:
         path = f"{tmp}/records"
-        write_records(spark, path, args.records, args.definitions)
+        write_records(spark, path, args.records, count)
         lines = spark.read.text(path).select(F.col("value").alias("record"))
         lines.count()  # warm the file listing and the JVM
 
@@ -145,7 +131,7 @@ def main() -> None:
             lines.select(fn("record").alias("value")).write.format("noop") \
                 .mode("overwrite").save()
 
-        print(f"{args.records:,} records, {args.definitions:,} definitions, {args.master}, "
+        print(f"\n{args.records:,} records, {count:,} definitions, {args.master}, "
               f"huge methods {'interpreted' if args.interpreted_huge_methods else 'compiled'}")
         print("\n".join(catalog.explain()[-1:]))
         sample = stage.convert(lines.limit(1000)).groupBy("path").count().collect()
@@ -155,6 +141,37 @@ def main() -> None:
         rate_udf = timed("python udf", udf, args.records, args.repeat)
         print(f"compiled / udf         = {rate_compiled / rate_udf:5.2f}x (target >= 5)")
         print(f"compiled / passthrough = {rate_compiled / rate_pass:5.2f}x (target >= 0.5)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--definitions", default="10,1000",
+                        help="definition counts, comma-separated (one catalog each)")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--interpreted-huge-methods", action="store_true",
+                        help="start the JVM without -XX:-DontCompileHugeMethods (a plain "
+                             "spark-submit)")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark SQL setting for every run (compare code generation "
+                             "limits, say)")
+    args = parser.parse_args()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = (SparkSession.builder.master(args.master).config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "4")
+               .config("spark.driver.memory", "4g"))
+    if not args.interpreted_huge_methods:
+        # The JVM options `xrgw spark` starts its session with (`session.get_session`).
+        for key in JVM_OPTION_KEYS:
+            builder = builder.config(key, COMPILE_HUGE_METHODS)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    for setting in args.conf:
+        key, _, value = setting.partition("=")
+        spark.conf.set(key, value)
+    for count in [int(c) for c in args.definitions.split(",") if c]:
+        run_catalog(spark, args, count)
     spark.stop()
 
 

@@ -25,7 +25,7 @@ from gateway.envelope.render import EnvelopeTemplate
 from gateway.matching.compiled import Check, CompiledDefinition, compile_definition
 from gateway.matching.index import WILD
 from gateway.matching.values import ADDRESS_FIELD
-from gateway.protocols import field_access
+from gateway.protocols import PROFILES, field_access
 from gateway.record import as_text
 from gateway.schemas.enforce import validator_of
 from gateway.templates.match import linear_regex
@@ -128,6 +128,18 @@ class CompiledCatalog:
     # extension -> the JSON type the compiled path renders it with in the event text,
     # where that differs from its column's (a typed value in a string column).
     extension_json: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def sql_families(self) -> frozenset[str]:
+        """The definition families some definition is found in by the index join: only
+        records of these can take the compiled path."""
+        return frozenset(plan.family for plan in self.plans
+                         if plan.key is not None and plan.family is not None)
+
+    @property
+    def sql_protocols(self) -> frozenset[str]:
+        """The record protocols of `sql_families` (MQTT: 5.0 and 3.1.1)."""
+        return frozenset(prof.name for prof in PROFILES if prof.family in self.sql_families)
 
     def slots(self) -> list[tuple[Any, ...]]:
         """The record's index-key slots that can find a definition, in a fixed order."""

@@ -23,6 +23,7 @@ from gateway.definitions.model import MessageDefinition
 from gateway.spark import files, kafka
 from gateway.spark.compiler import CompiledCatalog, compile_catalog
 from gateway.spark.locations import Location, parse_location
+from gateway.spark.outcome import OUTCOME_COLUMNS
 from gateway.spark.pipeline import Stage, compile_stage
 from gateway.spark.report import conformance
 
@@ -100,11 +101,36 @@ def _with_format(target: tuple[str, str], options: JobOptions) -> tuple[
     return target[0], options.format, target[1]
 
 
+def sink_columns(options: JobOptions) -> list[str]:
+    """The outcome columns the configured sinks read (`outcome` always: the counts).
+
+    Only these are converted and kept: a JSON Lines job never builds the `ce` struct or
+    the context map, and the persisted rows hold two text columns, not the whole
+    outcome (the cache is written and read once per sink)."""
+    wanted = {"outcome"}
+    sink = parse_location(options.sink)
+    if sink.kind != "file":
+        wanted |= {"ce", "event", "record", "context"}  # `kafka.write_events`
+    else:
+        wanted.add("event" if options.format == "json" else "ce")
+    if options.deadletter:
+        where = parse_location(options.deadletter)
+        if where.kind != "file":
+            wanted |= {"record", "deadletter"}
+        elif options.format == "json":
+            wanted.add("deadletter")
+        else:
+            wanted |= {"match", "record", "deadletter"}
+    if options.report:
+        wanted |= {"record", "nearest"}  # `report.conformance`
+    return [name for name in OUTCOME_COLUMNS if name in wanted]
+
+
 def _convert_batch(stage: Stage, lines: DataFrame, options: JobOptions,
                    batch_id: int | None) -> dict[str, int]:
     # Persisted: the counts and every sink read the same converted rows (the generated
     # ids of records without a native identity are random, so they must not be redone).
-    outcomes = stage.convert(lines).persist()
+    outcomes = stage.convert(lines).select(*sink_columns(options)).persist()
     try:
         counts = {row["outcome"]: int(row["count"])
                   for row in outcomes.groupBy("outcome").count().collect()}

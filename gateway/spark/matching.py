@@ -199,10 +199,12 @@ def match(df: DataFrame, catalog: CompiledCatalog,
     segments = F.col("_segs")
     out = out.withColumns(read_columns(r, readers))
     multi: list[Column] = []
+    firsts: dict[str, Column] = {}
     for i, spec in enumerate(readers):
         if spec.kind == "pairs":
             multi.append(F.size(f"_p{i}") > 1)
-            out = out.withColumn(f"_f{i}", first_value(F.col(f"_p{i}")))
+            firsts[f"_f{i}"] = first_value(F.col(f"_p{i}"))
+    out = out.withColumns(firsts)
     slots = catalog.slots()
     keys = record_keys(catalog, fam, addr, segments)
     for n, slot in enumerate(slots):
@@ -217,6 +219,7 @@ def match(df: DataFrame, catalog: CompiledCatalog,
     candidates: list[Column] = []
     captured: list[Column] = []
     python_candidate: list[Column] = []
+    passes: dict[str, Column] = {}
     for n, slot in enumerate(slots):
         for position, signatures in enumerate(catalog.positions(slot)):
             c = F.try_element_at(F.col(f"_c{n}"), F.lit(position + 1))
@@ -227,7 +230,9 @@ def match(df: DataFrame, catalog: CompiledCatalog,
                                        for sig, (_, caps) in results.items()]))
             python_candidate.append(F.coalesce(c["pym"], F.lit(False)))
             ok = case_when([(c["sig"] == sig, passed) for sig, (passed, _) in results.items()])
-            out = out.withColumn(f"_ok{len(candidates) - 1}", F.coalesce(ok, F.lit(False)))
+            passes[f"_ok{len(candidates) - 1}"] = F.coalesce(ok, F.lit(False))
+    # One projection: each `withColumn` would analyse the whole plan again.
+    out = out.withColumns(passes)
     if not candidates:
         return out.withColumns({"_cand": F.lit(None).cast(CANDIDATE_TYPE),
                                 "_caps": F.lit(None).cast("array<string>"),

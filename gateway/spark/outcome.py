@@ -19,6 +19,8 @@ from pyspark.sql import types as T
 
 from gateway.spark.compiler import CORE_ATTRIBUTES, CompiledCatalog
 
+OUTCOME_COLUMNS = ("record", "outcome", "match", "context", "ce", "event", "deadletter",
+                   "nearest", "path")
 _SPARK = {"string": T.StringType(), "int": T.IntegerType(), "boolean": T.BooleanType()}
 
 

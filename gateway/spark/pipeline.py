@@ -23,9 +23,8 @@ from gateway.spark.compiler import CompiledCatalog
 from gateway.spark.fallback import python_stage
 from gateway.spark.matching import candidate_tables, match
 from gateway.spark.outcome import outcome_type
-from gateway.spark.records import PARSE_SCHEMA, RECORD, address, family, sql_ok
+from gateway.spark.records import PARSE_SCHEMA, RECORD, address, family, profiles, sql_ok
 from gateway.spark.render import render
-from gateway.spark.session import COMPILE_HUGE_METHODS, JVM_OPTION_KEYS
 
 
 @dataclass
@@ -42,16 +41,28 @@ class Stage:
         _tune_codegen(self.spark)
         parsed = lines.select("record", F.from_json("record", PARSE_SCHEMA).alias(RECORD),
                               F.json_object_keys("record").alias("_keys"),
-                              F.lower("record").alias("_lc"))
+                              self._trace_gate().alias("_lc"))
+        protocols = self.catalog.sql_protocols
         parsed = parsed.select(
             "record", RECORD, "_lc",
-            sql_ok(F.col("record"), F.col(RECORD), F.col("_keys")).alias("_sql"),
+            sql_ok(F.col("record"), F.col(RECORD), F.col("_keys"), protocols).alias("_sql"),
             family(F.col(f"{RECORD}.protocol")).alias("_fam"),
-        ).withColumn("_addr", address(F.col(RECORD), F.col("_fam")))
+        ).withColumn("_addr", address(F.col(RECORD), F.col("_fam"),
+                                      self.catalog.sql_families))
         matched = match(parsed, self.catalog, self.tables)
         rendered = render(matched, self.catalog, self.salt)
         route = ~F.col("_sql") | F.col("_route_py") | F.coalesce(F.col("_render_py"), F.lit(True))
         return rendered.withColumn("_py", route)
+
+    def _trace_gate(self) -> Column:
+        """The line the render stage searches for `traceparent` / `tracestate` before it
+        reads them: lowered when a protocol reads them case-insensitively (Kafka, NATS,
+        HTTP headers), else as it is (MQTT user properties and AMQP application
+        properties are read by their exact name): one copy of the line fewer per row."""
+        if any(prof.metadata is not None and prof.metadata.ignore_case
+               for prof in profiles(self.catalog.sql_protocols)):
+            return F.lower("record")
+        return F.col("record")
 
     def python(self) -> Column:
         """The Python stage as a column function of the record (null: nothing to do)."""
@@ -92,26 +103,14 @@ class Stage:
 # Spark stops generating code for a plan whose rows have more than this many fields,
 # nested ones included (default 100); the parsed record alone has about 70.
 _MAX_FIELDS = 2000
-# HotSpot never JIT-compiles a method over 8,000 bytes of bytecode, and a fused stage of
-# this pipeline is bigger: interpreted, it ran 2.5x slower. So for a JVM started without
-# `-XX:-DontCompileHugeMethods` Spark gets this limit and runs a bigger stage per
-# operator, with its expressions split into small methods.
-_SPLIT_LIMIT = 8000
-# With that option (`session.get_session` sets it) the fused stage is the fastest, but
-# only while C2 manages to compile it: measured here, methods of 32,306 and 33,599 bytes
-# compiled; one of 39,825 bytes was given up by both compilers ("out of nodes", "out of
-# virtual registers") and ran interpreted, 2.5x slower. More definitions with different
-# check signatures make bigger stages, so above this size Spark splits them as well.
-_FUSED_LIMIT = 34000
-
-
-def compiles_huge_methods(spark: SparkSession) -> bool:
-    """Were the executors' JVMs told to JIT-compile huge methods? (In local mode the
-    driver is the executor.)"""
-    conf = spark.sparkContext.getConf()
-    master = conf.get("spark.master") or ""
-    key = JVM_OPTION_KEYS[0] if master.startswith("local") else JVM_OPTION_KEYS[1]
-    return COMPILE_HUGE_METHODS in (conf.get(key) or "").split()
+# HotSpot JIT-compiles a method over 8,000 bytes of bytecode only in a JVM started with
+# `-XX:-DontCompileHugeMethods`, and even there late: a fused stage of this pipeline (19 to
+# 33 KB) ran interpreted for most of a 300,000-record batch (JFR: `processNext`
+# interpreted in 1,648 of 1,720 samples), and a batch job is one fresh JVM. So Spark gets
+# this limit in every JVM: a bigger stage runs operator by operator, its expressions split
+# into small methods that are compiled within seconds. Measured in one session (1,000
+# definitions, 300,000 records, three runs): fused 141 / 48 / 21 s, split 115 / 15 / 16 s.
+_METHOD_LIMIT = 8000
 
 
 def _tune_codegen(spark: SparkSession) -> None:
@@ -120,10 +119,9 @@ def _tune_codegen(spark: SparkSession) -> None:
     fields = spark.conf.get("spark.sql.codegen.maxFields", None)
     if fields is None or int(fields) < _MAX_FIELDS:
         spark.conf.set("spark.sql.codegen.maxFields", str(_MAX_FIELDS))
-    limit = _FUSED_LIMIT if compiles_huge_methods(spark) else _SPLIT_LIMIT
     current = spark.conf.get("spark.sql.codegen.hugeMethodLimit", None)
-    if current is None or int(current) > limit:
-        spark.conf.set("spark.sql.codegen.hugeMethodLimit", str(limit))
+    if current is None or int(current) > _METHOD_LIMIT:
+        spark.conf.set("spark.sql.codegen.hugeMethodLimit", str(_METHOD_LIMIT))
 
 
 def compile_stage(spark: SparkSession, catalog: CompiledCatalog, *,

@@ -13,7 +13,7 @@ routed away.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -90,19 +90,28 @@ def family(protocol: Column) -> Column:
     return case_when(renamed).otherwise(protocol) if renamed else protocol
 
 
-def address(r: Column, fam: Column) -> Column:
-    """`values.address_of` (HTTP paths with `%` never reach SQL, so no decoding here)."""
-    return case_when([(fam == name, read_ref(r, ref)) for name, ref in address_fields().items()])
+def address(r: Column, fam: Column, families: Collection[str] | None = None) -> Column:
+    """`values.address_of` (HTTP paths with `%` never reach SQL, so no decoding here);
+    only for `families` when given (others: null)."""
+    return case_when([(fam == name, read_ref(r, ref)) for name, ref in address_fields().items()
+                      if families is None or name in families])
 
 
-def _present_fields(r: Column, protocol: Column) -> Column:
-    """How many of the protocol's fields the parse filled (typed and not null).
+def profiles(protocols: Collection[str] | None) -> list[ProtocolProfile]:
+    """The profiles of `protocols` (all when None)."""
+    return [prof for prof in PROFILES if protocols is None or prof.name in protocols]
+
+
+def _present_fields(r: Column, protocol: Column,
+                    record_fields: Mapping[str, Mapping[str, str]]) -> Column:
+    """How many of the protocol's fields the parse filled (typed and not null); null
+    for a protocol not in `record_fields`.
 
     Fields are grouped by the protocols that have them, so the protocol is compared
     once per group (not once per field) and the expression stays small."""
     groups: dict[tuple[str, ...], list[str]] = {}
     owners: dict[str, list[str]] = {}
-    for proto, fields in RECORD_FIELDS.items():
+    for proto, fields in record_fields.items():
         for name in fields:
             owners.setdefault(name, []).append(proto)
     for name, protocols in owners.items():
@@ -114,7 +123,7 @@ def _present_fields(r: Column, protocol: Column) -> Column:
     total = filled(_COMMON)
     for owned_by, members in groups.items():
         total = total + F.when(protocol.isin(*owned_by), filled(members)).otherwise(0)
-    return F.when(protocol.isin(*RECORD_FIELDS), total)
+    return F.when(protocol.isin(*record_fields), total)
 
 
 def _mentions_cloudevents(text: Column) -> Column:
@@ -148,31 +157,44 @@ _ENTRY_OK = (
 )
 
 
-def sql_ok(line: Column, r: Column, keys: Column) -> Column:
+def sql_ok(line: Column, r: Column, keys: Column,
+           protocols: Collection[str] | None = None) -> Column:
     """True when the compiled path can judge this record exactly (see module doc).
 
     `keys` is `json_object_keys(line)`, projected once by the caller. The conditions are
     cheap on purpose (this runs on every record): counts and prefixes of parsed values,
     one lambda over header/property entries, substring searches on the line; the one
     regex over the whole line runs only for the rare record a cheap test cannot clear.
+
+    `protocols`: the protocols some compiled definition can match (None: all). A record
+    of any other protocol cannot match in SQL, so it goes to the Python stage, and the
+    conditions only read those protocols' fields: a field of another protocol is an
+    unknown key for these, which the key count already rejects. Fewer fields, smaller
+    generated code (`docs/spark.md`, "Code generation settings").
     """
     protocol = col(r, "protocol")
-    pairs = [name for name, kind in FIELD_KINDS.items() if kind == "pairs"]
+    record_fields = {name: dict(fields) for name, fields in RECORD_FIELDS.items()
+                     if protocols is None or name in protocols}
+    if not record_fields:
+        return F.lit(False)
+    kinds = {name: kind for fields in record_fields.values() for name, kind in fields.items()}
+    pairs = [name for name, kind in kinds.items() if kind == "pairs"]
     entries = f"flatten(array({', '.join(_entries_sql(name) for name in pairs)}))"
     # String fields whose value is not checked exactly below (protocol is looked up,
     # received_at must be a canonical timestamp).
-    plain = [name for name in _STRING_KEYS if name not in ("protocol", "received_at", "name")]
+    plain = [name for name in _STRING_KEYS if name not in ("protocol", "received_at", "name")
+             and (name in kinds or name in _COMMON)]
     suspicious = F.coalesce(any_of([_looks_unquoted(col(r, name)) for name in plain]),
                             F.lit(False))
     conditions = [
         r.isNotNull(),
         # Every key is one of the protocol's fields, read with its type, not null, once:
         # an unknown key, a wrongly typed value or JSON null leaves the counts apart.
-        F.size(keys) == _present_fields(r, protocol),
+        F.size(keys) == _present_fields(r, protocol, record_fields),
         # Entries are name + value, the name a string; none names a CloudEvents
         # attribute or carries a CloudEvents content type (any binding, any case: the
         # core decodes those).
-        sql_lambda("forall", entries, _ENTRY_OK),
+        sql_lambda("forall", entries, _ENTRY_OK) if pairs else F.lit(True),
         # A string field that may hold a non-string: decide on the line itself (a `\u`
         # escape could hide the key from the regex, so that goes to the core too).
         ~(suspicious & (line.rlike(_NON_STRING) | line.contains("\\u"))),
@@ -180,7 +202,7 @@ def sql_ok(line: Column, r: Column, keys: Column) -> Column:
         # body with a `specversion` member (parsed values: escapes are decoded).
         ~F.coalesce(_mentions_cloudevents(col(r, "content_type")), F.lit(False)),
         ~any_of([F.coalesce(_mentions_cloudevents(F.to_json(col(r, name))), F.lit(False))
-                 for name, kind in FIELD_KINDS.items() if kind == "object"]),
+                 for name, kind in kinds.items() if kind == "object"]),
         ~F.coalesce(col(r, "data").contains("specversion"), F.lit(False)),
         ~(col(r, "data").isNotNull() & col(r, "data_base64").isNotNull()),
         # The CloudEvent splices `data` in as Spark's JSON text: right for an object or
@@ -189,7 +211,8 @@ def sql_ok(line: Column, r: Column, keys: Column) -> Column:
         F.when(col(r, "data").isNull(), F.lit(True)).otherwise(
             F.substring(col(r, "data"), 1, 1).isin("{", "[")
             & ~line.rlike(r'"data"\s*:\s*"')),
-        ~(col(r, "key").isNotNull() & col(r, "key_base64").isNotNull()),
+        ~(col(r, "key").isNotNull() & col(r, "key_base64").isNotNull())
+        if "key" in kinds else F.lit(True),
         F.when(col(r, "data_base64").isNull(), F.lit(True)).otherwise(
             col(r, "data_base64").rlike(_BASE64)
             & ~F.coalesce(F.unbase64(col(r, "data_base64")).cast("string")
@@ -198,12 +221,12 @@ def sql_ok(line: Column, r: Column, keys: Column) -> Column:
             col(r, "received_at").rlike(CANONICAL_TIME)
             & col(r, "received_at").try_cast("timestamp").isNotNull()),
         # Percent-decoding (Python `unquote`) and query maps stay with the core.
-        ~_percent_encoded(r, protocol),
+        ~_percent_encoded(r, protocol, profiles(protocols)),
     ]
     return F.coalesce(all_of(conditions), F.lit(False))
 
 
-def _percent_encoded(r: Column, protocol: Column) -> Column:
+def _percent_encoded(r: Column, protocol: Column, among: list[ProtocolProfile]) -> Column:
     """A record with a field the core percent-decodes before matching (an HTTP path with
     a `%`, any HTTP query map)."""
     def needs_decoding(prof: ProtocolProfile, name: str) -> Column:
@@ -213,7 +236,7 @@ def _percent_encoded(r: Column, protocol: Column) -> Column:
 
     return any_of([(protocol == prof.name)
                    & any_of([needs_decoding(prof, name) for name in prof.percent_encoded])
-                   for prof in PROFILES if prof.percent_encoded])
+                   for prof in among if prof.percent_encoded])
 
 
 # -- field readers: the value the record carries for one constrained field, as text ----

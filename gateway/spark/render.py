@@ -8,15 +8,16 @@ stage produces the exact dead letter.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from gateway.protocols import PROFILES, FieldRef, Metadata, ProtocolProfile
+from gateway.protocols import FieldRef, Metadata, ProtocolProfile
 from gateway.spark.compiler import CompiledCatalog
 from gateway.spark.matching import TYPE_PATTERNS
-from gateway.spark.records import RECORD, col, read_ref
+from gateway.spark.records import RECORD, col, profiles, read_ref
 from gateway.spark.sqlfuncs import (
     all_of,
     any_of,
@@ -34,11 +35,12 @@ _TRACEPARENT = r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$"
 _INT32 = (-(2**31), 2**31 - 1)
 
 
-def native_identity(r: Column) -> Column:
-    """`gateway.envelope.ids.native_identity`, from each profile's `identity`."""
+def native_identity(r: Column, protocols: Collection[str] | None = None) -> Column:
+    """`gateway.envelope.ids.native_identity`, from each profile's `identity` (of
+    `protocols` when given: the only ones a rendered record can have)."""
     protocol = col(r, "protocol")
     branches: list[tuple[Column, Column]] = []
-    for prof in PROFILES:
+    for prof in profiles(protocols):
         if prof.identity is None:
             continue
         conditions = [protocol == prof.name]
@@ -56,15 +58,15 @@ def native_identity(r: Column) -> Column:
     return case_when(branches)
 
 
-def native_content_type(r: Column) -> Column:
+def native_content_type(r: Column, protocols: Collection[str] | None = None) -> Column:
     """`NativeMessage.content_type`."""
-    return _by_place(r, [(prof, prof.content_type) for prof in PROFILES])
+    return _by_place(r, [(prof, prof.content_type) for prof in profiles(protocols)])
 
 
-def trace_header(r: Column, name: str) -> Column:
+def trace_header(r: Column, name: str, protocols: Collection[str] | None = None) -> Column:
     """`gateway.envelope.render.trace_header` (`NativeMessage.metadata`)."""
-    return _by_place(r, [(prof, FieldRef(prof.metadata.field, name)) for prof in PROFILES
-                         if prof.metadata is not None])
+    return _by_place(r, [(prof, FieldRef(prof.metadata.field, name))
+                         for prof in profiles(protocols) if prof.metadata is not None])
 
 
 def _by_place(r: Column, places: list[tuple[ProtocolProfile, FieldRef | None]]) -> Column:
@@ -135,25 +137,30 @@ def _now_rfc3339() -> Column:
 def render(df: DataFrame, catalog: CompiledCatalog, salt: str) -> DataFrame:
     """Adds `_ce` (struct, one field per attribute + data + data_base64), `_event` (its
     structured JSON text), `_context`, `_match` and `_render_py` to matched rows (`_cand`,
-    `_caps` and `_lc`, the lowered line, expected). `salt` keeps generated ids apart
-    (`sqlfuncs.random_digest`)."""
+    `_caps` and `_lc`, the line to search for trace headers, expected). `salt` keeps
+    generated ids apart (`sqlfuncs.random_digest`)."""
     best, r = F.col("_cand"), F.col(RECORD)
     # Intermediate columns, each projected once: the optimizer keeps a projection that is
     # referenced several times instead of inlining it (smaller generated code, no rework).
     values: dict[str, Column] = {}
     failures: list[Column] = []
-    out = df
+    projected: dict[str, Column] = {}
     for position, name in enumerate(catalog.attributes):
         value, failure = _attribute(catalog, position, best)
-        out = out.withColumn(f"_a{position}", value)
+        projected[f"_a{position}"] = value
         values[name] = F.col(f"_a{position}")
         failures.append(failure)
+    # One projection for all of them: each `withColumn` analyses the whole plan again.
+    out = df.withColumns(projected)
+    protocols = catalog.sql_protocols
     out = out.withColumns({
         "_context": F.map_from_arrays(best["names"], F.col("_caps")),
-        "_nct": native_content_type(r), "_ident": native_identity(r),
+        "_nct": native_content_type(r, protocols), "_ident": native_identity(r, protocols),
         # Looked up only when the line mentions them (a lambda over the headers each).
-        "_tp": F.when(F.col("_lc").contains("traceparent"), trace_header(r, "traceparent")),
-        "_ts": F.when(F.col("_lc").contains("tracestate"), trace_header(r, "tracestate")),
+        "_tp": F.when(F.col("_lc").contains("traceparent"),
+                      trace_header(r, "traceparent", protocols)),
+        "_ts": F.when(F.col("_lc").contains("tracestate"),
+                      trace_header(r, "tracestate", protocols)),
     })
     # The id's hash, projected once: `uuid_text` reads it six times.
     out = out.withColumn("_digest", F.when(values["id"].isNull(), F.when(
