@@ -9,9 +9,9 @@ takes can be tested on its own (`tests/unit/runtime/test_ledger.py`):
 Guarantees the route builds on:
 
 - A message is acked only when no member of it failed, or when every failed part was
-  dead-lettered; a member fails at most once per reason source (conversion, rendering,
-  size, delivery), and what failed is dead-lettered whole: the message as it came when it
-  did not convert, else each failed member alone (`failed_parts`).
+  dead-lettered. What failed is dead-lettered once per failed part: the message as it
+  came when it did not convert, else each failed member alone, with every output's
+  failure in its detail (`failed_parts`).
 - Settlement follows the batch's order (`verdicts`): the source sees acks in the order it
   gave the messages, so the order per partition, topic, subject or link holds.
 - A record whose sender stopped waiting (`ABANDONED`) is neither sent again nor
