@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway import reasons
 from gateway.convert import Conversion
+from gateway.deadletter import reasons
 from gateway.matching.matcher import Explanation, MatchResult
 from gateway.ports import Delivery, Outcome
 from gateway.record import NativeMessage
