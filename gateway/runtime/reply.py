@@ -23,6 +23,10 @@ reason `no-reply` (for inspection and replay) and the source message is acked. A
 to *send* the request (broker down, NATS "no responders", HTTP 5xx) is retried as on
 any route, then dead-lettered as `undeliverable`; the sender is then told no answer
 came (HTTP 504).
+
+`Replies` is the route's part for this: it hands each batch's answers back before the
+settler settles the batch (`ledger.answers` decides what each sender gets), and takes
+the answers no request waits for -- late ones counted, uncorrelated ones dead-lettered.
 """
 
 from __future__ import annotations
