@@ -113,8 +113,9 @@ class Converter:
             now = datetime.now(UTC)
         out: list[list[Conversion]] = []
         append = out.append
+        bindings = self._bindings
         for record in records:
-            binding = self._binding(record.protocol)
+            binding = bindings.get(record.protocol) or self._binding(record.protocol)
             mode = binding.detect(record)
             if mode is None:
                 append([self._native(record, explain, now)])
@@ -125,10 +126,9 @@ class Converter:
         return out
 
     def _binding(self, protocol: str) -> Binding:
-        binding = self._bindings.get(protocol)
-        if binding is None:
-            # A protocol name as written in a file (`mqtt` ...): found once, then cached.
-            binding = self._bindings[protocol] = binding_for(protocol)
+        """The binding of a protocol name as written in a file (`mqtt` ...): found once,
+        then kept under that name too (records usually carry the canonical one)."""
+        binding = self._bindings[protocol] = binding_for(protocol)
         return binding
 
     def _native(self, record: NativeMessage, explain: bool, now: datetime) -> Conversion:
