@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from gateway.cloudevents.bindings import BINDINGS, decode, decode_batch, detect_mode
+from gateway.cloudevents.bindings import BINDINGS, Binding, binding_for, decode_batch
 from gateway.cloudevents.errors import CloudEventError
 from gateway.cloudevents.event import CloudEvent
 from gateway.cloudevents.jsonformat import event_to_json
@@ -21,7 +21,6 @@ from gateway.definitions.schema_model import SchemaPolicy
 from gateway.envelope.render import EnvelopeRenderer, RenderError
 from gateway.json.values import JSON, JSONObject
 from gateway.matching.matcher import AmbiguityPolicy, Explanation, Matcher, MatchResult
-from gateway.protocols import find_profile
 from gateway.record import NativeMessage
 from gateway.schemas.enforce import enforced_validators
 
@@ -60,11 +59,11 @@ class Conversion:
         return out
 
 
-# Whether a protocol's messages may carry a CloudEvents batch, per protocol name.
-_BATCHES: dict[str, bool] = {}
-
-
 class Converter:
+    """One dispatch per record (`convert_batch`): its binding's `detect` runs once and
+    says which way it goes -- no CloudEvent (the native path, the hot one), one
+    CloudEvent, or an HTTP CloudEvents batch (one conversion per member)."""
+
     def __init__(
         self,
         definitions: Iterable[MessageDefinition],
@@ -85,87 +84,56 @@ class Converter:
         # Every envelope compiled now, not on the first message; found by the identity of
         # the matched definition (the matcher returns the objects it was given).
         self._envelopes = {id(d): self.renderer.template(d) for d in listed}
-        self._match_native = self.matcher.match_native
-        # Per protocol, its binding's `detect` (is there a CloudEvent or a batch at all?).
-        self._detectors = {name: binding.detect for name, binding in BINDINGS.items()}
+        # Per protocol name as records carry it, its CloudEvents binding.
+        self._bindings: dict[str, Binding] = dict(BINDINGS)
 
     def convert(
         self, record: NativeMessage, *, explain: bool = True, now: datetime | None = None
     ) -> Conversion:
-        if self._carries_no_event(record):
-            return self._convert_native(record, explain, now)
-        try:
-            incoming = decode(record)
-        except CloudEventError as exc:
-            return Conversion(
-                record, MatchResult("unmatched"), None, reasons.INVALID_CLOUDEVENT, str(exc)
-            )
-        return self._convert(record, incoming, explain, now)
-
-    def convert_batch(
-        self, records: Sequence[NativeMessage], *, explain: bool = True,
-        now: datetime | None = None,
-    ) -> list[list[Conversion]]:
-        """`convert_all` of each record, in order: what the route calls for each batch it
-        reads. One clock reading serves the whole batch as the receive time of records
-        that do not carry theirs (`received_at`); they were received together."""
-        if now is None:
-            now = datetime.now(UTC)
-        out: list[list[Conversion]] = []
-        append = out.append
-        detectors, match_native, envelopes = self._detectors, self._match_native, self._envelopes
-        for record in records:
-            # `convert_all` of the common record (no CloudEvent, no batch), inline.
-            detect = detectors.get(record.protocol)
-            if detect is None or detect(record) is not None:
-                append(self.convert_all(record, explain=explain, now=now))
-                continue
-            result = match_native(record)
-            definition = result.definition
-            if definition is None:
-                append([self._unconverted(record, result, None, explain)])
-                continue
-            if self._enforced and (invalid := self._invalid_data(record, result)):
-                append([invalid])
-                continue
-            rendered = envelopes[id(definition)].render(record, result.context, now)
-            if isinstance(rendered, RenderError):
-                append([Conversion(record, result, None, rendered.reason, rendered.message)])
-            else:
-                append([Conversion(record, result, rendered)])
-        return out
+        """The one conversion of `record`: an HTTP CloudEvents batch is one message here,
+        refused as a CloudEvent (`unexpected-batch`); `convert_all` splits it."""
+        return self.convert_batch([record], explain=explain, now=now, split=False)[0][0]
 
     def convert_all(
         self, record: NativeMessage, *, explain: bool = True, now: datetime | None = None
     ) -> list[Conversion]:
-        """Like `convert`, for every event of an HTTP CloudEvents batch (one conversion per
-        member, none for an empty batch); any other record gives one conversion."""
-        batches = _BATCHES.get(record.protocol)
-        if batches is None:
-            prof = find_profile(record.protocol)
-            batches = prof is not None and prof.batches
-            if prof is not None:
-                _BATCHES[record.protocol] = batches
-        if not batches or detect_mode(record) != "batch":
-            return [self.convert(record, explain=explain, now=now)]
-        try:
-            events = decode_batch(record)
-        except CloudEventError as exc:
-            return [Conversion(
-                record, MatchResult("unmatched"), None, reasons.INVALID_CLOUDEVENT, str(exc))]
-        return [self._convert(record, event, explain, now) for event in events]
+        """Every conversion of `record`: one per member of an HTTP CloudEvents batch (none
+        for an empty batch); any other record gives one."""
+        return self.convert_batch([record], explain=explain, now=now)[0]
 
-    def _carries_no_event(self, record: NativeMessage) -> bool:
-        """Whether `decode(record)` is None, without decoding: the binding's `detect` says
-        no mode exactly when its decoder finds no CloudEvent (nor a batch)."""
-        detect = self._detectors.get(record.protocol)
-        return detect is not None and detect(record) is None
+    def convert_batch(
+        self, records: Sequence[NativeMessage], *, explain: bool = True,
+        now: datetime | None = None, split: bool = True,
+    ) -> list[list[Conversion]]:
+        """The conversions of each record, in order: what the route calls for each batch
+        it reads. One clock reading serves the whole batch as the receive time of records
+        that do not carry theirs (`received_at`); they were received together. `split`:
+        an HTTP CloudEvents batch gives a conversion per member (else it is refused)."""
+        if now is None:
+            now = datetime.now(UTC)
+        out: list[list[Conversion]] = []
+        append = out.append
+        bindings = self._bindings
+        for record in records:
+            binding = bindings.get(record.protocol) or self._binding(record.protocol)
+            mode = binding.detect(record)
+            if mode is None:
+                append([self._native(record, explain, now)])
+            elif mode == "batch" and split:
+                append(self._members(record, explain, now))
+            else:
+                append([self._event(record, binding, explain, now)])
+        return out
 
-    def _convert_native(
-        self, record: NativeMessage, explain: bool, now: datetime | None
-    ) -> Conversion:
-        """`_convert` of a record that carries no CloudEvent: the hot path."""
-        result = self._match_native(record)
+    def _binding(self, protocol: str) -> Binding:
+        """The binding of a protocol name as written in a file (`mqtt` ...): found once,
+        then kept under that name too (records usually carry the canonical one)."""
+        binding = self._bindings[protocol] = binding_for(protocol)
+        return binding
+
+    def _native(self, record: NativeMessage, explain: bool, now: datetime) -> Conversion:
+        """A record that carries no CloudEvent: match, check, render (the hot path)."""
+        result = self.matcher.match_native(record)
         definition = result.definition
         if definition is None:  # unmatched or ambiguous
             return self._unconverted(record, result, None, explain)
@@ -176,15 +144,28 @@ class Converter:
             return Conversion(record, result, None, rendered.reason, rendered.message)
         return Conversion(record, result, rendered)
 
-    def _convert(
-        self,
-        record: NativeMessage,
-        incoming: CloudEvent | None,
-        explain: bool,
-        now: datetime | None,
-    ) -> Conversion:
-        if incoming is None:
-            return self._convert_native(record, explain, now)
+    def _event(self, record: NativeMessage, binding: Binding, explain: bool,
+               now: datetime) -> Conversion:
+        """A record whose binding found a CloudEvent: decode, then match it."""
+        try:
+            incoming = binding.decode(record, None)
+        except CloudEventError as exc:
+            return _invalid(record, exc)
+        if incoming is None:  # `detect` saw one, the full scan did not: as native
+            return self._native(record, explain, now)
+        return self._matched_event(record, incoming, explain)
+
+    def _members(self, record: NativeMessage, explain: bool, now: datetime
+                 ) -> list[Conversion]:
+        """An HTTP CloudEvents batch: each member event matched on its own."""
+        try:
+            events = decode_batch(record)
+        except CloudEventError as exc:
+            return [_invalid(record, exc)]
+        return [self._matched_event(record, event, explain) for event in events]
+
+    def _matched_event(self, record: NativeMessage, incoming: CloudEvent,
+                       explain: bool) -> Conversion:
         attributes: Mapping[str, JSON] = incoming.canonical_attributes()
         result = self.matcher.match(record, attributes)
         if not result.matched:
@@ -223,3 +204,9 @@ class Converter:
         hints = tuple(self.matcher.explain(record, attributes)) if explain else ()
         return Conversion(record, result, None, reason, "no definition accepts it", hints,
                           incoming)
+
+
+def _invalid(record: NativeMessage, exc: CloudEventError) -> Conversion:
+    """The conversion of a record that claims to be a CloudEvent and is not a valid one."""
+    return Conversion(record, MatchResult("unmatched"), None, reasons.INVALID_CLOUDEVENT,
+                      str(exc))

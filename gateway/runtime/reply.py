@@ -23,19 +23,35 @@ reason `no-reply` (for inspection and replay) and the source message is acked. A
 to *send* the request (broker down, NATS "no responders", HTTP 5xx) is retried as on
 any route, then dead-lettered as `undeliverable`; the sender is then told no answer
 came (HTTP 504).
+
+`Replies` is the route's part for this: it hands each batch's answers back before the
+settler settles the batch (`ledger.answers` decides what each sender gets), and takes
+the answers no request waits for -- late ones counted, uncorrelated ones dead-lettered.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
 
 from gateway.cloudevents.bindings import decode, encode
 from gateway.cloudevents.errors import CloudEventError
 from gateway.json.values import JSON
-from gateway.ports import NO_REPLY_PREFIX, Delivery, Outcome, Stray, StrayListener
+from gateway.ports import (
+    NO_REPLY_PREFIX,
+    Delivery,
+    Outcome,
+    Requester,
+    Stray,
+    StrayListener,
+)
 from gateway.protocols import find_profile
 from gateway.record import NativeMessage
+from gateway.runtime.ledger import Batch, answers
+from gateway.runtime.output import Output
+from gateway.runtime.stats import RouteStats
 
 log = logging.getLogger("xrgw.reply")
 
@@ -98,3 +114,41 @@ def stray_listener(count_late: Callable[[], None],
         else:
             count_late()
     return listen
+
+
+#: What dead-letters an uncorrelated answer: the endpoint it came in on, the answer.
+StrayDeadLetter = Callable[[str, NativeMessage], Coroutine[Any, Any, None]]
+
+
+class Replies:
+    """A reply route's answers: handed back to the senders of each batch before their
+    messages settle; answers no request waits for counted (late) or dead-lettered
+    (uncorrelated)."""
+
+    def __init__(self, outputs: Sequence[Output], dead_letter: StrayDeadLetter,
+                 stats: RouteStats) -> None:
+        self._outputs = outputs
+        self._dead_letter = dead_letter
+        self._stats = stats
+        self.strays: set[asyncio.Task[None]] = set()  # uncorrelated answers being dead-lettered
+
+    async def hand_back(self, batch: Batch) -> None:
+        """Answer the senders of `batch` (`ledger.answers` says with what)."""
+        for message, outcome, why in answers(batch):
+            self._stats.replied(await hand_back(message.delivery, outcome, why))
+
+    def listen(self) -> None:
+        """Take the answers no request waits for, on every output that requests."""
+        for output in self._outputs:
+            producer = output.producer
+            if isinstance(producer, Requester):
+                producer.replies.listener = stray_listener(
+                    self._stats.late_replies(output.endpoint_id),
+                    self._stray_handler(output.endpoint_id))
+
+    def _stray_handler(self, endpoint: str) -> Callable[[NativeMessage], None]:
+        def dead_letter(answer: NativeMessage) -> None:
+            task = asyncio.get_running_loop().create_task(self._dead_letter(endpoint, answer))
+            self.strays.add(task)
+            task.add_done_callback(self.strays.discard)
+        return dead_letter

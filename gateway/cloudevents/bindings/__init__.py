@@ -16,8 +16,10 @@ from gateway.record import NativeMessage
 
 __all__ = [
     "BINDINGS",
+    "Binding",
     "EncodeMode",
     "Mode",
+    "binding_for",
     "decode",
     "decode_batch",
     "detect_mode",
@@ -47,6 +49,12 @@ def _binding(protocol: str) -> Binding:
             f"no CloudEvents binding for protocol {protocol!r} (known: {', '.join(BINDINGS)})"
         )
     return binding
+
+
+def binding_for(protocol: str) -> Binding:
+    """The binding of `protocol` (a canonical name, or one `normalize_protocol` knows);
+    ValueError when there is none."""
+    return _binding(protocol)
 
 
 def detect_mode(record: NativeMessage) -> Mode | None:

@@ -12,7 +12,7 @@ import logging
 from datetime import UTC, datetime
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
 
@@ -190,13 +190,25 @@ _TOKENS = st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126),
 def test_no_credential_header_value_reaches_any_output(token: str, name: str,
                                                        scheme: str) -> None:
     """Whatever the token and the header's spelling, no output shows it (`X-Api-Key` is
-    hidden by the route's `redact:`)."""
+    hidden by the route's `redact:`). Text every output shows anyway (a reason, a tag)
+    is no leak: a token that is part of it is skipped."""
+    shown = _everything_shown(name, scheme + token)
+    plain = _everything_shown(name, "-")
+    for where, text in shown.items():
+        for form in (token, json.dumps(token)[1:-1], html.escape(json.dumps(token)[1:-1]),
+                     html.escape(token)):
+            assume(form not in plain[where])
+            assert form not in text, where
+
+
+def _everything_shown(name: str, value: str) -> dict[str, str]:
+    """Every output of an unmatched HTTP request whose header `name` is `value`."""
     catalog = read_document(DOC)
     converter = Converter(catalog.messages())
     conformance = Conformance()
     report = conformance.route("r", "in", redact=["headers.x-api-key"])
     record = NativeMessage("HTTP", {"method": "POST", "path": "/api", "headers": [
-        {"name": name, "value": scheme + token}]}, data={"n": 1})
+        {"name": name, "value": value}]}, data={"n": 1})
     conversion = converter.convert(record)
     assert conversion.event is None
     report.failed(record, "unmatched", None, conversion.explain, conversion.detail,
@@ -206,8 +218,4 @@ def test_no_credential_header_value_reaches_any_output(token: str, name: str,
     secrets = redactor.secrets(record)
     outputs["deadletter explanations"] = json.dumps(
         [e.to_json() for e in redactor.explanations(conversion.explain, secrets)])
-    for where, text in outputs.items():
-        assert token not in text, where
-        assert json.dumps(token)[1:-1] not in text, where
-        assert html.escape(json.dumps(token)[1:-1]) not in text, where
-        assert html.escape(token) not in text, where
+    return outputs

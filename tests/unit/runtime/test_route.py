@@ -287,7 +287,7 @@ def test_a_large_batch_is_converted_in_slices_with_loop_turns_between():
 
     async def scenario():
         route, consumer, out, _, _ = build([sale(n % 5) for n in range(1000)], inflight=4000)
-        route.max_batch = 1000
+        route.window.max_batch = 1000
         convert_batch = route.converter.convert_batch
 
         def observed(records, **kwargs):

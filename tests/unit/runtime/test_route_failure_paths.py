@@ -23,7 +23,7 @@ from gateway.observability.metrics import Metrics
 from gateway.policies.retry import RetryPolicy
 from gateway.ports import Confirmation, Delivery, Outcome, confirmed
 from gateway.record import NativeMessage
-from gateway.runtime.route import Output, Route, _Member, _why_unanswered
+from gateway.runtime.route import Output, Route
 from tests.unit.runtime.test_reply import DOC, Service
 from tests.unit.runtime.test_route import CATALOG, FAST, build, run_to_end, sale, sample
 
@@ -263,31 +263,6 @@ def test_senders_that_wait_are_answered_even_after_one_that_does_not() -> None:
     assert [r.data for _, r, _ in told if r is not None] == [{"answer": 1}, {"answer": 2}]
     assert len(consumer.acked) == 3
     assert sample(metrics, "xrgw_replies_total", route="r", result="answered") == 2
-
-
-def _member(reason: str | None, *failures: str) -> _Member:
-    member = _Member(NativeMessage("HTTP", {}), None)  # type: ignore[arg-type]
-    member.reason = reason
-    member.failures.extend(failures)
-    return member
-
-
-@pytest.mark.parametrize(("member", "why"), [
-    (None, "no answer"),
-    (_member("no-reply", "svc: no reply within 1 s"), "no reply within 1 s"),
-    (_member("no-reply", "svc: no reply within 2 s: the service is busy"),
-     "no reply within 2 s: the service is busy"),
-    (_member("no-reply", "svc: refused", "svc: no reply within 1 s"), "no reply within 1 s"),
-    (_member("undeliverable", "svc: no reply within 1 s", "svc: refused"), "undeliverable"),
-    (_member("undeliverable", "svc: ConnectionError: reset by peer"), "undeliverable"),
-    (_member("undeliverable", "svc: RenderFailed: no subject"), "undeliverable"),
-    (_member("unmatched"), "unmatched"),
-    (_member("invalid-data"), "invalid-data"),
-    (_member(None), "unmatched"),
-    (_member(None, "svc: refused"), "failed"),  # failures, but no reason recorded
-])
-def test_why_a_sender_got_no_answer(member: _Member | None, why: str) -> None:
-    assert _why_unanswered(member) == why
 
 
 # -- the conformance report of matched messages -----------------------------------------------

@@ -178,9 +178,12 @@ def test_an_empty_read_is_not_the_end_of_the_input() -> None:
                 return []  # e.g. a poll that timed out
             return await super().read_batch(limit)
 
-    route, _unused, out, _, _ = build([])
     source = _EmptyFirst([sale(1), sale(2)], close_when_empty=True)
-    route.consumer = source
+    out = MemoryProducer()
+    route = Route("store", "store-mqtt", source, Converter(CATALOG.messages()),
+                  [Output("k", "KAFKA", out, defaults={"topic": "t"})],
+                  deadletter=Output("dlq", "KAFKA", MemoryProducer()), metrics=Metrics(),
+                  retry=FAST)
     asyncio.run(run_to_end(route, source))
     assert len(source.acked) == 2 and len(out.written) == 2
 

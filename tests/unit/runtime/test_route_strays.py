@@ -1,5 +1,5 @@
-"""Answers no request of a reply route waits for (gateway/runtime/route.py
-`_listen_for_strays`, `_dead_letter_stray`): an uncorrelated answer is dead-lettered as
+"""Answers no request of a reply route waits for (gateway/runtime/reply.py `Replies`,
+gateway/runtime/deadletters.py `DeadLetters.stray`): an uncorrelated answer is dead-lettered as
 `uncorrelated-reply` with the output as its source, or counted as dropped when it cannot
 be; a late one is counted per output."""
 
@@ -45,16 +45,19 @@ def _strays(outputs: Sequence[tuple[str, Producer]], dlq: MemoryProducer | None,
     target = dict(outputs)[name]
     assert isinstance(target, Service)
 
+    replies = route.replies
+    assert replies is not None
+
     async def scenario() -> None:
         await route.start()
         await route.wait_finished()
         for token in late:
             target.replies.resolve(token, ANSWER)
         for _ in range(100):
-            if not route._strays:
+            if not replies.strays:
                 break
             await asyncio.sleep(0.001)
-        assert not route._strays  # handled, and no task left behind
+        assert not replies.strays  # handled, and no task left behind
         await route.stop(grace=1.0)
 
     asyncio.run(scenario())

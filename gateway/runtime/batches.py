@@ -1,0 +1,167 @@
+"""Match and render what the route read: deliveries in, a `Batch` out (`runtime/ledger.py`).
+
+- One tight loop per batch: no task, future or await per message; metrics and report
+  entries are counted per batch (`runtime/stats.py`).
+- A batch is converted in slices of `CONVERT_SLICE`, with a turn of the event loop
+  between them: a slow batch (a large catalog, a costly definition) must not starve the
+  clients' own tasks -- Kafka heartbeats, NATS pings, MQTT keepalives -- or the broker
+  drops the consumer while the gateway is merely busy.
+- An event goes to every output or to none: one an output cannot render is
+  dead-lettered as `undeliverable`, one over an output's size limit (`SizeLimited`) as
+  `too-large`, before anything is sent.
+- A message that did not convert (unmatched, ambiguous, invalid, undecodable by the
+  adapter) is dead-lettered whole, as it came.
+- Partition keys: a record for an output that partitions by key (Kafka) gets one as
+  `routes[].partitionkey` says (`runtime/keys.py`), so order survives to its consumer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from gateway.cloudevents.event import CloudEvent
+from gateway.convert import Conversion, Converter
+from gateway.deadletter import reasons
+from gateway.envelope.outgoing import Mode, OutputFormat, RenderFailed
+from gateway.matching.matcher import MatchResult
+from gateway.observability.metrics import body_size
+from gateway.ports import Delivery, size_limit
+from gateway.protocols import find_profile
+from gateway.protocols.profile import FieldRef
+from gateway.record import NativeMessage
+from gateway.runtime.keys import PartitionKeys
+from gateway.runtime.ledger import Batch, Member, Message, Sent
+from gateway.runtime.output import Output
+from gateway.runtime.stats import RouteStats
+
+#: Messages converted between two turns of the event loop.
+CONVERT_SLICE = 250
+
+
+class BatchMaker:
+    def __init__(self, converter: Converter, outputs: Sequence[Output], mode: Mode,
+                 keys: PartitionKeys, stats: RouteStats) -> None:
+        self.converter = converter
+        self.outputs = list(outputs)
+        self.keys = keys
+        self._stats = stats
+        # Per output, in order: how it renders, and where it keeps its partitioning key
+        # (Kafka), if it has one to fill.
+        self._render_plan: list[tuple[OutputFormat, FieldRef | None]] = [
+            (OutputFormat(o.protocol, mode, o.deliver, o.defaults, o.definitions),
+             _key_place(o.protocol) if keys.enabled else None)
+            for o in self.outputs]
+        self._keyed = any(place is not None for _, place in self._render_plan)
+
+    async def make(self, deliveries: list[Delivery], started: float) -> Batch:
+        """`convert` in slices, giving the event loop a turn between them."""
+        batch = self.convert(deliveries[:CONVERT_SLICE], started)
+        for start in range(CONVERT_SLICE, len(deliveries), CONVERT_SLICE):
+            await asyncio.sleep(0)
+            batch.extend(self.convert(deliveries[start:start + CONVERT_SLICE], started))
+        return batch
+
+    def convert(self, deliveries: list[Delivery], started: float) -> Batch:
+        """Match and render `deliveries` in one loop."""
+        sent = [Sent(output) for output in self.outputs]
+        # The outputs' size limits, read once per batch (a limit may change with a
+        # reconnect: NATS max_payload comes with the server's INFO).
+        limits = [size_limit(output.producer) for output in self.outputs]
+        checked = limits if any(limit is not None for limit in limits) else None
+        messages: list[Message] = []
+        received: dict[str, list[int]] = {}  # protocol -> [messages, bytes]
+        matched: dict[str, int] = {}
+        rendered: dict[str, int] = {}  # of the matched: rendered for every output
+        unmatched = 0
+        # One receive time for the batch's messages that carry none: received together.
+        now = datetime.now(UTC)
+        converted = self.converter.convert_batch([d.message for d in deliveries], now=now)
+        self._stats.report_received(len(deliveries))
+        for delivery, conversions in zip(deliveries, converted, strict=True):
+            record = delivery.message
+            counts = received.get(record.protocol)
+            if counts is None:
+                counts = received[record.protocol] = [0, 0]
+            counts[0] += 1
+            counts[1] += body_size(record)
+            message = Message(delivery)
+            messages.append(message)
+            if delivery.undecodable is not None:  # the adapter could not decode it
+                conversions = [Conversion(record, MatchResult("unmatched"), None,
+                                          reasons.UNDECODABLE, delivery.undecodable)]
+            if len(conversions) == 1 and conversions[0].event is None:
+                whole = Member(record, conversions[0], delivery)
+                whole.reason = self._not_converted(record, conversions[0], now)
+                unmatched += whole.reason == reasons.UNMATCHED
+                message.whole = whole
+                continue
+            for conversion in conversions:
+                member = Member(record, conversion, delivery)
+                message.members.append(member)
+                event = conversion.event
+                if event is None:
+                    member.reason = self._not_converted(record, conversion, now, member)
+                    unmatched += member.reason == reasons.UNMATCHED
+                    continue
+                assert conversion.match.definition is not None
+                xid = member.definition = conversion.match.definition.xid
+                matched[xid] = matched.get(xid, 0) + 1
+                self._render(member, event, conversion, sent, checked)
+                if member.reason is None:
+                    rendered[xid] = rendered.get(xid, 0) + 1
+                else:
+                    self._stats.report_unrendered(member, xid, now)
+        self._stats.report_converted(matched, rendered, now)
+        self._stats.intake(received, matched, unmatched)
+        return Batch(messages, sent, started)
+
+    def _not_converted(self, record: NativeMessage, conversion: Conversion,
+                       now: datetime, member: Member | None = None) -> str:
+        """The reason a conversion gave no event, counted where it is counted (the
+        invalid-data metric, the conformance report). The report's sample of a batch
+        `member` is that member, as its dead letter is, not the whole batch."""
+        reason = conversion.reason or reasons.UNMATCHED
+        if reason == reasons.INVALID_DATA:
+            self._stats.invalid_data(conversion)
+        if self._stats.report is not None:
+            sampled = record if member is None else member.original()
+            self._stats.report_unconverted(sampled, conversion, reason, now)
+        return reason
+
+    def _render(self, member: Member, event: CloudEvent, conversion: Conversion,
+                sent: list[Sent], limits: list[int | None] | None) -> None:
+        """Render `member` for every output; if one cannot take it, it goes to none of
+        them (`limits`: the outputs' size limits, None when no output has one)."""
+        context = conversion.match.context
+        key = self.keys.key(member.source, context) if self._keyed else None
+        rendered: list[NativeMessage] = []
+        for output_format, place in self._render_plan:
+            try:
+                rendered.append(output_format.render(
+                    event, context,
+                    None if place is None or key is None else (place.field, key)))
+            except RenderFailed as exc:
+                member.reason = reasons.UNDELIVERABLE
+                member.failures.append(f"{sent[len(rendered)].output.endpoint_id}: {exc}")
+                return
+        if limits is not None:
+            for target, record, limit in zip(sent, rendered, limits, strict=True):
+                if limit is not None and (size := body_size(record)) > limit:
+                    member.reason = reasons.TOO_LARGE
+                    member.failures.append(
+                        f"{target.output.endpoint_id}: body of {size} bytes is over the "
+                        f"output's limit of {limit} bytes")
+                    return
+        for target, record in zip(sent, rendered, strict=True):
+            target.records.append(record)
+            target.owners.append(member)
+
+
+def _key_place(protocol: str) -> FieldRef | None:
+    prof = find_profile(protocol)
+    return prof.partition_key if prof is not None else None
+
+
+__all__ = ["CONVERT_SLICE", "BatchMaker"]
