@@ -49,19 +49,18 @@ ADAPTER_MAY_IMPORT = ("gateway.ports", "gateway.record", "gateway.protocols",
                       "gateway.cloudevents", "gateway.json", "gateway.spec",
                       "gateway.observability.logs")
 
-#: Imports of adapters outside `ADAPTER_MAY_IMPORT` that exist today, each with why and
-#: what removes it (issue 31, step 1: the adapter kit). The test fails on any other, and
-#: on an entry here that no adapter needs any more: shrink this list, never grow it.
+#: Imports of adapters outside `ADAPTER_MAY_IMPORT` that exist today, each with why. The
+#: test fails on any other, and on an entry here that no adapter needs any more: shrink
+#: this list, never grow it.
 ADAPTER_EXCEPTIONS = {
-    # The option-spec vocabulary and the adapters' option registry: they move into
-    # `gateway/ports`.
-    "gateway.options": "option specs are built with OptionSpec",
-    # The registry prepares a consumer from the endpoint's definitions (subscriptions from
-    # topic templates); preparation moves into each adapter package and reads what the
-    # core hands it through `gateway/ports`.
-    "gateway.config": "registry and preflight take an EndpointConfig",
-    "gateway.definitions": "registry reads the endpoint's message definitions",
-    "gateway.templates": "registry turns topic templates into subscription filters",
+    # Preparing a consumer (`adapters/<protocol>/prepare.py`, `adapters/descriptor.py`) and
+    # checking an endpoint before a run (`preflight.py`) take the endpoint as the config
+    # resolved it, with its message definitions, and turn their address templates into
+    # subscriptions. The rule would have the core hand adapters those subscriptions
+    # through `gateway/ports` instead.
+    "gateway.config": "prepare, preflight and the registry take an EndpointConfig",
+    "gateway.definitions": "prepare reads the endpoint's message definitions",
+    "gateway.templates": "the descriptor turns address templates into subscription filters",
 }
 
 
