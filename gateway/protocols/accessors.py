@@ -5,9 +5,8 @@ A profile says *where* a fact lives (`ProtocolProfile.address`, `.metadata`,
 `.content_type`, `.identity`); looking the profile up and re-reading its places for every
 message costs more than the read itself. `ACCESSORS[protocol]` is the set built from one
 profile on first use and kept: plain functions of a record's `fields` (the native record's
-`metadata`/`content_type`, the matcher's address, the CloudEvent id's identity) and the
-profile flags the converter branches on. One table for every reader, so a new protocol's
-profile is read in one place.
+`metadata`/`content_type`, the matcher's address, the CloudEvent id's identity). One
+table for every reader, so a new protocol's profile is read in one place.
 
 A name that is no protocol gets `NONE` (every reader answers None) and is not kept: a
 record's protocol is the sender's text in `xrgw match`, and the table must not grow with it.
@@ -50,8 +49,6 @@ class Accessors:
     #: Whether the identity is read from scalar fields only (a generated renderer inlines
     #: `scalar_identity_code` then, instead of calling `identity`).
     scalar_identity: bool
-    #: `ProtocolProfile.batches`: whether one record may carry a CloudEvents batch.
-    batches: bool
 
 
 def _none(fields: Mapping[str, JSON], name: str = "") -> None:
@@ -59,7 +56,7 @@ def _none(fields: Mapping[str, JSON], name: str = "") -> None:
 
 
 NONE = Accessors(address=_none, metadata=_none, content_type=_none, identity=_none,
-                 scalar_identity=False, batches=False)
+                 scalar_identity=False)
 
 
 class _Table(dict[str, Accessors]):
@@ -90,7 +87,6 @@ def compile_accessors(prof: ProtocolProfile) -> Accessors:
                   else _scalar_identity_reader(identity.prefix, identity.parts) if scalar
                   else _parts_identity_reader(prof, metadata)),
         scalar_identity=scalar,
-        batches=prof.batches,
     )
 
 
