@@ -31,7 +31,8 @@ from typing import Any
 from gateway.convert import Converter
 from gateway.definitions import read_document
 from gateway.definitions.model import MessageDefinition
-from gateway.definitions.schema_model import SchemaDocument, SchemaPolicy
+from gateway.definitions.schema_model import SchemaDocument
+from gateway.policies.schema import SchemaPolicy
 from gateway.record import NativeMessage
 from gateway.schemas.compile import JsonSchemaValidator, Unsupported, compile_document
 

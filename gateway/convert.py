@@ -17,10 +17,10 @@ from gateway.cloudevents.event import CloudEvent
 from gateway.cloudevents.jsonformat import event_to_json
 from gateway.deadletter import reasons
 from gateway.definitions.model import MessageDefinition
-from gateway.definitions.schema_model import SchemaPolicy
 from gateway.envelope.render import EnvelopeRenderer, RenderError
 from gateway.json.values import JSON, JSONObject
 from gateway.matching.matcher import AmbiguityPolicy, Explanation, Matcher, MatchResult
+from gateway.policies.schema import SchemaPolicy
 from gateway.record import NativeMessage
 from gateway.schemas.enforce import enforced_validators
 

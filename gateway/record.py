@@ -18,12 +18,12 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple, cast
 
 from gateway.json.body import loads_body
-from gateway.json.values import JSON, JSONObject
+from gateway.json.values import JSON, JSONObject, as_text
 from gateway.protocols import (
     MQTT5,
     MQTT311,
@@ -32,6 +32,7 @@ from gateway.protocols import (
     find_profile,
     normalize_protocol,
 )
+from gateway.protocols.accessors import ACCESSORS
 
 _COMMON_FIELDS = ("protocol", "data", "data_base64", "received_at")
 
@@ -148,12 +149,12 @@ class NativeMessage:
         """The first application-metadata entry `name`, wherever the protocol's profile
         keeps them (headers, MQTT 5 user properties, AMQP application properties); None
         when absent, or when the protocol has no metadata (MQTT 3.1.1)."""
-        return metadata_reader(self.protocol)(self.fields, name)
+        return ACCESSORS[self.protocol].metadata(self.fields, name)
 
     @property
     def content_type(self) -> str | None:
         """The protocol's content type of the body, where the protocol has one."""
-        return content_type_reader(self.protocol)(self.fields)
+        return ACCESSORS[self.protocol].content_type(self.fields)
 
     # -- from the wire ------------------------------------------------------------------------
     @classmethod
@@ -318,105 +319,6 @@ class NativeMessage:
         return hash(self.to_line())
 
 
-# Per-protocol readers of metadata and the content type, built once from the profile:
-# both run for every converted message (trace context, datacontenttype), so the profile
-# is not looked up and its places not re-read each time.
-MetadataReader = Callable[[Mapping[str, JSON], str], "str | None"]
-ContentTypeReader = Callable[[Mapping[str, JSON]], "str | None"]
-_METADATA_READERS: dict[str, MetadataReader] = {}
-_CONTENT_TYPE_READERS: dict[str, ContentTypeReader] = {}
-
-
-def _no_metadata(fields: Mapping[str, JSON], name: str) -> None:
-    return None
-
-
-def metadata_reader(protocol: str) -> MetadataReader:
-    """`NativeMessage.metadata` of a protocol's records, as a function of their fields."""
-    cached = _METADATA_READERS.get(protocol)
-    if cached is not None:
-        return cached
-    prof = find_profile(protocol)
-    place = None if prof is None else prof.metadata
-    if place is None:
-        return _no_metadata
-    field_name, ignore_case, text_values = place.field, place.ignore_case, place.text_values
-
-    def read_section(fields: Mapping[str, JSON], name: str) -> str | None:
-        raw = fields.get(field_name)
-        if not isinstance(raw, dict) or name not in raw:
-            return None
-        found = raw[name]
-        if text_values:
-            return as_text(found)
-        return found if isinstance(found, str) else None
-
-    def read_pairs(fields: Mapping[str, JSON], name: str) -> str | None:
-        entries = fields.get(field_name)
-        if not isinstance(entries, list):
-            return None
-        wanted = name.lower() if ignore_case else name
-        size = len(wanted)
-        for entry in entries:  # `_first_entry`, inline: this runs for every message
-            if not isinstance(entry, dict):
-                continue
-            key = entry.get("name")
-            # Lengths first: most names differ in length, so few are lower-cased.
-            if (isinstance(key, str) and len(key) == size
-                    and (key.lower() if ignore_case else key) == wanted):
-                found = entry.get("value")
-                if text_values:
-                    return as_text(found)
-                return found if isinstance(found, str) else None
-        return None
-
-    reader = read_section if place.shape == "section" else read_pairs
-    _METADATA_READERS[protocol] = reader
-    return reader
-
-
-def _no_content_type(fields: Mapping[str, JSON]) -> None:
-    return None
-
-
-def content_type_reader(protocol: str) -> ContentTypeReader:
-    """`NativeMessage.content_type` of a protocol's records, as a function of their fields."""
-    cached = _CONTENT_TYPE_READERS.get(protocol)
-    if cached is not None:
-        return cached
-    prof = find_profile(protocol)
-    ref = None if prof is None else prof.content_type
-    if prof is None or ref is None:
-        return _no_content_type
-    field_name, member = ref.field, ref.name
-
-    def read_scalar(fields: Mapping[str, JSON]) -> str | None:
-        value = fields.get(field_name)
-        return value if isinstance(value, str) else None
-
-    reader: ContentTypeReader
-    if member is None:
-        reader = read_scalar
-    elif prof.metadata is not None and field_name == prof.metadata.field:
-        metadata, name = metadata_reader(protocol), member
-
-        def read_metadata(fields: Mapping[str, JSON]) -> str | None:
-            return metadata(fields, name)
-
-        reader = read_metadata
-    else:
-        name = member
-
-        def read_member(fields: Mapping[str, JSON]) -> str | None:
-            section = fields.get(field_name)
-            value = section.get(name) if isinstance(section, dict) else None
-            return value if isinstance(value, str) else None
-
-        reader = read_member
-    _CONTENT_TYPE_READERS[protocol] = reader
-    return reader
-
-
 def _json_bytes(data: JSON) -> bytes:
     text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
     try:
@@ -431,21 +333,6 @@ def _json_bytes(data: JSON) -> bytes:
 def is_json_media_type(content_type: str) -> bool:
     essence = content_type.split(";", 1)[0].strip().lower()
     return essence in ("application/json", "text/json") or essence.endswith("+json")
-
-
-def as_text(value: object) -> str:
-    """The canonical text of a metadata value: strings as they are, booleans as
-    `true`/`false`, null as empty, objects and arrays as compact sorted JSON. Header
-    values, constant comparisons and template expansion all use this one form."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return ""
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, separators=(",", ":"), sort_keys=True)
-    return str(value)
 
 
 def _first_entry(entries: JSON, name: str, case_insensitive: bool) -> dict[str, JSON] | None:
@@ -505,6 +392,6 @@ def read_records(lines: Iterator[str]) -> Iterator[tuple[int, NativeMessage | Re
 
 
 __all__ = [
-    "MQTT5", "MQTT311", "NATS", "NativeMessage", "RecordError", "as_text", "content_type_reader",
-    "is_json_media_type", "metadata_reader", "read_records",
+    "MQTT5", "MQTT311", "NATS", "NativeMessage", "RecordError", "is_json_media_type",
+    "read_records",
 ]

@@ -24,6 +24,7 @@ from pathlib import Path
 
 #: The packages `make mutate` covers (pyproject.toml [tool.mutmut] only_mutate).
 PACKAGES = ("gateway.matching", "gateway.templates.template", "gateway.templates.match",
+            "gateway.protocols.accessors",
             "gateway.envelope.partitioning", "gateway.envelope", "gateway.runtime",
             "gateway.json.body", "gateway.cloudevents.bindings.headers",
             "adapters.kafka.commits", "adapters.nats.acks")

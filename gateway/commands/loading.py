@@ -16,8 +16,8 @@ if TYPE_CHECKING:
     from gateway.config import GatewayConfig
     from gateway.convert import Converter
     from gateway.definitions.model import MessageDefinition
-    from gateway.definitions.schema_model import SchemaPolicy
     from gateway.matching.matcher import AmbiguityPolicy
+    from gateway.policies.schema import SchemaPolicy
 
 Format = Literal["text", "json"]
 FORMATS: tuple[Format, ...] = ("text", "json")

@@ -19,6 +19,7 @@ from gateway.definitions.sources import RegistryAccess
 from gateway.json.values import JSON
 from gateway.policies.readiness import ReadinessPolicy
 from gateway.policies.retry import RetryPolicy
+from gateway.policies.schema import SchemaPolicy
 from gateway.ports import TlsSettings
 from gateway.ports.netaddr import is_loopback
 from gateway.spec.secret import Secret, redact_uri
@@ -26,7 +27,6 @@ from gateway.spec.secret import Secret, redact_uri
 Mode = Literal["binary", "structured"]
 Deliver = Literal["cloudevent", "native"]
 Ambiguity = Literal["first", "deadletter"]
-SchemaPolicy = Literal["off", "tiebreak", "enforce"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 LogFormat = Literal["json", "text"]
 

@@ -19,11 +19,11 @@ from gateway.config._model import (
     GatewayConfig,
     Mode,
     RouteConfig,
-    SchemaPolicy,
 )
 from gateway.definitions.model import Catalog, Endpoint, MessageDefinition
 from gateway.definitions.refs import group_id_of, to_xid
 from gateway.policies.retry import RetryPolicy
+from gateway.policies.schema import SchemaPolicy
 from gateway.protocols import PROFILES, family_members, find_profile
 from gateway.redaction.rules import redaction_problem
 from gateway.schemas.enforce import fetch_remote, schema_findings

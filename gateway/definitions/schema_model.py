@@ -10,12 +10,8 @@ two definitions naming the same version share one validator.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
 
 from gateway.json.values import JSON
-
-SchemaPolicy = Literal["off", "tiebreak", "enforce"]
-SCHEMA_POLICIES: tuple[SchemaPolicy, ...] = ("off", "tiebreak", "enforce")
 
 
 @dataclass(frozen=True)

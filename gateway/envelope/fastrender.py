@@ -23,15 +23,11 @@ from datetime import datetime
 from typing import Any
 
 from gateway.cloudevents.event import CloudEvent
-from gateway.envelope.ids import (
-    identity_reader,
-    is_scalar_identity,
-    name_uuid,
-    random_uuid,
-    scalar_identity_code,
-)
+from gateway.envelope.ids import name_uuid, random_uuid
+from gateway.json.values import as_text
 from gateway.protocols import find_profile
-from gateway.record import _NO_DATA, NativeMessage, as_text, content_type_reader, metadata_reader
+from gateway.protocols.accessors import ACCESSORS, scalar_identity_code
+from gateway.record import _NO_DATA, NativeMessage
 
 # (record, context, now, consts) -> the event, or None: `render_checked` decides.
 Renderer = Callable[[NativeMessage, Mapping[str, str], "datetime | None", tuple[Any, ...]],
@@ -74,12 +70,13 @@ def renderer(shape: Shape, protocol: str, helpers: Mapping[str, object]) -> Rend
     key = (shape.key(), protocol)
     made = _COMPILED.get(key)
     if made is None:
+        readers = ACCESSORS[protocol]
         namespace: dict[str, Any] = {
             **helpers, "NO_DATA": _NO_DATA, "trusted": CloudEvent.trusted,
             "random_uuid": random_uuid, "name_uuid": name_uuid, "as_text": as_text,
-            "identity_of": identity_reader(protocol),
-            "content_type_of": content_type_reader(protocol),
-            "metadata_of": metadata_reader(protocol),
+            "identity_of": readers.identity,
+            "content_type_of": readers.content_type,
+            "metadata_of": readers.metadata,
         }
         # Built from definitions' attribute names ([a-z0-9]+, checked when compiled) and
         # placeholder names ([A-Za-z0-9_]+), written with repr(); never from a message.
@@ -161,9 +158,9 @@ def _identity(protocol: str) -> list[str]:
     prof = find_profile(protocol)
     if prof is None or prof.identity is None:
         return ["identity = None"]
-    if is_scalar_identity(protocol):
+    if ACCESSORS[protocol].scalar_identity:
         return scalar_identity_code(prof.identity.prefix, prof.identity.parts)
-    return ["identity = identity_of(record)"]
+    return ["identity = identity_of(fields)"]
 
 
 def _metadata_pairs(protocol: str) -> bool:

@@ -12,7 +12,8 @@ the same id and downstream de-duplication works:
 | MQTT/5.0 | `mqtt:` topic_name `/` correlation_data                      |
 | HTTP     | `http:` the `Idempotency-Key` header                         |
 
-Otherwise a random UUID (v4). The table is each protocol's `ProtocolProfile.identity`.
+Otherwise a random UUID (v4). The table is each protocol's `ProtocolProfile.identity`,
+read by its compiled accessors (`gateway.protocols.accessors`).
 """
 
 from __future__ import annotations
@@ -21,10 +22,8 @@ import hashlib
 import os
 import random
 import uuid
-from collections.abc import Callable
 
-from gateway.json.values import JSON
-from gateway.protocols import IdentityPart, find_profile
+from gateway.protocols.accessors import ACCESSORS
 from gateway.record import NativeMessage
 
 # Namespace of xrgw's name-based ids: uuid5(NAMESPACE_URL, "urn:xrgw:cloudevents:id").
@@ -34,96 +33,7 @@ ID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "urn:xrgw:cloudevents:id")
 def native_identity(record: NativeMessage) -> str | None:
     """`prefix:part/part/...` of the protocol's identity (`ProtocolProfile.identity`), or
     None when the protocol has none or the record lacks a part it needs."""
-    return identity_reader(record.protocol)(record)
-
-
-IdentityReader = Callable[[NativeMessage], "str | None"]
-
-
-def _no_identity(record: NativeMessage) -> None:
-    return None
-
-
-def identity_reader(protocol: str) -> IdentityReader:
-    """`native_identity` of a protocol's records as one function, built once per
-    protocol: the profile is looked up here, not for every message."""
-    reader = _IDENTITY_READERS.get(protocol)
-    if reader is not None:
-        return reader
-    prof = find_profile(protocol)
-    if prof is None or prof.identity is None:
-        return _no_identity
-    prefix = prof.identity.prefix + ":"
-    parts = prof.identity.parts
-    if all(p.ref.name is None for p in parts):
-        reader = _scalar_identity_reader(prof.identity.prefix, parts)
-    else:
-        def read_parts(record: NativeMessage) -> str | None:
-            values: list[JSON] = []
-            for part in parts:
-                value = _part_value(record, part)
-                if (part.need == "present" and value is None) or (
-                        part.need == "non-empty" and not value):
-                    return None
-                values.append(value)
-            return prefix + "/".join(str(v) for v in values)
-
-        reader = read_parts
-    _IDENTITY_READERS[protocol] = reader
-    return reader
-
-
-_IDENTITY_READERS: dict[str, IdentityReader] = {}
-
-
-def _scalar_identity_reader(prefix: str, parts: tuple[IdentityPart, ...]) -> IdentityReader:
-    """Scalar fields only (Kafka topic/partition/offset, NATS stream/sequence, MQTT topic):
-    one generated function with the parts unrolled, half the cost of a loop over them
-    (this runs for every message). Same rules as `_part_value` and the need checks."""
-    lines = ["def read(record):", "    fields = record.fields",
-             *("    " + line for line in scalar_identity_code(prefix, parts)),
-             "    return identity"]
-    namespace: dict[str, IdentityReader] = {}
-    exec("\n".join(lines), namespace)  # built from the profile table only, never from input
-    return namespace["read"]
-
-
-def scalar_identity_code(prefix: str, parts: tuple[IdentityPart, ...]) -> list[str]:
-    """Python lines that set `identity` to the native identity (or None) of the record
-    whose fields are `fields`, for an identity of scalar fields only: shared by the
-    identity reader and the generated envelope renderers (`envelope.fastrender`)."""
-    lines: list[str] = []
-    conditions: list[str] = []
-    for n, part in enumerate(parts):
-        name = repr(part.ref.field)
-        if part.need == "optional":
-            lines.append(f"id_v{n} = fields.get({name}, '')")
-            continue
-        lines.append(f"id_v{n} = fields.get({name})")
-        conditions.append(f"id_v{n} is not None" if part.need == "present" else f"id_v{n}")
-    text = "/".join(f"{{id_v{n}!s}}" for n in range(len(parts)))
-    value = f"{prefix + ':'!r} + f{text!r}"
-    if not conditions:
-        return [*lines, f"identity = {value}"]
-    return [*lines, f"identity = {value} if {' and '.join(conditions)} else None"]
-
-
-def is_scalar_identity(protocol: str) -> bool:
-    """Whether the protocol's identity is read from scalar fields only."""
-    prof = find_profile(protocol)
-    return (prof is not None and prof.identity is not None
-            and all(p.ref.name is None for p in prof.identity.parts))
-
-
-def _part_value(record: NativeMessage, part: IdentityPart) -> JSON:
-    ref = part.ref
-    if ref.name is None:
-        return record.fields.get(ref.field, "" if part.need == "optional" else None)
-    prof = find_profile(record.protocol)
-    if prof is not None and prof.metadata is not None and ref.field == prof.metadata.field:
-        return record.metadata(ref.name)
-    section = record.fields.get(ref.field)
-    return section.get(ref.name) if isinstance(section, dict) else None
+    return ACCESSORS[record.protocol].identity(record.fields)
 
 
 # Random ids only need to be unique, not secret: a generator seeded from the OS entropy
@@ -143,7 +53,7 @@ def random_uuid() -> str:
 
 
 def event_id(record: NativeMessage) -> str:
-    identity = identity_reader(record.protocol)(record)
+    identity = ACCESSORS[record.protocol].identity(record.fields)
     if identity is not None:
         return name_uuid(identity)
     return random_uuid()

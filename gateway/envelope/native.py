@@ -19,7 +19,7 @@ from gateway.cloudevents.event import CloudEvent
 from gateway.cloudevents.timestamps import format_rfc3339
 from gateway.definitions.model import MessageDefinition
 from gateway.envelope.render import RenderError
-from gateway.json.values import JSON
+from gateway.json.values import JSON, as_text
 from gateway.protocols import (
     definition_field,
     field_access,
@@ -27,7 +27,7 @@ from gateway.protocols import (
     percent_decoded,
     set_content_type,
 )
-from gateway.record import NativeMessage, as_text
+from gateway.record import NativeMessage
 from gateway.templates.template import Template, TemplateError
 
 _NUMERIC = {"integer"}

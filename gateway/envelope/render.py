@@ -34,8 +34,8 @@ from gateway.cloudevents.uri import is_uri, is_uri_reference
 from gateway.definitions.model import MessageDefinition, Property
 from gateway.envelope.fastrender import AttributeShape, Renderer, Shape, renderer
 from gateway.envelope.ids import event_id
-from gateway.json.values import JSON
-from gateway.record import NativeMessage, as_text
+from gateway.json.values import JSON, as_text
+from gateway.record import NativeMessage
 from gateway.templates.template import Template, TemplateError
 
 TIME_SENTINEL = "0000-01-01T00:00:00Z"

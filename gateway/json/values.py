@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import TypeAlias
 
 JSON: TypeAlias = "dict[str, JSON] | list[JSON] | str | int | float | bool | None"
@@ -23,3 +24,18 @@ def as_list(value: object) -> list[JSON]:
 
 def as_object(value: object) -> JSONObject:
     return value if isinstance(value, dict) else {}
+
+
+def as_text(value: object) -> str:
+    """The canonical text of a metadata value: strings as they are, booleans as
+    `true`/`false`, null as empty, objects and arrays as compact sorted JSON. Header
+    values, constant comparisons and template expansion all use this one form."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    return str(value)

@@ -14,11 +14,10 @@ import re
 from collections import defaultdict
 from collections.abc import Sequence
 
-from gateway.json.values import JSON, JSONObject
+from gateway.json.values import JSON, JSONObject, as_text
 from gateway.learn.model import LearnOptions, PlaceholderInfo, Proposal
 from gateway.learn.slots import PART_SEPARATOR, Slot, address_ref
 from gateway.protocols import find_profile
-from gateway.record import as_text
 from gateway.templates.template import Template
 
 _NOT_NAME = re.compile(r"[^A-Za-z0-9_]+")

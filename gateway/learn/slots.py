@@ -15,9 +15,9 @@ import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from gateway.json.values import JSON
+from gateway.json.values import JSON, as_text
 from gateway.protocols import FieldRef, FieldSpec, ProtocolProfile, find_profile
-from gateway.record import NativeMessage, as_text
+from gateway.record import NativeMessage
 
 #: Longer values are cut: they are kept for counting, and a value this long is an id or
 #: a payload, never a constant worth splitting on.

@@ -4,10 +4,9 @@ out places, and per placeholder its cardinality - what the merge/split knobs act
 
 from __future__ import annotations
 
-from gateway.json.values import JSONObject
+from gateway.json.values import JSONObject, as_text
 from gateway.learn.document import UNCONSTRAINED
 from gateway.learn.model import LearnOptions, LearnResult, Proposal
-from gateway.record import as_text
 
 
 def summary_json(result: LearnResult, options: LearnOptions) -> JSONObject:

@@ -15,7 +15,7 @@ from urllib.parse import unquote
 from gateway.cloudevents.mediatype import comparable
 from gateway.cloudevents.typesystem import INT32_MAX
 from gateway.definitions.model import MessageDefinition, OptionConstraint, Property
-from gateway.json.values import JSON
+from gateway.json.values import JSON, as_text
 from gateway.matching.values import (
     Reader,
     conforms,
@@ -31,7 +31,7 @@ from gateway.protocols import (
     percent_decoded,
     token_separator,
 )
-from gateway.record import NativeMessage, as_text
+from gateway.record import NativeMessage
 from gateway.templates.template import Template, TemplateError
 
 # A record and its address split on `/` (when the index found the definition by its

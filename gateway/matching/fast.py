@@ -20,10 +20,10 @@ from typing import cast
 from urllib.parse import unquote
 
 from gateway.cloudevents.mediatype import comparable
-from gateway.json.values import JSON
+from gateway.json.values import JSON, as_text
 from gateway.matching.compiled import Check, CompiledDefinition, Failure, NativeTest, search
 from gateway.matching.values import conforms, same_value
-from gateway.record import NativeMessage, as_text
+from gateway.record import NativeMessage
 
 # The verdict on one value of a field: accept the check, or try the field's next value
 # (also when a placeholder captured a different value before: another entry of a

@@ -28,11 +28,10 @@ from gateway.matching.fast import Made, definition_test
 from gateway.matching.index import KeyIndex
 from gateway.matching.values import (
     ADDRESS_FIELD,
-    AddressReader,
     address_of,
-    address_reader,
     family,
 )
+from gateway.protocols.accessors import ACCESSORS, FieldReader
 from gateway.record import NativeMessage
 from gateway.schemas.compile import PayloadValidator
 from gateway.schemas.enforce import validator_of
@@ -40,7 +39,7 @@ from gateway.templates.template import Template
 
 AmbiguityPolicy = Literal["first", "deadletter"]
 # Per protocol: the index of its family, its scalar address field, its address reader.
-_NativeRoute = tuple["KeyIndex | None", "str | None", AddressReader]
+_NativeRoute = tuple["KeyIndex | None", "str | None", FieldReader]
 Status = Literal["matched", "unmatched", "ambiguous"]
 
 
@@ -222,7 +221,7 @@ class Matcher:
         address = ADDRESS_FIELD.get(fam) if fam is not None else None
         scalar = address[0] if address is not None and address[1] is None else None
         route = (None if fam is None else self._by_family.get(fam), scalar,
-                 address_reader(protocol))
+                 ACCESSORS[protocol].address)
         self._native_routes[protocol] = route
         return route
 

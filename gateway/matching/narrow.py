@@ -20,9 +20,10 @@ from __future__ import annotations
 from collections.abc import Hashable
 from urllib.parse import unquote
 
+from gateway.json.values import as_text
 from gateway.matching.compiled import Check, CompiledDefinition
 from gateway.matching.values import Reader
-from gateway.record import NativeMessage, as_text
+from gateway.record import NativeMessage
 
 # Buckets up to this size are tested as they are: a split costs a field read.
 SMALL = 8

@@ -6,15 +6,16 @@ Kept apart from the matcher so the Spark compiler and `explain` read fields the 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from urllib.parse import unquote
 
 from gateway.cloudevents.typesystem import INT32_MAX, INT32_MIN
 from gateway.cloudevents.uri import is_uri, is_uri_reference
-from gateway.json.values import JSON
-from gateway.protocols import address_fields, field_access, find_profile
+from gateway.json.values import JSON, as_text
+from gateway.protocols import address_fields, field_access
 from gateway.protocols import family as family  # re-exported: the matcher reads it here
-from gateway.record import NativeMessage, as_text
+from gateway.protocols.accessors import ACCESSORS
+from gateway.record import NativeMessage
 
 # A reader returns every value the record carries for one constrained field: zero values
 # when absent, several for repeated headers / user properties.
@@ -159,37 +160,6 @@ ADDRESS_FIELD: dict[str, tuple[str, str | None]] = {
 
 
 def address_of(record: NativeMessage) -> str | None:
-    return address_reader(record.protocol)(record.fields)
-
-
-AddressReader = Callable[[Mapping[str, JSON]], "str | None"]
-_ADDRESS_READERS: dict[str, AddressReader] = {}
-
-
-def _no_address(fields: Mapping[str, JSON]) -> None:
-    return None
-
-
-def address_reader(protocol: str) -> AddressReader:
-    """The address of a protocol's records (`ProtocolProfile.address`) as one function of
-    the record's fields, built once per protocol (the matcher reads it for every message)."""
-    reader = _ADDRESS_READERS.get(protocol)
-    if reader is not None:
-        return reader
-    prof = find_profile(protocol)
-    if prof is None or prof.address is None:
-        return _no_address
-    field, name = prof.address.field, prof.address.name
-
-    def scalar(fields: Mapping[str, JSON]) -> str | None:
-        value = fields.get(field)  # HTTP: raw, split before decoding
-        return value if isinstance(value, str) else None
-
-    def member(fields: Mapping[str, JSON]) -> str | None:
-        section = fields.get(field)
-        value = section.get(name or "") if isinstance(section, dict) else None
-        return value if isinstance(value, str) else None
-
-    reader = scalar if name is None else member
-    _ADDRESS_READERS[protocol] = reader
-    return reader
+    """The value of the record's address field (`ProtocolProfile.address`), through the
+    protocol's compiled accessors."""
+    return ACCESSORS[record.protocol].address(record.fields)

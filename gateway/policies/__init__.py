@@ -3,4 +3,5 @@ reads, kept below both so the config does not import the engine.
 
     retry      `RetryPolicy` (`routes[].retry`)
     readiness  `ReadinessPolicy` (`admin.readiness`)
+    schema     `SchemaPolicy` (`routes[].schema`)
 """

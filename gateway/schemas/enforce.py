@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from gateway.definitions.model import MessageDefinition
-from gateway.definitions.schema_model import SchemaPolicy
+from gateway.policies.schema import SchemaPolicy
 from gateway.schemas.compile import PayloadValidator, SchemaCompileError, Unsupported, compiled
 from gateway.schemas.fetch import SchemaFetcher
 from gateway.spec.problems import Severity

@@ -22,11 +22,11 @@ from typing import Any, Literal
 from gateway.cloudevents.typesystem import to_json_value
 from gateway.definitions.model import MessageDefinition
 from gateway.envelope.render import EnvelopeTemplate
+from gateway.json.values import as_text
 from gateway.matching.compiled import Check, CompiledDefinition, compile_definition
 from gateway.matching.index import WILD
 from gateway.matching.values import ADDRESS_FIELD
 from gateway.protocols import PROFILES, field_access
-from gateway.record import as_text
 from gateway.schemas.enforce import validator_of
 from gateway.templates.match import linear_regex
 from gateway.templates.template import Template

@@ -19,8 +19,8 @@ from gateway.cloudevents.jsonformat import event_to_json
 from gateway.convert import Converter
 from gateway.definitions.model import MessageDefinition
 from gateway.json.text import utf8_json
-from gateway.json.values import JSON
-from gateway.record import NativeMessage, RecordError, as_text
+from gateway.json.values import JSON, as_text
+from gateway.record import NativeMessage, RecordError
 
 _CONVERTERS: dict[str, Converter] = {}  # per Python worker: build the matcher once
 

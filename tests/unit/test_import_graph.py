@@ -1,11 +1,18 @@
 """The import graph of `gateway/` and `adapters/`, read from the source with `ast` (every
 import statement, also those inside functions and under `if TYPE_CHECKING:`):
 
-- no import cycles;
+- no import cycles, between modules nor between packages (a package is one unit:
+  `gateway.config` importing `gateway.options` and `gateway.options` importing
+  `gateway.config._parse` is a loop even when no two modules import each other);
+- the packages of `gateway/` keep the layer order that `docs/architecture.md` draws
+  (its "Layers" table is read here): a package imports only from its own layer or below,
+  and every package stands in the table;
 - `gateway/spark/` is a library: it reaches none of `gateway.runtime`, `gateway.daemon`,
   `gateway.cli`, `gateway.commands`, directly or through another module;
 - the core never imports an adapter: nothing under `gateway/` reaches `adapters` (the
-  daemon finds them through the `xrgw.adapters` entry point).
+  daemon finds them through the `xrgw.adapters` entry point);
+- adapters import only the adapter's side of the core (`ADAPTER_MAY_IMPORT`), and what
+  those import stays inside it, so loading an adapter never loads the engine or config.
 
 Dynamic imports (`importlib.import_module`) are not seen. The synthetic graphs at the end
 show that each check fails on the thing it forbids.
@@ -14,6 +21,7 @@ show that each check fails on the thing it forbids.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +35,33 @@ SPARK = "gateway.spark"
 NOT_FOR_SPARK = ("gateway.runtime", "gateway.daemon", "gateway.cli", "gateway.commands")
 CORE = "gateway"
 ADAPTERS = ("adapters",)
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+
+#: What an adapter may import of the core: the contract it implements (`ports`), the record
+#: it makes, the protocol facts it reads (`protocols`), the CloudEvents bindings of its
+#: wire format -- and three leaf utilities that import nothing of the gateway beyond this
+#: list, so an adapter shares their vocabulary without reaching anything above it:
+#: `json` (the JSON type aliases every record field is typed with), `spec` (the option-spec
+#: vocabulary an adapter's options are declared in: `Field`, durations, problems) and
+#: `observability.logs` (structured log fields and the rate gate, so an adapter's log
+#: lines read like the core's; the rest of `observability` is off limits).
+ADAPTER_MAY_IMPORT = ("gateway.ports", "gateway.record", "gateway.protocols",
+                      "gateway.cloudevents", "gateway.json", "gateway.spec",
+                      "gateway.observability.logs")
+
+#: Imports of adapters outside `ADAPTER_MAY_IMPORT` that exist today, each with why. The
+#: test fails on any other, and on an entry here that no adapter needs any more: shrink
+#: this list, never grow it.
+ADAPTER_EXCEPTIONS = {
+    # Preparing a consumer (`adapters/<protocol>/prepare.py`, `adapters/descriptor.py`) and
+    # checking an endpoint before a run (`preflight.py`) take the endpoint as the config
+    # resolved it, with its message definitions, and turn their address templates into
+    # subscriptions. The rule would have the core hand adapters those subscriptions
+    # through `gateway/ports` instead.
+    "gateway.config": "prepare, preflight and the registry take an EndpointConfig",
+    "gateway.definitions": "prepare reads the endpoint's message definitions",
+    "gateway.templates": "the descriptor turns address templates into subscription filters",
+}
 
 
 @dataclass(frozen=True)
@@ -91,6 +126,26 @@ def edges(module: str, graph: Graph) -> set[str]:
             if (target := resolve(i.name, graph)) is not None and target != module}
 
 
+def unit(module: str) -> str:
+    """The package a module belongs to, as one unit of the package-level graph: the first
+    two parts of its name (`gateway.config._load` -> `gateway.config`; a module at the
+    root of `gateway/` is its own unit)."""
+    return ".".join(module.split(".")[:2])
+
+
+def package_graph(graph: Graph) -> dict[str, list[Import]]:
+    """The graph of units: one unit imports another when one of its modules imports a
+    module of the other (the line is that import's)."""
+    units: dict[str, list[Import]] = {}
+    for module in sorted(graph):
+        own = units.setdefault(unit(module), [])
+        for i in graph[module]:
+            target = resolve(i.name, graph)
+            if target is not None and unit(target) != unit(module):
+                own.append(Import(unit(target), i.line))
+    return units
+
+
 def cycles(graph: Graph) -> list[list[str]]:
     """The strongly connected components with more than one module (Tarjan)."""
     index: dict[str, int] = {}
@@ -138,6 +193,59 @@ def forbidden_paths(graph: Graph, importers: str, forbidden: Sequence[str]) -> I
                 todo.append(target)
 
 
+def read_layers(text: str) -> dict[str, int]:
+    """`gateway.<name>` -> its layer, from the rows `| N what | `name`, `name` |` of the
+    first table after "Layers, lowest first" on the architecture page."""
+    layers: dict[str, int] = {}
+    lines = text.partition("\nLayers, lowest first")[2].splitlines()
+    start = next((n for n, line in enumerate(lines) if line.startswith("|")), len(lines))
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        match = re.match(r"\|\s*(\d+)\b[^|]*\|(.*)\|\s*$", line)
+        if match:
+            for name in re.findall(r"`([a-z_]+)`", match[2]):
+                layers[f"{CORE}.{name}"] = int(match[1])
+    return layers
+
+
+def layer_problems(graph: Graph, layers: Mapping[str, int]) -> Iterator[str]:
+    """Packages of the core missing from the table, and imports that go up a layer."""
+    units = package_graph(graph)
+    for name in sorted(u for u in units if _within(u, CORE) and u != CORE):
+        if name not in layers:
+            yield f"{name} stands in no layer of docs/architecture.md"
+    for name, imported in units.items():
+        for i in imported:
+            if name in layers and i.name in layers and layers[i.name] > layers[name]:
+                yield (f"{name} (layer {layers[name]}) imports {i.name} "
+                       f"(layer {layers[i.name]}), line {i.line}")
+
+
+def adapter_imports(graph: Graph, allowed: Sequence[str] = ADAPTER_MAY_IMPORT,
+                    ) -> dict[str, list[str]]:
+    """Core modules that adapters import outside `allowed` -> the adapter modules that do."""
+    found: dict[str, list[str]] = {}
+    for module in sorted(m for m in graph if _within(m, ADAPTERS[0])):
+        for i in graph[module]:
+            target = resolve(i.name, graph)
+            if (target is not None and _within(target, CORE) and target != CORE
+                    and not any(_within(target, a) for a in allowed)):
+                found.setdefault(target, []).append(module)
+    return found
+
+
+def outside(graph: Graph, allowed: Sequence[str]) -> Iterator[str]:
+    """Imports by the modules under `allowed` of core modules outside it: what loading an
+    allowed module would load besides."""
+    for module in sorted(m for m in graph if any(_within(m, a) for a in allowed)):
+        for i in graph[module]:
+            target = resolve(i.name, graph)
+            if (target is not None and _within(target, CORE) and target != CORE
+                    and not any(_within(target, a) for a in allowed)):
+                yield f"{module} -> {target} (line {i.line})"
+
+
 # ---------------------------------------------------------------------- the real graph
 
 @pytest.fixture(scope="module")
@@ -154,6 +262,29 @@ def test_the_graph_is_read_with_imports_inside_functions(graph):
 
 def test_no_import_cycles(graph):
     assert cycles(graph) == []
+
+
+def test_no_package_level_cycles(graph):
+    assert cycles(package_graph(graph)) == []
+
+
+def test_the_layers_of_the_architecture_page_hold(graph):
+    layers = read_layers(ARCHITECTURE.read_text(encoding="utf-8"))
+    assert {"gateway.json", "gateway.record", "gateway.cli"} <= layers.keys()  # table read
+    assert list(layer_problems(graph, layers)) == []
+
+
+def test_adapters_import_only_the_adapter_side_of_the_core(graph):
+    found = adapter_imports(graph)
+    unexplained = {target: by for target, by in found.items()
+                   if not any(_within(target, e) for e in ADAPTER_EXCEPTIONS)}
+    assert unexplained == {}
+    stale = [e for e in ADAPTER_EXCEPTIONS if not any(_within(t, e) for t in found)]
+    assert stale == [], "no adapter imports these any more: remove them from the list"
+
+
+def test_what_adapters_may_import_stays_on_their_side(graph):
+    assert list(outside(graph, ADAPTER_MAY_IMPORT)) == []
 
 
 def test_spark_is_a_library(graph):
@@ -235,3 +366,83 @@ def test_an_allowed_graph_passes(tmp_path):
     assert cycles(graph) == []
     assert list(forbidden_paths(graph, SPARK, NOT_FOR_SPARK)) == []
     assert list(forbidden_paths(graph, CORE, ADAPTERS)) == []
+
+
+def test_a_package_level_cycle_is_found_where_no_modules_loop(tmp_path):
+    graph = _graph_of(tmp_path, {
+        "gateway/__init__.py": "", "gateway/config/__init__.py": "",
+        "gateway/config/docs.py": "from gateway import options\n",
+        "gateway/config/parse.py": "",
+        "gateway/options.py": "from gateway.config.parse import parse\n",
+    })
+    assert cycles(graph) == []
+    assert cycles(package_graph(graph)) == [["gateway.config", "gateway.options"]]
+
+
+LAYERS_PAGE = """Some text.
+
+Layers, lowest first:
+
+| layer | packages |
+|---|---|
+| 1 vocabulary | `json` |
+| 2 data | `record`, `runtime` |
+
+Later text naming `spark` in a table:
+
+| 3 x | `spark` |
+"""
+
+
+def test_the_layer_table_is_read_from_the_page():
+    assert read_layers(LAYERS_PAGE) == {"gateway.json": 1, "gateway.record": 2,
+                                        "gateway.runtime": 2}
+
+
+@pytest.mark.parametrize(("files", "problem"), [
+    pytest.param({"gateway/json.py": "from gateway import record\n"},
+                 "gateway.json (layer 1) imports gateway.record (layer 2), line 1", id="upward"),
+    pytest.param({"gateway/spark/__init__.py": ""},
+                 "gateway.spark stands in no layer of docs/architecture.md", id="unplaced"),
+])
+def test_a_layer_problem_is_found(tmp_path, files, problem):
+    graph = _graph_of(tmp_path, {"gateway/__init__.py": "", "gateway/json.py": "",
+                                 "gateway/record.py": "from gateway import json\n",
+                                 "gateway/runtime/__init__.py": "from gateway import record\n",
+                                 **files})
+    assert problem in list(layer_problems(graph, read_layers(LAYERS_PAGE)))
+
+
+def test_an_allowed_layering_passes(tmp_path):
+    graph = _graph_of(tmp_path, {"gateway/__init__.py": "", "gateway/json.py": "",
+                                 "gateway/record.py": "from gateway import json, runtime\n",
+                                 "gateway/runtime/__init__.py": "import gateway.json\n"})
+    assert list(layer_problems(graph, read_layers(LAYERS_PAGE))) == []
+
+
+ADAPTER_FILES = {"gateway/__init__.py": "", "gateway/ports/__init__.py": "",
+                 "gateway/record.py": "", "gateway/config/__init__.py": "",
+                 "gateway/observability/__init__.py": "", "gateway/observability/logs.py": "",
+                 "gateway/observability/metrics.py": "", "adapters/__init__.py": ""}
+
+
+@pytest.mark.parametrize(("adapter", "found"), [
+    pytest.param("from gateway.config import EndpointConfig\n",
+                 {"gateway.config": ["adapters.mqtt"]}, id="config"),
+    pytest.param("def late():\n    from gateway.observability import metrics\n",
+                 {"gateway.observability.metrics": ["adapters.mqtt"]},
+                 id="a-module-beside-an-allowed-one"),
+    pytest.param("from gateway.ports import Consumer\nfrom gateway.record import R\n"
+                 "from gateway.observability.logs import fields\n", {}, id="allowed"),
+])
+def test_an_adapter_import_outside_the_list_is_found(tmp_path, adapter, found):
+    graph = _graph_of(tmp_path, {**ADAPTER_FILES, "adapters/mqtt.py": adapter})
+    assert adapter_imports(graph) == found
+
+
+def test_an_allowed_module_that_reaches_beyond_the_list_is_found(tmp_path):
+    graph = _graph_of(tmp_path, {**ADAPTER_FILES,
+                                 "gateway/record.py": "from gateway.config import x\n"})
+    assert list(outside(graph, ADAPTER_MAY_IMPORT)) == [
+        "gateway.record -> gateway.config (line 1)"]
+

@@ -18,8 +18,7 @@ from gateway.cloudevents.headercodec import (
     needs_no_encoding,
 )
 from gateway.cloudevents.typesystem import to_canonical
-from gateway.json.values import JSON
-from gateway.record import as_text
+from gateway.json.values import JSON, as_text
 
 # (attribute name, header name as sent, header value)
 Entry = tuple[str, str, str]

@@ -15,6 +15,7 @@ import pytest
 from gateway.cloudevents.event import CloudEvent
 from gateway.envelope import fastrender, ids, render
 from gateway.envelope.render import EnvelopeTemplate, RenderError
+from gateway.protocols import accessors
 from gateway.record import NativeMessage
 
 from .defs import define, opt, prop
@@ -27,7 +28,7 @@ TRACEPARENT = "00-" + "a" * 32 + "-" + "b" * 16 + "-01"
 @pytest.fixture(autouse=True)
 def fresh_renderers(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fastrender, "_COMPILED", {})
-    monkeypatch.setattr(ids, "_IDENTITY_READERS", {})
+    accessors.ACCESSORS.clear()  # type: ignore[attr-defined]  # a cache: refilled on use
     monkeypatch.setattr(render, "_LAST_TIME", [(None, datetime.min)])
     monkeypatch.setitem(render._HELPERS, "LAST_TIME", render._LAST_TIME)
     render._accepts.cache_clear()

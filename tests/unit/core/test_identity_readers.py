@@ -1,6 +1,7 @@
-"""Native identity readers (gateway.envelope.ids): the generated reader of scalar
-identities (Kafka, NATS, MQTT) and the looped one of named parts (AMQP, HTTP) give
-`prefix:part/part` or None by each part's need (present, non-empty, optional)."""
+"""Native identity readers (the `identity` of `gateway.protocols.accessors`, read by
+`gateway.envelope.ids`): the generated reader of scalar identities (Kafka, NATS, MQTT) and
+the looped one of named parts (AMQP, HTTP) give `prefix:part/part` or None by each part's
+need (present, non-empty, optional)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from gateway.envelope import ids
 from gateway.json.values import JSON
-from gateway.protocols import find_profile
+from gateway.protocols import accessors, find_profile
 from gateway.record import NativeMessage
 
 # protocol, record fields, the identity (None: the record lacks a part it needs)
@@ -41,10 +42,10 @@ CASES: list[tuple[str, dict[str, JSON], str | None]] = [
 
 
 @pytest.fixture
-def fresh_readers(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Readers are built once per protocol and kept: start from none, so building them is
+def fresh_readers() -> None:
+    """Accessors are built once per protocol and kept: start from none, so building them is
     part of the test."""
-    monkeypatch.setattr(ids, "_IDENTITY_READERS", {})
+    accessors.ACCESSORS.clear()  # type: ignore[attr-defined]  # a cache: refilled on use
 
 
 @pytest.mark.parametrize(("protocol", "fields", "expected"), CASES)
@@ -52,25 +53,25 @@ def test_native_identity_of_each_protocol(fresh_readers: None, protocol: str,
                                           fields: dict[str, JSON], expected: str | None) -> None:
     record = NativeMessage(protocol, fields)
     assert ids.native_identity(record) == expected
-    assert ids.identity_reader(protocol)(record) == expected  # the kept reader agrees
+    assert accessors.ACCESSORS[protocol].identity(fields) == expected  # the kept one agrees
 
 
 @pytest.mark.parametrize("protocol", ["KAFKA", "NATS", "MQTT/5.0"])
 def test_the_generated_scalar_reader_reads_like_the_profile_says(protocol: str) -> None:
     identity = find_profile(protocol).identity  # type: ignore[union-attr]
     assert identity is not None
-    read = ids._scalar_identity_reader(identity.prefix, identity.parts)
+    read = accessors._scalar_identity_reader(identity.prefix, identity.parts)
     for case_protocol, fields, expected in CASES:
         if case_protocol == protocol:
-            assert read(NativeMessage(protocol, fields)) == expected
+            assert read(fields) == expected
 
 
 def test_a_scalar_reader_with_only_optional_parts_always_has_an_identity() -> None:
     from gateway.protocols.profile import FieldRef, IdentityPart
     parts = (IdentityPart(FieldRef("a"), "optional"), IdentityPart(FieldRef("b"), "optional"))
-    read: Any = ids._scalar_identity_reader("x", parts)
-    assert read(NativeMessage("FOO", {"a": 1, "b": "two"})) == "x:1/two"
-    assert read(NativeMessage("FOO", {})) == "x:/"
+    read: Any = accessors._scalar_identity_reader("x", parts)
+    assert read({"a": 1, "b": "two"}) == "x:1/two"
+    assert read({}) == "x:/"
 
 
 @pytest.mark.parametrize(("protocol", "scalar"), [
@@ -78,11 +79,10 @@ def test_a_scalar_reader_with_only_optional_parts_always_has_an_identity() -> No
     ("HTTP", False), ("MQTT/3.1.1", False), ("FOO", False),
 ])
 def test_which_identities_are_scalar(protocol: str, scalar: bool) -> None:
-    assert ids.is_scalar_identity(protocol) is scalar
+    assert accessors.ACCESSORS[protocol].scalar_identity is scalar
 
 
-def test_the_general_reader_joins_mixed_parts_in_profile_order(
-        fresh_readers: None, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_general_reader_joins_mixed_parts_in_profile_order() -> None:
     """No shipped profile mixes scalar fields and named entries in one identity, but the
     general reader is written for it (a profile may add one): scalar parts read with their
     need's default, named parts from their section, joined by "/" in profile order."""
@@ -96,15 +96,13 @@ def test_the_general_reader_joins_mixed_parts_in_profile_order(
         IdentityPart(FieldRef("properties", "message-id")),
         IdentityPart(FieldRef("seq"), "present"),
     )))
-    monkeypatch.setattr(ids, "find_profile", lambda protocol: mixed)
-    read = ids.identity_reader("MIXED")
-    full = NativeMessage("MIXED", {"topic": "t", "properties": {"message-id": "m"}, "seq": 4})
-    assert read(full) == "mix:t/m/4"
-    no_topic = NativeMessage("MIXED", {"properties": {"message-id": "m"}, "seq": 0})
+    compiled = accessors.compile_accessors(mixed)
+    assert not compiled.scalar_identity
+    read = compiled.identity
+    assert read({"topic": "t", "properties": {"message-id": "m"}, "seq": 4}) == "mix:t/m/4"
+    no_topic = {"properties": {"message-id": "m"}, "seq": 0}
     assert read(no_topic) == "mix:/m/0"  # optional: an absent field reads as ""
-    no_seq = NativeMessage("MIXED", {"topic": "t", "properties": {"message-id": "m"}})
+    no_seq = {"topic": "t", "properties": {"message-id": "m"}}
     assert read(no_seq) is None  # present: an absent field means no identity
-    empty_seq = NativeMessage("MIXED", {"topic": "t", "properties": {"message-id": "m"},
-                                        "seq": ""})
+    empty_seq = {"topic": "t", "properties": {"message-id": "m"}, "seq": ""}
     assert read(empty_seq) == "mix:t/m/"  # present: an empty value still counts
-    assert ids.identity_reader("MIXED") is read  # built once per protocol

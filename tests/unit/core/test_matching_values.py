@@ -11,11 +11,11 @@ import pytest
 from gateway.matching.values import (
     ADDRESS_FIELD,
     address_of,
-    address_reader,
     conforms,
     reader_for,
     same_value,
 )
+from gateway.protocols.accessors import ACCESSORS
 from gateway.record import NativeMessage
 
 
@@ -158,5 +158,5 @@ def test_address_field_per_family() -> None:
 def test_address_of(protocol: str, fields: dict[str, Any], address: str | None) -> None:
     record = NativeMessage(protocol, fields)
     assert address_of(record) == address
-    assert address_reader(protocol)(fields) == address
-    assert address_reader(protocol) is address_reader(protocol)
+    assert ACCESSORS[protocol].address(fields) == address
+    assert ACCESSORS[protocol] is ACCESSORS[protocol]  # compiled once, also for no protocol

@@ -11,7 +11,7 @@ from gateway.config import load_config
 from gateway.convert import Converter
 from gateway.deadletter import reasons
 from gateway.definitions import load_catalog, read_document
-from gateway.definitions.schema_model import SchemaPolicy
+from gateway.policies.schema import SchemaPolicy
 from gateway.record import NativeMessage
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "schemas"
