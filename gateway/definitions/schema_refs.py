@@ -138,12 +138,13 @@ class SchemaIndex:
             fmt = declared or _format_by_name(urlsplit(url).path) or ""
             return SchemaResolution(SchemaDocument(fmt, None, url, type_name), remote=url,
                                     referrer=origin if is_absolute(origin) else None)
-        path = (Path(origin).parent / ref).resolve()
+        path = Path(origin).parent / ref
         try:
+            path = path.resolve()
             raw = path.read_bytes()
-        except OSError as exc:
-            return SchemaResolution(error=f"schema file {path} cannot be read: "
-                                    f"{exc.strerror or exc}",
+        except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+            return SchemaResolution(error=f"schema file {str(path)!r} cannot be read: "
+                                    f"{getattr(exc, 'strerror', None) or exc}",
                                     fix="fix the relative path (it is resolved against "
                                     f"{Path(origin).parent})")
         fmt = declared or _format_by_name(path.name) or ""

@@ -67,6 +67,15 @@ def test_missing_schema_and_missing_file_say_why() -> None:
     assert by_id["b"] is not None and "cannot be read" in (by_id["b"].error or "")
 
 
+def test_a_file_reference_with_a_nul_byte_is_a_problem_not_a_crash() -> None:
+    # Found by the definitions fuzz test: `Path.read_bytes` raises ValueError, not OSError.
+    catalog = read_document({"messagegroups": {"g": {"messages": {
+        "a": {"dataschemaformat": "JsonSchema/draft-07", "dataschemauri": "\x00"}}}}},
+        "/tmp/x.xreg.json")
+    schema = next(iter(catalog.messages())).schema
+    assert schema is not None and "cannot be read" in (schema.error or "")
+
+
 def test_schemabase64_and_schemaurl_inside_the_registry() -> None:
     encoded = base64.b64encode(json.dumps({"type": "string"}).encode()).decode()
     catalog = read_document({
