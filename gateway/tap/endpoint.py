@@ -1,0 +1,119 @@
+"""`GET /tap`: the stream, served by the admin server next to the sample pages (same
+listener, same token; see `gateway.observability.admin`).
+
+Query: the filter (`route`, `definition`, `outcome`, `sample`, `limit`; `filter.py`),
+`queue` (entries this tap may have waiting, default `CAPACITY`) and `format`: `ndjson`
+(default; `application/x-ndjson`, one JSON object a line) or `sse` (`text/event-stream`,
+also chosen by `Accept: text/event-stream`; the line's kind is the event name). The
+first line is `attached`, naming the routes the filter takes; the stream ends after
+`limit` messages with an `end` line, or when the client goes away. A filter no route
+matches is answered 404 with the routes there are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+
+from aiohttp import web
+
+from gateway.cloudevents.timestamps import format_rfc3339
+from gateway.json.text import utf8_json
+from gateway.json.values import JSON, JSONObject
+from gateway.tap.filter import FilterError, TapFilter
+from gateway.tap.hub import CAPACITY, MAX_CAPACITY, TapHub
+from gateway.tap.line import dropped_line, message_line
+
+#: How often an idle stream checks that its client is still there.
+POLL_SECONDS = 1.0
+#: An idle SSE stream sends a comment this often (proxies close silent connections).
+KEEPALIVE_SECONDS = 15.0
+NDJSON = "application/x-ndjson"
+SSE = "text/event-stream"
+
+
+async def serve_tap(request: web.Request, hub: TapHub,
+                    routes: Callable[[], Iterable[str]]) -> web.StreamResponse:
+    try:
+        tap_filter = TapFilter.from_query(request.query.items())
+        capacity = _capacity(request.query.get("queue"))
+    except FilterError as exc:
+        return web.json_response({"error": str(exc)}, status=400)
+    known = list(routes())
+    tapped = [name for name in known if tap_filter.wants_route(name)]
+    if not tapped:
+        return web.json_response(
+            {"error": "no route matches the route filter", "routes": known}, status=404)
+    sse = (request.query.get("format") == "sse"
+           or (request.query.get("format") is None
+               and SSE in request.headers.get("Accept", "")))
+    response = web.StreamResponse(headers={
+        "Content-Type": f"{SSE if sse else NDJSON}; charset=utf-8",
+        "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    subscription = hub.subscribe(tap_filter, capacity)
+    written = reported = 0
+    try:
+        await response.prepare(request)
+        await _write(response, sse, {"tap": "attached", "routes": list[JSON](tapped),
+                                     "filter": tap_filter.to_json(),
+                                     "queue": subscription.capacity})
+        idle = 0.0
+        while True:
+            if not await subscription.wait(POLL_SECONDS):
+                if _gone(request):
+                    break
+                idle += POLL_SECONDS
+                if sse and idle >= KEEPALIVE_SECONDS:
+                    await response.write(b": keep-alive\n\n")
+                    idle = 0.0
+                continue
+            idle = 0.0
+            for entry in subscription.take():
+                if subscription.dropped > reported:
+                    await _write(response, sse, dropped_line(
+                        format_rfc3339(entry.at), subscription.dropped - reported,
+                        subscription.dropped))
+                    reported = subscription.dropped
+                await _write(response, sse, message_line(entry))
+                written += 1
+            if subscription.closed:
+                await _write(response, sse, {"tap": "end", "messages": written,
+                                             "dropped": subscription.dropped,
+                                             "why": "the gateway stops"})
+                break
+            if subscription.full and not subscription.queue:
+                await _write(response, sse, {"tap": "end", "messages": written,
+                                             "dropped": subscription.dropped,
+                                             "why": "limit reached"})
+                break
+    except (ConnectionResetError, ConnectionError, asyncio.CancelledError):
+        pass  # the client went away (or the server stops): nothing to answer
+    finally:
+        hub.unsubscribe(subscription)
+    return response
+
+
+def _capacity(text: str | None) -> int:
+    if text is None:
+        return CAPACITY
+    try:
+        value = int(text)
+    except ValueError as exc:
+        raise FilterError(f"queue {text!r} is not a whole number") from exc
+    if not 1 <= value <= MAX_CAPACITY:
+        raise FilterError(f"queue {text!r} is not between 1 and {MAX_CAPACITY}")
+    return value
+
+
+def _gone(request: web.Request) -> bool:
+    transport = request.transport
+    return transport is None or transport.is_closing()
+
+
+async def _write(response: web.StreamResponse, sse: bool, line: JSONObject) -> None:
+    text = utf8_json(line, separators=(",", ":"))
+    data = f"event: {line.get('tap')}\ndata: {text}\n\n" if sse else text + "\n"
+    await response.write(data.encode("utf-8"))
+
+
+__all__ = ["NDJSON", "SSE", "serve_tap"]
