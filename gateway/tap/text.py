@@ -57,7 +57,7 @@ def render_line(line: JSONObject, *, colour: bool = False) -> str:
     for explanation in as_list(line.get("explain")):
         entry = as_object(explanation)
         out.append(f"    x {entry.get('definition')}: {entry.get('failure')}")
-    if line.get("detail"):
+    if line.get("detail") and not line.get("explain"):
         out.append(f"    {line.get('detail')}")
     for endpoint, native in as_object(line.get("output")).items():
         out.append(f"    -> {endpoint}: {address(as_object(native))}")
