@@ -16,6 +16,7 @@ are: the JSON line, redaction included, is made by the reader's task (`line.py`)
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
@@ -26,6 +27,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from gateway.redaction.redactor import Redactor
 from gateway.tap.filter import Sampler, TapFilter
 from gateway.tap.item import Tapped
+
+log = logging.getLogger("xrgw.tap")
 
 #: Entries one subscriber may have waiting before new ones are dropped.
 CAPACITY = 1000
@@ -110,6 +113,7 @@ class TapHub:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.attached = False
         self.subscriptions: list[Subscription] = []
+        self.errors = 0  # batches a tap failed on (logged; the route never sees it)
         self._dropped: Counter | None = None
         self._open: Gauge | None = None
         if registry is not None:
@@ -152,10 +156,16 @@ class TapHub:
                    if s.filter.wants_route(route) and not s.full]
         if not wanting:
             return
-        listed = items if isinstance(items, Sequence) else list(items)
-        at = datetime.now(UTC)
-        for subscription in wanting:
-            subscription.offer(route, at, listed, redactor, observe)
+        try:
+            listed = items if isinstance(items, Sequence) else list(items)
+            at = datetime.now(UTC)
+            for subscription in wanting:
+                subscription.offer(route, at, listed, redactor, observe)
+        except Exception:  # a tap is never worth a route's batch
+            self.errors += 1
+            if self.errors == 1 or self.errors % 1000 == 0:
+                log.exception("tap failed on a batch of %s (%d time(s)); the route goes on",
+                              route, self.errors)
 
 
 __all__ = ["CAPACITY", "MAX_CAPACITY", "Entry", "Subscription", "TapHub"]
