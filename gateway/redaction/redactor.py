@@ -22,6 +22,7 @@ the HTTP ingress strips its own credential before the record is made.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -63,8 +64,11 @@ class Redactor:
 
     # -- records ---------------------------------------------------------------------------
     def record_json(self, record: NativeMessage | JSONObject) -> JSONObject:
-        """The record's JSON with every hidden value replaced."""
-        doc = record.to_json() if isinstance(record, NativeMessage) else record
+        """The record's JSON with every hidden value replaced. A record's JSON is a copy
+        (its `to_json` shares the header lists with the record, which may still be on
+        its way to a dead letter); a JSON object given is changed in place."""
+        doc = (copy.deepcopy(record.to_json()) if isinstance(record, NativeMessage)
+               else record)
         for key, value in doc.items():
             if key not in ("data", "protocol"):
                 _hide_names(value, self.names)

@@ -27,7 +27,6 @@ from gateway.cloudevents.jsonformat import event_to_json
 from gateway.cloudevents.timestamps import format_rfc3339
 from gateway.json.text import utf8_json
 from gateway.json.values import JSON, JSONObject
-from gateway.record import NativeMessage
 from gateway.redaction.redactor import Redactor
 from gateway.tap.filter import DEAD_LETTERED, MATCHED
 from gateway.tap.hub import Entry
@@ -52,14 +51,14 @@ def message_line(entry: Entry) -> JSONObject:
         line["nearest"] = item.nearest
     if len(conversion.match.tied) > 1:
         line["tied"] = [d.xid for d in conversion.match.tied]
-    line["record"] = _scrubbed(_cut(redactor.record_json(_copy(item.record))), redactor,
+    line["record"] = _scrubbed(_cut(redactor.record_json(item.record)), redactor,
                                secrets)
     if conversion.event is not None:
         line["cloudevent"] = _hidden(_copy_json(event_to_json(conversion.event)), redactor,
                                      secrets)
     if item.outputs:
         line["output"] = {
-            endpoint: _scrubbed(_cut(redactor.record_json(_copy(record))), redactor, secrets)
+            endpoint: _scrubbed(_cut(redactor.record_json(record)), redactor, secrets)
             for endpoint, record in item.outputs}
     if conversion.explain:
         line["explain"] = [e.to_json() for e in
@@ -74,13 +73,8 @@ def dropped_line(at: str, since: int, total: int) -> JSONObject:
     return {"tap": "dropped", "at": at, "dropped": since, "total": total}
 
 
-def _copy(record: NativeMessage) -> JSONObject:
-    """The record's JSON form, not sharing a list or object with the record (redaction
-    replaces values in place)."""
-    return _copy_json(record.to_json())
-
-
 def _copy_json(doc: dict[str, JSON]) -> JSONObject:
+    """Not sharing a list or object with the event (redaction replaces in place)."""
     return copy.deepcopy(doc)
 
 

@@ -281,3 +281,15 @@ def test_endpoint_refuses_what_it_cannot_follow_and_keeps_to_the_pages_rules() -
                                        "scrape-port": 404}
     with pytest.raises(TapError, match="refused"):
         list(read_tap("http://127.0.0.1:1/tap", connect_timeout=5))
+
+
+def test_redacting_a_record_leaves_the_record_as_it_was() -> None:
+    """A sample (conformance report, tap) is redacted while its message may still be on
+    its way to the dead letter, which must get the original headers."""
+    from gateway.observability.conformance import sample_record
+
+    rec = record("/store/1/desk/2")
+    shown = sample_record(rec, Redactor(("user_properties.x-api-key",)))
+    assert {"name": "authorization", "value": "***"} in shown["user_properties"]
+    assert rec.pairs("user_properties") == [("eventType", "sale"), ("authorization", TOKEN),
+                                            ("x-api-key", KEY)]
