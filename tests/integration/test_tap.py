@@ -150,7 +150,11 @@ def test_filters_sampling_limit_and_redaction(tmp_path: Path, mosquitto: Any,
             sampled = asyncio.create_task(asyncio.to_thread(lambda: list(read_tap(tap_url(
                 url, routes=["store-mqtt"], definitions=["sale"], outcomes=["matched"],
                 sample=0.5, limit=matched // 2)))))
-            await running.taps_attached(2)
+            # curl, as a browser's EventSource would: server-sent events
+            curl = await asyncio.create_subprocess_exec(
+                "curl", "-sN", "--max-time", str(TIMEOUT), "-H", "Accept: text/event-stream",
+                f"{url}/tap?outcome=matched&limit=2", stdout=asyncio.subprocess.PIPE)
+            await running.taps_attached(3)
             no_route = await asyncio.to_thread(main, ["tap", url, "--route", "nowhere"])
             sent = []
             for i in range(matched + unmatched):
@@ -162,13 +166,15 @@ def test_filters_sampling_limit_and_redaction(tmp_path: Path, mosquitto: Any,
             await running.until(matched, unmatched)
             async with asyncio.timeout(TIMEOUT):
                 code, lines = await cli, await sampled
+                events = (await curl.communicate())[0].decode()
         finally:
             await running.gateway.stop()
             await running.nc.close()
-        return code, lines, no_route, capsys.readouterr().out
+        return code, lines, no_route, capsys.readouterr().out + events
 
     code, lines, no_route, text = asyncio.run(scenario())
     assert code == 0 and no_route == 2
+    assert text.count("event: message\ndata: {") == 2 and "event: end\n" in text
     # sampled: exactly the 1st, 3rd, 5th and 7th matched message, in order, then the end
     kinds = [line["tap"] for line in lines]
     assert kinds == ["attached", "message", "message", "message", "message", "end"]
