@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
 
 from aiohttp import web
 
@@ -21,7 +22,7 @@ from gateway.cloudevents.timestamps import format_rfc3339
 from gateway.json.text import utf8_json
 from gateway.json.values import JSON, JSONObject
 from gateway.tap.filter import FilterError, TapFilter
-from gateway.tap.hub import CAPACITY, MAX_CAPACITY, TapHub
+from gateway.tap.hub import CAPACITY, MAX_CAPACITY, Subscription, TapHub
 from gateway.tap.line import dropped_line, message_line
 
 #: How often an idle stream checks that its client is still there.
@@ -30,6 +31,8 @@ POLL_SECONDS = 1.0
 KEEPALIVE_SECONDS = 15.0
 NDJSON = "application/x-ndjson"
 SSE = "text/event-stream"
+#: Lines written between two turns given to the event loop.
+YIELD_EVERY = 50
 
 
 async def serve_tap(request: web.Request, hub: TapHub,
@@ -51,46 +54,59 @@ async def serve_tap(request: web.Request, hub: TapHub,
         "Content-Type": f"{SSE if sse else NDJSON}; charset=utf-8",
         "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
     subscription = hub.subscribe(tap_filter, capacity)
-    written = reported = 0
     try:
         await response.prepare(request)
         await _write(response, sse, {"tap": "attached", "routes": list[JSON](tapped),
                                      "filter": tap_filter.to_json(),
                                      "queue": subscription.capacity})
-        idle = 0.0
-        while True:
-            if not await subscription.wait(POLL_SECONDS):
-                if _gone(request):
-                    break
-                idle += POLL_SECONDS
-                if sse and idle >= KEEPALIVE_SECONDS:
-                    await response.write(b": keep-alive\n\n")
-                    idle = 0.0
-                continue
-            idle = 0.0
-            for entry in subscription.take():
-                if subscription.dropped > reported:
-                    await _write(response, sse, dropped_line(
-                        format_rfc3339(entry.at), subscription.dropped - reported,
-                        subscription.dropped))
-                    reported = subscription.dropped
-                await _write(response, sse, message_line(entry))
-                written += 1
-            if subscription.closed:
-                await _write(response, sse, {"tap": "end", "messages": written,
-                                             "dropped": subscription.dropped,
-                                             "why": "the gateway stops"})
-                break
-            if subscription.full and not subscription.queue:
-                await _write(response, sse, {"tap": "end", "messages": written,
-                                             "dropped": subscription.dropped,
-                                             "why": "limit reached"})
-                break
-    except (ConnectionResetError, ConnectionError, asyncio.CancelledError):
-        pass  # the client went away (or the server stops): nothing to answer
+        await _stream(request, response, subscription, sse)
+    except ConnectionError:
+        pass  # the client went away: nothing to answer
     finally:
         hub.unsubscribe(subscription)
     return response
+
+
+async def _stream(request: web.Request, response: web.StreamResponse,
+                  subscription: Subscription, sse: bool) -> None:
+    """Write what the route queues until the limit, the gateway's stop or the client's
+    leaving. Lines are made here, off the route's path; every `YIELD_EVERY` lines the
+    loop gets a turn, so a burst does not hold up the routes sharing it."""
+    written = reported = 0
+    idle = 0.0
+    while True:
+        if not await subscription.wait(POLL_SECONDS):
+            if _gone(request):
+                return
+            idle += POLL_SECONDS
+            if sse and idle >= KEEPALIVE_SECONDS:
+                await response.write(b": keep-alive\n\n")
+                idle = 0.0
+        else:
+            idle = 0.0
+        for entry in subscription.take():
+            if subscription.dropped > reported:  # lost before this one: say so first
+                reported = await _dropped(response, sse, subscription, reported)
+            await _write(response, sse, message_line(entry))
+            written += 1
+            if written % YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+        if subscription.dropped > reported:
+            reported = await _dropped(response, sse, subscription, reported)
+        why = ("the gateway stops" if subscription.closed else "limit reached"
+               if subscription.full and not subscription.queue else None)
+        if why is not None:
+            await _write(response, sse, {"tap": "end", "messages": written,
+                                         "dropped": subscription.dropped, "why": why})
+            return
+
+
+async def _dropped(response: web.StreamResponse, sse: bool, subscription: Subscription,
+                   reported: int) -> int:
+    total = subscription.dropped
+    await _write(response, sse, dropped_line(format_rfc3339(datetime.now(UTC)),
+                                             total - reported, total))
+    return total
 
 
 def _capacity(text: str | None) -> int:
