@@ -22,11 +22,10 @@ the HTTP ingress strips its own credential before the record is made.
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
-from gateway.json.values import JSON, JSONObject
+from gateway.json.values import JSON, JSONObject, copy_json
 from gateway.matching.matcher import Explanation
 from gateway.record import NativeMessage
 
@@ -67,8 +66,12 @@ class Redactor:
         """The record's JSON with every hidden value replaced. A record's JSON is a copy
         (its `to_json` shares the header lists with the record, which may still be on
         its way to a dead letter); a JSON object given is changed in place."""
-        doc = (copy.deepcopy(record.to_json()) if isinstance(record, NativeMessage)
-               else record)
+        if isinstance(record, NativeMessage):
+            copied = copy_json(record.to_json())
+            assert isinstance(copied, dict)
+            doc = copied
+        else:
+            doc = record
         for key, value in doc.items():
             if key not in ("data", "protocol"):
                 _hide_names(value, self.names)

@@ -127,9 +127,36 @@ def _gone(request: web.Request) -> bool:
 
 
 async def _write(response: web.StreamResponse, sse: bool, line: JSONObject) -> None:
-    text = utf8_json(line, separators=(",", ":"))
-    data = f"event: {line.get('tap')}\ndata: {text}\n\n" if sse else text + "\n"
-    await response.write(data.encode("utf-8"))
+    text = encode(line)
+    if sse:
+        await response.write(b"event: " + str(line.get("tap")).encode() + b"\ndata: " + text
+                             + b"\n\n")
+    else:
+        await response.write(text + b"\n")
+
+
+def _encoder() -> Callable[[JSONObject], bytes]:
+    """Compact JSON as UTF-8: orjson (a dependency) where it can, else `utf8_json` (an
+    integer beyond 64 bits, a lone surrogate in a sender's text)."""
+    def slow(line: JSONObject) -> bytes:
+        return utf8_json(line, separators=(",", ":")).encode("utf-8")
+
+    try:
+        import orjson
+    except ImportError:  # pragma: no cover - orjson is a dependency
+        return slow
+    dumps, refused = orjson.dumps, (TypeError, orjson.JSONEncodeError)
+
+    def fast(line: JSONObject) -> bytes:
+        try:
+            return dumps(line)
+        except refused:
+            return slow(line)
+
+    return fast
+
+
+encode = _encoder()
 
 
 __all__ = ["NDJSON", "SSE", "serve_tap"]

@@ -59,6 +59,9 @@ class Subscription:
         self.dropped = 0  # entries that found the queue full
         self.closed = False  # the gateway stops: the stream ends
         self._on_drop = on_drop
+        # Every item offered is wanted (no definition or outcome filter, no sampling).
+        f = tap_filter
+        self._every = not f.definitions and not f.outcomes and f.sample == 1
         self._ready = asyncio.Event()
 
     @property
@@ -69,21 +72,30 @@ class Subscription:
 
     def offer(self, route: str, at: datetime, items: Sequence[Tapped], redactor: Redactor,
               observe: bool) -> None:
-        wants, take = self.filter.wants, self.sampler.take
+        if self.full:
+            return
+        if self._every and len(self.queue) >= self.capacity:
+            # Nothing of it can be queued, and each item would be taken: counted at once.
+            self._drop(route, len(items))
+            return
+        wants, take, limit = self.filter.wants, self.sampler.take, self.filter.limit
         for item in items:
-            if self.full:
-                return
+            if limit is not None and self.accepted >= limit:
+                break
             if not wants(item) or not take():
                 continue
             if len(self.queue) >= self.capacity:
-                self.dropped += 1
-                if self._on_drop is not None:
-                    self._on_drop.labels(route).inc()
+                self._drop(route, 1)
                 continue
             self.queue.append(Entry(route, at, item, redactor, observe))
             self.accepted += 1
         if self.queue:
             self._ready.set()
+
+    def _drop(self, route: str, count: int) -> None:
+        self.dropped += count
+        if self._on_drop is not None:
+            self._on_drop.labels(route).inc(count)
 
     def close(self) -> None:
         self.closed = True

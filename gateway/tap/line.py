@@ -20,13 +20,12 @@ appear (a template can copy a header into an attribute). Bodies longer than
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 
 from gateway.cloudevents.jsonformat import event_to_json
 from gateway.cloudevents.timestamps import format_rfc3339
 from gateway.json.text import utf8_json
-from gateway.json.values import JSON, JSONObject
+from gateway.json.values import JSON, JSONObject, copy_json
 from gateway.redaction.redactor import Redactor
 from gateway.tap.filter import DEAD_LETTERED, MATCHED
 from gateway.tap.hub import Entry
@@ -51,14 +50,20 @@ def message_line(entry: Entry) -> JSONObject:
         line["nearest"] = item.nearest
     if len(conversion.match.tied) > 1:
         line["tied"] = [d.xid for d in conversion.match.tied]
-    line["record"] = _scrubbed(_cut(redactor.record_json(item.record)), redactor,
+    # The body's size as received bounds its data's (and the event's data) as JSON text:
+    # only a large one is measured again to be cut.
+    large = len(item.record.body_bytes()) > BODY_BYTES
+    line["record"] = _scrubbed(_cut(redactor.record_json(item.record), large), redactor,
                                secrets)
     if conversion.event is not None:
-        line["cloudevent"] = _hidden(_copy_json(event_to_json(conversion.event)), redactor,
-                                     secrets)
+        event = copy_json(event_to_json(conversion.event))
+        assert isinstance(event, dict)
+        line["cloudevent"] = _hidden(event, redactor, secrets, large)
     if item.outputs:
         line["output"] = {
-            endpoint: _scrubbed(_cut(redactor.record_json(record)), redactor, secrets)
+            endpoint: _scrubbed(_cut(redactor.record_json(record),
+                                     len(record.body_bytes()) > BODY_BYTES),
+                                redactor, secrets)
             for endpoint, record in item.outputs}
     if conversion.explain:
         line["explain"] = [e.to_json() for e in
@@ -73,21 +78,19 @@ def dropped_line(at: str, since: int, total: int) -> JSONObject:
     return {"tap": "dropped", "at": at, "dropped": since, "total": total}
 
 
-def _copy_json(doc: dict[str, JSON]) -> JSONObject:
-    """Not sharing a list or object with the event (redaction replaces in place)."""
-    return copy.deepcopy(doc)
-
-
-def _hidden(doc: JSONObject, redactor: Redactor, secrets: Sequence[str]) -> JSONObject:
+def _hidden(doc: JSONObject, redactor: Redactor, secrets: Sequence[str],
+            large: bool) -> JSONObject:
     """A CloudEvent: the body paths of `redact:`
     replaced in its data, the hidden values scrubbed from every text."""
     body_paths = [p for p in redactor.paths if p.split(".", 1)[0] == "data"]
     if body_paths and "data" in doc:
         doc = Redactor(body_paths, names=()).record_json(doc)
-    return _scrubbed(_cut(doc), redactor, secrets)
+    return _scrubbed(_cut(doc, large), redactor, secrets)
 
 
-def _cut(doc: JSONObject) -> JSONObject:
+def _cut(doc: JSONObject, large: bool) -> JSONObject:
+    if not large:
+        return doc
     data = doc.get("data")
     if data is not None and not isinstance(data, str | int | float | bool):
         text = utf8_json(data, separators=(",", ":"))
