@@ -18,8 +18,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
+from gateway.commands.admin_token import add_token_option, admin_token
 from gateway.commands.loading import FORMATS
 from gateway.json.text import utf8_json
 
@@ -62,9 +62,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=FORMATS, default="text",
                         help="text (default; coloured on a terminal) or json (the "
                              "stream's NDJSON lines)")
-    parser.add_argument("--token-file", metavar="FILE",
-                        help="file holding the admin token (admin.token_file) to send as "
-                             "Authorization: Bearer; default: $XRGW_ADMIN_TOKEN, if set")
+    add_token_option(parser)
 
 
 def execute(args: argparse.Namespace) -> int:
@@ -72,8 +70,7 @@ def execute(args: argparse.Namespace) -> int:
     from gateway.tap.text import render_line
 
     try:
-        token = (Path(args.token_file).read_text(encoding="utf-8").strip()
-                 if args.token_file else os.environ.get("XRGW_ADMIN_TOKEN") or None)
+        token = admin_token(args)
     except OSError as exc:
         print(f"xrgw tap: {exc}", file=sys.stderr)
         return EXIT_UNAVAILABLE
