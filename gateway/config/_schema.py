@@ -310,7 +310,8 @@ CONFIG_SPEC = Field(
                             "sources", choices=("all", "sources", "none")),
                       Field("pages", "enum",
                             "Where the pages that show message samples (`/conformance`, the "
-                            "status page `/`, the `xrgw tap` stream `/tap`) are served: `auto` on `listen` when it is a "
+                            "status page `/`, the `xrgw tap` stream `/tap`) are served: "
+                            "`auto` on `listen` when it is a "
                             "loopback address, else only on `pages_listen`; `listen` on "
                             "`listen` whatever its address (opt-in); `off` nowhere. "
                             "/metrics, /healthz and /readyz are always on `listen`.",
