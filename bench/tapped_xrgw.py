@@ -13,18 +13,22 @@ tree (its CPU is not the gateway's), then execs the real gateway:
     --bridge "tap=$T python3 peers/xrgw_bridge.py" \\
     --bridge "stalled=$T XRGW_TAP=stalled python3 peers/xrgw_bridge.py"
 
-- `XRGW_TAP=read` (default): `xrgw tap URL --format json > /dev/null`, every message
-  of every route streamed (add filters with `XRGW_TAP_ARGS`, e.g. `--sample 0.01`);
+- `XRGW_TAP=read` (default): a client that reads the NDJSON stream as fast as it comes
+  (a raw socket, attached as soon as the admin port listens), every message of every
+  route streamed (filter with `XRGW_TAP_QUERY`, e.g. `sample=0.01`);
 - `XRGW_TAP=stalled`: a client that opens `/tap` and never reads: after its queue
   fills, every message is dropped and counted (the drop path);
 - `XRGW_TAP=off`: no tap, the same start-up (a baseline through this shim).
+
+`XRGW_TAP_LOG=FILE` appends how many message lines each reading tap saw: the admin
+server starts with the routes, so a fast route may move some messages before the tap is
+attached.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shlex
 import socket
 import sys
 import time
@@ -61,18 +65,35 @@ def wait_listening(port: int, timeout: float = 120.0) -> bool:
     return False
 
 
-def stalled_reader(port: int) -> None:
-    """Open /tap, read the response head, then nothing until the gateway goes away."""
+def reader(port: int, stalled: bool) -> None:
+    """Open /tap at once (a raw socket: no start-up time, attached before most of the
+    traffic) and read everything into the void, or, `stalled`, read nothing until the
+    gateway goes away. With `XRGW_TAP_LOG=FILE`, the message lines seen are appended
+    there at the end (how much of the run the tap saw)."""
     sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    if stalled:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     sock.connect(("127.0.0.1", port))
-    sock.sendall(b"GET /tap HTTP/1.0\r\nHost: bench\r\n\r\n")
-    while wait_listening(port, 1.0):
-        time.sleep(1.0)
+    query = ENV.get("XRGW_TAP_QUERY", "")
+    sock.sendall(f"GET /tap{'?' + query if query else ''} HTTP/1.0\r\nHost: bench\r\n\r\n"
+                 .encode())
+    seen = 0
+    if stalled:
+        while wait_listening(port, 1.0):
+            time.sleep(1.0)
+    else:
+        tail = b""
+        while chunk := sock.recv(1 << 16):
+            seen += (tail + chunk).count(b'{"tap":"message"')
+            tail = chunk[-20:]
     sock.close()
+    log = ENV.get("XRGW_TAP_LOG")
+    if log:
+        with open(log, "a", encoding="utf-8") as f:
+            f.write(f"{'stalled' if stalled else 'read'} port={port} messages_seen={seen}\n")
 
 
-def detach(tap: str, real: str, port: int) -> None:
+def detach(tap: str, port: int) -> None:
     """Start the reader in a grandchild of its own session: not in the bridge's process
     group (the harness stops that) nor its process tree (the harness counts its CPU)."""
     if os.fork():
@@ -80,16 +101,9 @@ def detach(tap: str, real: str, port: int) -> None:
     os.setsid()
     if os.fork():
         os._exit(0)
-    if not wait_listening(port):
-        os._exit(1)
-    if tap == "stalled":
-        stalled_reader(port)
-        os._exit(0)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)
-    args = [real, "tap", f"http://127.0.0.1:{port}", "--format", "json",
-            *shlex.split(ENV.get("XRGW_TAP_ARGS", ""))]
-    os.execvp(real, args)
+    if wait_listening(port):
+        reader(port, stalled=tap == "stalled")
+    os._exit(0)
 
 
 def main(argv: list[str]) -> None:
@@ -100,7 +114,7 @@ def main(argv: list[str]) -> None:
     if len(argv) >= 3 and argv[0] == "run" and argv[1] in ("-c", "--config") and tap != "off":
         port = free_port()
         with_admin_port(argv[2], port)
-        detach(tap, real, port)
+        detach(tap, port)
     os.execvp(real, [real, *argv])
 
 
