@@ -10,7 +10,8 @@ one module each in `gateway/runtime/`: `intake` (read, convert, submit), `batche
 (match and render a read into a batch), `window` (the in-flight bound), `sender`
 (submit, resend first, retry), `settler` (confirm, settle in order), `deadletters`
 (write, hold), `reply` (answers for waiting senders), `ledger` (the pure bookkeeping of
-a batch and the settlement decisions) and `stats` (metrics, report, log lines).
+a batch and the settlement decisions), `stats` (metrics, report, log lines) and
+`tapping` (each settled batch offered to `xrgw tap` while one is open).
 
 - The batch is the unit: the pump takes what the consumer has (at most the free part of
   the `inflight` window), converts it without a task or future per message, and hands
