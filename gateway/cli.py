@@ -9,6 +9,7 @@
     xrgw learn FILE -o DRAFT        native records -> a proposed xRegistry document
     xrgw run -c CONFIG              run the gateway daemon
     xrgw report URL|FILE            the conformance report as a table
+    xrgw tap URL                    what the routes do, live (sampled, redacted)
     xrgw test FILE...               run definition test cases; exit 1 on any failure
     xrgw spark -c CONFIG --source SRC --sink DST ...   the same conversion as a PySpark job
     xrgw schema                     the JSON Schema of the config file
@@ -32,13 +33,14 @@ from gateway.commands import (
     run,
     schema,
     spark,
+    tap,
     test,
     validate,
 )
 
 #: In the order `xrgw --help` lists them.
-COMMANDS: tuple[Command, ...] = (validate, lint, diff, match, learn, run, report, test, spark,
-                                 schema)
+COMMANDS: tuple[Command, ...] = (validate, lint, diff, match, learn, run, report, tap, test,
+                                 spark, schema)
 
 
 def build_parser() -> argparse.ArgumentParser:

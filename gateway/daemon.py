@@ -49,6 +49,7 @@ from gateway.runtime.heap import settle_heap
 from gateway.runtime.route import Output, Route
 from gateway.schemas.fetch import FETCHER
 from gateway.spec.problems import Problem
+from gateway.tap.hub import TapHub
 
 log = logging.getLogger("xrgw.daemon")
 
@@ -87,6 +88,9 @@ class Gateway:
         self.observe = observe
         self.conformance = Conformance()
         self.metrics.registry.register(self.conformance)
+        # `xrgw tap`: one hub for every route of every (reloaded) config; idle until a
+        # `/tap` stream attaches.
+        self.tap = TapHub(self.metrics.registry)
         self.routes: list[Route] = []
         self.admin: AdminServer | None = None
         self._stop = asyncio.Event()
@@ -119,7 +123,7 @@ class Gateway:
                 inflight=route_cfg.inflight, retry=route_cfg.retry,
                 stall_after=route_cfg.stall_after,
                 partition_key=route_cfg.partitionkey, reply_timeout=route_cfg.reply_timeout,
-                observe=route_cfg.observe,
+                observe=route_cfg.observe, tap=self.tap,
                 report=self.conformance.route(name, route_cfg.source,
                                               observe=route_cfg.observe,
                                               redact=route_cfg.redact)))
@@ -153,7 +157,8 @@ class Gateway:
                                  admin.health, conformance=self.conformance,
                                  report=self.readiness_report,
                                  pages=admin.pages_address(),
-                                 token=None if admin.token is None else admin.token.reveal())
+                                 token=None if admin.token is None else admin.token.reveal(),
+                                 tap=self.tap)
         await self.admin.start()
         pages = self.admin.pages
         where = ("on the admin port" if pages == "listen" else "off" if pages is None

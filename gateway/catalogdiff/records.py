@@ -4,14 +4,16 @@
 - a dead letter the gateway wrote (a record of the dead-letter endpoint's protocol with
   `xrgw-record` metadata, or an MQTT 3.1.1 letter's `{"record", "deadletter"}` body):
   its original record (`gateway.deadletter.format.original_record`);
+- a line of `xrgw tap --format json` (`gateway/tap/line.py`: every line names its kind
+  under `tap`): a message line's `record` (as redacted: a hidden value replays as
+  `***`); its other lines (`attached`, `dropped`, `end`) hold no record and are skipped
+  without a word;
 - a line with a `record` member: the Spark job's `--deadletter` lines (the original line
   as text) or any tool's envelope of a record (as an object): that record.
 
-The readers are tried in `READERS` order; the first that recognises a line reads it.
-**Hook for `xrgw tap`**: its saved NDJSON lines hold the native record under `record`,
-which the envelope reader already takes; if the tap format puts it elsewhere, add its
-reader to `READERS` before `envelope_record` (a function from the line's JSON object to a
-`NativeMessage`, or None when the line is not of its format).
+The readers are tried in `READERS` order; the first that recognises a line reads it. A
+reader is a function from the line's JSON object to a `NativeMessage`, `NO_RECORD` (a
+line of its format that holds none: skipped), or None when the line is not of its format.
 
 Inputs are files, directories (their `*.jsonl` / `*.ndjson` files, sorted) or `-` for
 stdin. A line that is no record is reported with its place and skipped.
@@ -29,8 +31,25 @@ from gateway.deadletter.format import original_record
 from gateway.json.values import JSONObject
 from gateway.record import NativeMessage, RecordError
 
-RecordReader = Callable[[JSONObject], "NativeMessage | None"]
+
+class _NoRecord:
+    """What a reader answers for a line of its format that holds no record."""
+
+
+NO_RECORD = _NoRecord()
+RecordReader = Callable[[JSONObject], "NativeMessage | _NoRecord | None"]
 RECORD_SUFFIXES = (".jsonl", ".ndjson", ".json")
+
+
+def tap_record(obj: JSONObject) -> NativeMessage | _NoRecord | None:
+    """The record of an `xrgw tap` message line; `NO_RECORD` for its other lines."""
+    kind = obj.get("tap")
+    if not isinstance(kind, str) or "protocol" in obj:
+        return None
+    inner = obj.get("record")
+    if kind != "message" or not isinstance(inner, dict):
+        return NO_RECORD
+    return NativeMessage.from_json(inner)
 
 
 def envelope_record(obj: JSONObject) -> NativeMessage | None:
@@ -58,8 +77,8 @@ def native_record(obj: JSONObject) -> NativeMessage | None:
     return NativeMessage.from_json(obj)
 
 
-#: Tried in order; see the module's docstring for the `xrgw tap` hook.
-READERS: list[RecordReader] = [envelope_record, dead_letter_record, native_record]
+#: Tried in order (see the module's docstring).
+READERS: list[RecordReader] = [tap_record, envelope_record, dead_letter_record, native_record]
 
 
 @dataclass(frozen=True)
@@ -76,8 +95,9 @@ class ReplayLine:
         return f"{self.source}:{self.line}"
 
 
-def read_line(text: str) -> NativeMessage:
-    """The record of one line, by the first reader that recognises it."""
+def read_line(text: str) -> NativeMessage | None:
+    """The record of one line, by the first reader that recognises it; None for a line
+    that holds no record by its format (an `xrgw tap` notice)."""
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -86,7 +106,9 @@ def read_line(text: str) -> NativeMessage:
         raise RecordError("expected a JSON object")
     for reader in READERS:
         record = reader(obj)
-        if record is not None:
+        if record is NO_RECORD:
+            return None
+        if isinstance(record, NativeMessage):
             return record
     raise RecordError("neither a native record, a dead letter nor a line with a record")
 
@@ -114,13 +136,17 @@ def read_replay(files: Sequence[str]) -> Iterator[ReplayLine]:
                 if not text.strip():
                     continue
                 try:
-                    yield ReplayLine(name, number, read_line(text))
+                    record = read_line(text)
                 except RecordError as exc:
                     yield ReplayLine(name, number, None, str(exc))
+                    continue
+                if record is not None:
+                    yield ReplayLine(name, number, record)
         finally:
             if stream is not sys.stdin:
                 stream.close()
 
 
-__all__ = ["READERS", "RecordReader", "ReplayLine", "dead_letter_record", "envelope_record",
-           "native_record", "read_line", "read_replay", "replay_files"]
+__all__ = ["NO_RECORD", "READERS", "RecordReader", "ReplayLine", "dead_letter_record",
+           "envelope_record", "native_record", "read_line", "read_replay", "replay_files",
+           "tap_record"]

@@ -9,10 +9,9 @@ line."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from pathlib import Path
 
+from gateway.commands.admin_token import add_token_option, admin_token
 from gateway.json.text import utf8_json
 
 NAME = "report"
@@ -32,18 +31,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
                                        "directory or file, or dead-letter JSON Lines file")
     parser.add_argument("--format", choices=("table", "json"), default="table",
                         help="table (default) or the /conformance JSON document")
-    parser.add_argument("--token-file", metavar="FILE",
-                        help="file holding the admin token (admin.token_file) to send as "
-                             "Authorization: Bearer; default: $XRGW_ADMIN_TOKEN, if set")
+    add_token_option(parser)
 
 
 def execute(args: argparse.Namespace) -> int:
     from gateway.observability.report_sources import ReportError, load_report, table
 
     try:
-        token = (Path(args.token_file).read_text(encoding="utf-8").strip()
-                 if args.token_file else os.environ.get("XRGW_ADMIN_TOKEN") or None)
-        report = load_report(args.source, token=token)
+        report = load_report(args.source, token=admin_token(args))
     except (ReportError, OSError, ValueError) as exc:
         print(f"xrgw report: {exc}", file=sys.stderr)
         return 2

@@ -287,7 +287,8 @@ CONFIG_SPEC = Field(
               hint="add deadletter: <id of a producer endpoint>, or deadletter: log to only "
                    "log and count messages that cannot be delivered"),
         Field("admin", "object", "The admin HTTP server: /metrics, /healthz, /readyz, and "
-              "the pages with message samples (/conformance, /); see docs/operations.md.",
+              "the pages with message samples (/conformance, /, the /tap stream); see "
+              "docs/operations.md.",
               {},
               fields=(Field("listen", "str", "host:port to listen on.", "127.0.0.1:9464",
                             "0.0.0.0:9464", check=_hostport,
@@ -309,7 +310,8 @@ CONFIG_SPEC = Field(
                             "sources", choices=("all", "sources", "none")),
                       Field("pages", "enum",
                             "Where the pages that show message samples (`/conformance`, the "
-                            "status page `/`) are served: `auto` on `listen` when it is a "
+                            "status page `/`, the `xrgw tap` stream `/tap`) are served: "
+                            "`auto` on `listen` when it is a "
                             "loopback address, else only on `pages_listen`; `listen` on "
                             "`listen` whatever its address (opt-in); `off` nowhere. "
                             "/metrics, /healthz and /readyz are always on `listen`.",
@@ -323,7 +325,8 @@ CONFIG_SPEC = Field(
                       Field("token_file", "str",
                             "File holding a bearer token the sample-bearing pages then "
                             "require (`Authorization: Bearer <token>`, compared in constant "
-                            "time; `xrgw report --token-file`). Default: none.", OPTIONAL,
+                            "time; `xrgw report --token-file`, `xrgw tap --token-file`). "
+                            "Default: none.", OPTIONAL,
                             "/run/secrets/xrgw/admin-token", advanced=True)),
               check=_distinct_listeners),
         Field("schema_fetch", "object",

@@ -6,7 +6,8 @@ sent: metric labels carry route, endpoint, definition and reason names and the
 definitions' expected values only.
 
 The pages that show message samples -- `/conformance` (the live conformance report,
-JSON) and `/` (the status page) -- are served where `admin.pages` says: on `listen` when
+JSON), `/` (the status page) and `/tap` (the live stream of `xrgw tap`,
+`gateway/tap/endpoint.py`) -- are served where `admin.pages` says: on `listen` when
 it is on loopback (the default, 127.0.0.1:9464), else on their own loopback listener
 (`admin.pages_listen`, reached with `kubectl port-forward`), or on `listen` whatever its
 address when the operator opts in (`pages: listen`). With `admin.token_file` they ask for
@@ -31,6 +32,10 @@ from gateway.observability.conformance import Conformance
 from gateway.observability.metrics import Metrics
 from gateway.observability.readiness import RUNNING, Readiness, RouteState, judge
 from gateway.observability.statuspage import StatusPage
+from gateway.tap.endpoint import serve_tap
+from gateway.tap.hub import TapHub
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class AdminServer:
@@ -40,8 +45,10 @@ class AdminServer:
                  conformance: Conformance | None = None,
                  report: Callable[[], Readiness] | None = None, *,
                  pages: tuple[str, int] | Literal["listen"] | None = "listen",
-                 token: str | None = None) -> None:
+                 token: str | None = None, tap: TapHub | None = None) -> None:
         self.metrics = metrics
+        # The routes' taps (`/tap`); without one (a bare admin server) nothing is tapped.
+        self.tap = tap or TapHub()
         # Where /conformance and / are served: on `listen`, their own (host, port), or not.
         self.pages = pages
         self._token = None if token is None else b"Bearer " + token.encode()
@@ -61,8 +68,8 @@ class AdminServer:
         if self.pages == "listen":
             self._add_pages(app)
         else:
-            app.router.add_get("/conformance", self._elsewhere)
-            app.router.add_get("/", self._elsewhere)
+            for path in ("/conformance", "/", "/tap"):
+                app.router.add_get(path, self._elsewhere)
         self.port = await self._serve(app, self.host, self.port)
         if isinstance(self.pages, tuple):
             pages = web.Application()
@@ -74,6 +81,7 @@ class AdminServer:
             self.health = host, await self._serve(self._health_app(), host, port)
 
     async def stop(self) -> None:
+        self.tap.close()  # open /tap streams end, or the runner would wait for them
         for runner in self._runners:
             await runner.cleanup()
         self._runners.clear()
@@ -102,15 +110,15 @@ class AdminServer:
     def _add_pages(self, app: web.Application) -> None:
         app.router.add_get("/conformance", self._guarded(self._conformance))
         app.router.add_get("/", self._guarded(self._status))
+        app.router.add_get("/tap", self._guarded(self._tap))
 
-    def _guarded(self, handler: Callable[[web.Request], Awaitable[web.Response]]
-                 ) -> Callable[[web.Request], Awaitable[web.Response]]:
+    def _guarded(self, handler: Handler) -> Handler:
         """`handler` behind the bearer token, when there is one."""
         token = self._token
         if token is None:
             return handler
 
-        async def guarded(request: web.Request) -> web.Response:
+        async def guarded(request: web.Request) -> web.StreamResponse:
             given = request.headers.get("Authorization", "").strip().encode(
                 "utf-8", "replace")
             if not hmac.compare_digest(given, token):
@@ -138,6 +146,9 @@ class AdminServer:
     async def _status(self, request: web.Request) -> web.Response:
         page = self.status_page.render(self.conformance.to_json(), self.ready())
         return web.Response(text=page, content_type="text/html", charset="utf-8")
+
+    async def _tap(self, request: web.Request) -> web.StreamResponse:
+        return await serve_tap(request, self.tap, lambda: self.ready().keys())
 
     async def _healthz(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})

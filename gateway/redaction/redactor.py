@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
-from gateway.json.values import JSON, JSONObject
+from gateway.json.values import JSON, JSONObject, copy_json
 from gateway.matching.matcher import Explanation
 from gateway.record import NativeMessage
 
@@ -63,8 +63,15 @@ class Redactor:
 
     # -- records ---------------------------------------------------------------------------
     def record_json(self, record: NativeMessage | JSONObject) -> JSONObject:
-        """The record's JSON with every hidden value replaced."""
-        doc = record.to_json() if isinstance(record, NativeMessage) else record
+        """The record's JSON with every hidden value replaced. A record's JSON is a copy
+        (its `to_json` shares the header lists with the record, which may still be on
+        its way to a dead letter); a JSON object given is changed in place."""
+        if isinstance(record, NativeMessage):
+            copied = copy_json(record.to_json())
+            assert isinstance(copied, dict)
+            doc = copied
+        else:
+            doc = record
         for key, value in doc.items():
             if key not in ("data", "protocol"):
                 _hide_names(value, self.names)

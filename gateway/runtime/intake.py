@@ -27,6 +27,7 @@ from gateway.runtime.sender import Sender
 from gateway.runtime.settler import give_back
 from gateway.runtime.stalls import SOURCE_FAILING, Stalls
 from gateway.runtime.stats import RouteStats
+from gateway.runtime.tapping import TapPoint
 from gateway.runtime.window import Window
 
 
@@ -34,7 +35,7 @@ class Intake:
     def __init__(self, source_endpoint: str, consumer: Consumer, maker: BatchMaker,
                  sender: Sender, window: Window, batches: asyncio.Queue[Batch], *,
                  connect: Callable[[], Awaitable[None]], retry: RetryPolicy, observe: bool,
-                 stats: RouteStats, stalls: Stalls) -> None:
+                 stats: RouteStats, stalls: Stalls, tap: TapPoint | None = None) -> None:
         self.source_endpoint = source_endpoint
         self.consumer = consumer
         self.maker = maker
@@ -46,6 +47,7 @@ class Intake:
         self._observe = observe
         self._stats = stats
         self._stalls = stalls
+        self._tap = tap  # an observing route offers its batches to `xrgw tap` here
         self._read_failures = 0  # reads failed in a row
 
     async def run(self) -> None:
@@ -121,6 +123,9 @@ class Intake:
                 await message.delivery.ack()
         finally:
             self._window.release(batch)
+        tap = self._tap
+        if tap is not None and tap.hub.attached:  # one check per batch when nobody taps
+            tap.offer(batch)
 
 
 __all__ = ["Intake"]

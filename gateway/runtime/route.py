@@ -10,7 +10,8 @@ one module each in `gateway/runtime/`: `intake` (read, convert, submit), `batche
 (match and render a read into a batch), `window` (the in-flight bound), `sender`
 (submit, resend first, retry), `settler` (confirm, settle in order), `deadletters`
 (write, hold), `reply` (answers for waiting senders), `ledger` (the pure bookkeeping of
-a batch and the settlement decisions) and `stats` (metrics, report, log lines).
+a batch and the settlement decisions), `stats` (metrics, report, log lines) and
+`tapping` (each settled batch offered to `xrgw tap` while one is open).
 
 - The batch is the unit: the pump takes what the consumer has (at most the free part of
   the `inflight` window), converts it without a task or future per message, and hands
@@ -76,7 +77,9 @@ from gateway.runtime.sender import Sender
 from gateway.runtime.settler import Settler
 from gateway.runtime.stalls import NO_PROGRESS, SOURCE_FAILING, Stall, Stalls
 from gateway.runtime.stats import RouteStats
+from gateway.runtime.tapping import TapPoint
 from gateway.runtime.window import MAX_BATCH, Window
+from gateway.tap.hub import TapHub
 
 #: How long trouble may last before the route reports itself stalled (`routes[].stall_after`).
 STALL_AFTER = 30.0
@@ -106,6 +109,7 @@ class Route:
         report: RouteReport | None = None,
         observe: bool = False,
         stall_after: float = STALL_AFTER,
+        tap: TapHub | None = None,
     ) -> None:
         self.name = name
         # Request-reply: how long each request waits for its answer; None: not a reply route.
@@ -125,7 +129,7 @@ class Route:
         self.stats = RouteStats(name, source_endpoint, metrics, report, inflight, self.outputs)
         self.stalls = Stalls(name, metrics, stall_after)
         self.window = Window(inflight, max_batch, self.stats, self.stalls)
-        self._wire(partition_key, report.redactor if report is not None else Redactor())
+        self._wire(partition_key, report.redactor if report is not None else Redactor(), tap)
         self.stats.connected(source_endpoint, consumer.connected)
         for output in [] if observe else self._all_outputs():  # observing: never used
             self.stats.connected(output.endpoint_id, output.producer.connected)
@@ -134,9 +138,11 @@ class Route:
         self._pump: asyncio.Task[None] | None = None
         self._holding = False  # the ingress is held because the route is stalled
 
-    def _wire(self, partition_key: str, redactor: Redactor) -> None:
+    def _wire(self, partition_key: str, redactor: Redactor, tap: TapHub | None) -> None:
         """Build the parts: intake -> (queue of batches) -> settler, and what they share."""
         stats, stalls, window = self.stats, self.stalls, self.window
+        # `xrgw tap`: offered each settled batch while a tap is open (`runtime/tapping.py`).
+        self.tap = None if tap is None else TapPoint(tap, self.name, redactor, self.observe)
         self.sender = Sender(self.outputs, self.deadletter, self.retry, self.reply_timeout,
                              stats, stalls)
         # What the dead letters' explanations and the log lines hide of a sender's message
@@ -150,9 +156,9 @@ class Route:
                            PartitionKeys(partition_key), stats)
         self.intake = Intake(self.source_endpoint, self.consumer, maker, self.sender, window,
                              batches, connect=self._connect_source, retry=self.retry,
-                             observe=self.observe, stats=stats, stalls=stalls)
+                             observe=self.observe, stats=stats, stalls=stalls, tap=self.tap)
         self.settler = Settler(batches, window, self.sender, self.deadletters, self.replies,
-                               stats)
+                               stats, self.tap)
 
     # -- state -----------------------------------------------------------------------------
     @property

@@ -27,6 +27,7 @@ from gateway.runtime.ledger import Batch, Message, Sent, give_up, verdicts
 from gateway.runtime.reply import Replies
 from gateway.runtime.sender import Sender, outcomes
 from gateway.runtime.stats import RouteStats
+from gateway.runtime.tapping import TapPoint
 from gateway.runtime.window import Window
 
 log = logging.getLogger("xrgw.route")
@@ -35,13 +36,14 @@ log = logging.getLogger("xrgw.route")
 class Settler:
     def __init__(self, batches: asyncio.Queue[Batch], window: Window, sender: Sender,
                  deadletters: DeadLetters, replies: Replies | None,
-                 stats: RouteStats) -> None:
+                 stats: RouteStats, tap: TapPoint | None = None) -> None:
         self._batches = batches
         self._window = window
         self._sender = sender
         self._deadletters = deadletters
         self._replies = replies
         self._stats = stats
+        self._tap = tap
 
     async def run(self) -> None:
         """Settle batches as they come, until cancelled."""
@@ -79,6 +81,9 @@ class Settler:
                 await message.delivery.ack()
             else:
                 await message.delivery.nack(verdict.reason, retry=verdict.retry)
+        tap = self._tap
+        if tap is not None and tap.hub.attached:  # one check per batch when nobody taps
+            tap.offer(batch)
 
     async def _confirm(self, sent: Sent) -> None:
         """Wait for one output's confirmation of a batch; retry what failed; mark the
