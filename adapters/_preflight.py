@@ -21,8 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 from urllib.parse import urlsplit
 
-from gateway.config import EndpointConfig
-from gateway.ports import Consumer, Producer
+from gateway.ports import AdapterEndpoint, Consumer, Producer
 from gateway.ports.tls import client_context
 from gateway.protocols import ProtocolProfile
 
@@ -47,10 +46,10 @@ class Finding:
 
 
 #: Checks that the destination exists, after a successful login: findings (topic, stream).
-Destination = Callable[[Producer, EndpointConfig], Awaitable[list[Finding]]]
+Destination = Callable[[Producer, AdapterEndpoint], Awaitable[list[Finding]]]
 
 
-def addresses(prof: ProtocolProfile, endpoint: EndpointConfig) -> list[tuple[str, str, int]]:
+def addresses(prof: ProtocolProfile, endpoint: AdapterEndpoint) -> list[tuple[str, str, int]]:
     """(scheme, host, port) of every server the endpoint names."""
     uris = endpoint.uris or (("kafka://" + ",".join(endpoint.bootstrap_servers),)
                              if endpoint.bootstrap_servers else ())
@@ -77,7 +76,7 @@ def _port(uri: str) -> int | None:
         return None
 
 
-def _tls_wanted(prof: ProtocolProfile, scheme: str, endpoint: EndpointConfig) -> bool:
+def _tls_wanted(prof: ProtocolProfile, scheme: str, endpoint: AdapterEndpoint) -> bool:
     return prof.endpoint.uris.is_tls(scheme) or endpoint.tls is not None
 
 
@@ -162,8 +161,8 @@ def _listen(host: str, port: int) -> Finding:
     return Finding("listen", "ok", f"{host}:{port} can be listened on")
 
 
-async def preflight(prof: ProtocolProfile, endpoint: EndpointConfig, *, listens: bool,
-                    make: Callable[[EndpointConfig], Producer | Consumer],
+async def preflight(prof: ProtocolProfile, endpoint: AdapterEndpoint, *, listens: bool,
+                    make: Callable[[AdapterEndpoint], Producer | Consumer],
                     destination: Destination | None, timeout: float) -> list[Finding]:
     """The findings for one endpoint; stops at the first error. Never raises: whatever
     goes wrong is a finding."""
@@ -174,8 +173,8 @@ async def preflight(prof: ProtocolProfile, endpoint: EndpointConfig, *, listens:
         return [Finding("check", "error", f"the check failed: {why(exc)}")]
 
 
-async def _preflight(prof: ProtocolProfile, endpoint: EndpointConfig, *, listens: bool,
-                     make: Callable[[EndpointConfig], Producer | Consumer],
+async def _preflight(prof: ProtocolProfile, endpoint: AdapterEndpoint, *, listens: bool,
+                     make: Callable[[AdapterEndpoint], Producer | Consumer],
                      destination: Destination | None, timeout: float) -> list[Finding]:
     findings: list[Finding] = []
     for scheme, host, port in addresses(prof, endpoint):

@@ -3,39 +3,36 @@ its consumer and producer, and what it derives from the definitions.
 
 Each protocol package (`adapters/<protocol>/`) builds one `Adapter` in its `__init__`; the
 registry lists the packages. The preparation helpers here are the protocol-neutral part
-of deriving a subscription from the messages' address templates.
+of deriving a subscription from the address templates the core hands over
+(`AdapterEndpoint.addresses`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from adapters._preflight import Destination
-from gateway.config import EndpointConfig
-from gateway.definitions.model import MessageDefinition
-from gateway.ports import Consumer, EndpointSettings, Producer
+from gateway.ports import AdapterEndpoint, Consumer, EndpointSettings, Producer
 from gateway.ports.options import OptionSpec
-from gateway.protocols import ProtocolProfile, token_separator
-from gateway.templates.template import Template, TemplateError, to_wildcard_filter
+from gateway.protocols import ProtocolProfile
 
-__all__ = ["Adapter", "Prepare", "address_values", "addresses", "filters", "nothing",
+__all__ = ["Adapter", "Prepare", "addresses", "filters", "nothing",
            "refuse_observer", "strings", "uri_of"]
 
 # What the definitions imply for an endpoint's settings, per adapter: a consumer's
-# subscription (filters, topics, paths) from the messages' address templates, the MQTT
-# version, the AMQP node. It edits the canonical options in place.
-Prepare = Callable[[ProtocolProfile, EndpointConfig, dict[str, object],
-                    Sequence[MessageDefinition]], None]
+# subscription (filters, topics, paths) from the messages' address templates
+# (`AdapterEndpoint.addresses`), the MQTT version, the AMQP node. It edits the canonical
+# options in place.
+Prepare = Callable[[ProtocolProfile, AdapterEndpoint, dict[str, object]], None]
 
 
-def nothing(prof: ProtocolProfile, endpoint: EndpointConfig, opts: dict[str, object],
-            messages: Sequence[MessageDefinition]) -> None:
+def nothing(prof: ProtocolProfile, endpoint: AdapterEndpoint, opts: dict[str, object]) -> None:
     return None
 
 
-def refuse_observer(prof: ProtocolProfile, endpoint: EndpointConfig,
-                    opts: dict[str, object], messages: Sequence[MessageDefinition]) -> None:
+def refuse_observer(prof: ProtocolProfile, endpoint: AdapterEndpoint,
+                    opts: dict[str, object]) -> None:
     # The config check refuses this first; the adapter never consumes destructively.
     raise ValueError(f"endpoint {endpoint.endpoint_id}: cannot be observed: "
                      f"{prof.observe.refused}")
@@ -70,40 +67,24 @@ def strings(value: object) -> list[str]:
     return []
 
 
-def address_values(messages: Sequence[MessageDefinition], field: str) -> list[str]:
-    out: list[str] = []
-    for message in messages:
-        for constraint in message.protocol_options:
-            if constraint.field == field and constraint.name is None and isinstance(
-                constraint.prop.value, str
-            ):
-                out.append(constraint.prop.value)
-    return out
+def addresses(endpoint: AdapterEndpoint) -> list[str]:
+    """The messages' addresses as written (fixed ones and templates)."""
+    return [address.text for address in endpoint.addresses]
 
 
-def addresses(prof: ProtocolProfile, messages: Sequence[MessageDefinition]) -> list[str]:
-    return [] if prof.address is None else address_values(messages, prof.address.field)
-
-
-def filters(prof: ProtocolProfile, messages: Sequence[MessageDefinition],
-            wildcard: str) -> list[str]:
+def filters(endpoint: AdapterEndpoint, wildcard: str) -> list[str]:
     """Broker subscription filters for the messages' address templates: each
-    placeholder becomes `wildcard` over one level (`FieldSpec.separator` of the address
-    field: `/` for MQTT topics, `.` for NATS subjects)."""
-    if prof.address is None:
-        return []
-    separator = token_separator(prof.name, prof.address.field)
+    placeholder becomes `wildcard` over one level (`/` for MQTT topics, `.` for NATS
+    subjects); a template that does not parse gives none."""
     out: dict[str, None] = {}
-    for value in address_values(messages, prof.address.field):
-        try:
-            template = Template.parse(value)
-        except TemplateError:
-            continue
-        out.setdefault(to_wildcard_filter(template, wildcard, separator), None)
+    for address in endpoint.addresses:
+        found = address.wildcard_filter(wildcard)
+        if found is not None:
+            out.setdefault(found, None)
     return list(out)
 
 
-def uri_of(endpoint: EndpointConfig) -> str:
+def uri_of(endpoint: AdapterEndpoint) -> str:
     if endpoint.uri:
         return endpoint.uri
     if endpoint.bootstrap_servers:

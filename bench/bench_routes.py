@@ -255,6 +255,7 @@ def child_main(plan: Plan, conn: Any) -> None:
 
 async def _child(plan: Plan, conn: Any) -> None:
     from adapters.registry import REGISTRY
+    from gateway.config import for_adapter
     from gateway.daemon import Gateway
 
     workdir = Path(tempfile.mkdtemp(prefix="xrgw-bench-"))
@@ -274,8 +275,9 @@ async def _child(plan: Plan, conn: Any) -> None:
     else:
         route = config.routes[0]
         src, dst = config.endpoints["src"], config.endpoints["dst"]
-        subject = Passthrough(REGISTRY.consumer(src, route.messages), REGISTRY.producer(dst),
-                              PROTOCOL[plan.dst], REGISTRY.output_defaults(dst))
+        subject = Passthrough(REGISTRY.consumer(for_adapter(src, route.messages)),
+                              REGISTRY.producer(for_adapter(dst)), PROTOCOL[plan.dst],
+                              REGISTRY.output_defaults(for_adapter(dst)))
         await subject.start()
 
         def ready() -> bool:
@@ -464,8 +466,10 @@ async def preload(plan: Plan, config: Any, count: int) -> None:
     """Put `count` messages into the source before the child starts."""
     if plan.src == "mqtt":  # create the persistent session (and subscription) first
         from adapters.registry import REGISTRY
+        from gateway.config import for_adapter
 
-        consumer = REGISTRY.consumer(config.endpoints["src"], config.routes[0].messages)
+        consumer = REGISTRY.consumer(for_adapter(config.endpoints["src"],
+                                                 config.routes[0].messages))
         await consumer.connect()
         await consumer.aclose()
         await asyncio.to_thread(_mqtt_publish, plan, count, None)

@@ -28,9 +28,8 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Protocol
 
-from gateway.config import EndpointConfig, GatewayConfig, load_config
+from gateway.config import EndpointConfig, GatewayConfig, for_adapter, load_config
 from gateway.convert import Converter
-from gateway.definitions.model import MessageDefinition
 from gateway.definitions.positions import with_document_positions
 from gateway.definitions.sources import RegistryAccess
 from gateway.json.values import JSON
@@ -44,7 +43,7 @@ from gateway.observability.readiness import (
     RouteState,
     judge,
 )
-from gateway.ports import Consumer, Producer
+from gateway.ports import AdapterEndpoint, Consumer, Producer
 from gateway.runtime.heap import settle_heap
 from gateway.runtime.route import Output, Route
 from gateway.schemas.fetch import FETCHER
@@ -59,15 +58,15 @@ EXIT_STARTUP = 3  # the configuration is fine but the gateway could not start
 
 
 class AdapterFactory(Protocol):
-    """Makes adapters for configured endpoints (implemented in `adapters.registry`)."""
+    """Makes adapters for configured endpoints (implemented in `adapters.registry`). The
+    core hands it each endpoint as `gateway.config.for_adapter` builds it: a consumer's
+    with the address templates of the messages it subscribes for."""
 
-    def consumer(self, endpoint: EndpointConfig,
-                 messages: Sequence[MessageDefinition], *, observe: bool = False
-                 ) -> Consumer: ...
+    def consumer(self, endpoint: AdapterEndpoint, *, observe: bool = False) -> Consumer: ...
 
-    def producer(self, endpoint: EndpointConfig) -> Producer: ...
+    def producer(self, endpoint: AdapterEndpoint) -> Producer: ...
 
-    def output_defaults(self, endpoint: EndpointConfig) -> dict[str, JSON]: ...
+    def output_defaults(self, endpoint: AdapterEndpoint) -> dict[str, JSON]: ...
 
 
 def load_factory() -> AdapterFactory:
@@ -114,9 +113,9 @@ class Gateway:
             name = f"{route_cfg.source}->{','.join(route_cfg.targets)}"
             # Only an observing route asks for an observing consumer (factories written
             # before shadow mode take no `observe`).
-            consumer = (self.factory.consumer(source, route_cfg.messages, observe=True)
-                        if route_cfg.observe else
-                        self.factory.consumer(source, route_cfg.messages))
+            subscribed = for_adapter(source, route_cfg.messages)
+            consumer = (self.factory.consumer(subscribed, observe=True)
+                        if route_cfg.observe else self.factory.consumer(subscribed))
             routes.append(Route(
                 name, route_cfg.source, consumer, converter, outputs,
                 deadletter=deadletter, metrics=self.metrics, mode=route_cfg.mode,
@@ -132,9 +131,9 @@ class Gateway:
 
     def _output(self, endpoint: EndpointConfig, deliver: str) -> Output:
         assert endpoint.protocol is not None
-        return Output(endpoint.endpoint_id, endpoint.protocol,
-                      self.factory.producer(endpoint),
-                      defaults=self.factory.output_defaults(endpoint),
+        given = for_adapter(endpoint)
+        return Output(endpoint.endpoint_id, endpoint.protocol, self.factory.producer(given),
+                      defaults=self.factory.output_defaults(given),
                       deliver="native" if deliver == "native" else "cloudevent",
                       definitions=endpoint.messages)
 

@@ -3,17 +3,13 @@ fixed paths unless `paths` is given)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from adapters.descriptor import addresses
-from gateway.config import EndpointConfig
-from gateway.definitions.model import MessageDefinition
+from gateway.ports import AdapterEndpoint
 from gateway.protocols import ProtocolProfile
 
 
-def paths(prof: ProtocolProfile, endpoint: EndpointConfig, opts: dict[str, object],
-          messages: Sequence[MessageDefinition]) -> None:
+def paths(prof: ProtocolProfile, endpoint: AdapterEndpoint, opts: dict[str, object]) -> None:
     if "paths" not in opts:
-        found = addresses(prof, messages)
+        found = addresses(endpoint)
         if found:
             opts["paths"] = found

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from adapters._preflight import Finding, listed
-from gateway.config import EndpointConfig
-from gateway.ports import Producer
+from gateway.ports import AdapterEndpoint, Producer
 
 
-async def kafka_topics(producer: Producer, endpoint: EndpointConfig) -> list[Finding]:
+async def kafka_topics(producer: Producer, endpoint: AdapterEndpoint) -> list[Finding]:
     """The Kafka topics the endpoint names exist (the producer's `topic`, a consumer's
     `topics`); a missing one is a warning: the broker may create it on first use
     (auto.create.topics.enable), or the route will wait for it."""

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from adapters._preflight import Finding, why
-from gateway.config import EndpointConfig
-from gateway.ports import Producer
+from gateway.ports import AdapterEndpoint, Producer
 
 
-async def jetstream_streams(producer: Producer, endpoint: EndpointConfig) -> list[Finding]:
+async def jetstream_streams(producer: Producer, endpoint: AdapterEndpoint) -> list[Finding]:
     """JetStream endpoints: a stream takes the endpoint's subject (a publish to a subject
     no stream takes is refused by the server: "no responders"). Core NATS needs nothing."""
     client = getattr(producer, "_client", None)

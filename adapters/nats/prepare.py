@@ -4,21 +4,17 @@ differs (no queue group: it gets a copy of every message)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from adapters.descriptor import filters, strings
-from gateway.config import EndpointConfig
-from gateway.definitions.model import MessageDefinition
+from gateway.ports import AdapterEndpoint
 from gateway.protocols import ProtocolProfile
 
 
-def subscription(prof: ProtocolProfile, endpoint: EndpointConfig,
-                 opts: dict[str, object], messages: Sequence[MessageDefinition]) -> None:
+def subscription(prof: ProtocolProfile, endpoint: AdapterEndpoint,
+                 opts: dict[str, object]) -> None:
     opts["subjectfilter"] = strings(opts.get("subjectfilter")) or strings(
-        opts.get("subject")) or filters(prof, messages, "*")
+        opts.get("subject")) or filters(endpoint, "*")
 
 
-def observer(prof: ProtocolProfile, endpoint: EndpointConfig, opts: dict[str, object],
-             messages: Sequence[MessageDefinition]) -> None:
+def observer(prof: ProtocolProfile, endpoint: AdapterEndpoint, opts: dict[str, object]) -> None:
     opts.pop("queuegroup", None)  # a queue group member would share, not copy
     opts["observe"] = True

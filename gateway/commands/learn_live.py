@@ -112,11 +112,13 @@ def subscribed_messages(config: GatewayConfig,
 
 def open_observer(config: GatewayConfig, endpoint: EndpointConfig) -> Consumer:
     """An observing consumer of `endpoint`, made by the daemon's adapter factory."""
+    from gateway.config import for_adapter
     from gateway.daemon import load_factory
 
     try:
         factory = load_factory()
-        return factory.consumer(endpoint, subscribed_messages(config, endpoint), observe=True)
+        return factory.consumer(for_adapter(endpoint, subscribed_messages(config, endpoint)),
+                                observe=True)
     except (RuntimeError, ValueError) as exc:
         raise LiveInputError(str(exc)) from exc
 

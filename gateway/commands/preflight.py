@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from gateway.config import EndpointConfig, GatewayConfig
+from gateway.config import GatewayConfig, for_adapter
 from gateway.config._yaml import locate, read_yaml
 from gateway.daemon import AdapterFactory
+from gateway.ports import AdapterEndpoint
 from gateway.spec.problems import Problem, Severity, json_path
 
 
@@ -36,7 +37,7 @@ class Finding(Protocol):
 
 
 class Prober(Protocol):
-    async def preflight(self, endpoint: EndpointConfig, *, source: bool,
+    async def preflight(self, endpoint: AdapterEndpoint, *, source: bool,
                         timeout: float = 5.0) -> Sequence[Finding]: ...
 
 
@@ -97,9 +98,10 @@ def build_problems(config: GatewayConfig, factory: AdapterFactory) -> list[Probl
             endpoint = config.endpoints[endpoint_id]
             try:
                 if source:
-                    factory.consumer(endpoint, route.messages, observe=route.observe)
+                    factory.consumer(for_adapter(endpoint, route.messages),
+                                     observe=route.observe)
                 else:
-                    factory.producer(endpoint)
+                    factory.producer(for_adapter(endpoint))
             except ValueError as exc:
                 problems.append(Problem(
                     "error", config.file, endpoint_path(config, endpoint_id, overridden),
@@ -107,7 +109,7 @@ def build_problems(config: GatewayConfig, factory: AdapterFactory) -> list[Probl
                     "fix the endpoint's options or files; `xrgw run` refuses it as well"))
     if config.deadletter is not None:
         try:
-            factory.producer(config.endpoints[config.deadletter])
+            factory.producer(for_adapter(config.endpoints[config.deadletter]))
         except ValueError as exc:
             problems.append(Problem(
                 "error", config.file, endpoint_path(config, config.deadletter, overridden),
@@ -136,7 +138,7 @@ async def _connect_all(config: GatewayConfig, prober: Prober,
     ids = sorted(config.endpoints)
 
     async def one(endpoint_id: str) -> Sequence[Finding]:
-        return await prober.preflight(config.endpoints[endpoint_id],
+        return await prober.preflight(for_adapter(config.endpoints[endpoint_id]),
                                       source=endpoint_id in sources, timeout=timeout)
 
     results = await asyncio.gather(*(one(e) for e in ids))

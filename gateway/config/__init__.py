@@ -6,12 +6,14 @@
     CONFIG_SPEC              the declarative spec of every key (drives parsing and docs)
     reference_markdown()     the generated reference page
     config_json_schema()     the generated JSON Schema of the file (`xrgw schema`)
+    for_adapter(endpoint, messages)  what the adapter factory gets (`ports.AdapterEndpoint`)
 
 Modules are private (`_name.py`); this door is the public surface.
 """
 
 from __future__ import annotations
 
+from gateway.config._adapter import for_adapter
 from gateway.config._docs import reference_markdown
 from gateway.config._jsonschema import config_json_schema, config_json_text, field_schema
 from gateway.config._load import load_config, load_config_text
@@ -44,6 +46,7 @@ __all__ = [
     "config_json_schema",
     "config_json_text",
     "field_schema",
+    "for_adapter",
     "load_config",
     "load_config_text",
     "observe_refusal",

@@ -39,8 +39,11 @@ trouble (the broker unreachable) is `NotConnected`.
 A consumer that knows how far it is behind its source (Kafka partition lag, JetStream
 pending messages) also implements `BacklogReporter`; the route exports it as metrics.
 
+The core hands the adapter factory an `AdapterEndpoint` per endpoint (the endpoint as the
+config resolved it, with the `AddressTemplate`s of its messages; built by
+`gateway.config.for_adapter`), so an adapter never reads the config or the definitions.
 Adapters are built from `EndpointSettings` (address, credentials, `TlsSettings`,
-protocol options), which the adapter factory fills from the configuration.
+protocol options), which the adapter factory fills from it.
 
 The core owns this contract and the adapters import it; the core still never imports an
 adapter (it finds them through the `xrgw.adapters` entry point). The contract's modules
@@ -65,6 +68,7 @@ from gateway.ports._adapter import (
 from gateway.ports._admission import Admission
 from gateway.ports._backlog import Backlog, BacklogReporter, PartitionLag, StreamPending
 from gateway.ports._delivery import Answer, Delivery, Settle
+from gateway.ports._endpoint import AdapterEndpoint, AddressTemplate
 from gateway.ports._errors import AdapterError, AlreadySettled, EndOfInput, NotConnected
 from gateway.ports._outcome import Outcome
 from gateway.ports._reply import (
@@ -84,7 +88,9 @@ from gateway.ports._size import SizeLimited, size_limit
 __all__ = [
     "CORRELATION_ATTRIBUTE",
     "NO_REPLY_PREFIX",
+    "AdapterEndpoint",
     "AdapterError",
+    "AddressTemplate",
     "Admission",
     "AlreadySettled",
     "Answer",

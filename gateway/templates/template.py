@@ -211,12 +211,19 @@ def has_placeholders(value: object) -> bool:
     return isinstance(value, str) and "{" in value and _PLACEHOLDER.search(value) is not None
 
 
+def wildcard_levels(template: Template, separator: str = "/") -> tuple[str | None, ...]:
+    """The levels a broker matches one at a time (split on `separator`), a level that
+    holds a placeholder as None -- also one that mixes literal text and a placeholder,
+    since brokers match whole levels."""
+    rendered = template.expand({n: "\0" for n in template.names})
+    return tuple(None if "\0" in level else level for level in rendered.split(separator))
+
+
 def to_wildcard_filter(template: Template, single: str, separator: str = "/") -> str:
     """A broker subscription filter: each placeholder becomes a one-level wildcard.
 
-    MQTT uses `+` (separator `/`), NATS `*` (separator `.`). A segment that mixes literal
-    text and a placeholder also becomes a wildcard, since brokers match whole levels.
+    MQTT uses `+` (separator `/`), NATS `*` (separator `.`). Adapters receive the levels
+    (`gateway.ports.AddressTemplate`) and put in their own wildcard the same way.
     """
-    rendered = template.expand({n: "\0" for n in template.names})
-    levels = rendered.split(separator)
-    return separator.join(single if "\0" in level else level for level in levels)
+    return separator.join(single if level is None else level
+                          for level in wildcard_levels(template, separator))

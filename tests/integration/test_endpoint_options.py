@@ -29,7 +29,7 @@ from adapters.http import HttpProducer
 from adapters.kafka import KafkaConsumer, KafkaProducer
 from adapters.mqtt import MqttConsumer, MqttProducer
 from adapters.registry import REGISTRY
-from gateway.config import EndpointConfig, load_config_text
+from gateway.config import EndpointConfig, for_adapter, load_config_text
 from gateway.ports import Delivery, EndpointSettings, read_one, write
 from gateway.record import NativeMessage
 from harness.brokers import Mosquitto, Tansu
@@ -119,7 +119,7 @@ async def test_kafka_autooffsetreset_latest_skips_the_backlog(tansu: Tansu,
                              {"topic": topic, "consumergroup": f"g-{reset}-{_uid()}",
                               "autooffsetreset": reset}, override=tuning)
         assert endpoint.options["autooffsetreset"] == reset
-        consumer = REGISTRY.consumer(endpoint, ())
+        consumer = REGISTRY.consumer(for_adapter(endpoint))
         assert isinstance(consumer, KafkaConsumer)
         await consumer.connect()
         try:
@@ -141,7 +141,7 @@ async def test_kafka_headers_added_to_every_record_own_header_wins(tansu: Tansu,
     endpoint = _endpoint(tmp_path, "KAFKA", tansu.url,
                          {"topic": topic, "headers": {"x-site": "eu", "x-team": "ops"}},
                          usage="producer")
-    producer = REGISTRY.producer(endpoint)
+    producer = REGISTRY.producer(for_adapter(endpoint))
     assert isinstance(producer, KafkaProducer)
     await producer.connect()
     try:
@@ -176,7 +176,7 @@ async def test_kafka_acks_reach_the_client(tansu: Tansu, tmp_path: Path) -> None
     for acks, expected in ((0, 0), (1, 1), ("all", -1), (-1, -1)):
         endpoint = _endpoint(tmp_path, "KAFKA", tansu.url, {"topic": "t", "acks": acks},
                              usage="producer")
-        producer = REGISTRY.producer(endpoint)
+        producer = REGISTRY.producer(for_adapter(endpoint))
         assert isinstance(producer, KafkaProducer)
         await producer.connect()
         try:
@@ -190,7 +190,8 @@ async def test_kafka_acks_reach_the_client(tansu: Tansu, tmp_path: Path) -> None
 def test_kafka_partition_and_key_are_record_defaults(tmp_path: Path) -> None:
     endpoint = _endpoint(tmp_path, "KAFKA", "kafka://127.0.0.1:9092",
                          {"topic": "t", "key": "k", "partition": 2}, usage="producer")
-    assert REGISTRY.output_defaults(endpoint) == {"topic": "t", "key": "k", "partition": 2}
+    assert REGISTRY.output_defaults(for_adapter(endpoint)) == {
+        "topic": "t", "key": "k", "partition": 2}
 
 
 # ====================================================================== MQTT
@@ -222,7 +223,7 @@ async def test_mqtt_retain_option_retains_records_without_their_own_flag(
     base = f"xrgw/opt/retain/{_uid()}"
     endpoint = _endpoint(tmp_path, "MQTT/5.0", mosquitto.url, {"retain": True},
                          usage="producer")
-    producer = REGISTRY.producer(endpoint)
+    producer = REGISTRY.producer(for_adapter(endpoint))
     await producer.connect()
     try:
         outcomes = await write(producer, [_mqtt(f"{base}/a", b"kept"),
@@ -337,7 +338,7 @@ async def test_http_method_headers_and_query_options(tmp_path: Path) -> None:
             {"method": "PUT", "headers": [{"name": "X-Site", "value": "eu"}],
              "query": {"src": "xrgw", "mode": "a b"}},
             usage="producer")
-        producer = REGISTRY.producer(endpoint)
+        producer = REGISTRY.producer(for_adapter(endpoint))
         assert isinstance(producer, HttpProducer)
         await producer.connect()
         try:

@@ -49,21 +49,6 @@ ADAPTER_MAY_IMPORT = ("gateway.ports", "gateway.record", "gateway.protocols",
                       "gateway.cloudevents", "gateway.json", "gateway.spec",
                       "gateway.observability.logs")
 
-#: Imports of adapters outside `ADAPTER_MAY_IMPORT` that exist today, each with why. The
-#: test fails on any other, and on an entry here that no adapter needs any more: shrink
-#: this list, never grow it.
-ADAPTER_EXCEPTIONS = {
-    # Preparing a consumer (`adapters/<protocol>/prepare.py`, `adapters/descriptor.py`) and
-    # checking an endpoint before a run (`preflight.py`) take the endpoint as the config
-    # resolved it, with its message definitions, and turn their address templates into
-    # subscriptions. The rule would have the core hand adapters those subscriptions
-    # through `gateway/ports` instead.
-    "gateway.config": "prepare, preflight and the registry take an EndpointConfig",
-    "gateway.definitions": "prepare reads the endpoint's message definitions",
-    "gateway.templates": "the descriptor turns address templates into subscription filters",
-}
-
-
 @dataclass(frozen=True)
 class Import:
     """One imported name, absolute: `import a.b` is `a.b`, `from a import b` is `a.b`
@@ -275,12 +260,9 @@ def test_the_layers_of_the_architecture_page_hold(graph):
 
 
 def test_adapters_import_only_the_adapter_side_of_the_core(graph):
-    found = adapter_imports(graph)
-    unexplained = {target: by for target, by in found.items()
-                   if not any(_within(target, e) for e in ADAPTER_EXCEPTIONS)}
-    assert unexplained == {}
-    stale = [e for e in ADAPTER_EXCEPTIONS if not any(_within(t, e) for t in found)]
-    assert stale == [], "no adapter imports these any more: remove them from the list"
+    # No exceptions: the core hands adapters what they need of the config and the
+    # definitions as a `gateway.ports.AdapterEndpoint` (`gateway.config.for_adapter`).
+    assert adapter_imports(graph) == {}
 
 
 def test_what_adapters_may_import_stays_on_their_side(graph):

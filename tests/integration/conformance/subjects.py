@@ -33,7 +33,7 @@ from urllib.parse import urlsplit, urlunsplit
 import nats
 from nats.js.api import StreamConfig
 
-from gateway.config import EndpointConfig
+from gateway.config import EndpointConfig, for_adapter
 from gateway.daemon import AdapterFactory, load_factory
 from gateway.json.values import JSON
 from gateway.ports import Consumer, Producer
@@ -114,10 +114,10 @@ class Lane:
     factory: AdapterFactory = field(default_factory=load_factory)
 
     def open_consumer(self) -> Consumer:
-        return self.factory.consumer(self.consumer, ())
+        return self.factory.consumer(for_adapter(self.consumer))
 
     def open_producer(self) -> Producer:
-        return self.factory.producer(self.producer)
+        return self.factory.producer(for_adapter(self.producer))
 
 
 #: Makes a lane on a broker (None: the adapter needs none, HTTP), through `network`.

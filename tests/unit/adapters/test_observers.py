@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from adapters.registry import ADAPTERS, REGISTRY
-from gateway.config import EndpointConfig
+from gateway.config import EndpointConfig, for_adapter
 from gateway.protocols import AMQP, KAFKA, MQTT5, NATS, PROFILES, profile
 from tests.unit.core.defs import define, opt
 
@@ -15,12 +15,13 @@ from tests.unit.core.defs import define, opt
 def _observer_options(protocol: str, field: str, address: str,
                       options: dict[str, object]) -> dict[str, object]:
     prof = profile(protocol)
-    endpoint = EndpointConfig("e", protocol, ("consumer",), ("x://h:1",))
-    opts = dict(options)
     messages = [define("m", protocol, [opt(field, address)])]
+    endpoint = for_adapter(EndpointConfig("e", protocol, ("consumer",), ("x://h:1",)),
+                           messages)
+    opts = dict(options)
     adapter = ADAPTERS[prof.family]
-    adapter.prepare_observer(prof, endpoint, opts, messages)
-    adapter.prepare_consumer(prof, endpoint, opts, messages)
+    adapter.prepare_observer(prof, endpoint, opts)
+    adapter.prepare_consumer(prof, endpoint, opts)
     return opts
 
 
@@ -54,9 +55,9 @@ def test_amqp_observer_refused_and_every_profile_says_how_or_why() -> None:
 
 
 def test_observer_gets_its_own_client_id() -> None:
-    endpoint = EndpointConfig("e", MQTT5, ("consumer",), ("mqtt://h:1883",),
-                              client_id="real", options={"topicfilter": "a/#"})
-    real = REGISTRY.consumer(endpoint, [])
-    observer = REGISTRY.consumer(endpoint, [], observe=True)
+    endpoint = for_adapter(EndpointConfig("e", MQTT5, ("consumer",), ("mqtt://h:1883",),
+                                          client_id="real", options={"topicfilter": "a/#"}))
+    real = REGISTRY.consumer(endpoint)
+    observer = REGISTRY.consumer(endpoint, observe=True)
     assert real.client_id == "real"  # type: ignore[attr-defined]
     assert observer.client_id.startswith("xrgw-observe-")  # type: ignore[attr-defined]

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from adapters._preflight import addresses
-from gateway.config import EndpointConfig
+from gateway.config import EndpointConfig, for_adapter
+from gateway.ports import AdapterEndpoint
 from gateway.protocols import HTTP, KAFKA, MQTT5, profile
 
 
-def _endpoint(protocol: str, *uris: str) -> EndpointConfig:
-    return EndpointConfig("e", protocol, ("producer",), uris)
+def _endpoint(protocol: str, *uris: str) -> AdapterEndpoint:
+    return for_adapter(EndpointConfig("e", protocol, ("producer",), uris))
 
 
 def test_every_bootstrap_server_and_the_default_ports() -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from adapters.registry import ADAPTERS, REGISTRY
-from gateway.config import EndpointConfig
+from gateway.config import EndpointConfig, for_adapter
 from gateway.definitions.model import MessageDefinition
 from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, MQTT311, NATS, profile
 from tests.unit.core.defs import define, opt
@@ -19,9 +19,9 @@ def _consumer_options(protocol: str, field: str, addresses: list[str],
     prof = profile(protocol)
     messages: list[MessageDefinition] = [
         define(f"m{i}", protocol, [opt(field, a)]) for i, a in enumerate(addresses)]
-    endpoint = EndpointConfig("e", protocol, ("consumer",), (uri,))
+    endpoint = for_adapter(EndpointConfig("e", protocol, ("consumer",), (uri,)), messages)
     opts = dict(options or {})
-    ADAPTERS[prof.family].prepare_consumer(prof, endpoint, opts, messages)
+    ADAPTERS[prof.family].prepare_consumer(prof, endpoint, opts)
     return opts
 
 
@@ -62,10 +62,10 @@ def test_output_defaults(protocol: str, options: dict[str, object],
                          fields: dict[str, object]) -> None:
     endpoint = EndpointConfig("e", protocol, ("producer",), ("x://h:1",),
                               options=options)
-    assert REGISTRY.output_defaults(endpoint) == fields
+    assert REGISTRY.output_defaults(for_adapter(endpoint)) == fields
 
 
 def test_a_protocol_without_an_adapter_is_refused() -> None:
     endpoint = EndpointConfig("e", "BUNNYMQ/0.9.1", ("producer",), ("x://h:1",))
     with pytest.raises(ValueError, match=r"no adapter for 'BUNNYMQ/0\.9\.1'"):
-        REGISTRY.producer(endpoint)
+        REGISTRY.producer(for_adapter(endpoint))

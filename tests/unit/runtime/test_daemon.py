@@ -19,7 +19,7 @@ class MemoryFactory:
     def __init__(self):
         self.consumers = []
 
-    def consumer(self, endpoint, messages):
+    def consumer(self, endpoint):
         consumer = MemoryConsumer()
         self.consumers.append(consumer)
         return consumer

@@ -249,7 +249,7 @@ def test_the_daemon_builds_reply_routes_with_their_timeout(tmp_path):
     from gateway.daemon import Gateway
 
     class Factory:
-        def consumer(self, endpoint, messages):
+        def consumer(self, endpoint):
             return MemoryConsumer()
 
         def producer(self, endpoint):
