@@ -21,7 +21,7 @@ from adapters.amqp.proton_loop import ProtonThread
 from adapters.amqp.record import to_record
 from adapters.amqp.terminus import apply_terminus
 from gateway.ports import Delivery, EndOfInput, EndpointSettings, NotConnected
-from gateway.ports.inbox import Inbox
+from gateway.ports.inbox import Inbox, InboxCounts
 from gateway.record import NativeMessage
 
 
@@ -193,7 +193,7 @@ class _Settler:
         self._thread.call(lambda: handler.settle_burst(settlements))
 
 
-class AmqpConsumer:
+class AmqpConsumer(InboxCounts):
     """Receives from `node` with credit-based flow control; settles only on ack/nack."""
 
     def __init__(self, settings: EndpointSettings) -> None:
@@ -213,15 +213,6 @@ class AmqpConsumer:
     @property
     def connected(self) -> bool:
         return self._connected
-
-    @property
-    def unsettled(self) -> int:
-        return self._inbox.unsettled
-
-    @property
-    def buffered(self) -> int:
-        """Messages received and not yet handed out by `read_batch`."""
-        return len(self._inbox.buffer)
 
     async def connect(self) -> None:
         if self._inbox.closed:

@@ -16,12 +16,12 @@ from adapters.mqtt.options import MqttOptions, link_security
 from adapters.mqtt.paho_loop import UNCONFIRMED, PahoLink, new_properties, now
 from adapters.mqtt.record import to_publish, to_record
 from gateway.ports import Answer, Delivery, EndOfInput, EndpointSettings, NotConnected
-from gateway.ports.inbox import Inbox
+from gateway.ports.inbox import Inbox, InboxCounts
 from gateway.protocols import MQTT5, MQTT311
 from gateway.record import NativeMessage
 
 
-class MqttConsumer:
+class MqttConsumer(InboxCounts):
     """Subscribes to `filters` on a persistent session and yields settled-once deliveries."""
 
     def __init__(self, settings: EndpointSettings) -> None:
@@ -47,15 +47,6 @@ class MqttConsumer:
     @property
     def connected(self) -> bool:
         return self._link is not None and self._link.connected
-
-    @property
-    def unsettled(self) -> int:
-        return self._inbox.unsettled
-
-    @property
-    def buffered(self) -> int:
-        """Messages received and not yet handed out by `read_batch`."""
-        return len(self._inbox.buffer)
 
     async def connect(self) -> None:
         if self._inbox.closed:

@@ -30,11 +30,11 @@ from gateway.ports import (
     Settle,
     StreamPending,
 )
-from gateway.ports.inbox import Inbox
+from gateway.ports.inbox import Inbox, InboxCounts
 from gateway.record import NativeMessage
 
 
-class NatsConsumer:
+class NatsConsumer(InboxCounts):
     """Core subscriptions (`subjects`) or a JetStream durable push consumer (`stream`)."""
 
     def __init__(self, settings: EndpointSettings) -> None:
@@ -68,15 +68,6 @@ class NatsConsumer:
     @property
     def connected(self) -> bool:
         return self._client is not None and self._client.is_connected
-
-    @property
-    def unsettled(self) -> int:
-        return self._inbox.unsettled
-
-    @property
-    def buffered(self) -> int:
-        """Messages received and not yet handed out by `read_batch`."""
-        return len(self._inbox.buffer)
 
     @property
     def dropped(self) -> int:

@@ -15,11 +15,11 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from gateway.ports._errors import EndOfInput, NotConnected
 
-__all__ = ["Inbox"]
+__all__ = ["Inbox", "InboxCounts"]
 
 T = TypeVar("T")
 D = TypeVar("D")
@@ -95,3 +95,19 @@ class Inbox(Generic[T]):
                 raise NotConnected(not_connected)
             changed.clear()
             await changed.wait()
+
+
+class InboxCounts:
+    """The two counts a consumer built on an `Inbox` reports (`unsettled`, the contract's;
+    `buffered`, for tests and the status page), read from its `_inbox`."""
+
+    _inbox: Inbox[Any]  # any item type: only the counts are read
+
+    @property
+    def unsettled(self) -> int:
+        return self._inbox.unsettled
+
+    @property
+    def buffered(self) -> int:
+        """Messages received and not yet handed out by `read_batch`."""
+        return len(self._inbox.buffer)
