@@ -97,6 +97,32 @@ def publish_sales(url: str, messages: list[tuple[str, bytes]]) -> None:
 
 # -- watching a gateway --------------------------------------------------------------------
 
+def write_store_catalog(folder: Path, sfx: str) -> None:
+    """`store.xreg.json` in `folder`: MQTT sales on `st/<sfx>/{storeid}/cashierdesk` as
+    CloudEvents to a NATS `events.<sfx>` producer, with a NATS `dead.<sfx>` endpoint for
+    dead letters (the admin-page and tap tests' catalog)."""
+    doc = {
+        "$schema": "https://cloudevents.io/schemas/registry", "specversion": "1.0-rc4",
+        "endpoints": {
+            "store-mqtt": {"usage": ["consumer"], "protocol": "MQTT/5.0",
+                           "protocoloptions": {"topicfilter": f"st/{sfx}/#", "qos": 1},
+                           "messagegroups": ["#/messagegroups/store"]},
+            "events": {"usage": ["producer"], "protocol": "NATS",
+                       "protocoloptions": {"subject": f"events.{sfx}"}},
+            "dead": {"usage": ["producer"], "protocol": "NATS",
+                     "protocoloptions": {"subject": f"dead.{sfx}"}},
+        },
+        "messagegroups": {"store": {"envelope": "CloudEvents/1.0", "messages": {"sale": {
+            "protocol": "MQTT/5.0",
+            "protocoloptions": {"topic_name": f"st/{sfx}/{{storeid}}/cashierdesk"},
+            "envelope": "CloudEvents/1.0",
+            "envelopemetadata": {"type": {"value": "com.example.sale"},
+                                 "source": {"type": "uritemplate",
+                                            "value": "/stores/{storeid}"}}}}}},
+    }
+    (folder / "store.xreg.json").write_text(json.dumps(doc))
+
+
 def readyz(port: int) -> tuple[int, dict[str, Any]]:
     """The admin server's `/readyz`: status and JSON body."""
     try:

@@ -19,6 +19,7 @@ import nats
 import paho.mqtt.client as paho
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
+from support import write_store_catalog
 
 from adapters.registry import REGISTRY
 from gateway.cli import main
@@ -33,26 +34,7 @@ CARD = "4111-1111-1111-1111"
 
 
 def _config(tmp: Path, sfx: str, mqtt: str, nats_url: str) -> Path:
-    doc = {
-        "$schema": "https://cloudevents.io/schemas/registry", "specversion": "1.0-rc4",
-        "endpoints": {
-            "store-mqtt": {"usage": ["consumer"], "protocol": "MQTT/5.0",
-                           "protocoloptions": {"topicfilter": f"st/{sfx}/#", "qos": 1},
-                           "messagegroups": ["#/messagegroups/store"]},
-            "events": {"usage": ["producer"], "protocol": "NATS",
-                       "protocoloptions": {"subject": f"events.{sfx}"}},
-            "dead": {"usage": ["producer"], "protocol": "NATS",
-                     "protocoloptions": {"subject": f"dead.{sfx}"}},
-        },
-        "messagegroups": {"store": {"envelope": "CloudEvents/1.0", "messages": {"sale": {
-            "protocol": "MQTT/5.0",
-            "protocoloptions": {"topic_name": f"st/{sfx}/{{storeid}}/cashierdesk"},
-            "envelope": "CloudEvents/1.0",
-            "envelopemetadata": {"type": {"value": "com.example.sale"},
-                                 "source": {"type": "uritemplate",
-                                            "value": "/stores/{storeid}"}}}}}},
-    }
-    (tmp / "store.xreg.json").write_text(json.dumps(doc))
+    write_store_catalog(tmp, sfx)
     path = tmp / "gateway.yaml"
     path.write_text(json.dumps({
         "definitions": ["store.xreg.json"],
