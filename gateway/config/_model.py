@@ -20,9 +20,9 @@ from gateway.json.values import JSON
 from gateway.policies.readiness import ReadinessPolicy
 from gateway.policies.retry import RetryPolicy
 from gateway.policies.schema import SchemaPolicy
-from gateway.ports import TlsSettings
+from gateway.ports import TlsSettings, connection_repr
 from gateway.ports.netaddr import is_loopback
-from gateway.spec.secret import Secret, redact_uri
+from gateway.spec.secret import Secret
 
 Mode = Literal["binary", "structured"]
 Deliver = Literal["cloudevent", "native"]
@@ -98,10 +98,11 @@ class EndpointConfig:
 
     def __repr__(self) -> str:
         # Hand-written: URIs may embed a password, and messages/definition are noise.
-        uris = ", ".join(redact_uri(u) for u in self.uris)
+        connection = connection_repr(self.uris, self.username, self.password,
+                                     self.client_id, self.tls)
         return (f"EndpointConfig({self.endpoint_id!r}, protocol={self.protocol!r}, "
-                f"usage={self.usage!r}, uris=[{uris}], username={self.username!r}, "
-                f"password={self.password!r}, client_id={self.client_id!r}, tls={self.tls!r}, "
+                f"usage={self.usage!r}, "
+                f"{connection}, "
                 f"options={self.options!r}, messages={len(self.messages)})")
 
 

@@ -32,10 +32,10 @@ from prometheus_client.registry import Collector
 
 from gateway.cloudevents.timestamps import format_rfc3339
 from gateway.deadletter import reasons
-from gateway.json.text import utf8_json
 from gateway.json.values import JSON, JSONObject
 from gateway.matching.matcher import Explanation
 from gateway.record import NativeMessage
+from gateway.redaction.cut import cut_body
 from gateway.redaction.redactor import REDACTED, Redactor, hide_capture, hide_received
 
 #: The reasons counted as `invalid` in the report rows: the definition matched, but no
@@ -366,19 +366,7 @@ def sample_record(record: NativeMessage, redact: Sequence[str] | Redactor) -> JS
     `headers.x-api-key` in the record fields), the body cut to `SAMPLE_BYTES` of JSON
     text."""
     redactor = redact if isinstance(redact, Redactor) else Redactor(redact)
-    doc = redactor.record_json(record)
-    data = doc.get("data")
-    if data is not None:
-        # utf8_json: a body with a lone surrogate must not raise on the message path.
-        raw = utf8_json(data, separators=(",", ":")).encode()
-        if len(raw) > SAMPLE_BYTES:
-            doc["data"] = raw[:SAMPLE_BYTES].decode(errors="ignore") + "…"
-            doc["truncated"] = True
-    encoded = doc.get("data_base64")
-    if isinstance(encoded, str) and len(encoded) > SAMPLE_BYTES:
-        doc["data_base64"] = encoded[:SAMPLE_BYTES]
-        doc["truncated"] = True
-    return doc
+    return cut_body(redactor.record_json(record), SAMPLE_BYTES)
 
 
 def route_counts(report: Mapping[str, JSON]) -> tuple[int, int, int]:

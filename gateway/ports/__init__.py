@@ -68,7 +68,7 @@ from gateway.ports._adapter import (
 from gateway.ports._admission import Admission
 from gateway.ports._backlog import Backlog, BacklogReporter, PartitionLag, StreamPending
 from gateway.ports._delivery import Answer, Delivery, Settle
-from gateway.ports._endpoint import AdapterEndpoint, AddressTemplate
+from gateway.ports._endpoint import AdapterEndpoint, AddressTemplate, connection_repr
 from gateway.ports._errors import AdapterError, AlreadySettled, EndOfInput, NotConnected
 from gateway.ports._outcome import Outcome
 from gateway.ports._reply import (
@@ -115,6 +115,7 @@ __all__ = [
     "StreamPending",
     "TlsSettings",
     "confirmed",
+    "connection_repr",
     "correlation_of",
     "no_reply",
     "read_one",

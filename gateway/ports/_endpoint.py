@@ -8,7 +8,7 @@ from it (a consumer's topic filters, subjects, paths, node).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gateway.json.values import JSON
@@ -41,6 +41,15 @@ class AddressTemplate:
                                    for level in self.levels)
 
 
+def connection_repr(uris: Sequence[str], username: str | None, password: Secret | None,
+                    client_id: str | None, tls: TlsSettings | None) -> str:
+    """Where and how an endpoint connects, for its hand-written repr: a URI may embed a
+    password, so each is shown redacted (a `Secret` shows itself as `***`)."""
+    shown = ", ".join(redact_uri(u) for u in uris)
+    return (f"uris=[{shown}], username={username!r}, password={password!r}, "
+            f"client_id={client_id!r}, tls={tls!r}")
+
+
 @dataclass(frozen=True)
 class AdapterEndpoint:
     """One configured endpoint, as the adapter factory receives it: the endpoint's
@@ -66,9 +75,8 @@ class AdapterEndpoint:
         return self.uris[0] if self.uris else ""
 
     def __repr__(self) -> str:
-        # Hand-written: URIs may embed a password.
-        uris = ", ".join(redact_uri(u) for u in self.uris)
+        connection = connection_repr(self.uris, self.username, self.password,
+                                     self.client_id, self.tls)
         return (f"AdapterEndpoint({self.endpoint_id!r}, protocol={self.protocol!r}, "
-                f"uris=[{uris}], username={self.username!r}, password={self.password!r}, "
-                f"client_id={self.client_id!r}, tls={self.tls!r}, "
+                f"{connection}, "
                 f"options={dict(self.options)!r}, addresses={len(self.addresses)})")

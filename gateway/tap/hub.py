@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import NamedTuple
 
@@ -70,13 +70,18 @@ class Subscription:
         limit = self.filter.limit
         return limit is not None and self.accepted >= limit
 
+    @property
+    def saturated(self) -> bool:
+        """Every item offered now would be dropped: each is wanted, the queue is full."""
+        return self._every and len(self.queue) >= self.capacity
+
     def offer(self, route: str, at: datetime, items: Sequence[Tapped], redactor: Redactor,
               observe: bool) -> None:
         if self.full:
             return
-        if self._every and len(self.queue) >= self.capacity:
+        if self.saturated:
             # Nothing of it can be queued, and each item would be taken: counted at once.
-            self._drop(route, len(items))
+            self.drop(route, len(items))
             return
         wants, take, limit = self.filter.wants, self.sampler.take, self.filter.limit
         for item in items:
@@ -85,14 +90,15 @@ class Subscription:
             if not wants(item) or not take():
                 continue
             if len(self.queue) >= self.capacity:
-                self._drop(route, 1)
+                self.drop(route, 1)
                 continue
             self.queue.append(Entry(route, at, item, redactor, observe))
             self.accepted += 1
         if self.queue:
             self._ready.set()
 
-    def _drop(self, route: str, count: int) -> None:
+    def drop(self, route: str, count: int) -> None:
+        """`count` entries found the queue full: counted, not queued."""
         self.dropped += count
         if self._on_drop is not None:
             self._on_drop.labels(route).inc(count)
@@ -160,13 +166,20 @@ class TapHub:
         return any(s.filter.wants_route(route) and not s.full for s in self.subscriptions)
 
     def offer_batch(self, route: str, items: Iterable[Tapped], redactor: Redactor,
-                    *, observe: bool = False) -> None:
+                    *, observe: bool = False, count: Callable[[], int] | None = None) -> None:
         """A settled batch of `route`: each subscriber queues what it wants of it.
-        `items` is read only when some subscriber wants the route (a generator costs
-        nothing otherwise)."""
+        `items` is read only when some subscriber wants the route and has room (a
+        generator costs nothing otherwise); `count`, when given, says how many items it
+        holds without building them, so that a stalled reader's drops are counted for
+        the price of a count, not of every item (the route pays it per batch)."""
         wanting = [s for s in self.subscriptions
                    if s.filter.wants_route(route) and not s.full]
         if not wanting:
+            return
+        if count is not None and all(s.saturated for s in wanting):
+            dropped = count()
+            for subscription in wanting:
+                subscription.drop(route, dropped)
             return
         try:
             listed = items if isinstance(items, Sequence) else list(items)

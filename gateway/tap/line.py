@@ -24,13 +24,13 @@ from collections.abc import Sequence
 
 from gateway.cloudevents.jsonformat import event_to_json
 from gateway.cloudevents.timestamps import format_rfc3339
-from gateway.json.text import utf8_json
 from gateway.json.values import JSON, JSONObject, copy_json
+from gateway.redaction.cut import cut_body
 from gateway.redaction.redactor import Redactor
 from gateway.tap.filter import DEAD_LETTERED, MATCHED
 from gateway.tap.hub import Entry
 
-#: The longest body a line carries (JSON text or base64), in characters.
+#: The longest body a line carries (JSON text, text or base64), in bytes of UTF-8.
 BODY_BYTES = 64 * 1024
 
 
@@ -89,22 +89,7 @@ def _hidden(doc: JSONObject, redactor: Redactor, secrets: Sequence[str],
 
 
 def _cut(doc: JSONObject, large: bool) -> JSONObject:
-    if not large:
-        return doc
-    data = doc.get("data")
-    if data is not None and not isinstance(data, str | int | float | bool):
-        text = utf8_json(data, separators=(",", ":"))
-        if len(text) > BODY_BYTES:
-            doc["data"] = text[:BODY_BYTES] + "…"
-            doc["truncated"] = True
-    elif isinstance(data, str) and len(data) > BODY_BYTES:
-        doc["data"] = data[:BODY_BYTES] + "…"
-        doc["truncated"] = True
-    encoded = doc.get("data_base64")
-    if isinstance(encoded, str) and len(encoded) > BODY_BYTES:
-        doc["data_base64"] = encoded[:BODY_BYTES]
-        doc["truncated"] = True
-    return doc
+    return cut_body(doc, BODY_BYTES) if large else doc
 
 
 def _scrubbed(doc: JSONObject, redactor: Redactor, secrets: Sequence[str]) -> JSONObject:

@@ -123,6 +123,23 @@ def write_store_catalog(folder: Path, sfx: str) -> None:
     (folder / "store.xreg.json").write_text(json.dumps(doc))
 
 
+def write_store_gateway(folder: Path, sfx: str, mqtt: str, nats_url: str,
+                        redact: list[str]) -> Path:
+    """The store catalog (`write_store_catalog`) and a `gateway.yaml` beside it: its MQTT
+    sales route to the NATS `events` producer with `redact`, dead letters to `dead`, the
+    admin server on a free loopback port. Returns the config's path."""
+    write_store_catalog(folder, sfx)
+    path = folder / "gateway.yaml"
+    path.write_text(json.dumps({
+        "definitions": ["store.xreg.json"],
+        "routes": [{"from": "store-mqtt", "to": ["events"], "redact": redact}],
+        "deadletter": "dead", "admin": {"listen": "127.0.0.1:0"}, "log": {"level": "warning"},
+        "shutdown": {"grace": "1s"},
+        "endpoints": {"store-mqtt": {"uri": mqtt}, "events": {"uri": nats_url},
+                      "dead": {"uri": nats_url}}}))
+    return path
+
+
 def readyz(port: int) -> tuple[int, dict[str, Any]]:
     """The admin server's `/readyz`: status and JSON body."""
     try:

@@ -19,7 +19,7 @@ import nats
 import paho.mqtt.client as paho
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
-from support import write_store_catalog
+from support import write_store_gateway
 
 from adapters.registry import REGISTRY
 from gateway.cli import main
@@ -31,19 +31,6 @@ MATCHED = 7
 UNMATCHED = 3
 XID = "/messagegroups/store/messages/sale"
 CARD = "4111-1111-1111-1111"
-
-
-def _config(tmp: Path, sfx: str, mqtt: str, nats_url: str) -> Path:
-    write_store_catalog(tmp, sfx)
-    path = tmp / "gateway.yaml"
-    path.write_text(json.dumps({
-        "definitions": ["store.xreg.json"],
-        "routes": [{"from": "store-mqtt", "to": ["events"], "redact": ["data.card"]}],
-        "deadletter": "dead", "admin": {"listen": "127.0.0.1:0"}, "log": {"level": "warning"},
-        "shutdown": {"grace": "1s"},
-        "endpoints": {"store-mqtt": {"uri": mqtt}, "events": {"uri": nats_url},
-                      "dead": {"uri": nats_url}}}))
-    return path
 
 
 def _publish(port: int, messages: list[tuple[str, bytes]]) -> None:
@@ -105,7 +92,8 @@ async def _chromium(url: str, *args: str) -> bytes:
 def test_status_page_in_chromium(tmp_path: Path, mosquitto: Any, nats_server: Any,
                                  capsys: pytest.CaptureFixture[str]) -> None:
     sfx = uuid.uuid4().hex[:8]
-    config, problems = load_config(_config(tmp_path, sfx, mosquitto.url, nats_server.url))
+    path = write_store_gateway(tmp_path, sfx, mosquitto.url, nats_server.url, ["data.card"])
+    config, problems = load_config(path)
     assert config is not None, [str(p) for p in problems]
 
     async def scenario() -> None:

@@ -21,7 +21,7 @@ import pytest
 from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
-from support import write_store_catalog
+from support import write_store_gateway
 
 from adapters.registry import REGISTRY
 from gateway.cli import main
@@ -36,20 +36,6 @@ CARD = "4111-1111-1111-1111"
 KEY = "k3y-0f-the-s3nder"
 TOKEN = "Bearer t0ken-of-the-s3nder"
 MISSES = (1, 5, 9)  # the messages sent to a topic no definition takes
-
-
-def _config(tmp: Path, sfx: str, mqtt: str, nats_url: str) -> Path:
-    write_store_catalog(tmp, sfx)
-    path = tmp / "gateway.yaml"
-    path.write_text(json.dumps({
-        "definitions": ["store.xreg.json"],
-        "routes": [{"from": "store-mqtt", "to": ["events"],
-                    "redact": ["data.card", "user_properties.x-api-key"]}],
-        "deadletter": "dead", "admin": {"listen": "127.0.0.1:0"}, "log": {"level": "warning"},
-        "shutdown": {"grace": "1s"},
-        "endpoints": {"store-mqtt": {"uri": mqtt}, "events": {"uri": nats_url},
-                      "dead": {"uri": nats_url}}}))
-    return path
 
 
 def _publish(port: int, messages: list[tuple[str, bytes]]) -> None:
@@ -94,7 +80,9 @@ class _Running:
 
 
 async def _start(tmp: Path, sfx: str, mosquitto: Any, nats_server: Any) -> _Running:
-    config, problems = load_config(_config(tmp, sfx, mosquitto.url, nats_server.url))
+    path = write_store_gateway(tmp, sfx, mosquitto.url, nats_server.url,
+                               ["data.card", "user_properties.x-api-key"])
+    config, problems = load_config(path)
     assert config is not None, [str(p) for p in problems]
     nc = await nats.connect(nats_server.url)
     gateway = Gateway(config, REGISTRY)

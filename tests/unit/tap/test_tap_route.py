@@ -94,3 +94,11 @@ def test_a_failing_tap_never_disturbs_the_route() -> None:
     asyncio.run(run_to_end(route, consumer))
     assert len(out.written) == 2 and len(consumer.acked) == 2 and not consumer.nacked
     assert hub.errors == 1
+
+
+def test_a_stalled_tap_counts_every_message_it_could_not_take() -> None:
+    hub = TapHub()
+    subscription = hub.subscribe(TapFilter(), capacity=1)
+    route, consumer = _route(hub, MemoryProducer(), [sale(1), sale(2), unmatched(), sale(4)])
+    asyncio.run(run_to_end(route, consumer))
+    assert len(subscription.queue) == 1 and subscription.dropped == 3

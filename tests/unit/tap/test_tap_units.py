@@ -293,3 +293,25 @@ def test_redacting_a_record_leaves_the_record_as_it_was() -> None:
     assert {"name": "authorization", "value": "***"} in shown["user_properties"]
     assert rec.pairs("user_properties") == [("eventType", "sale"), ("authorization", TOKEN),
                                             ("x-api-key", KEY)]
+
+
+def test_a_stalled_reader_is_counted_from_the_count_without_the_items_being_built() -> None:
+    """The drop path of a tap nobody reads costs a route one count per batch: the items
+    (a `Tapped` per message) are built only for a subscriber that can queue some."""
+    metrics = Metrics(CollectorRegistry())
+    hub = TapHub(metrics.registry)
+    sub = hub.subscribe(TapFilter(), capacity=2)
+    hub.offer_batch(ROUTE, [MATCHED] * 2, Redactor(), count=lambda: 2)
+    assert len(sub.queue) == 2 and sub.saturated
+
+    def never() -> Any:
+        raise AssertionError("items built although every subscriber would drop them")
+        yield  # pragma: no cover
+
+    hub.offer_batch(ROUTE, never(), Redactor(), count=lambda: 7)
+    assert sub.dropped == 7
+    assert metrics.registry.get_sample_value("xrgw_tap_dropped_total", {"route": ROUTE}) == 7
+    # A second, filtering subscriber is not saturated: the items are built for it.
+    other = hub.subscribe(TapFilter(outcomes=("unmatched",)))
+    hub.offer_batch(ROUTE, [MATCHED, MISSED], Redactor(), count=lambda: 2)
+    assert sub.dropped == 9 and [e.item.reason for e in other.queue] == ["unmatched"]
