@@ -138,7 +138,10 @@ class NativeMessage:
         out: list[tuple[str, str]] = []
         for entry in raw:
             if isinstance(entry, dict):
-                out.append((str(entry.get("name", "")), as_text(entry.get("value"))))
+                value = entry.get("value")
+                # A str is its own text: the call is for the other JSON kinds (per header).
+                text = value if value.__class__ is str else as_text(value)
+                out.append((str(entry.get("name", "")), text))
         return out
 
     def header(self, name: str, case_insensitive: bool = False) -> str | None:

@@ -77,10 +77,13 @@ class GuardedHandler(RequestHandler):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        # Per chunk of every request: kept to a count compare and a slot read.
         before = self._request_count
-        super().data_received(data)
+        RequestHandler.data_received(self, data)
         if self._request_count != before:
-            self._stop_head_timer()  # a whole head arrived
+            if self._head_timer is not None:  # a whole head arrived
+                self._head_timer.cancel()
+                self._head_timer = None
         elif self._head_timer is None and not self._request_in_progress:
             self._await_head()  # bytes of a new head: it must complete in time
 
