@@ -128,15 +128,39 @@ def sink_columns(options: JobOptions) -> list[str]:
 
 def _convert_batch(stage: Stage, lines: DataFrame, options: JobOptions,
                    batch_id: int | None) -> dict[str, int]:
-    # Persisted: the counts and every sink read the same converted rows (the generated
-    # ids of records without a native identity are random, so they must not be redone).
-    outcomes = stage.convert(lines).select(*sink_columns(options)).persist()
+    """Convert one batch once and write it to every sink.
+
+    Persisted: the counts and every sink read the same converted rows (the generated ids
+    of records without a native identity are random, so they must not be redone). The
+    compiled path runs first and keeps the record only of the rows it leaves to the
+    Python stage, which then converts just those, from the cache: a batch that needs
+    no Python starts no Python worker."""
+    columns = sink_columns(options)
+    py = F.col("_py")
+    compiled = stage.compiled(lines).select(
+        *columns, py, F.when(py, F.col("record")).alias("_record")).persist()
+    python: DataFrame | None = None
     try:
-        counts = {row["outcome"]: int(row["count"])
-                  for row in outcomes.groupBy("outcome").count().collect()}
+        counts: dict[str, int] = {}
+        pending = 0
+        for row in compiled.groupBy("_py", "outcome").count().collect():
+            if row["_py"]:
+                pending += int(row["count"])
+            else:
+                counts[row["outcome"]] = int(row["count"])
+        outcomes = compiled.filter(~py).select(*columns)
+        if pending:
+            python = stage.python_outcomes(
+                compiled.filter(py).select(F.col("_record").alias("record"))
+            ).select(*columns).persist()
+            for row in python.groupBy("outcome").count().collect():
+                counts[row["outcome"]] = counts.get(row["outcome"], 0) + int(row["count"])
+            outcomes = outcomes.unionByName(python)
         write_outcomes(outcomes, options, batch_id)
     finally:
-        outcomes.unpersist()
+        compiled.unpersist()
+        if python is not None:
+            python.unpersist()
     return counts
 
 

@@ -9,7 +9,6 @@ stage produces the exact dead letter.
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -232,10 +231,16 @@ def _typed(text: Column, spark_type: str) -> Column:
 
 def event_json(attributes: Column, data: Column, data_base64: Column) -> Column:
     """The structured-mode JSON text: `attributes` (the attributes' JSON object, nulls
-    dropped; a projected column, as it is read twice) with the body spliced in as it
-    arrived, never parsed and re-serialized."""
+    dropped; a projected column) with the body spliced in as it arrived, never parsed
+    and re-serialized.
+
+    The splice works on bytes: `substring` and `length` of a string count characters,
+    walking the UTF-8 text twice per row (a JFR profile of the 1,000-definition bench
+    found 6% of the compiled path's samples there); on binary both are byte offsets."""
     body = F.when(data.isNotNull(), F.concat(F.lit(',"data":'), data)).when(
         data_base64.isNotNull(), F.concat(F.lit(',"data_base64":"'), data_base64, F.lit('"'))
     ).otherwise(F.lit(""))
-    head: Any = F.call_function("left", attributes, F.length(attributes) - 1)
-    return F.concat(head, body, F.lit("}"))
+    raw = attributes.cast("binary")
+    # `attributes` ends with its object's closing brace, one byte in UTF-8
+    head = F.call_function("substr", raw, F.lit(1), F.octet_length(attributes) - 1)
+    return F.concat(head, body.cast("binary"), F.lit("}").cast("binary")).cast("string")
