@@ -11,7 +11,8 @@ after a restart from the checkpoint replaces its own output: exactly once in the
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -128,15 +129,66 @@ def sink_columns(options: JobOptions) -> list[str]:
 
 def _convert_batch(stage: Stage, lines: DataFrame, options: JobOptions,
                    batch_id: int | None) -> dict[str, int]:
-    # Persisted: the counts and every sink read the same converted rows (the generated
-    # ids of records without a native identity are random, so they must not be redone).
-    outcomes = stage.convert(lines).select(*sink_columns(options)).persist()
+    """Convert one batch once and write it to every sink.
+
+    Persisted: the counts and every sink read the same converted rows (the generated ids
+    of records without a native identity are random, so they must not be redone). The
+    compiled path runs first and keeps the record only of the rows it leaves to the
+    Python stage, which then converts just those, from the cache: a batch that needs
+    no Python starts no Python worker."""
+    with _operator_codegen(stage.spark):
+        return _convert_persisted(stage, lines, options, batch_id)
+
+
+# The compiled path fuses into one stage whose generated method is far over the size the
+# JIT compiles (`pipeline._METHOD_LIMIT`), so Spark compiles that stage's source, finds
+# it too big and runs it operator by operator anyway: the whole-stage compile (1 to 2 s
+# of Janino per job, `bench.bench_spark_job`) is thrown away. The job's own queries go
+# straight to per-operator code; the session's setting is restored afterwards.
+_WHOLE_STAGE = "spark.sql.codegen.wholeStage"
+
+
+@contextmanager
+def _operator_codegen(spark: SparkSession) -> Iterator[None]:
+    previous = spark.conf.get(_WHOLE_STAGE, None)
+    spark.conf.set(_WHOLE_STAGE, "false")
     try:
-        counts = {row["outcome"]: int(row["count"])
-                  for row in outcomes.groupBy("outcome").count().collect()}
+        yield
+    finally:
+        if previous is None:
+            spark.conf.unset(_WHOLE_STAGE)
+        else:
+            spark.conf.set(_WHOLE_STAGE, previous)
+
+
+def _convert_persisted(stage: Stage, lines: DataFrame, options: JobOptions,
+                       batch_id: int | None) -> dict[str, int]:
+    columns = sink_columns(options)
+    py = F.col("_py")
+    compiled = stage.compiled(lines).select(
+        *columns, py, F.when(py, F.col("record")).alias("_record")).persist()
+    python: DataFrame | None = None
+    try:
+        counts: dict[str, int] = {}
+        pending = 0
+        for row in compiled.groupBy("_py", "outcome").count().collect():
+            if row["_py"]:
+                pending += int(row["count"])
+            else:
+                counts[row["outcome"]] = int(row["count"])
+        outcomes = compiled.filter(~py).select(*columns)
+        if pending:
+            python = stage.python_outcomes(
+                compiled.filter(py).select(F.col("_record").alias("record"))
+            ).select(*columns).persist()
+            for row in python.groupBy("outcome").count().collect():
+                counts[row["outcome"]] = counts.get(row["outcome"], 0) + int(row["count"])
+            outcomes = outcomes.unionByName(python)
         write_outcomes(outcomes, options, batch_id)
     finally:
-        outcomes.unpersist()
+        compiled.unpersist()
+        if python is not None:
+            python.unpersist()
     return counts
 
 

@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -170,15 +171,23 @@ def record_keys(catalog: CompiledCatalog, fam: Column, addr: Column,
 
 def candidate_tables(spark: SparkSession,
                      catalog: CompiledCatalog) -> dict[tuple[Any, ...], DataFrame]:
-    """Per key slot, the broadcast side of its join: key -> candidates in catalog order."""
-    grouped: dict[tuple[Any, ...], dict[str, list[tuple[Any, ...]]]] = {}
+    """Per key slot, the broadcast side of its join: key -> candidates in catalog order.
+
+    Each table is one JSON text literal that `from_json` reads in the JVM, not a
+    DataFrame made from Python rows: `createDataFrame` of a list runs a Python-worker job
+    to re-serialize the rows when the broadcast is built (2 to 3 s of worker start-up
+    in every fresh job, `bench.bench_spark_job`), and the literal folds into a local
+    relation that Spark broadcasts without any task."""
+    grouped: dict[tuple[Any, ...], dict[str, list[dict[str, Any]]]] = {}
     for row in plan_rows(catalog):
         grouped.setdefault(row["slot"], {}).setdefault(row["k"], []).append(
-            tuple(row[f.name] for f in CANDIDATE_TYPE.fields))
-    schema = T.StructType([T.StructField("k", T.StringType()),
-                           T.StructField("cands", _CANDIDATES)])
-    return {slot: spark.createDataFrame(list(rows.items()), schema)
-            for slot, rows in grouped.items()}
+            {f.name: row[f.name] for f in CANDIDATE_TYPE.fields})
+    schema = T.ArrayType(T.StructType([T.StructField("k", T.StringType()),
+                                       T.StructField("cands", _CANDIDATES)]))
+    one = spark.range(1)
+    return {slot: one.select(F.inline(F.from_json(
+        F.lit(json.dumps([{"k": k, "cands": c} for k, c in rows.items()])), schema)))
+        for slot, rows in grouped.items()}
 
 
 def drop_now(df: DataFrame) -> list[str]:

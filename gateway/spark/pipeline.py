@@ -22,7 +22,7 @@ from pyspark.sql.pandas.types import to_arrow_type
 from gateway.spark.compiler import CompiledCatalog
 from gateway.spark.fallback import python_stage
 from gateway.spark.matching import candidate_tables, match
-from gateway.spark.outcome import outcome_type
+from gateway.spark.outcome import OUTCOME_COLUMNS, outcome_type
 from gateway.spark.records import PARSE_SCHEMA, RECORD, address, family, profiles, sql_ok
 from gateway.spark.render import render
 
@@ -64,8 +64,9 @@ class Stage:
             return F.lower("record")
         return F.col("record")
 
-    def python(self) -> Column:
-        """The Python stage as a column function of the record (null: nothing to do)."""
+    def python(self, record: Column | None = None) -> Column:
+        """The Python stage as a column function of the record (null: nothing to do);
+        by default the record of the rows `sql` flags (`_py`)."""
         schema = outcome_type(self.catalog)
         result = type(schema)([f for f in schema.fields if f.name != "record"])
         fn = python_stage(
@@ -76,28 +77,53 @@ class Stage:
         )
         # The stubs' overloads do not cover a struct return type (the runtime does).
         udf: Any = arrow_udf(fn, result)  # type: ignore[call-overload]
-        column: Column = udf(F.when(F.col("_py"), F.col("record")))
+        if record is None:
+            record = F.when(F.col("_py"), F.col("record"))
+        column: Column = udf(record)
         return column
 
     def convert(self, lines: DataFrame) -> DataFrame:
         """One outcome row per record (`gateway.spark.outcome`)."""
         staged = self.sql(lines).withColumn("_out", self.python())
         py, out = F.col("_py"), F.col("_out")
+        return staged.select("record", *[
+            F.when(py, out[name]).otherwise(column).alias(name)
+            for name, column in _sql_outcome().items()])
 
-        def pick(name: str, sql: Column) -> Column:
-            return F.when(py, out[name]).otherwise(sql).alias(name)
+    def compiled(self, lines: DataFrame) -> DataFrame:
+        """The compiled path alone: one outcome row per record plus `_py`, true where the
+        Python stage must settle the row (its other outcome columns mean nothing then;
+        `python_outcomes` converts those records).
 
-        return staged.select(
-            "record",
-            pick("outcome", F.lit("event")),
-            pick("match", F.col("_match")),
-            pick("context", F.col("_context")),
-            pick("ce", F.col("_ce")),
-            pick("event", F.col("_event")),
-            pick("deadletter", F.lit(None).cast("string")),
-            pick("nearest", F.col("_match")),
-            F.when(py, F.lit("python")).otherwise(F.lit("sql")).alias("path"),
-        )
+        A batch job uses this pair instead of `convert`: it persists these rows anyway,
+        so the Python stage reads only the flagged records from the cache, and a batch
+        without any starts no Python worker at all (their start-up is seconds of a
+        job's fixed cost) and has no Arrow round trip of nulls in its plan."""
+        staged = self.sql(lines)
+        return staged.select("record", *[column.alias(name)
+                                         for name, column in _sql_outcome().items()],
+                             F.coalesce(F.col("_py"), F.lit(True)).alias("_py"))
+
+    def python_outcomes(self, records: DataFrame) -> DataFrame:
+        """The Python stage alone: one outcome row per row of `records` (a `record`
+        column), every one converted by the core."""
+        out = F.col("_out")
+        return records.select("record", self.python(F.col("record")).alias("_out")).select(
+            "record", *[out[name].alias(name) for name in OUTCOME_COLUMNS[1:]])
+
+
+def _sql_outcome() -> dict[str, Column]:
+    """The outcome columns of a row the compiled path settles (from `Stage.sql`)."""
+    return {
+        "outcome": F.lit("event"),
+        "match": F.col("_match"),
+        "context": F.col("_context"),
+        "ce": F.col("_ce"),
+        "event": F.col("_event"),
+        "deadletter": F.lit(None).cast("string"),
+        "nearest": F.col("_match"),
+        "path": F.lit("sql"),
+    }
 
 
 # Spark stops generating code for a plan whose rows have more than this many fields,

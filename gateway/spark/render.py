@@ -9,7 +9,6 @@ stage produces the exact dead letter.
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -128,6 +127,11 @@ def _attribute(catalog: CompiledCatalog, position: int, best: Column) -> tuple[C
     return case_when(branches).cast("string"), any_of(failures)
 
 
+def _mentions(line: Column, name: str) -> Column:
+    """Whether the line has `name` (a trace header name), its `trace` prefix first."""
+    return line.contains("trace") & line.contains(name)
+
+
 def _now_rfc3339() -> Column:
     text = F.date_format(F.current_timestamp(), "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX")
     return F.regexp_replace(F.regexp_replace(text, r"0+(?=Z|[+-]\d\d:\d\d$)", ""),
@@ -157,9 +161,11 @@ def render(df: DataFrame, catalog: CompiledCatalog, salt: str) -> DataFrame:
         "_context": F.map_from_arrays(best["names"], F.col("_caps")),
         "_nct": native_content_type(r, protocols), "_ident": native_identity(r, protocols),
         # Looked up only when the line mentions them (a lambda over the headers each).
-        "_tp": F.when(F.col("_lc").contains("traceparent"),
+        # `trace` first: one search of the line settles both for almost every record
+        # (Spark evaluates the shared condition once per row).
+        "_tp": F.when(_mentions(F.col("_lc"), "traceparent"),
                       trace_header(r, "traceparent", protocols)),
-        "_ts": F.when(F.col("_lc").contains("tracestate"),
+        "_ts": F.when(_mentions(F.col("_lc"), "tracestate"),
                       trace_header(r, "tracestate", protocols)),
     })
     # The id's hash, projected once: `uuid_text` reads it six times.
@@ -232,10 +238,16 @@ def _typed(text: Column, spark_type: str) -> Column:
 
 def event_json(attributes: Column, data: Column, data_base64: Column) -> Column:
     """The structured-mode JSON text: `attributes` (the attributes' JSON object, nulls
-    dropped; a projected column, as it is read twice) with the body spliced in as it
-    arrived, never parsed and re-serialized."""
+    dropped; a projected column) with the body spliced in as it arrived, never parsed
+    and re-serialized.
+
+    The splice works on bytes: `substring` and `length` of a string count characters,
+    walking the UTF-8 text twice per row (a JFR profile of the 1,000-definition bench
+    found 6% of the compiled path's samples there); on binary both are byte offsets."""
     body = F.when(data.isNotNull(), F.concat(F.lit(',"data":'), data)).when(
         data_base64.isNotNull(), F.concat(F.lit(',"data_base64":"'), data_base64, F.lit('"'))
     ).otherwise(F.lit(""))
-    head: Any = F.call_function("left", attributes, F.length(attributes) - 1)
-    return F.concat(head, body, F.lit("}"))
+    raw = attributes.cast("binary")
+    # `attributes` ends with its object's closing brace, one byte in UTF-8
+    head = F.call_function("substr", raw, F.lit(1), F.octet_length(attributes) - 1)
+    return F.concat(head, body.cast("binary"), F.lit("}").cast("binary")).cast("string")

@@ -126,6 +126,48 @@ def test_spark_matches_core(spark: SparkSession, definitions: list[MessageDefini
     assert paths["sql"] >= 15, paths
 
 
+def test_compiled_then_python_matches_core(spark: SparkSession,
+                                          definitions: list[MessageDefinition]) -> None:
+    """The batch job's two passes (`Stage.compiled`, then `Stage.python_outcomes` over
+    the flagged records only) give `convert`'s rows: the core's results, same paths."""
+    converter = Converter(definitions)
+    lines = _records()
+    stage = compile_stage(spark, compile_catalog(definitions))
+    frame = spark.createDataFrame([(line,) for line in lines], "record string")
+    compiled = stage.compiled(frame).cache()
+    flagged = compiled.filter("_py").select("record")
+    rows = compiled.filter("NOT _py").drop("_py").collect() + \
+        stage.python_outcomes(flagged).collect()
+    compiled.unpersist()
+    assert sorted(row["record"] for row in rows) == sorted(lines)
+    paths = _assert_same(converter, rows)
+    assert paths == _assert_same(converter, stage.convert(frame).collect())
+    assert paths["sql"] >= 15 and paths["python"] >= 15, paths
+
+
+def test_a_job_without_python_rows_writes_the_compiled_events(
+        tmp_path: Path, spark: SparkSession, definitions: list[MessageDefinition]) -> None:
+    """Every record settled by the compiled path: the job never runs the Python stage,
+    and its events are the core's."""
+    stage = compile_stage(spark, compile_catalog(definitions))
+    frame = spark.createDataFrame([(line,) for line in _records()], "record string")
+    sql_only = [row["record"] for row in stage.compiled(frame).filter("NOT _py").collect()]
+    source = tmp_path / "in"
+    source.mkdir()
+    (source / "part.jsonl").write_text("\n".join(sql_only) + "\n")
+    result = run_job(spark, definitions, JobOptions(
+        source=f"file:{source}", sink=f"file:{tmp_path / 'events'}",
+        deadletter=f"file:{tmp_path / 'dead'}"))
+    assert result.counts == {"event": len(sql_only)}
+    events = _read_lines(tmp_path / "events")
+    assert not (tmp_path / "dead").exists() or not _read_lines(tmp_path / "dead")
+    converter = Converter(definitions)
+    by_type = sorted((e["type"], e["source"]) for e in events)
+    assert by_type == sorted(
+        (want["cloudevent"]["type"], want["cloudevent"]["source"])
+        for want in (_expected(converter, line) for line in sql_only))
+
+
 def test_ambiguous_first_vs_deadletter(spark: SparkSession,
                                        definitions: list[MessageDefinition]) -> None:
     line = '{"protocol":"MQTT/3.1.1","topic_name":"tie/1/end","data":{"a":1}}'
