@@ -18,6 +18,10 @@ test: a mutant that hangs a test is killed, as mutmut counts a timeout; the fuzz
 the property tests (hypothesis) get 60 s. `MUTATION_SCREEN_DEADLINE` (default 120 s) bounds
 a whole child (one that reaches it counts as killed: give a slow test set more). Put the
 tests most likely to fail first: a child stops at the first failure.
+
+`MUTATION_SCREEN_PAUSE` names a file (e.g. a shared host's "quiet, benchmarking" flag):
+while it exists no child is started. The wait is between children, never inside one, so
+no child is stopped on its way to its deadline (it would count as killed).
 """
 
 from __future__ import annotations
@@ -91,15 +95,23 @@ def _run(session: pytest.Session, mutant: str, deadline: float) -> tuple[int, st
     return code, why
 
 
+def _wait_while_paused() -> None:
+    pause = os.environ.get("MUTATION_SCREEN_PAUSE")
+    while pause and Path(pause).exists():
+        time.sleep(5)
+
+
 def pytest_runtestloop(session: pytest.Session) -> bool:
     mutants = Path(os.environ["MUTLIST"]).read_text().split()
     deadline = float(os.environ.get("MUTATION_SCREEN_DEADLINE", "120"))
     with Path(os.environ["MUTOUT"]).open("w") as out:
+        _wait_while_paused()
         code, why = _run(session, "", deadline)
         if code != 0:
             out.write(f"BASELINE FAILS {why}\n")
             return True
         for mutant in mutants:
+            _wait_while_paused()
             code, why = _run(session, mutant, deadline)
             verdict = "survived" if code == 0 else "killed"
             out.write(f"{verdict} {mutant}{' ' + why if why else ''}\n")

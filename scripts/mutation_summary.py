@@ -27,6 +27,7 @@ PACKAGES = ("gateway.matching", "gateway.templates.template", "gateway.templates
             "gateway.protocols.accessors",
             "gateway.envelope.partitioning", "gateway.envelope", "gateway.runtime",
             "gateway.json.body", "gateway.cloudevents.bindings.headers",
+            "gateway.ports.inbox", "gateway.ports.pending",
             "adapters.kafka.commits", "adapters.nats.acks")
 _EQUIVALENT_ROW = re.compile(r"^\| `([\w.]+)` \| ([\d ,\-]+) \|")
 KILLED = {1, 3, 24, -24, 36, 37, 152, 255}  # a failing test, a timeout, the type checker
