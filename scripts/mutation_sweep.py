@@ -32,6 +32,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from scripts.mutation_summary import SETTLEMENT
+
 #: The fast tests that exercise each mutated package, those most likely to fail first (a
 #: child stops at its first failing test). Longest prefix wins; anything else gets the
 #: whole fast suite.
@@ -71,6 +73,14 @@ TESTS: dict[str, tuple[str, ...]] = {
         "tests/unit/adapters/test_kafka_commits.py", "tests/unit/adapters/test_kafka_fetch.py",
     ),
     "adapters.nats.acks": ("tests/unit/adapters/test_nats_acks.py",),
+    # The consumers' settlement functions (mutation_summary.SETTLEMENT); their other
+    # functions are not screened (the integration tests cover them against brokers).
+    "adapters.mqtt.consumer": ("tests/unit/adapters/test_consumer_settlement.py",),
+    "adapters.nats.consumer": ("tests/unit/adapters/test_consumer_settlement.py",),
+    "adapters.amqp.consumer": (
+        "tests/unit/adapters/test_amqp_bridge.py", "tests/unit/adapters/test_amqp_settlement.py",
+    ),
+    "adapters.http.consumer": ("tests/unit/adapters/test_http_settlement.py",),
 }
 FAST_SUITE = ("tests/unit", "tests/fuzz")
 KILLED_CODE, SURVIVED_CODE = 1, 0  # what mutmut writes for a failing / a passing test run
@@ -182,6 +192,8 @@ def record(verdicts: dict[str, str]) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--only", nargs="*", default=[], help="fnmatch patterns on mutant names")
+    parser.add_argument("--settlement", action="store_true",
+                        help="the consumers' settlement functions (mutation_summary.SETTLEMENT)")
     parser.add_argument("--changed-since", metavar="REV", help="only functions changed since REV")
     parser.add_argument("--tests", nargs="*", help="test paths (default: the package's, see TESTS)")
     parser.add_argument("--timeout", type=float, default=3.0, help="seconds a test may take")
@@ -195,8 +207,11 @@ def main() -> int:
     sources = metas()
     names = [m for meta in sources.values() for m in meta["exit_code_by_key"]]  # type: ignore[attr-defined]
     codes = {m: c for meta in sources.values() for m, c in meta["exit_code_by_key"].items()}  # type: ignore[attr-defined]
-    if args.only:
-        names = [m for m in names if any(fnmatch.fnmatchcase(m, p) for p in args.only)]
+    if args.only or args.settlement:
+        settlement = {f for functions in SETTLEMENT.values() for f in functions}
+        names = [m for m in names
+                 if any(fnmatch.fnmatchcase(m, p) for p in args.only)
+                 or (args.settlement and m.partition("__mutmut_")[0] in settlement)]
     if args.changed_since:
         changed = changed_functions(args.changed_since, sources)
         module_of = {str(s.with_suffix("")).replace("/", ".").replace(".__init__", ""): s
