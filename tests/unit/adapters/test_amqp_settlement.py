@@ -7,14 +7,16 @@ tests.)"""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any, cast
 
+import pytest
 from proton import Delivery as ProtonDelivery
 from proton import Link
 
-from adapters.amqp.consumer import _ReceiverHandler
+from adapters.amqp.consumer import _ReceiverHandler, _Settler
 from adapters.amqp.options import AmqpOptions
 from gateway.ports import EndpointSettings
 
@@ -135,3 +137,28 @@ def test_nothing_is_sent_once_the_link_is_closing_or_not_active() -> None:
     handler._receiver = None  # the link is gone
     thread.calls[0]()  # does not fail
     assert handler._credit_due == 0
+
+
+def _settler(nack_outcome: str) -> tuple[_Settler, _Thread, list[list[tuple[int, int, str]]]]:
+    thread = _Thread()
+    bursts: list[list[tuple[int, int, str]]] = []
+    handler = SimpleNamespace(settle_burst=bursts.append)
+    counted: list[None] = []
+    settler = _Settler(cast(Any, thread), cast(Any, handler), cast(Any, nack_outcome),
+                       lambda: counted.append(None))
+    return settler, thread, bursts
+
+
+@pytest.mark.parametrize(("nack_outcome", "state"), [
+    ("modified", ProtonDelivery.MODIFIED), ("released", ProtonDelivery.RELEASED)])
+def test_a_retry_is_the_configured_outcome_and_a_lone_settlement_is_handed_over(
+        nack_outcome: str, state: int) -> None:
+    async def main() -> None:
+        settler, thread, bursts = _settler(nack_outcome)
+        await settler.settle(4, False, "later", True)
+        assert thread.calls == []
+        await asyncio.sleep(0)
+        assert len(thread.calls) == 1  # a burst of one goes too
+        thread.calls[0]()
+        assert bursts == [[(4, state, "later")]]
+    asyncio.run(main())

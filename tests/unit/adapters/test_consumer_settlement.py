@@ -7,6 +7,7 @@ the integration tests.)"""
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any, cast
 
 import nats.errors
@@ -16,6 +17,7 @@ import pytest
 from adapters.mqtt.consumer import MqttConsumer
 from adapters.mqtt.paho_loop import PahoLink
 from adapters.nats.acks import AckFrontier
+from adapters.nats.connection import log
 from adapters.nats.consumer import NatsConsumer
 from adapters.nats.record import JetStreamAck
 from gateway.ports import Delivery, EndpointSettings
@@ -131,6 +133,9 @@ async def stale_ack(delivery: Delivery) -> None:
 # -- NATS --------------------------------------------------------------------------------
 
 
+_CLOSED = nats.errors.ConnectionClosedError()
+
+
 class _Msg:
     """Stands in for a nats-py Msg: records what was said to the server about it."""
 
@@ -142,7 +147,7 @@ class _Msg:
     async def _say(self, what: str, arg: Any = None) -> None:
         self.said.append((what, arg))
         if self._fail:
-            raise nats.errors.ConnectionClosedError
+            raise _CLOSED
 
     async def ack(self) -> None:
         await self._say("ack")
@@ -200,7 +205,8 @@ def test_nats_core_and_shadow_consumers_tell_the_server_nothing() -> None:
     asyncio.run(main())
 
 
-def test_nats_a_settlement_the_server_cannot_take_is_left_to_redelivery() -> None:
+def test_nats_a_settlement_the_server_cannot_take_is_left_to_redelivery(
+        caplog: pytest.LogCaptureFixture) -> None:
     async def main() -> None:
         consumer = _nats(stream="S")
         for ack, retry in ((True, False), (False, True), (False, False)):
@@ -208,14 +214,17 @@ def test_nats_a_settlement_the_server_cannot_take_is_left_to_redelivery() -> Non
             await _settle(consumer, gone, ack, retry)  # does not raise
             assert len(gone.said) == 1
         assert consumer.unsettled == 0
-    asyncio.run(main())
+    with caplog.at_level(logging.DEBUG, logger=log.name):
+        asyncio.run(main())
+    said = [r.getMessage() for r in caplog.records if r.name == log.name]
+    assert said == [f"NATS settlement not sent ({_CLOSED!r}); redelivery after ack_wait"] * 3
 
 
 def _ack_all(consumer: NatsConsumer, *names: str) -> tuple[
         AckFrontier[Any], list[_Msg], list[Any]]:
     acks: AckFrontier[Any] = AckFrontier()
     consumer._acks = acks
-    msgs = [_Msg(name) for name in names]
+    msgs = [_Msg(name, fail=name.startswith("gone")) for name in names]
     settlers = [consumer._ack_all_settler(cast(Any, msg), JetStreamAck("S", n, n), acks)
                 for n, msg in enumerate(msgs, start=1)]
     return acks, msgs, settlers
@@ -277,3 +286,40 @@ def test_nats_ack_all_without_a_position_settles_the_message_on_its_own() -> Non
         assert msg.said == [("ack", None)]  # at once, not behind the frontier
         assert len(acks) == 0
     asyncio.run(main())
+
+
+def test_nats_ack_all_a_redelivery_is_not_acked_past_a_message_delivered_before_it() -> None:
+    """The server ignores an ack whose delivery sequence is below the highest acked: an
+    ack of the redelivered 1 (delivery 3) would make it ignore 2's (delivery 2)."""
+    async def main() -> None:
+        consumer = _nats(stream="S")
+        acks, msgs, settle = _ack_all(consumer, "one", "two")
+        await settle[0](False, "later", True)  # -NAK: 1 comes again, as delivery 3
+        again = _Msg("one again")
+        redelivered = consumer._ack_all_settler(cast(Any, again), JetStreamAck("S", 1, 3), acks)
+        await redelivered(True, "", False)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert again.said == [] and msgs[1].said == []  # 2 is pending: no ack yet
+        await settle[1](True, "", False)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert msgs[1].said == [("ack", None)] and again.said == []  # 2's ack covers 1
+    asyncio.run(main())
+
+
+def test_nats_ack_all_an_ack_or_nak_the_server_cannot_take_is_logged_and_left(
+        caplog: pytest.LogCaptureFixture) -> None:
+    async def main() -> None:
+        consumer = _nats(stream="S", nak_delay=1)
+        _, msgs, settle = _ack_all(consumer, "gone 1", "gone 2")
+        await settle[1](False, "later", True)
+        await settle[0](True, "", False)
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert msgs[1].said == [("nak", 1.0)] and msgs[0].said == [("ack", None)]
+    with caplog.at_level(logging.DEBUG, logger=log.name):
+        asyncio.run(main())
+    said = [r.getMessage() for r in caplog.records if r.name == log.name]
+    assert said == [f"NATS nak not sent ({_CLOSED!r}); redelivery after ack_wait",
+                    f"NATS ack not sent ({_CLOSED!r}); redelivery after ack_wait"]
