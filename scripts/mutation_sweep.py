@@ -37,6 +37,11 @@ from scripts.mutation_summary import SETTLEMENT
 #: The fast tests that exercise each mutated package, those most likely to fail first (a
 #: child stops at its first failing test). Longest prefix wins; anything else gets the
 #: whole fast suite.
+_RUNTIME = (  # the quick route tests first; the CLI in a subprocess and the fuzz test last
+    "tests/unit/runtime/test_route*.py", "tests/unit/runtime/test_[!dl]*.py",
+    "tests/unit/runtime/test_ledger.py", "tests/unit/runtime/test_daemon.py",
+    "tests/unit/runtime/test_lone_surrogates.py", "tests/fuzz/test_fuzz_route.py",
+)
 TESTS: dict[str, tuple[str, ...]] = {
     "gateway.matching": (
         "tests/unit/core/test_matching_*.py", "tests/unit/core/test_matcher*.py",
@@ -66,7 +71,22 @@ TESTS: dict[str, tuple[str, ...]] = {
     "gateway.cloudevents.bindings.headers": (
         "tests/unit/cloudevents", "tests/unit/adapters/test_encoded_headers.py",
     ),
-    "gateway.runtime": ("tests/unit/runtime", "tests/fuzz/test_fuzz_route.py"),
+    "gateway.runtime": _RUNTIME,
+    "gateway.runtime.ledger": ("tests/unit/runtime/test_ledger.py", *_RUNTIME),
+    "gateway.runtime.settler": (
+        "tests/unit/runtime/test_settlement.py", "tests/unit/runtime/test_ledger.py", *_RUNTIME),
+    "gateway.runtime.deadletters": (
+        "tests/unit/runtime/test_route_failure_paths.py",
+        "tests/unit/runtime/test_route_undecodable.py", *_RUNTIME),
+    "gateway.runtime.stats": ("tests/unit/runtime/test_route_metrics.py", *_RUNTIME),
+    "gateway.runtime.stalls": ("tests/unit/runtime/test_route_stalls.py", *_RUNTIME),
+    "gateway.runtime.reply": (
+        "tests/unit/runtime/test_reply.py", "tests/unit/runtime/test_reply_hand_back.py",
+        *_RUNTIME),
+    "gateway.runtime.resend": (
+        "tests/unit/runtime/test_resend.py", "tests/unit/runtime/test_retry.py", *_RUNTIME),
+    "gateway.runtime.backlog": ("tests/unit/runtime/test_backlog_watch.py", *_RUNTIME),
+    "gateway.runtime.heap": ("tests/unit/runtime/test_heap.py", *_RUNTIME),
     "gateway.ports.inbox": ("tests/unit/ports/test_inbox.py",),
     "gateway.ports.pending": ("tests/unit/ports/test_pending.py",),
     "adapters.kafka.commits": (
@@ -155,9 +175,12 @@ def tests_for(mutant: str) -> tuple[str, ...]:
 def screen(names: list[str], tests: tuple[str, ...], timeout: float) -> dict[str, str]:
     """Mutant -> the screen's line for it (`killed NAME TEST` / `survived NAME`)."""
     mutants = Path("mutants")
-    paths = sorted({str(p.relative_to(mutants)) for pattern in tests
-                    for p in (mutants.glob(pattern) if "*" in pattern else [mutants / pattern])
-                    if p.exists()})
+    # In the order given (a child stops at its first failing test: the likeliest first),
+    # each file once.
+    paths = list(dict.fromkeys(
+        str(p.relative_to(mutants)) for pattern in tests
+        for p in (sorted(mutants.glob(pattern)) if "*" in pattern else [mutants / pattern])
+        if p.exists()))
     with tempfile.TemporaryDirectory() as tmp:
         listing, result = Path(tmp) / "names.txt", Path(tmp) / "result.txt"
         listing.write_text("\n".join(names))
@@ -219,11 +242,11 @@ def main() -> int:
         names = [m for m in names
                  if (module_of.get(m.partition("__mutmut_")[0].rpartition(".")[0]), function_of(m))
                  in changed]
-    if args.unchecked:
-        names = [m for m in names if codes.get(m) is None]
     if args.sample and len(names) > args.sample:
         step = len(names) / args.sample  # every step-th: spread over the functions
         names = [names[int(i * step)] for i in range(args.sample)]
+    if args.unchecked:  # (after sampling: a resumed sample is the same sample)
+        names = [m for m in names if codes.get(m) is None]
     if args.dry_run:
         print("\n".join(names))
         return 0
