@@ -36,6 +36,7 @@ from pathlib import Path
 import pytest
 
 _FUZZ_TIMEOUT = 60
+_BASELINE_TIMEOUT = 120  # each test of the unmutated run (it only has to pass)
 _SLOW_FACTOR = 5  # a test's timeout: at least this many times its unmutated duration
 _first_failure: list[str] = []
 _durations: dict[str, float] = {}
@@ -60,6 +61,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def _child(session: pytest.Session, mutant: str, verdict: Path) -> None:
     """Runs in the forked child: the collected tests until one fails; never returns."""
     os.environ["MUTANT_UNDER_TEST"] = mutant
+    if not mutant:  # the unmutated run measures the tests: a busy host must not fail it
+        for item in session.items:
+            item.add_marker(pytest.mark.timeout(_BASELINE_TIMEOUT), append=False)
     quiet = os.open(os.devnull, os.O_WRONLY)
     os.dup2(quiet, 1)
     os.dup2(quiet, 2)

@@ -39,7 +39,8 @@ from scripts.mutation_summary import SETTLEMENT
 #: whole fast suite.
 _RUNTIME = (  # the quick route tests first; the CLI in a subprocess and the fuzz test last
     "tests/unit/runtime/test_route*.py", "tests/unit/runtime/test_[!dl]*.py",
-    "tests/unit/runtime/test_ledger.py", "tests/unit/runtime/test_daemon.py",
+    "tests/unit/runtime/test_ledger.py", "tests/unit/tap/test_tap_route.py",
+    "tests/unit/tap/test_tap_units.py", "tests/unit/runtime/test_daemon.py",
     "tests/unit/runtime/test_lone_surrogates.py", "tests/fuzz/test_fuzz_route.py",
 )
 TESTS: dict[str, tuple[str, ...]] = {
@@ -87,6 +88,7 @@ TESTS: dict[str, tuple[str, ...]] = {
         "tests/unit/runtime/test_resend.py", "tests/unit/runtime/test_retry.py", *_RUNTIME),
     "gateway.runtime.backlog": ("tests/unit/runtime/test_backlog_watch.py", *_RUNTIME),
     "gateway.runtime.heap": ("tests/unit/runtime/test_heap.py", *_RUNTIME),
+    "gateway.runtime.tapping": ("tests/unit/tap/test_tap_route.py", *_RUNTIME),
     "gateway.ports.inbox": ("tests/unit/ports/test_inbox.py",),
     "gateway.ports.pending": ("tests/unit/ports/test_pending.py",),
     "adapters.kafka.commits": (

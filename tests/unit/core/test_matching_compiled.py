@@ -183,6 +183,15 @@ def test_percent_encoded_fields_compare_and_capture_decoded() -> None:
         "f: expected a value of type integer, got 1%32")
 
 
+def test_a_repeated_field_passes_when_a_later_entry_agrees_with_the_capture() -> None:
+    """A placeholder has one value: an entry that clashes with what was captured before
+    does not end the search; the next entry that agrees makes the field pass."""
+    template = check("/a/{x}")
+    assert apply(template, ["/a/other", "/a/b"], {"x": "b"}) == (None, {"x": "b"})
+    assert apply(template, ["/a/other", "/a/more"], {"x": "b"}) == (
+        "f: expected {x} = 'b' (captured earlier), got 'more'", {"x": "b"})  # the last one
+
+
 def test_datacontenttype_compares_media_types_case_insensitively() -> None:
     dct = check("application/json; charset=utf-8", attribute="datacontenttype")
     assert apply(dct, ["Application/JSON;Charset=utf-8"])[0] is None

@@ -140,3 +140,18 @@ def test_a_confirmation_that_keeps_raising_leaves_its_error_in_the_dead_letter()
         "events-kafka: RuntimeError: confirmation blew up")
     assert sample(metrics, "xrgw_publish_errors_total", endpoint="events-kafka",
                   reason="retryable") == 3
+
+
+def test_every_endpoint_shows_as_disconnected_from_the_start() -> None:
+    """A scrape before the first connect already has the connected gauge of the source
+    and of each output, at 0: a route stuck connecting shows in the metric, not by a
+    missing series."""
+    async def main() -> None:
+        route, consumer, _, _, metrics = build([sale(1)])
+        shown = {endpoint: metrics.registry.get_sample_value(
+                     "xrgw_endpoint_connected", {"endpoint": endpoint})
+                 for endpoint in ("store-mqtt", "events-kafka", "dlq")}
+        assert shown == {"store-mqtt": 0, "events-kafka": 0, "dlq": 0}
+        await run_to_end(route, consumer)
+        assert sample(metrics, "xrgw_endpoint_connected", endpoint="store-mqtt") == 1
+    asyncio.run(main())
