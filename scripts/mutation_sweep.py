@@ -39,7 +39,8 @@ from scripts.mutation_summary import SETTLEMENT
 #: whole fast suite.
 _RUNTIME = (  # the quick route tests first; the CLI in a subprocess and the fuzz test last
     "tests/unit/runtime/test_route*.py", "tests/unit/runtime/test_[!dl]*.py",
-    "tests/unit/runtime/test_ledger.py", "tests/unit/tap/test_tap_route.py",
+    "tests/unit/runtime/test_ledger.py", "tests/unit/runtime/test_deadletters.py",
+    "tests/unit/observability/test_sender_secrets.py", "tests/unit/tap/test_tap_route.py",
     "tests/unit/tap/test_tap_units.py", "tests/unit/runtime/test_daemon.py",
     "tests/unit/runtime/test_lone_surrogates.py", "tests/fuzz/test_fuzz_route.py",
 )
@@ -77,7 +78,7 @@ TESTS: dict[str, tuple[str, ...]] = {
     "gateway.runtime.settler": (
         "tests/unit/runtime/test_settlement.py", "tests/unit/runtime/test_ledger.py", *_RUNTIME),
     "gateway.runtime.deadletters": (
-        "tests/unit/runtime/test_route_failure_paths.py",
+        "tests/unit/runtime/test_deadletters.py", "tests/unit/runtime/test_route_failure_paths.py",
         "tests/unit/runtime/test_route_undecodable.py", *_RUNTIME),
     "gateway.runtime.stats": ("tests/unit/runtime/test_route_metrics.py", *_RUNTIME),
     "gateway.runtime.stalls": ("tests/unit/runtime/test_route_stalls.py", *_RUNTIME),
@@ -88,6 +89,8 @@ TESTS: dict[str, tuple[str, ...]] = {
         "tests/unit/runtime/test_resend.py", "tests/unit/runtime/test_retry.py", *_RUNTIME),
     "gateway.runtime.backlog": ("tests/unit/runtime/test_backlog_watch.py", *_RUNTIME),
     "gateway.runtime.heap": ("tests/unit/runtime/test_heap.py", *_RUNTIME),
+    "gateway.runtime.window": ("tests/unit/runtime/test_window.py", *_RUNTIME),
+    "gateway.runtime.sender": ("tests/unit/runtime/test_sender_resend.py", *_RUNTIME),
     "gateway.runtime.tapping": ("tests/unit/tap/test_tap_route.py", *_RUNTIME),
     "gateway.ports.inbox": ("tests/unit/ports/test_inbox.py",),
     "gateway.ports.pending": ("tests/unit/ports/test_pending.py",),
