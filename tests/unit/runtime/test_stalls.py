@@ -1,10 +1,16 @@
 """A route's stall bookkeeping (gateway/runtime/stalls.py) on a clock the test turns:
-when a condition becomes a stall, how `/readyz` shows it, when a quiet one ends."""
+when a condition becomes a stall, how `/readyz` shows it, when a quiet one ends; and the
+log line of an endpoint that connected after retries (gateway/runtime/stats.py)."""
 
 from __future__ import annotations
 
+import logging
+
+import pytest
+
 from gateway.observability.metrics import Metrics
 from gateway.runtime.stalls import OUTPUT_UNAVAILABLE, SOURCE_FAILING, Stalls
+from gateway.runtime.stats import RouteStats
 
 
 class _Clock:
@@ -49,3 +55,14 @@ def test_a_quiet_condition_ends_once_it_has_not_failed_for_the_stall_time() -> N
     clock.now = 10.0  # exactly the stall time since its last failure
     stalls.quiet(SOURCE_FAILING, "in")
     assert not stalls.active(SOURCE_FAILING, "in")
+
+
+def test_an_endpoint_that_needed_several_attempts_says_so_when_it_connects(
+        caplog: pytest.LogCaptureFixture) -> None:
+    stats = RouteStats("r", "in", Metrics(), None, 8, [])
+    with caplog.at_level(logging.INFO, logger="xrgw.route"):
+        stats.endpoint_connected("out", 1)  # at the first attempt: nothing to say
+        stats.endpoint_connected("out", 3)
+    [line] = [r for r in caplog.records if r.name == "xrgw.route"]
+    assert line.getMessage() == "endpoint connected after 3 attempt(s)"
+    assert (getattr(line, "route", None), getattr(line, "endpoint", None)) == ("r", "out")
