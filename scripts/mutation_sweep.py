@@ -80,7 +80,9 @@ TESTS: dict[str, tuple[str, ...]] = {
     "gateway.runtime.deadletters": (
         "tests/unit/runtime/test_deadletters.py", "tests/unit/runtime/test_route_failure_paths.py",
         "tests/unit/runtime/test_route_undecodable.py", *_RUNTIME),
-    "gateway.runtime.stats": ("tests/unit/runtime/test_route_metrics.py", *_RUNTIME),
+    "gateway.runtime.stats": (
+        "tests/unit/runtime/test_route_metrics.py", "tests/unit/runtime/test_stalls.py",
+        *_RUNTIME),
     "gateway.runtime.stalls": (
         "tests/unit/runtime/test_stalls.py", "tests/unit/runtime/test_route_stalls.py", *_RUNTIME),
     "gateway.runtime.reply": (
