@@ -6,7 +6,10 @@ after an internal error while settling."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
+
+import pytest
 
 from adapters.memory import MemoryConsumer, MemoryProducer
 from gateway.convert import Converter
@@ -315,3 +318,26 @@ def test_the_source_gauge_follows_a_source_that_turns_not_connected_while_it_rea
         return seen
 
     assert asyncio.run(scenario()) == [1, 0, 1]
+
+
+def test_only_an_unexpected_read_error_is_logged_with_its_traceback(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A dropped connection is routine (one warning); an exception a consumer should
+    never raise is a bug, logged with its traceback."""
+    def lines(lost: bool, troubles: list[Exception]) -> list[logging.LogRecord]:
+        caplog.clear()
+        consumer = Flaky([sale(1)], close_when_empty=True)
+        consumer.lost, consumer.troubles = lost, troubles
+        route = Route("store", "store-mqtt", consumer, Converter(CATALOG.messages()),
+                      [Output("k", "KAFKA", MemoryProducer(), defaults={"topic": "t"})],
+                      deadletter=None, metrics=Metrics(), retry=FAST)
+        with caplog.at_level(logging.WARNING, logger="xrgw.route"):
+            asyncio.run(run_to_end(route, consumer))
+        return [r for r in caplog.records if r.name == "xrgw.route"]
+
+    dropped = lines(True, [])
+    assert [r.getMessage() for r in dropped] == ["reading from the source failed; reconnecting"]
+    bug = lines(False, [RuntimeError("bug in the client")])
+    assert [r.getMessage() for r in bug] == ["consumer failed; reconnecting",
+                                             "reading from the source failed; reconnecting"]
+    assert bug[0].exc_info is not None
