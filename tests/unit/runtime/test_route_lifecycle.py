@@ -341,3 +341,33 @@ def test_only_an_unexpected_read_error_is_logged_with_its_traceback(
     assert [r.getMessage() for r in bug] == ["consumer failed; reconnecting",
                                              "reading from the source failed; reconnecting"]
     assert bug[0].exc_info is not None
+
+
+def test_a_source_that_drops_again_right_after_a_reconnect_is_backed_off() -> None:
+    """One drop is reconnected at once; dropping again right after the reconnect is
+    something a reconnect does not cure: the next one waits the first backoff step."""
+    asked: list[int] = []
+
+    class Recording(RetryPolicy):
+        def delay(self, attempt: int, at_least: float | None = None) -> float:
+            asked.append(attempt)
+            return 0.0
+
+    class Dropping(MemoryConsumer):
+        drops = 2
+
+        async def read_batch(self, limit: int):  # type: ignore[no-untyped-def]
+            from gateway.ports import NotConnected
+
+            if self.drops:
+                self.drops -= 1
+                raise NotConnected("connection reset")
+            return await super().read_batch(limit)
+
+    consumer = Dropping([sale(1)], close_when_empty=True)
+    route = Route("store", "store-mqtt", consumer, Converter(CATALOG.messages()),
+                  [Output("k", "KAFKA", MemoryProducer(), defaults={"topic": "t"})],
+                  deadletter=None, metrics=Metrics(), retry=Recording(attempts=2))
+    asyncio.run(run_to_end(route, consumer))
+    assert asked == [0]  # the second drop in a row waited; the first did not
+    assert len(consumer.acked) == 1
