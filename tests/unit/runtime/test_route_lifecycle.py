@@ -371,3 +371,24 @@ def test_a_source_that_drops_again_right_after_a_reconnect_is_backed_off() -> No
     asyncio.run(run_to_end(route, consumer))
     assert asked == [0]  # the second drop in a row waited; the first did not
     assert len(consumer.acked) == 1
+
+
+def test_a_source_that_admits_senders_holds_them_while_the_outputs_connect() -> None:
+    """An HTTP ingress (`Admission`) tells senders "retry later" until the outputs are
+    connected, then admits them; an observing route never holds its senders."""
+    def holds(observe: bool) -> list[str | None]:
+        said: list[str | None] = []
+
+        class Admitting(MemoryConsumer):
+            def hold(self, reason: str | None) -> None:
+                said.append(reason)
+
+        consumer = Admitting([sale(1)], close_when_empty=True)
+        route = Route("store", "store-mqtt", consumer, Converter(CATALOG.messages()),
+                      [Output("k", "KAFKA", MemoryProducer(), defaults={"topic": "t"})],
+                      deadletter=None, metrics=Metrics(), retry=FAST, observe=observe)
+        asyncio.run(run_to_end(route, consumer))
+        return said
+
+    assert holds(observe=False)[:2] == ["the route's outputs are not connected yet", None]
+    assert holds(observe=True) == []
