@@ -15,13 +15,20 @@ first failing test, `timeout` when it hung) or `survived NAME`.
 Each child starts from the parent's state after collection (nothing a test run cached),
 so a mutant behind a cache runs like any other. `--timeout` (pytest-timeout) bounds each
 test: a mutant that hangs a test is killed, as mutmut counts a timeout; the fuzz tests and
-the property tests (hypothesis) get 60 s. `MUTATION_SCREEN_DEADLINE` (default 120 s) bounds
+the property tests (hypothesis) get 60 s, and a test that took long in the unmutated run
+(a CLI in a subprocess on a loaded host) gets five times its own time: a timeout must mean
+the mutant hung it, not that the host was busy. `MUTATION_SCREEN_DEADLINE` (default 120 s) bounds
 a whole child (one that reaches it counts as killed: give a slow test set more). Put the
 tests most likely to fail first: a child stops at the first failure.
+
+`MUTATION_SCREEN_PAUSE` names a file (e.g. a shared host's "quiet, benchmarking" flag):
+while it exists no child is started. The wait is between children, never inside one, so
+no child is stopped on its way to its deadline (it would count as killed).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -29,7 +36,10 @@ from pathlib import Path
 import pytest
 
 _FUZZ_TIMEOUT = 60
+_BASELINE_TIMEOUT = 120  # each test of the unmutated run (it only has to pass)
+_SLOW_FACTOR = 5  # a test's timeout: at least this many times its unmutated duration
 _first_failure: list[str] = []
+_durations: dict[str, float] = {}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -42,6 +52,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _durations[report.nodeid] = _durations.get(report.nodeid, 0.0) + report.duration
     if report.failed and not _first_failure:
         hung = "Timeout" in (report.longreprtext or "")
         _first_failure.append(report.nodeid + (" timeout" if hung else ""))
@@ -50,6 +61,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def _child(session: pytest.Session, mutant: str, verdict: Path) -> None:
     """Runs in the forked child: the collected tests until one fails; never returns."""
     os.environ["MUTANT_UNDER_TEST"] = mutant
+    if not mutant:  # the unmutated run measures the tests: a busy host must not fail it
+        for item in session.items:
+            item.add_marker(pytest.mark.timeout(_BASELINE_TIMEOUT), append=False)
     quiet = os.open(os.devnull, os.O_WRONLY)
     os.dup2(quiet, 1)
     os.dup2(quiet, 2)
@@ -65,6 +79,8 @@ def _child(session: pytest.Session, mutant: str, verdict: Path) -> None:
         code = 2
     if _first_failure:
         verdict.write_text(_first_failure[0])
+    elif not mutant:  # the unmutated run: each test's duration, for the timeouts
+        verdict.with_suffix(".durations").write_text(json.dumps(_durations))
     os._exit(code)
 
 
@@ -91,15 +107,39 @@ def _run(session: pytest.Session, mutant: str, deadline: float) -> tuple[int, st
     return code, why
 
 
+def _timeouts_from(durations: dict[str, float], session: pytest.Session) -> None:
+    """A test slower than its timeout allows for, unmutated, gets `_SLOW_FACTOR` times
+    its own time (never less than it has)."""
+    default = float(session.config.getoption("timeout", 0) or 0)
+    for item in session.items:
+        marker = item.get_closest_marker("timeout")
+        current = float(marker.args[0]) if marker and marker.args else default
+        wanted = _SLOW_FACTOR * durations.get(item.nodeid, 0.0)
+        if current and wanted > current:
+            item.add_marker(pytest.mark.timeout(wanted), append=False)
+
+
+def _wait_while_paused() -> None:
+    pause = os.environ.get("MUTATION_SCREEN_PAUSE")
+    while pause and Path(pause).exists():
+        time.sleep(5)
+
+
 def pytest_runtestloop(session: pytest.Session) -> bool:
     mutants = Path(os.environ["MUTLIST"]).read_text().split()
     deadline = float(os.environ.get("MUTATION_SCREEN_DEADLINE", "120"))
     with Path(os.environ["MUTOUT"]).open("w") as out:
+        _wait_while_paused()
         code, why = _run(session, "", deadline)
         if code != 0:
             out.write(f"BASELINE FAILS {why}\n")
             return True
+        timings = Path(f"/tmp/mutation-screen-{os.getpid()}.durations")
+        if timings.exists():
+            _timeouts_from(json.loads(timings.read_text()), session)
+            timings.unlink()
         for mutant in mutants:
+            _wait_while_paused()
             code, why = _run(session, mutant, deadline)
             verdict = "survived" if code == 0 else "killed"
             out.write(f"{verdict} {mutant}{' ' + why if why else ''}\n")

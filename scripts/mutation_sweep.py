@@ -28,12 +28,22 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from collections import defaultdict
 from pathlib import Path
+
+from scripts.mutation_summary import SETTLEMENT
 
 #: The fast tests that exercise each mutated package, those most likely to fail first (a
 #: child stops at its first failing test). Longest prefix wins; anything else gets the
 #: whole fast suite.
+_RUNTIME = (  # the quick route tests first; the CLI in a subprocess and the fuzz test last
+    "tests/unit/runtime/test_route*.py", "tests/unit/runtime/test_[!dl]*.py",
+    "tests/unit/runtime/test_ledger.py", "tests/unit/runtime/test_deadletters.py",
+    "tests/unit/observability/test_sender_secrets.py", "tests/unit/tap/test_tap_route.py",
+    "tests/unit/tap/test_tap_units.py", "tests/unit/runtime/test_daemon.py",
+    "tests/unit/runtime/test_lone_surrogates.py", "tests/fuzz/test_fuzz_route.py",
+)
 TESTS: dict[str, tuple[str, ...]] = {
     "gateway.matching": (
         "tests/unit/core/test_matching_*.py", "tests/unit/core/test_matcher*.py",
@@ -63,11 +73,42 @@ TESTS: dict[str, tuple[str, ...]] = {
     "gateway.cloudevents.bindings.headers": (
         "tests/unit/cloudevents", "tests/unit/adapters/test_encoded_headers.py",
     ),
-    "gateway.runtime": ("tests/unit/runtime", "tests/fuzz/test_fuzz_route.py"),
+    "gateway.runtime": _RUNTIME,
+    "gateway.runtime.ledger": ("tests/unit/runtime/test_ledger.py", *_RUNTIME),
+    "gateway.runtime.settler": (
+        "tests/unit/runtime/test_settlement.py", "tests/unit/runtime/test_ledger.py", *_RUNTIME),
+    "gateway.runtime.deadletters": (
+        "tests/unit/runtime/test_deadletters.py", "tests/unit/runtime/test_route_failure_paths.py",
+        "tests/unit/runtime/test_route_undecodable.py", *_RUNTIME),
+    "gateway.runtime.stats": (
+        "tests/unit/runtime/test_route_metrics.py", "tests/unit/runtime/test_stalls.py",
+        *_RUNTIME),
+    "gateway.runtime.stalls": (
+        "tests/unit/runtime/test_stalls.py", "tests/unit/runtime/test_route_stalls.py", *_RUNTIME),
+    "gateway.runtime.reply": (
+        "tests/unit/runtime/test_reply.py", "tests/unit/runtime/test_reply_hand_back.py",
+        *_RUNTIME),
+    "gateway.runtime.resend": (
+        "tests/unit/runtime/test_resend.py", "tests/unit/runtime/test_retry.py", *_RUNTIME),
+    "gateway.runtime.backlog": ("tests/unit/runtime/test_backlog_watch.py", *_RUNTIME),
+    "gateway.runtime.heap": ("tests/unit/runtime/test_heap.py", *_RUNTIME),
+    "gateway.runtime.window": ("tests/unit/runtime/test_window.py", *_RUNTIME),
+    "gateway.runtime.sender": ("tests/unit/runtime/test_sender_resend.py", *_RUNTIME),
+    "gateway.runtime.tapping": ("tests/unit/tap/test_tap_route.py", *_RUNTIME),
+    "gateway.ports.inbox": ("tests/unit/ports/test_inbox.py",),
+    "gateway.ports.pending": ("tests/unit/ports/test_pending.py",),
     "adapters.kafka.commits": (
         "tests/unit/adapters/test_kafka_commits.py", "tests/unit/adapters/test_kafka_fetch.py",
     ),
     "adapters.nats.acks": ("tests/unit/adapters/test_nats_acks.py",),
+    # The consumers' settlement functions (mutation_summary.SETTLEMENT); their other
+    # functions are not screened (the integration tests cover them against brokers).
+    "adapters.mqtt.consumer": ("tests/unit/adapters/test_consumer_settlement.py",),
+    "adapters.nats.consumer": ("tests/unit/adapters/test_consumer_settlement.py",),
+    "adapters.amqp.consumer": (
+        "tests/unit/adapters/test_amqp_bridge.py", "tests/unit/adapters/test_amqp_settlement.py",
+    ),
+    "adapters.http.consumer": ("tests/unit/adapters/test_http_settlement.py",),
 }
 FAST_SUITE = ("tests/unit", "tests/fuzz")
 KILLED_CODE, SURVIVED_CODE = 1, 0  # what mutmut writes for a failing / a passing test run
@@ -142,9 +183,12 @@ def tests_for(mutant: str) -> tuple[str, ...]:
 def screen(names: list[str], tests: tuple[str, ...], timeout: float) -> dict[str, str]:
     """Mutant -> the screen's line for it (`killed NAME TEST` / `survived NAME`)."""
     mutants = Path("mutants")
-    paths = sorted({str(p.relative_to(mutants)) for pattern in tests
-                    for p in (mutants.glob(pattern) if "*" in pattern else [mutants / pattern])
-                    if p.exists()})
+    # In the order given (a child stops at its first failing test: the likeliest first),
+    # each file once.
+    paths = list(dict.fromkeys(
+        str(p.relative_to(mutants)) for pattern in tests
+        for p in (sorted(mutants.glob(pattern)) if "*" in pattern else [mutants / pattern])
+        if p.exists()))
     with tempfile.TemporaryDirectory() as tmp:
         listing, result = Path(tmp) / "names.txt", Path(tmp) / "result.txt"
         listing.write_text("\n".join(names))
@@ -152,7 +196,7 @@ def screen(names: list[str], tests: tuple[str, ...], timeout: float) -> dict[str
         # A child that reaches the deadline counts as killed: far above what the slowest
         # test set takes on a loaded host, the per-test timeout bounds a hung mutant.
         env.setdefault("MUTATION_SCREEN_DEADLINE", "900")
-        command = ["nice", "-n", "10", sys.executable, "-m", "pytest",
+        command = ["nice", "-n", "19", sys.executable, "-m", "pytest",
                    "-p", "scripts.mutation_screen", "-q", "-p", "no:cacheprovider",
                    "--hypothesis-seed=0", "--hypothesis-profile=mutation",
                    f"--timeout={timeout:g}", *paths]
@@ -179,6 +223,8 @@ def record(verdicts: dict[str, str]) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--only", nargs="*", default=[], help="fnmatch patterns on mutant names")
+    parser.add_argument("--settlement", action="store_true",
+                        help="the consumers' settlement functions (mutation_summary.SETTLEMENT)")
     parser.add_argument("--changed-since", metavar="REV", help="only functions changed since REV")
     parser.add_argument("--tests", nargs="*", help="test paths (default: the package's, see TESTS)")
     parser.add_argument("--timeout", type=float, default=3.0, help="seconds a test may take")
@@ -192,8 +238,11 @@ def main() -> int:
     sources = metas()
     names = [m for meta in sources.values() for m in meta["exit_code_by_key"]]  # type: ignore[attr-defined]
     codes = {m: c for meta in sources.values() for m, c in meta["exit_code_by_key"].items()}  # type: ignore[attr-defined]
-    if args.only:
-        names = [m for m in names if any(fnmatch.fnmatchcase(m, p) for p in args.only)]
+    if args.only or args.settlement:
+        settlement = {f for functions in SETTLEMENT.values() for f in functions}
+        names = [m for m in names
+                 if any(fnmatch.fnmatchcase(m, p) for p in args.only)
+                 or (args.settlement and m.partition("__mutmut_")[0] in settlement)]
     if args.changed_since:
         changed = changed_functions(args.changed_since, sources)
         module_of = {str(s.with_suffix("")).replace("/", ".").replace(".__init__", ""): s
@@ -201,11 +250,11 @@ def main() -> int:
         names = [m for m in names
                  if (module_of.get(m.partition("__mutmut_")[0].rpartition(".")[0]), function_of(m))
                  in changed]
-    if args.unchecked:
-        names = [m for m in names if codes.get(m) is None]
     if args.sample and len(names) > args.sample:
         step = len(names) / args.sample  # every step-th: spread over the functions
         names = [names[int(i * step)] for i in range(args.sample)]
+    if args.unchecked:  # (after sampling: a resumed sample is the same sample)
+        names = [m for m in names if codes.get(m) is None]
     if args.dry_run:
         print("\n".join(names))
         return 0
@@ -219,6 +268,9 @@ def main() -> int:
         # In chunks, each recorded when done: an interrupted sweep keeps what it screened.
         for start in range(0, len(group), args.chunk):
             chunk = group[start:start + args.chunk]
+            pause = os.environ.get("MUTATION_SCREEN_PAUSE")
+            while pause and Path(pause).exists():  # no new pytest process meanwhile
+                time.sleep(5)
             verdicts = screen(chunk, tests, args.timeout)
             record(verdicts)
             alive = [m for m in chunk if verdicts.get(m, "").startswith("survived")]

@@ -353,3 +353,16 @@ def test_explain_compares_a_bounded_window_of_a_long_value(monkeypatch) -> None:
     hints = matcher_module.Matcher(definitions).explain(
         matcher_module.NativeMessage("MQTT/5.0", {"topic_name": topic}))
     assert len(hints) == 2 and seen and max(seen) == 256
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("{a}/{b}", None),
+    ("{a}{a}", "a name repeated inside one segment"),
+    ("{y}{x}/{y}", "a repeated name shares its first segment with another placeholder"),
+    ("{y}/{x}{y}", "a repeated name right after a placeholder"),
+    ("{y}/{x}" + "a" * 70 + "{z}",
+     f"more than {MAX_LOOKAHEAD} literal characters after a placeholder"),
+])
+def test_why_a_template_gets_no_linear_regex_is_said_in_words(text: str, why: str | None
+                                                               ) -> None:
+    assert why_not_linear_regex(Template.parse(text)) == why

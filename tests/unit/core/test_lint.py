@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
+from gateway.definitions import read_document
 from gateway.definitions.model import Property
 from gateway.matching.compiled import Check
-from gateway.matching.lint import Overlap, _unify_text, find_overlaps
+from gateway.matching.lint import OVERLAP_FIX, Overlap, _unify_text, find_overlaps, overlap_problem
 
 from .defs import define, opt, prop
 
@@ -262,3 +263,21 @@ def test_required_typed_cloudevent_attributes_get_a_sample_of_their_type() -> No
     assert overlap.event == {"specversion": "1.0", "id": "lint-example", "source": "x1",
                              "type": "t", "time": "1970-01-01T00:00:00Z", "count": "1",
                              "ref": "urn:x1"}
+
+
+def test_an_overlap_is_reported_at_its_first_definition_with_the_fix() -> None:
+    meta = {"type": {"value": "x"}, "source": {"value": "/s"}}
+    catalog = read_document({"messagegroups": {"g": {"envelope": "CloudEvents/1.0",
+                                                     "messages": {
+        "a": {"protocol": "KAFKA", "protocoloptions": {"topic": "t"}, "envelopemetadata": meta},
+        "b": {"protocol": "KAFKA", "protocoloptions": {"topic": "{t}"},
+              "envelopemetadata": meta}}}}}, "catalog.json")
+    overlap = Overlap(xid("a"), xid("b"), {}, None)
+    problem = overlap_problem(catalog, overlap, strict=False)
+    assert (problem.severity, problem.file, problem.path, problem.fix) == (
+        "warning", "catalog.json", "$.messagegroups.g.messages.a", OVERLAP_FIX)
+    assert problem.message == f"{xid('a')} and {xid('b')} can match the same message"
+    assert overlap_problem(catalog, overlap, strict=True).severity == "error"
+    # A definition the catalog does not hold (any more): no place to point at.
+    gone = overlap_problem(catalog, Overlap(xid("gone"), xid("b"), {}, None), strict=False)
+    assert (gone.file, gone.path) == ("", "")

@@ -15,6 +15,7 @@ from gateway.matching.compiled import (
     CompiledDefinition,
     Failure,
     compile_definition,
+    search,
 )
 from gateway.matching.values import reader_for
 from gateway.record import NativeMessage
@@ -181,6 +182,26 @@ def test_percent_encoded_fields_compare_and_capture_decoded() -> None:
     assert apply(typed, ["1%32"])[0] is None
     assert apply(check(type="integer"), ["1%32"])[0] == (
         "f: expected a value of type integer, got 1%32")
+
+
+def test_a_repeated_field_passes_when_a_later_entry_agrees_with_the_capture() -> None:
+    """A placeholder has one value: an entry that clashes with what was captured before
+    does not end the search; the next entry that agrees makes the field pass."""
+    template = check("/a/{x}")
+    assert apply(template, ["/a/other", "/a/b"], {"x": "b"}) == (None, {"x": "b"})
+    assert apply(template, ["/a/other", "/a/more"], {"x": "b"}) == (
+        "f: expected {x} = 'b' (captured earlier), got 'more'", {"x": "b"})  # the last one
+
+
+def test_a_search_over_repeated_fields_still_applies_the_checks_that_capture_nothing() -> None:
+    """`search` (the path of definitions with repeated captures) tries each agreeing entry
+    of a capturing check; a check without captures passes or fails as a whole."""
+    constant, template = check("orders"), check("/a/{x}")
+    assert search([(constant, ["orders"]), (template, ["/a/b"])], {}) == {"x": "b"}
+    assert search([(constant, ["returns"]), (template, ["/a/b"])], {}) == Failure(
+        "f", "orders", "returns")
+    assert search([(template, ["/a/b"]), (constant, ["returns"])], {}) == Failure(
+        "f", "orders", "returns")
 
 
 def test_datacontenttype_compares_media_types_case_insensitively() -> None:

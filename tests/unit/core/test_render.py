@@ -53,6 +53,23 @@ def test_types_are_coerced_and_bad_values_are_errors():
     assert "seq" in bad.message
 
 
+def test_uri_reference_and_symbol_attributes_are_checked_when_rendered():
+    d = define("u", "KAFKA", [opt("topic", "t")],
+               {"type": prop("t"), "source": prop("s"),
+                "link": prop("{l}", type="urireference"), "kind": prop("{k}", type="symbol")})
+    template = EnvelopeTemplate(d)
+    ok = template.render(NativeMessage("KAFKA", {}), {"l": "../x", "k": "a_B9"}, NOW)
+    assert not isinstance(ok, RenderError)
+    assert (ok.get_attributes()["link"], ok.get_attributes()["kind"]) == ("../x", "a_B9")
+    for context, message in (
+            ({"l": "a b", "k": "a_B9"}, "link: 'a b' is not a URI reference"),
+            ({"l": "../x", "k": "a-b"},
+             "kind: 'a-b' is not a symbol (letters, digits, underscore)")):
+        bad = template.render(NativeMessage("KAFKA", {}), context, NOW)
+        assert isinstance(bad, RenderError) and bad.reason == "invalid-envelope"
+        assert message in bad.message
+
+
 def test_missing_placeholder_is_named():
     d = define("m", "KAFKA", [opt("topic", "t")],
                {"type": prop("t"), "source": prop("/x/{tenant}", type="uritemplate")})

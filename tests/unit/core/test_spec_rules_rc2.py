@@ -287,6 +287,21 @@ def test_item6_unsigned_32_bit_protocol_fields_keep_their_range():
     assert _errors(amqp) == []
 
 
+def test_item5_6_amqp_section_members_are_matched_with_their_table_types():
+    # The types of AMQP's `properties` and `header` members come from the protocol
+    # table, by member name: content-type keeps AMQP's symbol (a media type), ttl its
+    # unsigned 32-bit range.
+    doc = _group(m={"protocol": "AMQP/1.0", "protocoloptions": {
+        "properties": {"subject": "s",
+                       "content-type": {"type": "symbol", "value": "application/json"}},
+        "header": {"ttl": {"type": "integer"}}}, **CE})
+    converter = _converter(doc)
+    result = converter.convert(NativeMessage("AMQP/1.0", {
+        "properties": {"subject": "s", "content-type": "application/json"},
+        "header": {"ttl": 3_000_000_000}}))
+    assert result.ok, result.detail
+
+
 # -- 7. content types that disagree ---------------------------------------------------------
 
 def test_item7_envelope_datacontenttype_must_equal_the_messages():

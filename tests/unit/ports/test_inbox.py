@@ -116,3 +116,30 @@ def test_full_says_when_the_buffer_holds_a_window() -> None:
         fullness.append(inbox.full)
     assert fullness == [False, True]
     assert not Inbox[int]().full  # no window: never full
+
+
+def test_each_settlement_frees_one_place_of_the_window() -> None:
+    async def main() -> None:
+        inbox: Inbox[int] = Inbox(max_in_flight=3)
+        inbox.extend(range(5))
+        assert await inbox.read_batch(10, _take(inbox), lambda: True) == [0, 1, 2]
+        inbox.settled()
+        assert inbox.unsettled == 2
+        inbox.settled()
+        assert inbox.unsettled == 1
+        assert await inbox.read_batch(10, _take(inbox), lambda: True) == [3, 4]
+    asyncio.run(main())
+
+
+def test_the_errors_say_what_happened_by_default() -> None:
+    """Their text reaches the route's log line and `/readyz`: never empty."""
+    async def main() -> None:
+        inbox: Inbox[int] = Inbox(max_in_flight=2)
+        with pytest.raises(NotConnected) as gone:
+            await inbox.read_batch(10, _take(inbox), lambda: False)
+        assert str(gone.value) == "not connected"
+        inbox.close()
+        with pytest.raises(EndOfInput) as closed:
+            await inbox.read_batch(10, _take(inbox), lambda: True)
+        assert str(closed.value) == "consumer closed"
+    asyncio.run(main())

@@ -80,3 +80,21 @@ def test_a_cancelled_waiter_does_not_break_later_confirmations() -> None:
         assert batch.resolve(0, Outcome.ok())  # no InvalidStateError
         assert batch.results()[0].delivered
     asyncio.run(main())
+
+
+def test_a_one_message_batch_is_given_up_at_its_deadline() -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        batch = PendingBatch(1, MISSING, loop.time() + 0.01)
+        assert await batch.future == [MISSING]  # resolves by the timer alone
+    asyncio.run(main())
+
+
+def test_results_stand_in_the_batch_s_own_missing_outcome_unless_told_otherwise() -> None:
+    async def main() -> None:
+        batch = PendingBatch(2, MISSING)
+        batch.resolve(1, Outcome.ok())
+        assert batch.results() == [MISSING, batch.outcomes[1]]
+        lost = Outcome.failed("connection lost")
+        assert batch.results(lost) == [lost, batch.outcomes[1]]
+    asyncio.run(main())

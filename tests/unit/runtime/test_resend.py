@@ -67,3 +67,19 @@ def test_a_hold_without_resends_ends_after_its_patience(caplog) -> None:
 
 def test_held_is_a_retryable_failure() -> None:
     assert not HELD.delivered and HELD.retryable
+
+
+def test_patience_counts_from_the_first_failure_not_from_an_older_resend(monkeypatch) -> None:
+    """A hold lasts `patience` from when something became owed: a quiet hour before the
+    failure does not end the hold at once."""
+    now = [0.0]
+    monkeypatch.setattr("gateway.runtime.resend.time.monotonic", lambda: now[0])
+    order = ResendFirst(patience=10.0)
+    now[0] = 3600.0  # an hour without any failure
+    failed = _batch(1)
+    assert order.admit(failed)
+    order.settled(failed, [Outcome.failed("link broke")])
+    now[0] = 3601.0
+    assert not order.admit(_batch(2))  # held: the failure is a second old
+    now[0] = 3612.0
+    assert order.admit(_batch(3))  # patience over: no longer held

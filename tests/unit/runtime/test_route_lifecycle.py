@@ -6,7 +6,10 @@ after an internal error while settling."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
+
+import pytest
 
 from adapters.memory import MemoryConsumer, MemoryProducer
 from gateway.convert import Converter
@@ -315,3 +318,77 @@ def test_the_source_gauge_follows_a_source_that_turns_not_connected_while_it_rea
         return seen
 
     assert asyncio.run(scenario()) == [1, 0, 1]
+
+
+def test_only_an_unexpected_read_error_is_logged_with_its_traceback(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A dropped connection is routine (one warning); an exception a consumer should
+    never raise is a bug, logged with its traceback."""
+    def lines(lost: bool, troubles: list[Exception]) -> list[logging.LogRecord]:
+        caplog.clear()
+        consumer = Flaky([sale(1)], close_when_empty=True)
+        consumer.lost, consumer.troubles = lost, troubles
+        route = Route("store", "store-mqtt", consumer, Converter(CATALOG.messages()),
+                      [Output("k", "KAFKA", MemoryProducer(), defaults={"topic": "t"})],
+                      deadletter=None, metrics=Metrics(), retry=FAST)
+        with caplog.at_level(logging.WARNING, logger="xrgw.route"):
+            asyncio.run(run_to_end(route, consumer))
+        return [r for r in caplog.records if r.name == "xrgw.route"]
+
+    dropped = lines(True, [])
+    assert [r.getMessage() for r in dropped] == ["reading from the source failed; reconnecting"]
+    bug = lines(False, [RuntimeError("bug in the client")])
+    assert [r.getMessage() for r in bug] == ["consumer failed; reconnecting",
+                                             "reading from the source failed; reconnecting"]
+    assert bug[0].exc_info is not None
+
+
+def test_a_source_that_drops_again_right_after_a_reconnect_is_backed_off() -> None:
+    """One drop is reconnected at once; dropping again right after the reconnect is
+    something a reconnect does not cure: the next one waits the first backoff step."""
+    asked: list[int] = []
+
+    class Recording(RetryPolicy):
+        def delay(self, attempt: int, at_least: float | None = None) -> float:
+            asked.append(attempt)
+            return 0.0
+
+    class Dropping(MemoryConsumer):
+        drops = 2
+
+        async def read_batch(self, limit: int):  # type: ignore[no-untyped-def]
+            from gateway.ports import NotConnected
+
+            if self.drops:
+                self.drops -= 1
+                raise NotConnected("connection reset")
+            return await super().read_batch(limit)
+
+    consumer = Dropping([sale(1)], close_when_empty=True)
+    route = Route("store", "store-mqtt", consumer, Converter(CATALOG.messages()),
+                  [Output("k", "KAFKA", MemoryProducer(), defaults={"topic": "t"})],
+                  deadletter=None, metrics=Metrics(), retry=Recording(attempts=2))
+    asyncio.run(run_to_end(route, consumer))
+    assert asked == [0]  # the second drop in a row waited; the first did not
+    assert len(consumer.acked) == 1
+
+
+def test_a_source_that_admits_senders_holds_them_while_the_outputs_connect() -> None:
+    """An HTTP ingress (`Admission`) tells senders "retry later" until the outputs are
+    connected, then admits them; an observing route never holds its senders."""
+    def holds(observe: bool) -> list[str | None]:
+        said: list[str | None] = []
+
+        class Admitting(MemoryConsumer):
+            def hold(self, reason: str | None) -> None:
+                said.append(reason)
+
+        consumer = Admitting([sale(1)], close_when_empty=True)
+        route = Route("store", "store-mqtt", consumer, Converter(CATALOG.messages()),
+                      [Output("k", "KAFKA", MemoryProducer(), defaults={"topic": "t"})],
+                      deadletter=None, metrics=Metrics(), retry=FAST, observe=observe)
+        asyncio.run(run_to_end(route, consumer))
+        return said
+
+    assert holds(observe=False)[:2] == ["the route's outputs are not connected yet", None]
+    assert holds(observe=True) == []

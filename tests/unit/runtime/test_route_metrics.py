@@ -140,3 +140,36 @@ def test_a_confirmation_that_keeps_raising_leaves_its_error_in_the_dead_letter()
         "events-kafka: RuntimeError: confirmation blew up")
     assert sample(metrics, "xrgw_publish_errors_total", endpoint="events-kafka",
                   reason="retryable") == 3
+
+
+def test_every_endpoint_shows_as_disconnected_from_the_start() -> None:
+    """A scrape before the first connect already has the connected gauge of the source
+    and of each output, at 0: a route stuck connecting shows in the metric, not by a
+    missing series."""
+    async def main() -> None:
+        route, consumer, _, _, metrics = build([sale(1)])
+        shown = {endpoint: metrics.registry.get_sample_value(
+                     "xrgw_endpoint_connected", {"endpoint": endpoint})
+                 for endpoint in ("store-mqtt", "events-kafka", "dlq")}
+        assert shown == {"store-mqtt": 0, "events-kafka": 0, "dlq": 0}
+        await run_to_end(route, consumer)
+        assert sample(metrics, "xrgw_endpoint_connected", endpoint="store-mqtt") == 1
+    asyncio.run(main())
+
+
+def test_dead_letters_to_an_endpoint_that_is_also_an_output_count_as_dead_letters() -> None:
+    """One Kafka cluster for the events and the dead letters (another topic): what the
+    dead letter took is counted as dead-letter bytes, not as events published."""
+    consumer = MemoryConsumer([sale(1), NativeMessage(
+        "MQTT/5.0", {"topic_name": "/nowhere", "qos": 1}, payload=b"abc")],
+        close_when_empty=True)
+    kafka = MemoryProducer()
+    metrics = Metrics()
+    route = Route("store", "store-mqtt", consumer, Converter(CATALOG.messages()),
+                  [Output("kafka", "KAFKA", kafka, defaults={"topic": "store-{storeid}"})],
+                  deadletter=Output("kafka", "KAFKA", kafka, defaults={"topic": "dead"}),
+                  metrics=metrics, retry=FAST)
+    asyncio.run(run_to_end(route, consumer))
+    assert len(kafka.written) == 2
+    assert sample(metrics, "xrgw_messages_published_total", endpoint="kafka") == 1
+    assert sample(metrics, "xrgw_deadletter_bytes_total") == 3

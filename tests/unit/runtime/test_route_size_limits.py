@@ -173,3 +173,16 @@ def test_withheld_body_in_every_metadata_shape() -> None:
     assert letter.data["deadletter"]["xrgw-body-sha256"] == digest
     assert "data" not in letter.data["record"] and "data_base64" not in letter.data["record"]
     assert len(letter.body_bytes()) < len(body)
+
+
+def test_a_dead_letter_exactly_at_its_limit_keeps_its_body() -> None:
+    """The limit is the largest body the dead letter takes: one of exactly that size is
+    written whole (the body is left out only above it)."""
+    message = big_sale(2, 5000)
+    out = MemoryProducer(max_message_bytes=1000)
+    dlq = MemoryProducer(max_message_bytes=len(message.body_bytes()))
+    route, consumer, _, _, _ = build([message], out=out, dlq=dlq)
+    asyncio.run(run_to_end(route, consumer))
+    [dead] = dlq.written
+    assert _meta(dead)["xrgw-reason"] == "too-large"  # too large for the output ...
+    assert dead.has_body and dead.body_bytes() == message.body_bytes()  # ... not the dlq
