@@ -223,6 +223,15 @@ class RouteChecker:
                     f"{prof.request_reply.how}",
                     f"use an endpoint without {blocking[0]} (core {prof.name}), or remove "
                     "reply")
+            missing = [o for o in prof.request_reply.output_needs
+                       if role == "output" and endpoint.protocol_options.get(o) in (None, "")]
+            if missing:
+                self.problems.error(
+                    self.file, path,
+                    f"reply: true needs {missing[0]} on output '{endpoint.endpoint_id}': "
+                    f"{prof.name} answers come to {prof.request_reply.how} naming it",
+                    f"set protocoloptions.{missing[0]} on '{endpoint.endpoint_id}' "
+                    "(docs/request-reply.md)")
 
     def _messages(
         self, source: Endpoint | None, raw_groups: object, base: tuple[str | int, ...]
