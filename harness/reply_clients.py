@@ -259,9 +259,11 @@ class AmqpRequester:
     carrying that correlation-id -- what a Qpid / .NET AMQP client does. One ask at a
     time, or `ask_many`."""
 
-    def __init__(self, host: str, port: int, address: str, reply_address: str) -> None:
+    def __init__(self, host: str, port: int, address: str, reply_address: str,
+                 subject: str | None = "quote") -> None:
         self.address = address
         self.reply_address = reply_address
+        self.subject = subject
         self._connection = amqp_connection(host, port)
         self._receiver: BlockingReceiver = self._connection.create_receiver(
             reply_address, credit=100)
@@ -285,7 +287,8 @@ class AmqpRequester:
             key = f"corr-{uuid.uuid4().hex}" if correlation else ident
             waiting[key] = index
             request = Message(body=body, id=ident, reply_to=self.reply_address,
-                              content_type="application/json", durable=True)
+                              subject=self.subject, content_type="application/json",
+                              durable=True)
             request.inferred = True  # bytes as a data section
             if correlation:
                 request.correlation_id = key

@@ -93,6 +93,12 @@ class ReplyTable:
     def __len__(self) -> int:
         return len(self._waiting)
 
+    def issued(self, token: str) -> bool:
+        """Whether `token` is one of this table's (waiting, timed out or forgotten): an
+        answer with another token belongs to another requester sharing the reply address
+        (gateway instances reading one Kafka reply topic), not a late one of ours."""
+        return token.startswith(self._prefix)
+
     def open(self) -> tuple[str, asyncio.Future[Outcome]]:
         """A new token and the future its answer resolves."""
         token = f"{self._prefix}{next(self._serial)}"
