@@ -46,6 +46,9 @@ class RouteChecker:
         # Paths holding a `${NAME}` left unread (`--no-env`): the id or value it stands
         # for is unknown, so it is not looked up.
         self.unresolved = unresolved or set()
+        # The config's `endpoints.<id>.options` (raw): an option a reply route's output
+        # needs may be set there instead of in the document.
+        self.overrides: Mapping[str, object] = {}
         # One checker per configuration load: schema URLs are asked again, once each.
         FETCHER.next_generation()
 
@@ -224,7 +227,7 @@ class RouteChecker:
                     f"use an endpoint without {blocking[0]} (core {prof.name}), or remove "
                     "reply")
             missing = [o for o in prof.request_reply.output_needs
-                       if role == "output" and endpoint.protocol_options.get(o) in (None, "")]
+                       if role == "output" and self._option(endpoint, o) in (None, "")]
             if missing:
                 self.problems.error(
                     self.file, path,
@@ -232,6 +235,14 @@ class RouteChecker:
                     f"{prof.name} answers come to {prof.request_reply.how} naming it",
                     f"set protocoloptions.{missing[0]} on '{endpoint.endpoint_id}' "
                     "(docs/request-reply.md)")
+
+    def _option(self, endpoint: Endpoint, name: str) -> object:
+        """An endpoint option as the config's options or else the document set it."""
+        override = self.overrides.get(endpoint.endpoint_id)
+        options = override.get("options") if isinstance(override, Mapping) else None
+        if isinstance(options, Mapping) and options.get(name) is not None:
+            return options.get(name)
+        return endpoint.protocol_options.get(name)
 
     def _messages(
         self, source: Endpoint | None, raw_groups: object, base: tuple[str | int, ...]

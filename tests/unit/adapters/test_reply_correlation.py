@@ -215,3 +215,12 @@ def test_a_kafka_or_amqp_output_without_its_reply_address_is_refused(tmp_path: A
     assert "needs reply_address on output 'amqp-out-bare'" in message
     # as a source neither needs it: the request names its own reply address
     assert _errors(tmp_path, "{from: kafka-in, to: [amqp-out], reply: true}") == []
+
+
+def test_the_reply_address_may_come_from_the_configs_endpoint_options(tmp_path: Any) -> None:
+    (tmp_path / "d.json").write_text(json.dumps(_DEFS))
+    text = ("definitions: [d.json]\ndeadletter: log\n"
+            "endpoints:\n  kafka-out-bare:\n    options: {reply_topic: from-config}\n"
+            "routes:\n  - {from: http-in, to: [kafka-out-bare], reply: true}\n")
+    _, problems = load_config_text(text, "gw.yaml", tmp_path)
+    assert [p.message for p in problems if p.severity == "error"] == []
