@@ -229,8 +229,8 @@ class KafkaService:
                 reply_topic = request.headers.get(REPLY_TOPIC)
                 if reply is None or reply_topic is None:
                     continue
-                if self._delay:
-                    time.sleep(self._delay)
+                if self._delay and self._stop.wait(self._delay):
+                    break  # stopped while waiting: a stopped service answers nothing
                 headers: list[tuple[str, str | bytes | None]] = [
                     ("content-type", self._content_type.encode())]
                 correlation = request.headers.get(CORRELATION_ID)
@@ -372,8 +372,8 @@ class AmqpService:
                 reply_to = request.reply_to
                 if reply is None or not reply_to:
                     continue
-                if self._delay:
-                    time.sleep(self._delay)
+                if self._delay and self._stop.wait(self._delay):
+                    break  # stopped while waiting: a stopped service answers nothing
                 answer = Message(body=reply, content_type="application/json")
                 answer.inferred = True
                 if self._correlate:

@@ -524,7 +524,7 @@ async def test_an_amqp_request_is_settled_only_after_its_answer(rabbitmq: Rabbit
     uid = _uid()
     async with _amqp_requester(rabbitmq, uid) as requester:
         asking = asyncio.create_task(asyncio.to_thread(requester.ask, _item("tea"), 40.0))
-        async with _amqp_service(rabbitmq, uid, delay=30.0) as slow, \
+        async with _amqp_service(rabbitmq, uid, delay=60.0) as slow, \
                 _gateway(uid, _amqp_source(rabbitmq, uid), _to_amqp(rabbitmq, uid), 60.0):
             await _until(lambda: len(slow.requests) == 1, "the slow service got it")
         # The gateway stopped before the answer: the request went back to its queue.
