@@ -31,7 +31,6 @@ from types import TracebackType
 from typing import Any, Self
 
 from confluent_kafka import (
-    OFFSET_END,
     Consumer,
     Producer,
     TopicPartition,
@@ -75,6 +74,18 @@ def _headers(message: Any) -> dict[str, bytes]:
     return {name: value for name, value in (message.headers() or []) if value is not None}
 
 
+def _assign_at_end(consumer: Consumer, topic: str) -> None:
+    """Assign every partition of `topic` at its end as the broker reports it now (the
+    high watermark), so that whatever is produced from now on is read."""
+    metadata = consumer.list_topics(topic, timeout=30)
+    assigned = []
+    for partition in sorted(metadata.topics[topic].partitions):
+        _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition),
+                                                 timeout=30)
+        assigned.append(TopicPartition(topic, partition, high))
+    consumer.assign(assigned)
+
+
 @dataclass
 class KafkaAnswer:
     """An answer a Kafka requester got: its value and headers."""
@@ -99,24 +110,9 @@ class KafkaRequester:
         self._consumer = Consumer({"bootstrap.servers": bootstrap,
                                    "group.id": f"requester-{uuid.uuid4().hex[:8]}",
                                    "enable.auto.commit": False})
-        metadata = self._consumer.list_topics(reply_topic, timeout=30)
-        partitions = sorted(metadata.topics[reply_topic].partitions)
-        self._consumer.assign([TopicPartition(reply_topic, p, OFFSET_END)
-                               for p in partitions])
-        self._positioned = False
+        _assign_at_end(self._consumer, reply_topic)
         #: Answers whose correlation this requester did not send (or sent before).
         self.strays: list[KafkaAnswer] = []
-
-    def _position(self) -> None:
-        # The assignment is at the end once librdkafka has resolved OFFSET_END, which it
-        # does on the first poll: poll until every partition has a real position.
-        deadline = time.monotonic() + 30
-        while not self._positioned:
-            self._consumer.poll(0.1)
-            positions = self._consumer.position(self._consumer.assignment())
-            self._positioned = all(tp.offset >= 0 for tp in positions)
-            if time.monotonic() > deadline:
-                raise TimeoutError("the reply topic's end was never resolved")
 
     def ask(self, value: bytes, timeout: float = 10.0,
             headers: dict[str, bytes] | None = None) -> KafkaAnswer:
@@ -126,7 +122,6 @@ class KafkaRequester:
     def ask_many(self, values: list[bytes], timeout: float = 10.0,
                  headers: dict[str, bytes] | None = None) -> list[KafkaAnswer]:
         """Send every request, then wait for all their answers (in request order)."""
-        self._position()
         waiting: dict[bytes, int] = {}
         for index, value in enumerate(values):
             correlation = uuid.uuid4().bytes  # binary, as Spring's CorrelationKey
@@ -208,11 +203,7 @@ class KafkaService:
                                  "group.id": f"service-{uuid.uuid4().hex[:8]}",
                                  "auto.offset.reset": "latest"})
             producer = Producer({"bootstrap.servers": self._bootstrap, "linger.ms": 0})
-            metadata = consumer.list_topics(self._topic, timeout=30)
-            partitions = sorted(metadata.topics[self._topic].partitions)
-            consumer.assign([TopicPartition(self._topic, p, OFFSET_END) for p in partitions])
-            while not all(tp.offset >= 0 for tp in consumer.position(consumer.assignment())):
-                consumer.poll(0.1)
+            _assign_at_end(consumer, self._topic)
         except BaseException as exc:  # reported by __enter__
             self._error = exc
             self._ready.set()
