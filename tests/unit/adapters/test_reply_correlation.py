@@ -139,8 +139,7 @@ def test_an_amqp_request_carries_reply_to_and_correlation_id():
 def test_an_amqp_answer_is_matched_by_correlation_id_else_its_extension():
     plain = NativeMessage(AMQP, {"properties": {"correlation-id": "tok-3"}}, payload=b"x")
     assert token_of(plain) == "tok-3"
-    event = _event()
-    event.attributes["correlationid"] = "tok-4"
+    event = CloudEvent({**_event().attributes, "correlationid": "tok-4"}, data={})
     assert token_of(encode(event, AMQP, "binary")) == "tok-4"
     assert token_of(NativeMessage(AMQP, {}, payload=b"x")) is None
 
