@@ -50,6 +50,12 @@ from gateway.record import NativeMessage
 
 log = logging.getLogger("adapters.kafka")
 
+#: The reply reader's fetch long-poll. Apache Kafka answers a fetch as soon as records
+#: arrive, but some brokers (Tansu) only when the wait is over: an answer's latency is
+#: then up to this wait (bench/bench_reply_wire.py: p50 254 ms at aiokafka's 500), at the
+#: price of idle fetches on a quiet reply topic (20 a second, each a few bytes).
+_REPLY_FETCH_WAIT_MS = 50
+
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -105,7 +111,8 @@ class ReplyReader:
         consumer = AIOKafkaConsumer(
             bootstrap_servers=list(opts.bootstrap), group_id=None,
             client_id=f"{self._client_id}-replies", enable_auto_commit=False,
-            isolation_level="read_committed", fetch_max_wait_ms=500, **opts.security)
+            isolation_level="read_committed", fetch_max_wait_ms=_REPLY_FETCH_WAIT_MS,
+            **opts.security)
         try:
             async with asyncio.timeout(opts.connect_timeout):
                 await consumer.start()
