@@ -93,10 +93,12 @@ def _assign_at_end(consumer: Consumer, topic: str) -> None:
 
 @dataclass
 class KafkaAnswer:
-    """An answer a Kafka requester got: its value and headers."""
+    """An answer a Kafka requester got (or a request a service saw): its value, headers
+    and partition."""
 
     value: bytes
     headers: dict[str, bytes]
+    partition: int = 0
 
 
 class KafkaRequester:
@@ -148,7 +150,8 @@ class KafkaRequester:
             message = self._consumer.poll(min(left, 0.2))
             if message is None or message.error():
                 continue
-            got = KafkaAnswer(message.value() or b"", _headers(message))
+            got = KafkaAnswer(message.value() or b"", _headers(message),
+                              message.partition() or 0)
             asked = waiting.get(got.headers.get(CORRELATION_ID, b""))
             if asked is None:
                 self.strays.append(got)

@@ -134,9 +134,11 @@ def _http_source() -> HttpConsumer:
 
 
 def _kafka_source(tansu: Tansu, uid: str) -> KafkaConsumer:
+    # A short session: a second member of the group is let in soon after the first left.
     return KafkaConsumer(EndpointSettings(tansu.url, options={
         "topics": [_ask_topic(uid)], "consumergroup": f"gw-{uid}",
-        "autooffsetreset": "earliest"}))
+        "autooffsetreset": "earliest", "session_timeout_ms": 3000,
+        "heartbeat_interval_ms": 500}))
 
 
 def _amqp_source(rabbitmq: RabbitMQ, uid: str) -> AmqpConsumer:
@@ -171,9 +173,11 @@ def _to_http(url: str) -> Output:
     return Output("svc", "HTTP", HttpProducer(EndpointSettings(url)), defaults={"path": "/svc"})
 
 
-def _kafka_topics(tansu: Tansu, uid: str) -> None:
+def _kafka_topics(tansu: Tansu, uid: str, reply_partitions: int = 1) -> None:
     create_topics(tansu.bootstrap_servers, _ask_topic(uid), f"svc-{uid}",
-                  f"gw-replies-{uid}", f"client-replies-{uid}")
+                  f"gw-replies-{uid}")
+    create_topics(tansu.bootstrap_servers, f"client-replies-{uid}",
+                  partitions=reply_partitions)
 
 
 # ---------------------------------------------------------------------- services and callers
@@ -241,9 +245,11 @@ async def _ask_http(consumer: HttpConsumer, uid: str,
 
 
 @asynccontextmanager
-async def _kafka_requester(tansu: Tansu, uid: str) -> AsyncIterator[KafkaRequester]:
+async def _kafka_requester(tansu: Tansu, uid: str, reply_partition: int | None = None
+                           ) -> AsyncIterator[KafkaRequester]:
     requester = await asyncio.to_thread(KafkaRequester, tansu.bootstrap_servers,
-                                        _ask_topic(uid), f"client-replies-{uid}")
+                                        _ask_topic(uid), f"client-replies-{uid}",
+                                        reply_partition)
     try:
         yield requester
     finally:
@@ -400,6 +406,37 @@ async def test_kafka_to_kafka_keeps_each_sides_correlation(tansu: Tansu) -> None
         assert request.headers[REPLY_TOPIC] == f"gw-replies-{uid}".encode()
         assert answer.headers[CORRELATION_ID] != request.headers[CORRELATION_ID]
         assert REPLY_TOPIC not in answer.headers
+
+
+@asyncio_test
+async def test_kafka_answers_go_to_the_requested_reply_partition(tansu: Tansu) -> None:
+    uid = _uid()
+    await asyncio.to_thread(_kafka_topics, tansu, uid, 3)
+    async with _http_service() as url, \
+            _gateway(uid, _kafka_source(tansu, uid), _to_http(url)), \
+            _kafka_requester(tansu, uid, reply_partition=2) as requester:
+        answer = await asyncio.to_thread(requester.ask, _item("plums"), TIMEOUT)
+        assert _json(answer.value) == {"price": 9, "item": "plums"}
+        assert answer.partition == 2
+
+
+@asyncio_test
+async def test_a_kafka_request_is_committed_only_after_its_answer(tansu: Tansu) -> None:
+    """At least once on the request side: while the service has not answered, the
+    request's offset is not committed; a gateway that stops then leaves it to the next
+    member of the group, which answers it."""
+    uid = _uid()
+    await asyncio.to_thread(_kafka_topics, tansu, uid)
+    async with _kafka_requester(tansu, uid) as requester:
+        asking = asyncio.create_task(asyncio.to_thread(requester.ask, _item("tea"), 90.0))
+        async with _kafka_service(tansu, uid, delay=60.0) as slow, \
+                _gateway(uid, _kafka_source(tansu, uid), _to_kafka(tansu, uid), 60.0):
+            await _until(lambda: len(slow.requests) == 1, "the slow service got it")
+        async with _kafka_service(tansu, uid) as service, \
+                _gateway(uid, _kafka_source(tansu, uid), _to_kafka(tansu, uid)):
+            answer = await asyncio.wait_for(asking, 90.0)
+        assert _json(answer.value) == {"price": 42, "item": "tea"}
+        assert len(service.requests) == 1
 
 
 @asyncio_test
