@@ -130,16 +130,22 @@ class ReplyReader:
         return None
 
     async def _read(self, consumer: Any) -> None:
+        failing = False  # said once per episode, and when it ends
         while True:
             try:
                 fetched = await consumer.getmany(timeout_ms=1000)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # aiokafka reconnects on its own; the requests time out
-                log.warning("kafka: reading the reply topic %s failed: %r",
-                            self._opts.reply_topic, exc)
+                if not failing:
+                    log.warning("kafka: reading the reply topic %s failed, answers wait "
+                                "until it works again: %r", self._opts.reply_topic, exc)
+                    failing = True
                 await asyncio.sleep(1.0)
                 continue
+            if failing:
+                log.info("kafka: the reply topic %s is read again", self._opts.reply_topic)
+                failing = False
             received_at = _now()
             for records in fetched.values():
                 for record in records:
