@@ -24,7 +24,6 @@ from gateway.ports import (
     Confirmation,
     EndpointSettings,
     NotConnected,
-    Opened,
     Outcome,
     ReplyTable,
     confirmed,
@@ -329,22 +328,9 @@ class AmqpProducer:
         why = await self._listen(address)
         if why is not None:
             return confirmed([Outcome.failed(why) for _ in messages])
-        opened: list[Opened] = []
-        requests: list[NativeMessage] = []
-        for record in messages:
-            token, future = self.replies.open()
-            opened.append((token, future))
-            requests.append(requesting(record, address, token))
-        confirmation = await self.submit(requests)
-        return asyncio.create_task(self._answers(confirmation, opened, timeout))
-
-    async def _answers(self, confirmation: Confirmation, opened: list[Opened],
-                       timeout: float) -> list[Outcome]:
-        sent = await confirmation
-        for item, outcome in zip(opened, sent, strict=True):
-            if not outcome.delivered and not isinstance(item, Outcome):
-                self.replies.refuse(item[0], outcome)
-        return await self.replies.collect(opened, timeout)
+        return await self.replies.send(
+            messages, lambda record, token: requesting(record, address, token),
+            self.submit, timeout)
 
     async def _listen(self, address: str) -> str | None:
         """Receive from the reply address on this connection; None once attached, else

@@ -38,7 +38,6 @@ from gateway.ports import (
     Confirmation,
     EndpointSettings,
     NotConnected,
-    Opened,
     Outcome,
     ReplyTable,
     confirmed,
@@ -233,22 +232,9 @@ class KafkaProducer:
         why = await self._reply_reader.listen(reply_topic)
         if why is not None:
             return confirmed([Outcome.failed(why) for _ in messages])
-        opened: list[Opened] = []
-        requests: list[NativeMessage] = []
-        for record in messages:
-            token, future = self.replies.open()
-            opened.append((token, future))
-            requests.append(requesting(record, self._opts, reply_topic, token))
-        confirmation = await self.submit(requests)
-        return asyncio.create_task(self._answers(confirmation, opened, timeout))
-
-    async def _answers(self, confirmation: Confirmation, opened: list[Opened],
-                       timeout: float) -> list[Outcome]:
-        produced = await confirmation
-        for item, outcome in zip(opened, produced, strict=True):
-            if not outcome.delivered and not isinstance(item, Outcome):
-                self.replies.refuse(item[0], outcome)
-        return await self.replies.collect(opened, timeout)
+        return await self.replies.send(
+            messages, lambda record, token: requesting(record, self._opts, reply_topic, token),
+            self.submit, timeout)
 
     async def _send_all(self, client: Any, messages: Sequence[NativeMessage]) -> list[_Pending]:
         """The records, packed per partition into aiokafka record batches and queued in

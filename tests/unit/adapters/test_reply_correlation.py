@@ -19,7 +19,7 @@ from adapters.kafka.reply import requesting as kafka_requesting
 from gateway.cloudevents.bindings import decode, encode
 from gateway.cloudevents.event import CloudEvent
 from gateway.config import load_config_text
-from gateway.ports import EndpointSettings, Outcome, ReplyTable, Stray
+from gateway.ports import EndpointSettings, Outcome, ReplyTable, Stray, confirmed
 from gateway.protocols import AMQP, KAFKA, profile
 from gateway.record import NativeMessage
 
@@ -223,3 +223,28 @@ def test_the_reply_address_may_come_from_the_configs_endpoint_options(tmp_path: 
             "routes:\n  - {from: http-in, to: [kafka-out-bare], reply: true}\n")
     _, problems = load_config_text(text, "gw.yaml", tmp_path)
     assert [p.message for p in problems if p.severity == "error"] == []
+
+
+def test_reply_table_send_marks_each_request_and_fails_the_unsent_with_their_outcome():
+    async def scenario() -> tuple[list[NativeMessage], list[Outcome]]:
+        table, submitted = ReplyTable(), []
+
+        async def submit(records: Any) -> Any:
+            submitted.extend(records)
+            return confirmed([Outcome.ok(), Outcome.failed("refused", retryable=False)])
+
+        def mark(record: NativeMessage, token: str) -> NativeMessage:
+            return record.replace_fields({"token": token})
+
+        confirmation = await table.send(
+            [NativeMessage(KAFKA, {}, payload=b"1"), NativeMessage(KAFKA, {}, payload=b"2")],
+            mark, submit, 1.0)
+        await asyncio.sleep(0)
+        table.resolve(str(submitted[0].fields["token"]),
+                      NativeMessage(KAFKA, {}, payload=b"answer"))
+        return submitted, await confirmation
+
+    submitted, outcomes = asyncio.run(scenario())
+    assert submitted[0].fields["token"] != submitted[1].fields["token"]
+    assert outcomes[0].reply is not None and outcomes[0].reply.payload == b"answer"
+    assert outcomes[1].reason == "refused" and not outcomes[1].retryable
