@@ -26,7 +26,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
 
@@ -165,37 +165,25 @@ class KafkaRequester:
         self._producer.flush(5)
 
 
-@dataclass
-class _Seen:
-    requests: list[Any] = field(default_factory=list)
+class _ServiceThread:
+    """A service on a thread of its own: `_open()` connects (its failure is raised by
+    `__enter__`), `_serve_until_stopped()` answers until `_stop` is set."""
 
+    name = "service"
 
-class KafkaService:
-    """Answers requests on `request_topic` the way a Spring `@KafkaListener` with
-    `@SendTo` does: to the request's `kafka_replyTopic` (and `kafka_replyPartition`, when
-    given), with the request's `kafka_correlationId` copied byte for byte. `delay`
-    seconds before each answer; `correlate=False` leaves the correlation out (a broken
-    service). `requests` lists the (value, headers) of what it saw."""
-
-    def __init__(self, bootstrap: str, request_topic: str, answer: Answerer = echo_quote,
-                 delay: float = 0.0, correlate: bool = True,
-                 content_type: str = "application/json") -> None:
-        self._bootstrap = bootstrap
-        self._topic = request_topic
+    def __init__(self, answer: Answerer, delay: float, correlate: bool) -> None:
         self._answer = answer
         self._delay = delay
         self._correlate = correlate
-        self._content_type = content_type
-        self.requests: list[KafkaAnswer] = []
         self._stop = threading.Event()
         self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._serve, name="kafka-service", daemon=True)
         self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
 
     def __enter__(self) -> Self:
         self._thread.start()
         if not self._ready.wait(60):
-            raise TimeoutError("the Kafka service never got its partitions")
+            raise TimeoutError(f"the {self.name} never got ready")
         if self._error is not None:
             raise self._error
         return self
@@ -205,43 +193,85 @@ class KafkaService:
         self._stop.set()
         self._thread.join(30)
 
-    def _serve(self) -> None:
+    def _run(self) -> None:
         try:
-            consumer = Consumer({"bootstrap.servers": self._bootstrap,
-                                 "group.id": f"service-{uuid.uuid4().hex[:8]}",
-                                 "auto.offset.reset": "latest", **_QUICK_FETCH})
-            producer = Producer({"bootstrap.servers": self._bootstrap, "linger.ms": 0})
-            _assign_at_end(consumer, self._topic)
+            self._open()
         except BaseException as exc:  # reported by __enter__
             self._error = exc
             self._ready.set()
             return
         self._ready.set()
         try:
-            while not self._stop.is_set():
-                message = consumer.poll(0.2)
-                if message is None or message.error():
-                    continue
-                request = KafkaAnswer(message.value() or b"", _headers(message))
-                self.requests.append(request)
-                reply = self._answer(request.value)
-                reply_topic = request.headers.get(REPLY_TOPIC)
-                if reply is None or reply_topic is None:
-                    continue
-                if self._delay and self._stop.wait(self._delay):
-                    break  # stopped while waiting: a stopped service answers nothing
-                headers: list[tuple[str, str | bytes | None]] = [
-                    ("content-type", self._content_type.encode())]
-                correlation = request.headers.get(CORRELATION_ID)
-                if self._correlate and correlation is not None:
-                    headers.append((CORRELATION_ID, correlation))
-                partition = request.headers.get(REPLY_PARTITION)
-                extra = {} if partition is None else {
-                    "partition": struct.unpack(">i", partition)[0]}
-                producer.produce(reply_topic.decode(), reply, headers=headers, **extra)
-                producer.flush(10)
+            self._serve_until_stopped()
         finally:
-            consumer.close()
+            self._close()
+
+    def _waited(self) -> bool:
+        """Wait `delay` before an answer; False when stopped meanwhile (no answer)."""
+        return not (self._delay and self._stop.wait(self._delay))
+
+    def _open(self) -> None:
+        raise NotImplementedError
+
+    def _serve_until_stopped(self) -> None:
+        raise NotImplementedError
+
+    def _close(self) -> None:
+        raise NotImplementedError
+
+
+class KafkaService(_ServiceThread):
+    """Answers requests on `request_topic` the way a Spring `@KafkaListener` with
+    `@SendTo` does: to the request's `kafka_replyTopic` (and `kafka_replyPartition`, when
+    given), with the request's `kafka_correlationId` copied byte for byte. `delay`
+    seconds before each answer; `correlate=False` leaves the correlation out (a broken
+    service). `requests` lists the (value, headers) of what it saw."""
+
+    name = "kafka-service"
+
+    def __init__(self, bootstrap: str, request_topic: str, answer: Answerer = echo_quote,
+                 delay: float = 0.0, correlate: bool = True,
+                 content_type: str = "application/json") -> None:
+        super().__init__(answer, delay, correlate)
+        self._bootstrap = bootstrap
+        self._topic = request_topic
+        self._content_type = content_type
+        self.requests: list[KafkaAnswer] = []
+
+    def _open(self) -> None:
+        self._consumer = Consumer({"bootstrap.servers": self._bootstrap,
+                                   "group.id": f"service-{uuid.uuid4().hex[:8]}",
+                                   "auto.offset.reset": "latest", **_QUICK_FETCH})
+        self._producer = Producer({"bootstrap.servers": self._bootstrap, "linger.ms": 0})
+        _assign_at_end(self._consumer, self._topic)
+
+    def _close(self) -> None:
+        self._consumer.close()
+
+    def _serve_until_stopped(self) -> None:
+        consumer, producer = self._consumer, self._producer
+        while not self._stop.is_set():
+            message = consumer.poll(0.2)
+            if message is None or message.error():
+                continue
+            request = KafkaAnswer(message.value() or b"", _headers(message))
+            self.requests.append(request)
+            reply = self._answer(request.value)
+            reply_topic = request.headers.get(REPLY_TOPIC)
+            if reply is None or reply_topic is None:
+                continue
+            if not self._waited():
+                break  # stopped while waiting: a stopped service answers nothing
+            headers: list[tuple[str, str | bytes | None]] = [
+                ("content-type", self._content_type.encode())]
+            correlation = request.headers.get(CORRELATION_ID)
+            if self._correlate and correlation is not None:
+                headers.append((CORRELATION_ID, correlation))
+            partition = request.headers.get(REPLY_PARTITION)
+            extra = {} if partition is None else {
+                "partition": struct.unpack(">i", partition)[0]}
+            producer.produce(reply_topic.decode(), reply, headers=headers, **extra)
+            producer.flush(10)
 
 
 # ------------------------------------------------------------------------------- AMQP 1.0
@@ -316,71 +346,51 @@ class AmqpRequester:
             self._connection.close()
 
 
-class AmqpService:
+class AmqpService(_ServiceThread):
     """Answers requests received from `address` to their `reply-to`, with their
     `correlation-id` (their `message-id` when they have none), after `delay` seconds;
     `correlate=False` leaves it out (a broken service). `requests` lists what it saw."""
 
+    name = "amqp-service"
+
     def __init__(self, host: str, port: int, address: str, answer: Answerer = echo_quote,
                  delay: float = 0.0, correlate: bool = True) -> None:
+        super().__init__(answer, delay, correlate)
         self._where = (host, port)
         self._address = address
-        self._answer = answer
-        self._delay = delay
-        self._correlate = correlate
         self.requests: list[Message] = []
-        self._stop = threading.Event()
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._serve, name="amqp-service", daemon=True)
 
-    def __enter__(self) -> Self:
-        self._thread.start()
-        if not self._ready.wait(60):
-            raise TimeoutError("the AMQP service never attached")
-        if self._error is not None:
-            raise self._error
-        return self
+    def _open(self) -> None:
+        self._connection = amqp_connection(*self._where)
+        self._receiver = self._connection.create_receiver(self._address, credit=10)
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self._stop.set()
-        self._thread.join(30)
+    def _close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._connection.close()
 
-    def _serve(self) -> None:
-        try:
-            connection = amqp_connection(*self._where)
-            receiver = connection.create_receiver(self._address, credit=10)
-        except BaseException as exc:  # reported by __enter__
-            self._error = exc
-            self._ready.set()
-            return
-        self._ready.set()
+    def _serve_until_stopped(self) -> None:
+        receiver = self._receiver
         senders: dict[str, BlockingSender] = {}
-        try:
-            while not self._stop.is_set():
-                try:
-                    request = receiver.receive(timeout=0.2)
-                except Exception:  # proton's Timeout: nothing yet
-                    continue
-                receiver.accept()
-                self.requests.append(request)
-                body = request.body
-                reply = self._answer(bytes(body) if isinstance(body, (bytes, memoryview))
-                                     else str(body or "").encode())
-                reply_to = request.reply_to
-                if reply is None or not reply_to:
-                    continue
-                if self._delay and self._stop.wait(self._delay):
-                    break  # stopped while waiting: a stopped service answers nothing
-                answer = Message(body=reply, content_type="application/json")
-                answer.inferred = True
-                if self._correlate:
-                    answer.correlation_id = request.correlation_id or request.id
-                sender = senders.get(reply_to)
-                if sender is None:
-                    sender = senders[reply_to] = connection.create_sender(reply_to)
-                sender.send(answer, timeout=10)
-        finally:
-            with contextlib.suppress(Exception):
-                connection.close()
+        while not self._stop.is_set():
+            try:
+                request = receiver.receive(timeout=0.2)
+            except Exception:  # proton's Timeout: nothing yet
+                continue
+            receiver.accept()
+            self.requests.append(request)
+            body = request.body
+            reply = self._answer(bytes(body) if isinstance(body, (bytes, memoryview))
+                                 else str(body or "").encode())
+            reply_to = request.reply_to
+            if reply is None or not reply_to:
+                continue
+            if not self._waited():
+                break  # stopped while waiting: a stopped service answers nothing
+            answer = Message(body=reply, content_type="application/json")
+            answer.inferred = True
+            if self._correlate:
+                answer.correlation_id = request.correlation_id or request.id
+            sender = senders.get(reply_to)
+            if sender is None:
+                sender = senders[reply_to] = self._connection.create_sender(reply_to)
+            sender.send(answer, timeout=10)
