@@ -8,8 +8,9 @@ clients, not xrgw code (`harness/reply_clients.py`): librdkafka through confluen
 and python-qpid-proton's blocking client -- what a user's Spring / Qpid application does
 on the wire.
 
-Pairs: HTTP->Kafka, HTTP->AMQP, Kafka->NATS, Kafka->HTTP, AMQP->HTTP, AMQP->NATS,
-Kafka->Kafka, AMQP->AMQP, Kafka->AMQP, AMQP->Kafka; bad cases: no answer (504 + dead
+Pairs: HTTP->Kafka, HTTP->AMQP, MQTT 5->Kafka, MQTT 5->AMQP (Debian's `mosquitto_rr`
+asks), Kafka->NATS, Kafka->HTTP, Kafka->MQTT 5 (a paho service), AMQP->HTTP, AMQP->NATS,
+AMQP->MQTT 5, Kafka->Kafka, AMQP->AMQP, Kafka->AMQP, AMQP->Kafka; bad cases: no answer (504 + dead
 letter `no-reply`, the requester gets nothing), a late answer (dropped, counted), an
 answer without correlation (dead letter `uncorrelated-reply`), and at-least-once on the
 request side (the source's request is settled only after its answer).
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -26,14 +28,18 @@ from typing import Any
 
 import aiohttp
 import nats
+import paho.mqtt.client as paho
 import pytest
 from aiohttp import web
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
 from support import asyncio_test
 
 from adapters.amqp import AmqpConsumer, AmqpProducer
 from adapters.http import HttpConsumer, HttpProducer
 from adapters.kafka import KafkaConsumer, KafkaProducer
 from adapters.memory import MemoryProducer
+from adapters.mqtt import MqttConsumer, MqttProducer
 from adapters.nats import NatsConsumer, NatsProducer
 from gateway.convert import Converter
 from gateway.deadletter.format import deadletter_metadata
@@ -41,7 +47,7 @@ from gateway.definitions import read_document
 from gateway.observability.metrics import Metrics
 from gateway.ports import Consumer, EndpointSettings
 from gateway.runtime.route import Output, Route
-from harness.brokers import NatsServer, RabbitMQ, Tansu, free_port
+from harness.brokers import Mosquitto, NatsServer, RabbitMQ, Tansu, free_port
 from harness.reply_clients import (
     CORRELATION_ID,
     REPLY_TOPIC,
@@ -78,6 +84,8 @@ def _catalog(uid: str) -> Any:
                  "protocoloptions": {"subject": {"value": "quote.{id}.ask"}}, **ce("nats")},
         "kafka": {"protocol": "KAFKA", "protocoloptions": {"topic": _ask_topic(uid)},
                   **ce("kafka")},
+        "mqtt": {"protocol": "MQTT/5.0", "protocoloptions": {"topic_name": "quote/{id}/ask"},
+                 **ce("mqtt")},
         "amqp": {"protocol": "AMQP/1.0",
                  "protocoloptions": {"properties": {"subject": {"value": "quote"}}},
                  **ce("amqp")},
@@ -169,6 +177,16 @@ def _to_nats(url: str, uid: str) -> Output:
                   defaults={"subject": f"svc.{uid}"})
 
 
+def _mqtt_source(mosquitto: Mosquitto, uid: str) -> MqttConsumer:
+    return MqttConsumer(EndpointSettings(mosquitto.url, client_id=f"gw-{uid}",
+                                         options={"filters": [f"quote/{uid}/ask"]}))
+
+
+def _to_mqtt(mosquitto: Mosquitto, uid: str) -> Output:
+    return Output("svc", "MQTT/5.0", MqttProducer(EndpointSettings(mosquitto.url)),
+                  defaults={"topic_name": f"svc/{uid}"})
+
+
 def _to_http(url: str) -> Output:
     return Output("svc", "HTTP", HttpProducer(EndpointSettings(url)), defaults={"path": "/svc"})
 
@@ -218,6 +236,57 @@ async def _nats_service(url: str, uid: str) -> AsyncIterator[None]:
         yield
     finally:
         await nc.close()
+
+
+@asynccontextmanager
+async def _mqtt_service(mosquitto: Mosquitto, uid: str) -> AsyncIterator[None]:
+    """An MQTT 5 service written with paho, as a user would: answers each request on
+    svc/<uid> to its response topic with its correlation data."""
+    client = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=f"svc-{uid}",
+                         protocol=paho.MQTTv5)
+    subscribed = threading.Event()
+
+    def on_connect(c: paho.Client, userdata: Any, flags: Any, reason: Any,
+                   props: Any) -> None:
+        c.subscribe(f"svc/{uid}", qos=1)
+
+    def on_message(c: paho.Client, userdata: Any, msg: paho.MQTTMessage) -> None:
+        response_topic = getattr(msg.properties, "ResponseTopic", None)
+        if not response_topic:
+            return
+        out = Properties(PacketTypes.PUBLISH)
+        correlation = getattr(msg.properties, "CorrelationData", None)
+        if correlation is not None:
+            out.CorrelationData = correlation
+        out.ContentType = "application/json"
+        asked = json.loads(msg.payload)
+        c.publish(response_topic, json.dumps({"price": 5, "item": asked["item"]}), qos=1,
+                  properties=out)
+
+    client.on_connect = on_connect
+    client.on_message = on_message
+    client.on_subscribe = lambda *args: subscribed.set()
+    client.connect(mosquitto.host, mosquitto.port)
+    client.loop_start()
+    try:
+        assert await asyncio.to_thread(subscribed.wait, TIMEOUT)
+        yield
+    finally:
+        client.disconnect()
+        client.loop_stop()
+
+
+async def _mosquitto_rr(mosquitto: Mosquitto, uid: str, item: str) -> Any:
+    """Ask with Debian's `mosquitto_rr` (MQTT 5 request with a response topic and its own
+    correlation data); the answer's payload."""
+    process = await asyncio.create_subprocess_exec(
+        "mosquitto_rr", "-V", "mqttv5", "-h", mosquitto.host, "-p", str(mosquitto.port),
+        "-t", f"quote/{uid}/ask", "-e", f"client/{uid}/answers", "-q", "1",
+        "-m", json.dumps({"item": item}), "-W", str(int(TIMEOUT)), "-N",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await process.communicate()
+    assert process.returncode == 0, err
+    return json.loads(out)
 
 
 @asynccontextmanager
@@ -588,3 +657,40 @@ async def test_kafka_to_amqp_and_amqp_to_kafka(tansu: Tansu, rabbitmq: RabbitMQ)
             _amqp_requester(rabbitmq, uid) as requester:
         got = await asyncio.to_thread(requester.ask, _item("amqp-kafka"), TIMEOUT)
         assert _json(got.body) == {"price": 42, "item": "amqp-kafka"}
+
+
+# ====================================================================== with MQTT 5
+
+@asyncio_test
+async def test_mqtt5_to_kafka_answers_mosquitto_rr(tansu: Tansu, mosquitto: Mosquitto) -> None:
+    uid = _uid()
+    await asyncio.to_thread(_kafka_topics, tansu, uid)
+    async with _kafka_service(tansu, uid), \
+            _gateway(uid, _mqtt_source(mosquitto, uid), _to_kafka(tansu, uid)):
+        assert await _mosquitto_rr(mosquitto, uid, "kiwi") == {"price": 42, "item": "kiwi"}
+
+
+@asyncio_test
+async def test_mqtt5_to_amqp_answers_mosquitto_rr(rabbitmq: RabbitMQ,
+                                                  mosquitto: Mosquitto) -> None:
+    uid = _uid()
+    async with _amqp_service(rabbitmq, uid), \
+            _gateway(uid, _mqtt_source(mosquitto, uid), _to_amqp(rabbitmq, uid)):
+        assert await _mosquitto_rr(mosquitto, uid, "lime") == {"price": 42, "item": "lime"}
+
+
+@asyncio_test
+async def test_kafka_and_amqp_to_an_mqtt5_service(tansu: Tansu, rabbitmq: RabbitMQ,
+                                                  mosquitto: Mosquitto) -> None:
+    uid = _uid()
+    await asyncio.to_thread(_kafka_topics, tansu, uid)
+    async with _mqtt_service(mosquitto, uid), \
+            _gateway(uid, _kafka_source(tansu, uid), _to_mqtt(mosquitto, uid)), \
+            _kafka_requester(tansu, uid) as kafka_requester:
+        answer = await asyncio.to_thread(kafka_requester.ask, _item("pear"), TIMEOUT)
+        assert _json(answer.value) == {"price": 5, "item": "pear"}
+    async with _mqtt_service(mosquitto, uid), \
+            _gateway(uid, _amqp_source(rabbitmq, uid), _to_mqtt(mosquitto, uid)), \
+            _amqp_requester(rabbitmq, uid) as amqp_requester:
+        got = await asyncio.to_thread(amqp_requester.ask, _item("quince"), TIMEOUT)
+        assert _json(got.body) == {"price": 5, "item": "quince"}
