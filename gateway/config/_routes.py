@@ -232,9 +232,10 @@ class RouteChecker:
                 self.problems.error(
                     self.file, path,
                     f"reply: true needs {missing[0]} on output '{endpoint.endpoint_id}': "
-                    f"{prof.name} answers come to {prof.request_reply.how} naming it",
-                    f"set protocoloptions.{missing[0]} on '{endpoint.endpoint_id}' "
-                    "(docs/request-reply.md)")
+                    f"it names where the services' answers come ({prof.name} carries "
+                    f"{prof.request_reply.how})",
+                    f"set {missing[0]} in the endpoint's protocoloptions or in "
+                    f"endpoints.{endpoint.endpoint_id}.options (docs/request-reply.md)")
 
     def _option(self, endpoint: Endpoint, name: str) -> object:
         """An endpoint option as the config's options or else the document set it."""
