@@ -248,3 +248,31 @@ def test_reply_table_send_marks_each_request_and_fails_the_unsent_with_their_out
     assert submitted[0].fields["token"] != submitted[1].fields["token"]
     assert outcomes[0].reply is not None and outcomes[0].reply.payload == b"answer"
     assert outcomes[1].reason == "refused" and not outcomes[1].retryable
+
+
+def test_a_kafka_consumer_gives_each_request_naming_a_reply_topic_its_answer_hook():
+    from aiokafka import TopicPartition  # type: ignore[import-untyped]
+
+    from adapters.kafka.commits import Commits
+
+    commits = Commits()
+    request = _Record([("kafka_replyTopic", b"theirs")], offset=0)
+    plain = _Record([("other", b"x")], offset=1)
+    tp = TopicPartition("requests", 0)
+    assert [d.answer for d in commits.deliver({tp: [request, plain]}, "now")] == [None, None]
+    commits.answerer = AnswerSender(_OPTS, "c").answerer
+    request2 = _Record([("kafka_replyTopic", b"theirs")], offset=2)
+    plain2 = _Record([("other", b"x")], offset=3)
+    first, second = commits.deliver({tp: [request2, plain2]}, "now")
+    assert first.answer is not None and second.answer is None
+
+
+def test_an_amqp_request_is_awaited_only_with_a_reply_to():
+    from adapters.amqp.answers import AnswerSender as AmqpAnswers
+
+    answers = AmqpAnswers(EndpointSettings("amqp://127.0.0.1:5672", options={"node": "/q"}))
+    assert answers.answerer(NativeMessage(AMQP, {}, payload=b"x")) is None
+    assert answers.answerer(NativeMessage(AMQP, {"properties": {"message-id": "m"}},
+                                          payload=b"x")) is None
+    assert answers.answerer(NativeMessage(AMQP, {"properties": {"reply-to": "/queue/r"}},
+                                          payload=b"x")) is not None
