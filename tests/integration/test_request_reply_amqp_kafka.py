@@ -623,6 +623,21 @@ async def test_amqp_to_amqp_keeps_each_sides_correlation(rabbitmq: RabbitMQ) -> 
 
 
 @asyncio_test
+async def test_an_amqp_requester_gets_nothing_when_the_service_is_silent(
+        rabbitmq: RabbitMQ) -> None:
+    uid = _uid()
+    async with _amqp_service(rabbitmq, uid, answer=lambda body: None) as service, \
+            _gateway(uid, _amqp_source(rabbitmq, uid), _to_amqp(rabbitmq, uid), 0.5) as gw, \
+            _amqp_requester(rabbitmq, uid) as requester:
+        with pytest.raises(NoAnswer):
+            await asyncio.to_thread(requester.ask, _item("air"), 3.0)
+        await _until(lambda: gw.reasons() == ["no-reply"], "the request is dead-lettered")
+        await gw.route.wait_idle()
+        assert len(service.requests) == 1
+        assert not requester.strays
+
+
+@asyncio_test
 async def test_an_amqp_request_is_settled_only_after_its_answer(rabbitmq: RabbitMQ) -> None:
     """At least once on the request side: while the service has not answered, the
     request is unsettled at the source; a gateway that stops then leaves it in the queue,
