@@ -95,6 +95,7 @@ class ReplyReader:
         self._client_id = client_id
         self._consumer: Any = None  # AIOKafkaConsumer
         self._task: asyncio.Task[None] | None = None
+        self._starting = asyncio.Lock()  # concurrent first requests start one reader
         self.foreign = 0  # answers to another requester sharing the topic
 
     @property
@@ -104,8 +105,12 @@ class ReplyReader:
     async def listen(self, topic: str) -> str | None:
         """Start reading `topic` at its current end; None once positioned (an answer
         produced from now on is read), else why not."""
-        if self.listening:
-            return None
+        async with self._starting:
+            if self.listening:
+                return None
+            return await self._start(topic)
+
+    async def _start(self, topic: str) -> str | None:
         await self.aclose()
         opts = self._opts
         consumer = AIOKafkaConsumer(

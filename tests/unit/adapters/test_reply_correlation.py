@@ -276,3 +276,24 @@ def test_an_amqp_request_is_awaited_only_with_a_reply_to():
                                           payload=b"x")) is None
     assert answers.answerer(NativeMessage(AMQP, {"properties": {"reply-to": "/queue/r"}},
                                           payload=b"x")) is not None
+
+
+def test_concurrent_first_kafka_requests_start_one_reply_reader(monkeypatch: Any) -> None:
+    started: list[str] = []
+
+    async def scenario() -> list[str | None]:
+        reader = ReplyReader(_OPTS, ReplyTable(), "c")
+
+        async def start(topic: str) -> str | None:
+            started.append(topic)
+            await asyncio.sleep(0.01)
+            reader._task = asyncio.get_running_loop().create_task(asyncio.sleep(3600))
+            return None
+
+        monkeypatch.setattr(reader, "_start", start)
+        results = await asyncio.gather(*(reader.listen("replies") for _ in range(5)))
+        await reader.aclose()
+        return list(results)
+
+    assert asyncio.run(scenario()) == [None] * 5
+    assert started == ["replies"]
