@@ -15,6 +15,7 @@ from proton import Condition, Event, Link, Message, Receiver
 from proton import Delivery as ProtonDelivery
 from proton.reactor import AtLeastOnce, LinkOption
 
+from adapters.amqp.answers import AnswerSender
 from adapters.amqp.link import LinkHandler, Note, describe, hint
 from adapters.amqp.options import AmqpOptions
 from adapters.amqp.proton_loop import ProtonThread
@@ -209,6 +210,8 @@ class AmqpConsumer(InboxCounts):
         # (token, record) of the current connection's received, not yet handed out; credit
         # bounds the buffer already, the window guards the caller's side too
         self._inbox: Inbox[tuple[int, NativeMessage]] = Inbox(self._opts.max_in_flight)
+        # Request-reply: a message with a reply-to is answered there (reply.py).
+        self._answers = AnswerSender(settings)
 
     @property
     def connected(self) -> bool:
@@ -245,6 +248,7 @@ class AmqpConsumer(InboxCounts):
         self._inbox.close()
         await self._drop()
         self._inbox.wake()
+        await self._answers.aclose()
 
     # -- internals ---------------------------------------------------------------------
     def _hand_out(self, count: int) -> list[Delivery]:
@@ -252,10 +256,11 @@ class AmqpConsumer(InboxCounts):
         assert self._settler is not None
         settle = self._settler.settle
         pop = self._inbox.buffer.popleft
+        answerer = self._answers.answerer
         deliveries: list[Delivery] = []
         for _ in range(count):
             token, record = pop()
-            deliveries.append(Delivery(record, partial(settle, token)))
+            deliveries.append(Delivery(record, partial(settle, token), answerer(record)))
         return deliveries
 
     def _settled(self) -> None:

@@ -50,7 +50,9 @@ def describe(condition: Condition | None, default: str) -> str:
 class Note:
     """What the proton thread tells the asyncio side: one note per burst, not per message."""
 
-    kind: Literal["ready", "lost", "messages", "outcomes"]
+    # listening: the reply receiver attached (reason "") or is gone (reason: why);
+    # answers: what came on it (request-reply, `producer.py`)
+    kind: Literal["ready", "lost", "messages", "outcomes", "listening", "answers"]
     first: int = 0  # messages: the token of records[0]; the others follow, one apart
     records: Sequence[NativeMessage] = ()
     outcomes: Sequence[tuple[int, int, Outcome]] = ()  # (submit id, index, outcome)

@@ -72,6 +72,13 @@ OPTIONS = OptionSpec(
                  "disposition", "producer"),
         seconds("reconnect_max", 10, "producer: longest backoff between reconnect attempts",
                  "producer"),
+        Option(Field("reply_address", "str",
+                     "producer, request-reply (`routes[].reply`): the node the services "
+                     "answer to, sent as each request's reply-to; the producer receives from "
+                     "it (one per gateway instance: a queue shares its messages among its "
+                     "receivers). /queue/NAME is declared (transient unless "
+                     "terminus-durability says otherwise), /amq/queue/NAME must exist",
+                     example="/queue/quotes-replies"), side="producer"),
         Option(Field("allow_plain_without_tls", "bool",
                      "SASL PLAIN (a user name and password) over amqp:// to a host other "
                      "than loopback sends the password in clear text and is refused unless "
@@ -108,6 +115,7 @@ class AmqpValues:
     connect_timeout: float
     publish_timeout: float
     reconnect_max: float
+    reply_address: str | None
     allow_plain_without_tls: bool
 
 

@@ -10,16 +10,24 @@ import itertools
 import uuid
 from collections.abc import Sequence
 
-from proton import Condition, Event, Link, Sender
+from proton import Condition, Event, Link, Message, Receiver, Sender
 from proton import Delivery as ProtonDelivery
 from proton.reactor import AtLeastOnce
 
 from adapters.amqp.link import LinkHandler, Note, describe, hint
 from adapters.amqp.options import AmqpOptions
 from adapters.amqp.proton_loop import ProtonThread
-from adapters.amqp.record import to_message
+from adapters.amqp.record import to_message, to_record
+from adapters.amqp.reply import requesting, token_of
 from adapters.amqp.terminus import apply_terminus
-from gateway.ports import Confirmation, EndpointSettings, NotConnected, Outcome, confirmed
+from gateway.ports import (
+    Confirmation,
+    EndpointSettings,
+    NotConnected,
+    Outcome,
+    ReplyTable,
+    confirmed,
+)
 from gateway.ports.pending import PendingBatch
 from gateway.ports.reconnect import ReconnectGate
 from gateway.record import NativeMessage
@@ -41,6 +49,63 @@ class _SenderHandler(LinkHandler):
         self._tags = itertools.count()
         # (submit id, index, outcome) of this burst, handed over by end_of_burst()
         self._outcomes: list[tuple[int, int, Outcome]] = []
+        # Request-reply: the receiver on the reply address, and the answers of this burst.
+        self._replies: Receiver | None = None
+        self._answers: list[NativeMessage] = []
+
+    def listen(self, address: str) -> None:
+        """Attach a receiver to the reply address (once per connection); the asyncio
+        side hears `listening` when the broker answered the attach."""
+        if self._replies is not None or self.closing or self.connection is None:
+            return
+        session = self.connection.session()
+        session.open()
+        receiver = session.receiver(f"xrgw-replies-{uuid.uuid4().hex[:12]}")
+        receiver.source.address = address
+        # A reply queue holds only answers to requests waiting now: nothing to keep over a
+        # broker restart, so transient unless the endpoint says otherwise.
+        durability = self.opts.terminus_durability
+        apply_terminus(receiver.source, "none" if durability == "auto" else durability,
+                       self.opts.expiry_policy, address)
+        AtLeastOnce().apply(receiver)
+        receiver.open()
+        self._replies = receiver
+
+    def on_link_opened(self, event: Event) -> None:
+        link = event.link
+        if link is None or not self._reply_link(link):
+            return
+        if link.remote_source.address is None:
+            return  # refused: the detach with the error follows
+        assert isinstance(link, Receiver)
+        link.flow(self.opts.max_in_flight)
+        self.post(Note("listening"))
+
+    def _reply_name(self) -> str | None:
+        return None if self._replies is None else self._replies.name
+
+    def _reply_link(self, link: Link | None) -> bool:
+        return link is not None and link.name == self._reply_name()
+
+    def _stop_listening(self, why: str) -> None:
+        receiver, self._replies = self._replies, None
+        if receiver is not None:
+            with contextlib.suppress(Exception):
+                receiver.session.close()
+        self.post(Note("listening", reason=why or "the reply receiver was detached"))
+
+    def _answer(self, delivery: ProtonDelivery) -> None:
+        """An answer on the reply receiver: read, accepted, its credit returned."""
+        receiver = self._replies
+        if receiver is None or delivery.partial:
+            return
+        msg = Message()
+        msg.decode(receiver.recv(delivery.pending) or b"")
+        receiver.advance()
+        delivery.update(ProtonDelivery.ACCEPTED)
+        delivery.settle()
+        receiver.flow(1)
+        self._answers.append(to_record(msg))
 
     def on_connection_opened(self, event: Event) -> None:
         self.post(Note("ready"))
@@ -73,6 +138,9 @@ class _SenderHandler(LinkHandler):
         if self._outcomes:
             outcomes, self._outcomes = self._outcomes, []
             self.post(Note("outcomes", outcomes=outcomes))
+        if self._answers:
+            answers, self._answers = self._answers, []
+            self.post(Note("answers", records=answers))
 
     def _open_sender(self, address: str) -> Sender:
         # A session of its own per address: RabbitMQ 3.x ends the whole session when it
@@ -91,6 +159,11 @@ class _SenderHandler(LinkHandler):
 
     def on_session_error(self, event: Event) -> None:
         session = event.session
+        if self._replies is not None and session is not None and (
+                self._replies.session == session):
+            condition = session.remote_condition
+            self._stop_listening(hint(describe(condition, "session error")))
+            return
         links = [s for s in self._senders.values() if session is not None and s.session == session]
         if not links:
             super().on_session_error(event)
@@ -105,6 +178,9 @@ class _SenderHandler(LinkHandler):
 
     def on_delivery(self, event: Event) -> None:
         delivery = event.delivery
+        if delivery is not None and self._reply_link(delivery.link):
+            self._answer(delivery)
+            return
         if delivery is None or not delivery.updated:
             return
         outcome = _outcome_of(delivery)
@@ -119,9 +195,15 @@ class _SenderHandler(LinkHandler):
         link = event.link
         if link is None:
             return
+        if self._reply_link(link):
+            self._stop_listening(hint(describe(link.remote_condition, "link error")))
+            return
         self._link_failed(link, link.remote_condition)
 
     def on_link_closing(self, event: Event) -> None:
+        if self._reply_link(event.link):
+            self._stop_listening("the broker detached the reply receiver")
+            return
         if event.link is not None:
             self._drop_sender(event.link, "the broker detached the link", True)
 
@@ -181,6 +263,11 @@ class AmqpProducer:
         self._submitted: dict[int, PendingBatch] = {}
         self._submit_ids = itertools.count()
         self._gate = ReconnectGate(self._opts.reconnect_max)
+        # Request-reply: answers come to `reply_address` (reply.py), correlated by their
+        # correlation-id; `_listening` is the attach of its receiver on this connection
+        # (its result: None when attached, else why not).
+        self.replies = ReplyTable()
+        self._listening: asyncio.Future[str | None] | None = None
 
     @property
     def connected(self) -> bool:
@@ -228,6 +315,58 @@ class AmqpProducer:
         thread.call(lambda: handler.send(submit_id, records))
         return submitted.future
 
+    async def request(self, messages: Sequence[NativeMessage], timeout: float) -> Confirmation:
+        """AMQP request-reply: each message is sent with `reply-to` = `reply_address` and
+        a correlation token as `correlation-id` (a binary CloudEvent also as its
+        `correlationid` extension); the Confirmation resolves when every answer came or
+        `timeout` passed. A message the broker did not accept fails as on `submit`."""
+        address = self._opts.reply_address
+        if not address:
+            return confirmed([Outcome.failed("request-reply needs the endpoint's "
+                                             "reply_address", retryable=False)
+                              for _ in messages])
+        why = await self._listen(address)
+        if why is not None:
+            return confirmed([Outcome.failed(why) for _ in messages])
+        return await self.replies.send(
+            messages, lambda record, token: requesting(record, address, token),
+            self.submit, timeout)
+
+    async def _listen(self, address: str) -> str | None:
+        """Receive from the reply address on this connection; None once attached, else
+        why not (the requests then fail, retryably)."""
+        if not self._connected:
+            reason = await self._try_reconnect()
+            if reason is not None:
+                return reason
+        thread, handler = self._thread, self._handler
+        assert thread is not None and handler is not None
+        if self._listening is None:
+            self._listening = asyncio.get_running_loop().create_future()
+            thread.call(lambda: handler.listen(address))
+        listening = self._listening
+        try:
+            async with asyncio.timeout(self._opts.connect_timeout):
+                why = await asyncio.shield(listening)
+        except TimeoutError:
+            why = f"no attach of the reply receiver on {address} from the broker in time"
+        if why is not None and self._listening is listening:
+            self._listening = None  # the next request tries again
+        return why
+
+    def _listened(self, why: str) -> None:
+        listening = self._listening
+        if listening is not None and not listening.done():
+            listening.set_result(why or None)
+        elif why:
+            # Attached before, gone now: the next request attaches again. Answers already
+            # in the queue are received then; requests waiting meanwhile may time out.
+            self._listening = None
+
+    def _answered(self, records: Sequence[NativeMessage]) -> None:
+        for record in records:
+            self.replies.resolve(token_of(record), record)
+
     async def _try_reconnect(self) -> str | None:
         return await self._gate.try_reconnect(lambda: self._connected, self._connect)
 
@@ -242,6 +381,10 @@ class AmqpProducer:
                     self._ready.set_result(None)
             elif note.kind == "lost":
                 self._lost(note.reason)
+            elif note.kind == "answers":
+                self._answered(note.records)
+            elif note.kind == "listening":
+                self._listened(note.reason)
 
     def _resolve(self, outcomes: Sequence[tuple[int, int, Outcome]]) -> None:
         for submit_id, index, outcome in outcomes:
@@ -251,6 +394,9 @@ class AmqpProducer:
 
     def _lost(self, why: str) -> None:
         self._connected = False
+        listening, self._listening = self._listening, None
+        if listening is not None and not listening.done():
+            listening.set_result(f"connection lost: {why}")
         if self._ready is not None and not self._ready.done():
             self._ready.set_exception(NotConnected(hint(why)))
             self._ready.exception()  # mark retrieved: nobody may be waiting
@@ -268,3 +414,4 @@ class AmqpProducer:
 
     async def aclose(self) -> None:
         await self._drop("producer closed")
+        self.replies.abandon("producer closed")

@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, Protocol
 
 from aiokafka.errors import (  # type: ignore[import-untyped]  # no py.typed
@@ -34,7 +34,7 @@ from aiokafka.errors import (  # type: ignore[import-untyped]  # no py.typed
 from adapters.kafka.fetch import RateLimitedLog, Undecodable
 from adapters.kafka.record import KafkaRecordLike, to_record
 from gateway.observability.logs import fields
-from gateway.ports import Delivery
+from gateway.ports import Answer, Delivery
 
 __all__ = ["CommitClient", "Commits"]
 
@@ -118,7 +118,8 @@ class Commits:
     deliveries handed out and not settled yet (stale ones included), and `changed` is set
     at every settlement."""
 
-    __slots__ = ("_dirty", "_lock", "_parts", "_task", "changed", "client", "unsettled")
+    __slots__ = ("_dirty", "_lock", "_parts", "_task", "answerer", "changed", "client",
+                 "unsettled")
 
     def __init__(self) -> None:
         self.client: CommitClient | None = None
@@ -128,12 +129,15 @@ class Commits:
         self._lock = asyncio.Lock()  # one commit request at a time
         self.unsettled = 0
         self.changed = asyncio.Event()
+        # Request-reply: the answer hook of a record that names a reply topic.
+        self.answerer: Callable[[KafkaRecordLike], Answer | None] | None = None
 
     def deliver(self, fetched: Mapping[Hashable, Sequence[KafkaRecordLike]],
                 received_at: str) -> list[Delivery]:
         """Deliveries of a getmany() answer: partition by partition, each in offset order
         (the only order Kafka defines)."""
         out: list[Delivery] = []
+        answerer = self.answerer
         for tp, records in fetched.items():
             part = self._parts.get(tp)
             if part is None:
@@ -145,7 +149,8 @@ class Commits:
                     continue
                 slot = _Slot(self, part, record.offset)
                 slots.append(slot)
-                out.append(Delivery(to_record(record, received_at), slot))
+                out.append(Delivery(to_record(record, received_at), slot,
+                                    None if answerer is None else answerer(record)))
             last = records[-1]
             part.next = (last.last_offset if type(last) is Undecodable
                          else last.offset) + 1

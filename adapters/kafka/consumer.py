@@ -27,6 +27,7 @@ from adapters.kafka.liveness import install as watch_fetches
 from adapters.kafka.liveness import watch_of
 from adapters.kafka.options import KafkaOptions
 from adapters.kafka.record import KafkaRecordLike
+from adapters.kafka.reply import AnswerSender
 from gateway.observability.logs import CLIENT_ENDPOINT, fields
 from gateway.ports import Delivery, EndOfInput, EndpointSettings, NotConnected, PartitionLag
 
@@ -83,6 +84,9 @@ class KafkaConsumer:
         self.client_id = settings.client_id or f"xrgw-{self._opts.consumergroup}"
         # Deliveries, their settlement and the offset commits; it holds the client.
         self._commits = Commits()
+        # Request-reply: a record naming a reply topic is answered there (reply.py).
+        self._answers = AnswerSender(self._opts, self.client_id)
+        self._commits.answerer = self._answers.answerer
         self._paused = False
         self._closed = False
         # Since when fetches go unanswered (monotonic), while that is reported.
@@ -230,6 +234,7 @@ class KafkaConsumer:
             return
         self._closed = True
         await self._drop_client()
+        await self._answers.aclose()
         self._commits.changed.set()
 
     async def backlog(self) -> list[PartitionLag]:

@@ -27,7 +27,7 @@ from gateway.ports.options import (
 )
 from gateway.ports.schemes import check_scheme
 from gateway.ports.tls import client_context
-from gateway.protocols import KAFKA, profile
+from gateway.protocols import KAFKA, KAFKA_CORRELATION_ID, KAFKA_REPLY_TOPIC, profile
 
 
 def _acks(value: object) -> tuple[str, str] | None:
@@ -132,6 +132,18 @@ OPTIONS = OptionSpec(
                      default="none", choices=tuple(CODECS)), side="producer"),
         seconds("reconnect_max", 10, "producer: longest backoff between reconnects",
                  "producer"),
+        Option(Field("reply_topic", "str",
+                     "producer, request-reply (`routes[].reply`): the topic the services "
+                     "answer to, named in each request's reply-topic header; the producer "
+                     "reads it from its end, without a consumer group (docs/request-reply.md)",
+                     example="quotes.replies"), side="producer"),
+        Option(Field("reply_topic_header", "str",
+                     "request-reply: the header naming the reply topic (Spring Kafka's "
+                     "KafkaHeaders.REPLY_TOPIC)", default=KAFKA_REPLY_TOPIC)),
+        Option(Field("correlation_header", "str",
+                     "request-reply: the header correlating an answer with its request, "
+                     "copied byte for byte into the answer (Spring Kafka's "
+                     "KafkaHeaders.CORRELATION_ID)", default=KAFKA_CORRELATION_ID)),
         Option(Field("sasl_mechanism", "str", "with a username: the SASL mechanism, "
                      "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (any case)", default="PLAIN",
                      check=_one_of(MECHANISMS))),
@@ -177,6 +189,9 @@ class KafkaValues:
     max_batch_size: int
     compression_type: str
     reconnect_max: float
+    reply_topic: str | None
+    reply_topic_header: str
+    correlation_header: str
     sasl_mechanism: str
     security_protocol: str | None
 

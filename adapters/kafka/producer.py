@@ -33,7 +33,15 @@ from aiokafka.record.default_records import (  # type: ignore[import-untyped]
 from adapters.kafka.connection import explain, stop_quietly
 from adapters.kafka.options import KafkaOptions
 from adapters.kafka.record import SendArgs, to_send
-from gateway.ports import Confirmation, EndpointSettings, NotConnected, Outcome, confirmed
+from adapters.kafka.reply import ReplyReader, requesting
+from gateway.ports import (
+    Confirmation,
+    EndpointSettings,
+    NotConnected,
+    Outcome,
+    ReplyTable,
+    confirmed,
+)
 from gateway.ports.reconnect import ReconnectGate
 from gateway.record import NativeMessage
 
@@ -154,6 +162,10 @@ class KafkaProducer:
         # A hung send or acknowledgement is cut off no sooner than one second after
         # aiokafka's own timeout (request_timeout_ms) would have reported it.
         self._budget = self._opts.publish_timeout + 1 + _RENEW_SECONDS
+        # Request-reply: answers come on `reply_topic`, correlated by the correlation
+        # header (adapters/kafka/reply.py).
+        self.replies = ReplyTable()
+        self._reply_reader = ReplyReader(self._opts, self.replies, self.client_id)
 
     @property
     def connected(self) -> bool:
@@ -205,6 +217,24 @@ class KafkaProducer:
             client = self._client
             pending = await self._send_all(client, messages)
         return self._confirm(client, pending)
+
+    async def request(self, messages: Sequence[NativeMessage], timeout: float) -> Confirmation:
+        """Kafka request-reply (Spring's ReplyingKafkaTemplate convention): each record
+        is produced with the reply-topic header naming `reply_topic` and a correlation
+        token in the correlation header (a binary CloudEvent also as its `correlationid`
+        extension); the Confirmation resolves when every answer came or `timeout`
+        passed. A record the broker did not acknowledge fails as on `submit`."""
+        reply_topic = self._opts.reply_topic
+        if not reply_topic:
+            return confirmed([Outcome.failed("request-reply needs the endpoint's "
+                                             "reply_topic", retryable=False)
+                              for _ in messages])
+        why = await self._reply_reader.listen(reply_topic)
+        if why is not None:
+            return confirmed([Outcome.failed(why) for _ in messages])
+        return await self.replies.send(
+            messages, lambda record, token: requesting(record, self._opts, reply_topic, token),
+            self.submit, timeout)
 
     async def _send_all(self, client: Any, messages: Sequence[NativeMessage]) -> list[_Pending]:
         """The records, packed per partition into aiokafka record batches and queued in
@@ -338,6 +368,8 @@ class KafkaProducer:
             await stop_quietly(client, 2.0)
 
     async def aclose(self) -> None:
+        await self._reply_reader.aclose()
+        self.replies.abandon("producer closed")
         await self._drop_client()
 
 

@@ -128,6 +128,7 @@ def _check(raw: Raw, file: str, base_dir: Path, env: _Environment,
     FETCHER.configure(_fetch_policy(cast(Raw, raw["schema_fetch"])))
     checker = RouteChecker(catalog, file, problems, unread_sources=unread,
                            unresolved=env.unresolved)
+    checker.overrides = cast(dict[str, object] | None, raw["endpoints"]) or {}
     raw_routes = cast(list[Raw], raw["routes"])
     routes = [checker.route(i, r) for i, r in enumerate(raw_routes)]
     deadletter = cast(str, raw["deadletter"])

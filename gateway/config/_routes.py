@@ -46,6 +46,9 @@ class RouteChecker:
         # Paths holding a `${NAME}` left unread (`--no-env`): the id or value it stands
         # for is unknown, so it is not looked up.
         self.unresolved = unresolved or set()
+        # The config's `endpoints.<id>.options` (raw): an option a reply route's output
+        # needs may be set there instead of in the document.
+        self.overrides: Mapping[str, object] = {}
         # One checker per configuration load: schema URLs are asked again, once each.
         FETCHER.next_generation()
 
@@ -223,6 +226,24 @@ class RouteChecker:
                     f"{prof.request_reply.how}",
                     f"use an endpoint without {blocking[0]} (core {prof.name}), or remove "
                     "reply")
+            missing = [o for o in prof.request_reply.output_needs
+                       if role == "output" and self._option(endpoint, o) in (None, "")]
+            if missing:
+                self.problems.error(
+                    self.file, path,
+                    f"reply: true needs {missing[0]} on output '{endpoint.endpoint_id}': "
+                    f"it names where the services' answers come ({prof.name} carries "
+                    f"{prof.request_reply.how})",
+                    f"set {missing[0]} in the endpoint's protocoloptions or in "
+                    f"endpoints.{endpoint.endpoint_id}.options (docs/request-reply.md)")
+
+    def _option(self, endpoint: Endpoint, name: str) -> object:
+        """An endpoint option as the config's options or else the document set it."""
+        override = self.overrides.get(endpoint.endpoint_id)
+        options = override.get("options") if isinstance(override, Mapping) else None
+        if isinstance(options, Mapping) and options.get(name) is not None:
+            return options.get(name)
+        return endpoint.protocol_options.get(name)
 
     def _messages(
         self, source: Endpoint | None, raw_groups: object, base: tuple[str | int, ...]

@@ -209,8 +209,11 @@ _ROUTE = Field(
         Field("reply", "bool",
               "Request-reply: send each message as a request to the (one) output and carry "
               "its answer back to the sender (HTTP response; NATS reply subject; MQTT 5 "
-              "response topic with the correlation data). Needs an HTTP, core NATS or MQTT "
-              "5 source and output; see docs/request-reply.md.", False, True),
+              "response topic with the correlation data; AMQP reply-to with the "
+              "correlation-id; Kafka reply-topic header with the correlation header). "
+              "Needs an HTTP, core NATS, MQTT 5, AMQP 1.0 or Kafka source and output (a "
+              "Kafka output its reply_topic, an AMQP output its reply_address); see "
+              "docs/request-reply.md.", False, True),
         Field("reply_timeout", "duration",
               "Reply routes: how long a request waits for its answer; then HTTP senders "
               "get 504 and the request is dead-lettered as no-reply (not sent again).",

@@ -22,7 +22,7 @@ import asyncio
 import itertools
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal, Protocol, runtime_checkable
 
 from gateway.cloudevents.bindings import decode
@@ -93,12 +93,43 @@ class ReplyTable:
     def __len__(self) -> int:
         return len(self._waiting)
 
+    def issued(self, token: str) -> bool:
+        """Whether `token` is one of this table's (waiting, timed out or forgotten): an
+        answer with another token belongs to another requester sharing the reply address
+        (gateway instances reading one Kafka reply topic), not a late one of ours."""
+        return token.startswith(self._prefix)
+
     def open(self) -> tuple[str, asyncio.Future[Outcome]]:
         """A new token and the future its answer resolves."""
         token = f"{self._prefix}{next(self._serial)}"
         future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
         self._waiting[token] = future
         return token, future
+
+    async def send(self, messages: Sequence[NativeMessage],
+                   mark: Callable[[NativeMessage, str], NativeMessage],
+                   submit: Callable[[Sequence[NativeMessage]], Awaitable[Confirmation]],
+                   timeout: float) -> Confirmation:
+        """Request-reply over a producer's own `submit`: each message marked as a request
+        with a new token (`mark(record, token)`: the reply address and correlation), the
+        batch submitted, and a Confirmation of the answers. A request the broker did not
+        take fails with its own outcome, not with a timeout."""
+        opened: list[Opened] = []
+        requests: list[NativeMessage] = []
+        for record in messages:
+            token, future = self.open()
+            opened.append((token, future))
+            requests.append(mark(record, token))
+        confirmation = await submit(requests)
+        return asyncio.create_task(self._answers(confirmation, opened, timeout))
+
+    async def _answers(self, confirmation: Confirmation, opened: list[Opened],
+                       timeout: float) -> list[Outcome]:
+        sent = await confirmation
+        for item, outcome in zip(opened, sent, strict=True):
+            if not outcome.delivered and not isinstance(item, Outcome):
+                self.refuse(item[0], outcome)
+        return await self.collect(opened, timeout)
 
     async def collect(self, opened: Sequence[Opened], timeout: float) -> list[Outcome]:
         """The outcome of each request of a batch (sent together: one deadline for all);

@@ -11,7 +11,12 @@ from __future__ import annotations
 
 from gateway.protocols.amqp import AMQP
 from gateway.protocols.http import HTTP
-from gateway.protocols.kafka import KAFKA
+from gateway.protocols.kafka import (
+    KAFKA,
+    KAFKA_CORRELATION_ID,
+    KAFKA_REPLY_PARTITION,
+    KAFKA_REPLY_TOPIC,
+)
 from gateway.protocols.mqtt import MQTT5, MQTT311, MQTT_FAMILY
 from gateway.protocols.nats import NATS
 from gateway.protocols.places import (
@@ -37,6 +42,7 @@ from gateway.protocols.profile import (
     ProtocolProfile,
     RecordFieldType,
     Redelivery,
+    RequestReply,
     Spelling,
     UriSchemes,
     ValueFormat,
@@ -59,11 +65,12 @@ from gateway.protocols.table import (
 )
 
 __all__ = [
-    "AMQP", "DEFINITION_FIELDS", "HTTP", "KAFKA", "MQTT5", "MQTT311", "MQTT_FAMILY", "NATS",
+    "AMQP", "DEFINITION_FIELDS", "HTTP", "KAFKA", "KAFKA_CORRELATION_ID",
+    "KAFKA_REPLY_PARTITION", "KAFKA_REPLY_TOPIC", "MQTT5", "MQTT311", "MQTT_FAMILY", "NATS",
     "PROFILES", "PROTOCOLS", "RECORD_FIELDS", "DefinitionRules", "EndpointRules",
     "Exclusion", "FieldAccess", "FieldKind", "FieldRef", "FieldSpec", "Identity",
     "IdentityPart", "Metadata", "Observing", "Ordering", "ProtocolProfile", "RecordFieldType",
-    "Redelivery", "Spelling",
+    "Redelivery", "RequestReply", "Spelling",
     "UriSchemes", "ValueFormat", "add_metadata", "address_fields", "definition_field",
     "family", "family_members", "field_access", "find_profile", "is_known_protocol",
     "normalize_protocol", "percent_decoded", "profile", "set_content_type", "token_separator",

@@ -14,6 +14,7 @@ from gateway.protocols.profile import (
     Ordering,
     ProtocolProfile,
     Redelivery,
+    RequestReply,
     Spelling,
     UriSchemes,
     ValueFormat,
@@ -92,6 +93,13 @@ AMQP_PROFILE = ProtocolProfile(
     identity=Identity("amqp", (IdentityPart(FieldRef("properties", "message-id")),)),
     metadata=Metadata("application-properties", "section"),
     content_type=FieldRef("properties", "content-type"),
+    # The message format's own fields; an answer carries the request's correlation-id
+    # (its message-id when it has none). An output listens on a configured node:
+    # RabbitMQ 3.x has no dynamic (broker-named) nodes.
+    request_reply=RequestReply("the reply-to and correlation-id properties",
+                               output_needs=("reply_address",),
+                               reply_to=FieldRef("properties", "reply-to"),
+                               correlation=FieldRef("properties", "correlation-id")),
     redelivery=Redelivery("released: the broker delivers it again on the same link"),
     observe=AMQP_OBSERVING,
 )

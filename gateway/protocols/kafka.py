@@ -15,11 +15,18 @@ from gateway.protocols.profile import (
     Ordering,
     ProtocolProfile,
     Redelivery,
+    RequestReply,
     Spelling,
     UriSchemes,
 )
 
 KAFKA = "KAFKA"
+
+#: The default header names of request-reply (Spring Kafka's `KafkaHeaders.REPLY_TOPIC`,
+#: `CORRELATION_ID`, `REPLY_PARTITION`).
+KAFKA_REPLY_TOPIC = "kafka_replyTopic"
+KAFKA_CORRELATION_ID = "kafka_correlationId"
+KAFKA_REPLY_PARTITION = "kafka_replyPartition"
 
 _LISTENER = ("a Kafka listener name, not an address scheme: write kafka://HOST:PORT and "
              "choose TLS with a tls block, SASL with username and password")
@@ -71,6 +78,12 @@ KAFKA_PROFILE = ProtocolProfile(
     address=FieldRef("topic"),
     ordering=Ordering(source_key=(FieldRef("key"),)),
     partition_key=FieldRef("key"),
+    # Spring Kafka's ReplyingKafkaTemplate convention (header names configurable per
+    # endpoint: reply_topic_header, correlation_header); an output reads its reply_topic.
+    request_reply=RequestReply("a reply-topic header and a correlation header",
+                               output_needs=("reply_topic",),
+                               reply_to=FieldRef("headers", KAFKA_REPLY_TOPIC),
+                               correlation=FieldRef("headers", KAFKA_CORRELATION_ID)),
     redelivery=Redelivery("the consumer seeks the partition back to the nacked offset"),
     identity=Identity("kafka", (IdentityPart(FieldRef("topic")),
                                 IdentityPart(FieldRef("partition")),

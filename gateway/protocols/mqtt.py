@@ -98,7 +98,9 @@ MQTT5_PROFILE = ProtocolProfile(
                                IdentityPart(FieldRef("correlation_data"), "non-empty"))),
     metadata=Metadata("user_properties", "pairs"),
     content_type=FieldRef("content_type"),
-    request_reply=RequestReply("a response topic and correlation data"),
+    request_reply=RequestReply("a response topic and correlation data",
+                               reply_to=FieldRef("response_topic"),
+                               correlation=FieldRef("correlation_data")),
     redelivery=MQTT_REDELIVERY,
     observe=MQTT_OBSERVING,
 )

@@ -61,7 +61,8 @@ NATS_PROFILE = ProtocolProfile(
                                IdentityPart(FieldRef("sequence")))),
     metadata=Metadata("headers", "pairs", ignore_case=True, text_values=True),
     content_type=FieldRef("headers", "content-type"),
-    request_reply=RequestReply("a reply subject", not_with=("stream", "jetstream")),
+    request_reply=RequestReply("a reply subject", not_with=("stream", "jetstream"),
+                               reply_to=FieldRef("reply-to")),
     redelivery=Redelivery("JetStream: a -NAK, the server delivers it again after "
                           "`nak_delay`", needs=("stream",)),
     observe=NATS_OBSERVING,

@@ -205,11 +205,21 @@ class EndpointRules:
 
 @dataclass(frozen=True)
 class RequestReply:
-    """How a protocol carries a request and its answer (`routes[].reply: true`)."""
+    """How a protocol carries a request and its answer (`routes[].reply: true`).
+
+    `reply_to` and `correlation` are where a request names its reply address and its
+    correlation (the defaults, for protocols whose adapters let an endpoint rename them:
+    Kafka headers); None where the protocol carries it otherwise (the NATS reply subject
+    correlates by itself, an HTTP response belongs to its request)."""
 
     how: str  # for problems and docs: "a reply subject"
     # Endpoint options that turn it off when set (NATS JetStream: no reply subject).
     not_with: tuple[str, ...] = ()
+    # Endpoint options an output must set to receive answers (the reply queue or topic
+    # it listens on: AMQP and Kafka have no broker-made inbox the gateway can rely on).
+    output_needs: tuple[str, ...] = ()
+    reply_to: FieldRef | None = None
+    correlation: FieldRef | None = None
 
 
 @dataclass(frozen=True)

@@ -89,4 +89,10 @@ def encode(event: CloudEvent, mode: EncodeMode) -> NativeMessage:
     return NativeMessage(AMQP, fields, **body_fields(body, event))
 
 
-BINDING = Binding(AMQP, detect, decode, encode)
+def extend(record: NativeMessage, name: str, value: str) -> NativeMessage:
+    """A binary record with the extension `name` as one more application property."""
+    properties = {**_properties(record), PREFIX + name: value}
+    return record.replace_fields({**record.fields, APPLICATION_PROPERTIES: properties})
+
+
+BINDING = Binding(AMQP, detect, decode, encode, extend)

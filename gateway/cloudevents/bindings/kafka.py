@@ -92,4 +92,11 @@ def encode(event: CloudEvent, mode: EncodeMode) -> NativeMessage:
     return record
 
 
-BINDING = Binding(KAFKA, detect, decode, encode)
+def extend(record: NativeMessage, name: str, value: str) -> NativeMessage:
+    """A binary record with the extension `name` as one more `ce_` header."""
+    header_list: list[JSON] = [{"name": n, "value": v} for n, v in record.pairs("headers")]
+    header_list.append({"name": PREFIX + name, "value": value})
+    return record.replace_fields({**record.fields, "headers": header_list})
+
+
+BINDING = Binding(KAFKA, detect, decode, encode, extend)

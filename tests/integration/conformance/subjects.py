@@ -189,21 +189,24 @@ async def _amqp(broker: Broker, network: Network, extra: dict[str, JSON]) -> Lan
     node = f"/queue/conf-{uid()}"
     uri = network.url(broker.url, broker.port)
     fast: dict[str, JSON] = {"connect_timeout": 3, "heartbeat": 5}
+    # reply_address: where the producer's requests are answered (request-reply)
     return _both(AMQP, uri, {"node": node, **fast, **extra},
-                 {"node": node, "reconnect_max": 0.5, "publish_timeout": 3, **fast}, {})
+                 {"node": node, "reconnect_max": 0.5, "publish_timeout": 3,
+                  "reply_address": f"{node}-replies",
+                  **fast}, {})
 
 
 # ---------------------------------------------------------------------------- Kafka
 
 async def _kafka(broker: Tansu, network: Network, extra: dict[str, JSON]) -> Lane:
     topic = f"conf-{uid()}"
-    await create_topics(broker, topic)
+    await create_topics(broker, topic, f"{topic}-replies")
     uri = f"kafka://127.0.0.1:{network.port(broker.port)}"
     # Tansu holds the first JoinGroup answer for session_timeout/2.
     group: dict[str, JSON] = {"session_timeout_ms": 3000, "heartbeat_interval_ms": 500}
     return _both(KAFKA, uri, {"topic": topic, "connect_timeout": 5, **group, **extra},
                  {"topic": topic, "connect_timeout": 3, "publish_timeout": 3,
-                  "reconnect_max": 0.5},
+                  "reconnect_max": 0.5, "reply_topic": f"{topic}-replies"},
                  {"topic": topic, "key": "k"})
 
 

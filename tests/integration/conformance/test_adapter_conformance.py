@@ -152,7 +152,8 @@ def _sender_waits(subject: Subject) -> bool:
 def _replies(subject: Subject, lane: Lane) -> bool:
     how = subject.profile.request_reply
     options = {**lane.consumer.options, **lane.producer.options}
-    return how is not None and not any(options.get(o) for o in how.not_with)
+    return how is not None and not any(options.get(o) for o in how.not_with) and all(
+        lane.producer.options.get(o) for o in how.output_needs)
 
 
 # ---------------------------------------------------------------------------- open / close

@@ -16,7 +16,7 @@ EVENT = CloudEvent.create(
      "datacontenttype": "application/json"}, data={"a": 1})
 
 
-@pytest.mark.parametrize("protocol", [NATS, MQTT5])
+@pytest.mark.parametrize("protocol", [NATS, MQTT5, KAFKA, AMQP])
 def test_a_binary_record_gets_the_extension_and_keeps_the_rest(protocol: str) -> None:
     record = encode(EVENT, protocol, "binary")
     extended = with_extension(record, "correlationid", "tok-1")
@@ -52,6 +52,14 @@ def test_structured_events_and_plain_messages_are_left_alone(protocol: str) -> N
     assert with_extension(plain, "correlationid", "t") is plain
 
 
+def test_kafka_writes_a_ce_header_and_amqp_an_application_property() -> None:
+    kafka = with_extension(encode(EVENT, KAFKA, "binary"), "correlationid", "t")
+    assert ("ce_correlationid", "t") in kafka.pairs("headers")
+    amqp = with_extension(encode(EVENT, AMQP, "binary"), "correlationid", "t")
+    properties = amqp.fields["application-properties"]
+    assert isinstance(properties, dict) and properties["cloudEvents_correlationid"] == "t"
+
+
 def test_a_binding_without_extend_leaves_the_record_alone() -> None:
-    record = encode(EVENT, KAFKA, "binary")
+    record = encode(EVENT, HTTP, "binary")
     assert with_extension(record, "correlationid", "t") is record

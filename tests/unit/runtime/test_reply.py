@@ -199,6 +199,10 @@ DEFS = {"endpoints": {
                  "protocoloptions": {"endpoints": [{"bootstrap.servers": ["127.0.0.1:9092"]}],
                                      "topic": "t"},
                  "messagegroups": ["#/messagegroups/g"]},
+    "mqtt3-in": {"usage": ["consumer"], "protocol": "MQTT/3.1.1",
+                 "protocoloptions": {"endpoints": [{"uri": "mqtt://127.0.0.1:1883"}],
+                                     "topic": "t"},
+                 "messagegroups": ["#/messagegroups/g"]},
     "nats-out": {"usage": ["producer"], "protocol": "NATS",
                  "protocoloptions": {"endpoints": [{"uri": "nats://127.0.0.1:4222"}],
                                      "subject": "svc"}},
@@ -230,10 +234,10 @@ def test_reply_route_config_is_accepted_with_its_timeout(tmp_path):
 
 
 def test_reply_is_refused_where_no_answer_can_be_carried(tmp_path):
-    _, problems = _load(tmp_path, "{from: kafka-in, to: [nats-out], reply: true}")
+    _, problems = _load(tmp_path, "{from: mqtt3-in, to: [nats-out], reply: true}")
     [(path, message)] = _errors(problems)
     assert path == "$.routes[0].reply"
-    assert "source 'kafka-in'" in message and "KAFKA has no request-reply" in message
+    assert "source 'mqtt3-in'" in message and "MQTT/3.1.1 has no request-reply" in message
     _, problems = _load(tmp_path, "{from: http-in, to: [js-out], reply: true}")
     [(path, message)] = _errors(problems)
     assert "with jetstream set" in message and "'js-out'" in message
