@@ -16,40 +16,69 @@ binary CloudEvent of the source's protocol: attributes and extensions, the corre
 included, survive the hop. Any other answer is passed as it came: its body and content
 type.
 
+Reply definitions (`routes[].reply_definitions`, `ReplyDefinitions`): the answer must be
+accepted by one of them, by the same matcher (and schema policy) the requests go
+through. A conforming answer is rendered for the sender: the CloudEvent of the definition
+that matched it, and the fields of the sender-protocol definition paired with it (HTTP
+`status` and headers, MQTT 5 properties, NATS headers). A non-conforming one is
+dead-lettered as `nonconforming-reply` and the sender is told of a failure instead.
+
+How a sender is told of a failure (no answer in time, a non-conforming answer, a request
+that could not be sent) is its protocol's: one with a status (HTTP) gets it from its
+adapter (504 / 502 with an RFC 9457 problem); one without (NATS, MQTT 5) gets nothing,
+or a problem CloudEvent when the route asks for it (`routes[].reply_errors: problem`).
+
+An HTTP CloudEvents batch is answered with a batch in the same format, one event per
+member in the members' order: the member's answer as a CloudEvent, or a problem
+CloudEvent for a member that got none (or a non-conforming one).
+
 At least once, and what a timeout does: a request that got no answer within
 `reply_timeout` is *not* sent again -- the service may have acted on it, and its sender
 has been told (HTTP 504) or has given up on its own deadline. It is dead-lettered with
 reason `no-reply` (for inspection and replay) and the source message is acked. A failure
 to *send* the request (broker down, NATS "no responders", HTTP 5xx) is retried as on
 any route, then dead-lettered as `undeliverable`; the sender is then told no answer
-came (HTTP 504).
+came (HTTP 502).
 
 `Replies` is the route's part for this: it hands each batch's answers back before the
-settler settles the batch (`ledger.answers` decides what each sender gets), and takes
+settler settles the batch (`ledger.member_answers` says what each sender got), and takes
 the answers no request waits for -- late ones counted, uncorrelated ones dead-lettered.
+Routes without `reply: true` have no `Replies`: nothing of this runs for them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any
+from http import HTTPStatus
+from typing import Any, NamedTuple
 
-from gateway.cloudevents.bindings import decode, encode
+from gateway.cloudevents.bindings import decode, detect_mode, encode, encode_batch
 from gateway.cloudevents.errors import CloudEventError
+from gateway.cloudevents.event import CloudEvent
+from gateway.convert import Conversion, Converter
+from gateway.deadletter import reasons
+from gateway.definitions.model import MessageDefinition
+from gateway.envelope.native import render_native
+from gateway.envelope.render import RenderError
 from gateway.json.values import JSON
+from gateway.matching.matcher import Explanation
+from gateway.policies.reply import ReplyErrors
+from gateway.policies.schema import SchemaPolicy
 from gateway.ports import (
     NO_REPLY_PREFIX,
+    Answer,
     Delivery,
     Outcome,
     Requester,
     Stray,
     StrayListener,
 )
-from gateway.protocols import find_profile
+from gateway.protocols import field_access, find_profile
 from gateway.record import NativeMessage
-from gateway.runtime.ledger import Batch, answers
+from gateway.runtime.ledger import Batch, MemberAnswer, member_answers
 from gateway.runtime.output import Output
 from gateway.runtime.stats import RouteStats
 
@@ -57,6 +86,17 @@ log = logging.getLogger("xrgw.reply")
 
 #: The route's default wait for an answer, in seconds.
 DEFAULT_TIMEOUT = 5.0
+
+#: The CloudEvents type of the problem a sender is told a failure with (NATS, MQTT 5 with
+#: `reply_errors: problem`; a failed member of an HTTP batch). Its data is an RFC 9457
+#: problem object, as the HTTP ingress answers it.
+PROBLEM_TYPE = "io.xrgw.reply.problem"
+PROBLEM_CONTENT_TYPE = "application/problem+json"
+#: The CloudEvents type of a native answer (not a CloudEvent, no reply definition made it
+#: one) carried as a member of an HTTP batch answer.
+ANSWER_TYPE = "io.xrgw.reply"
+#: What a sender is told when the service's answer conforms to no reply definition.
+NONCONFORMING = "the service's answer conforms to no reply definition"
 
 
 def reply_record(answer: NativeMessage, protocol: str) -> NativeMessage:
@@ -87,21 +127,76 @@ def native_reply(answer: NativeMessage, protocol: str) -> NativeMessage:
     return NativeMessage(protocol, fields, answer.data, answer.payload, None, answer.raw)
 
 
+def status_field(protocol: str) -> str | None:
+    """Where an answer of `protocol` carries its status (HTTP `status`); None: nowhere."""
+    prof = find_profile(protocol)
+    how = None if prof is None else prof.request_reply
+    return None if how is None else how.status
+
+
+def problem_status(why: str) -> int:
+    """The HTTP status of a failure told with `why`: 504 when no answer came in time,
+    else 502 (the gateway got no usable answer from the service)."""
+    return 504 if why.startswith(NO_REPLY_PREFIX) else 502
+
+
+def problem_event(why: str, source: str) -> CloudEvent:
+    """The problem CloudEvent a sender is told a failure with: an RFC 9457 problem object
+    (`about:blank`, the status's phrase as title) as its data, as the HTTP ingress
+    answers it."""
+    status = problem_status(why)
+    problem: dict[str, JSON] = {"type": "about:blank", "title": HTTPStatus(status).phrase,
+                                "status": status, "detail": why}
+    return CloudEvent.create({"specversion": "1.0", "id": uuid.uuid4().hex,
+                              "source": source, "type": PROBLEM_TYPE,
+                              "datacontenttype": PROBLEM_CONTENT_TYPE}, problem)
+
+
+def answer_event(answer: NativeMessage, source: str) -> CloudEvent:
+    """`answer` as a CloudEvent: itself when it is one, else its body in one of type
+    `ANSWER_TYPE` (a member of an HTTP batch answer)."""
+    try:
+        event = decode(answer)
+    except CloudEventError:
+        event = None
+    if event is not None:
+        return event
+    attributes: dict[str, Any] = {"specversion": "1.0", "id": uuid.uuid4().hex,
+                                  "source": source, "type": ANSWER_TYPE}
+    content_type = answer.content_type
+    if content_type is not None:
+        attributes["datacontenttype"] = content_type
+    if answer.has_json_data:
+        return CloudEvent.create(attributes, answer.data, has_data=True)
+    return CloudEvent.create(attributes, answer.payload)
+
+
 async def hand_back(delivery: Delivery, outcome: Outcome | None, why: str) -> str:
-    """Give the sender of `delivery` its answer (or tell it none came); the result for
-    the reply metric: `answered`, `no-reply`, `failed` or `not-awaited`."""
+    """Give the sender of `delivery` its answer (or tell it none came), as a route
+    without reply definitions and with `reply_errors: none` does; the result for the
+    reply metric: `answered`, `no-reply`, `failed` or `not-awaited`."""
     answer = delivery.answer
     if answer is None:
         return "not-awaited"
+    if outcome is not None and outcome.reply is not None:
+        return await _tell(answer, reply_record(outcome.reply, delivery.message.protocol),
+                           "", "answered")
+    return await _tell(answer, None, why, _failure_result(why))
+
+
+def _failure_result(why: str) -> str:
+    return "no-reply" if why.startswith(NO_REPLY_PREFIX) else "failed"
+
+
+async def _tell(answer: Answer, record: NativeMessage | None, why: str, result: str) -> str:
+    """Hand `record` (or `why`) to the sender's answer hook; `result`, or `failed` when
+    it could not be sent (which must not stop settling)."""
     try:
-        if outcome is not None and outcome.reply is not None:
-            await answer(reply_record(outcome.reply, delivery.message.protocol), "")
-            return "answered"
-        await answer(None, why)
-    except Exception as exc:  # an answer that cannot be sent must not stop settling
+        await answer(record, why)
+    except Exception as exc:
         log.warning("could not answer the sender: %s", exc)  # pragma: no mutate
         return "failed"
-    return "no-reply" if why.startswith(NO_REPLY_PREFIX) else "failed"
+    return result
 
 
 def stray_listener(count_late: Callable[[], None],
@@ -116,26 +211,231 @@ def stray_listener(count_late: Callable[[], None],
     return listen
 
 
-#: What dead-letters an uncorrelated answer: the endpoint it came in on, the answer.
-StrayDeadLetter = Callable[[str, NativeMessage], Coroutine[Any, Any, None]]
+# -- reply definitions --------------------------------------------------------------------------
+
+class Judged(NamedTuple):
+    """An answer judged by the reply definitions: the conversion that accepted it, or
+    why none did (the dead letter's detail and explanation)."""
+
+    conversion: Conversion | None
+    detail: str = ""
+    explain: Sequence[Explanation] = ()
+
+
+class ReplyDefinitions:
+    """The definitions a reply route's answers must conform to (`reply_definitions`):
+    matched by the core's matcher, rendered for the sender by the definition of the
+    sender's protocol paired with the one that matched (`paired`)."""
+
+    def __init__(self, definitions: Sequence[MessageDefinition],
+                 schema: SchemaPolicy = "tiebreak") -> None:
+        self.definitions = tuple(definitions)
+        self._converter = Converter(self.definitions, schema=schema)
+
+    def judge(self, answer: NativeMessage) -> Judged:
+        """Whether a definition accepts `answer` (and its schema, with `schema: enforce`)."""
+        conversion = self._converter.convert(answer)
+        if conversion.match.definition is not None and conversion.reason != \
+                reasons.INVALID_DATA:
+            return Judged(conversion)
+        detail = f"{NONCONFORMING}: {conversion.reason}"
+        if conversion.detail:
+            detail += f" ({conversion.detail})"
+        return Judged(None, detail, conversion.explain)
+
+    def paired(self, matched: MessageDefinition, protocol: str) -> MessageDefinition | None:
+        """The reply definition of `protocol`'s family that renders the answer `matched`
+        accepted: `matched` itself when it is of that family, else the first declared one
+        that shares a base message with it (`basemessage`) or declares the same literal
+        CloudEvents `type`; None: the answer is rendered without one."""
+        prof = find_profile(protocol)
+        if prof is None:
+            return None
+        family = prof.family
+        candidates = [d for d in self.definitions
+                      if (p := find_profile(d.protocol)) is not None and p.family == family]
+        if matched in candidates:
+            return matched
+        lineage = {matched.xid, *matched.base_chain}
+        kind = _literal_type(matched)
+        for candidate in candidates:
+            if lineage & {candidate.xid, *candidate.base_chain}:
+                return candidate
+            if kind is not None and _literal_type(candidate) == kind:
+                return candidate
+        return None
+
+    def render(self, answer: NativeMessage, conversion: Conversion,
+               protocol: str) -> NativeMessage | str:
+        """The conforming `answer` as a record of `protocol` for its sender, or why it
+        cannot be (a placeholder of the sender's definition without a value)."""
+        event = conversion.event
+        base = (encode(event, protocol, "binary") if event is not None
+                else reply_record(answer, protocol))
+        matched = conversion.match.definition
+        sender = None if matched is None else self.paired(matched, protocol)
+        if sender is None:
+            return _without_status(base)
+        rendered = render_native(sender, event, conversion.match.context)
+        if isinstance(rendered, RenderError):
+            return f"{NONCONFORMING} for the sender ({rendered.message})"
+        return _overlay(_without_status(base), rendered, sender)
+
+
+def _literal_type(definition: MessageDefinition) -> str | None:
+    prop = definition.envelope_metadata.get("type")
+    value = None if prop is None else prop.value
+    return value if isinstance(value, str) and "{" not in value else None
+
+
+def _without_status(record: NativeMessage) -> NativeMessage:
+    """`record` without the status the service answered with (an HTTP egress call's
+    2xx): the sender gets the status of its reply definition, or the default (200)."""
+    status = status_field(record.protocol)
+    if status is None or status not in record.fields:
+        return record
+    return record.replace_fields({k: v for k, v in record.fields.items() if k != status})
+
+
+def _overlay(base: NativeMessage, rendered: NativeMessage,
+             definition: MessageDefinition) -> NativeMessage:
+    """`base` with the fields `definition` declares, as `rendered` has them: scalars
+    replaced, named entries (headers, user properties, sections) replaced by name and
+    added. The address is not taken: the answer hook addresses the answer."""
+    prof = find_profile(base.protocol)
+    address = None if prof is None or prof.address is None else prof.address.field
+    declared = {c.field for c in definition.protocol_options} - {address}
+    fields: dict[str, JSON] = dict(base.fields)
+    for name in declared:
+        value = rendered.fields.get(name)
+        if value is None:
+            continue
+        kind = field_access(base.protocol, name, None).kind
+        old = fields.get(name)
+        if isinstance(value, list) and isinstance(old, list):
+            names = {str(e.get("name", "")).lower() for e in value if isinstance(e, dict)}
+            kept = [e for e in old if not (isinstance(e, dict)
+                                           and str(e.get("name", "")).lower() in names)]
+            fields[name] = [*kept, *value]
+        elif isinstance(value, dict) and isinstance(old, dict) and kind != "scalar":
+            fields[name] = {**old, **value}
+        else:
+            fields[name] = value
+    return base.replace_fields(fields)
+
+
+# -- the route's part ---------------------------------------------------------------------------
+
+#: What dead-letters an answer no request can take: the endpoint it came in on, the
+#: answer, the reason, the detail (None: the reason's own) and why no definition took it.
+AnswerDeadLetter = Callable[[str, NativeMessage, str, "str | None", Sequence[Explanation]],
+                            Coroutine[Any, Any, None]]
 
 
 class Replies:
-    """A reply route's answers: handed back to the senders of each batch before their
-    messages settle; answers no request waits for counted (late) or dead-lettered
-    (uncorrelated)."""
+    """A reply route's answers: judged by the reply definitions (if any), handed back to
+    the senders of each batch before their messages settle; answers no request waits for
+    counted (late) or dead-lettered (uncorrelated)."""
 
-    def __init__(self, outputs: Sequence[Output], dead_letter: StrayDeadLetter,
-                 stats: RouteStats) -> None:
+    def __init__(self, outputs: Sequence[Output], dead_letter: AnswerDeadLetter,
+                 stats: RouteStats, definitions: ReplyDefinitions | None = None,
+                 errors: ReplyErrors = "none") -> None:
         self._outputs = outputs
         self._dead_letter = dead_letter
         self._stats = stats
+        self.definitions = definitions
+        self.errors: ReplyErrors = errors
+        # Where the problems and wrapped answers the gateway makes come from: the output
+        # the requests went to (a reply route has one).
+        self._source = f"/xrgw/endpoints/{outputs[0].endpoint_id}" if outputs else "/xrgw"
         self.strays: set[asyncio.Task[None]] = set()  # uncorrelated answers being dead-lettered
 
     async def hand_back(self, batch: Batch) -> None:
-        """Answer the senders of `batch` (`ledger.answers` says with what)."""
-        for message, outcome, why in answers(batch):
-            self._stats.replied(await hand_back(message.delivery, outcome, why))
+        """Answer the senders of `batch` (`ledger.member_answers` says with what)."""
+        for message, parts in member_answers(batch):
+            delivery = message.delivery
+            answer = delivery.answer
+            assert answer is not None  # member_answers lists waiting senders only
+            protocol = delivery.message.protocol
+            prof = find_profile(protocol)
+            if (message.whole is None and prof is not None and prof.batches
+                    and detect_mode(delivery.message) == "batch"):
+                await self._answer_batch(answer, protocol, parts)
+            else:
+                first = next((p for p in parts if p.outcome is not None
+                              and p.outcome.reply is not None), None)
+                part = first or (parts[0] if parts else MemberAnswer(None, None,
+                                                                     "no answer", ""))
+                self._stats.replied(await self._answer_one(answer, protocol, part))
+
+    async def _answer_one(self, answer: Answer, protocol: str, part: MemberAnswer) -> str:
+        """Hand one sender its answer, or tell it why none came; the metric's result."""
+        outcome = part.outcome
+        if outcome is not None and outcome.reply is not None:
+            shaped = await self._shaped(outcome.reply, protocol, part.endpoint)
+            if isinstance(shaped, NativeMessage):
+                return await _tell(answer, shaped, "", "answered")
+            return await self._fail(answer, protocol, shaped, "nonconforming")
+        return await self._fail(answer, protocol, part.why, _failure_result(part.why))
+
+    async def _shaped(self, reply: NativeMessage, protocol: str,
+                      endpoint: str) -> NativeMessage | str:
+        """The answer for the sender, or why it has none (the answer was dead-lettered)."""
+        definitions = self.definitions
+        if definitions is None:
+            return _without_status(reply_record(reply, protocol))
+        judged = definitions.judge(reply)
+        if judged.conversion is None:
+            await self._dead_letter(endpoint, reply, reasons.NONCONFORMING_REPLY,
+                                    f"{judged.detail} (on {endpoint})", judged.explain)
+            return NONCONFORMING
+        rendered = definitions.render(reply, judged.conversion, protocol)
+        if isinstance(rendered, str):
+            await self._dead_letter(endpoint, reply, reasons.NONCONFORMING_REPLY,
+                                    f"{rendered} (on {endpoint})", ())
+            return NONCONFORMING
+        return rendered
+
+    async def _fail(self, answer: Answer, protocol: str, why: str, result: str) -> str:
+        """Tell a sender no (conforming) answer came, as its protocol can be told
+        (`status_field`, `reply_errors`)."""
+        if status_field(protocol) is None and self.errors == "problem":
+            record = encode(problem_event(why, self._source), protocol, "binary")
+            return await _tell(answer, record, "", result)
+        return await _tell(answer, None, why, result)
+
+    async def _answer_batch(self, answer: Answer, protocol: str,
+                            parts: Sequence[MemberAnswer]) -> None:
+        """An HTTP CloudEvents batch: a batch of the same format, one event per member in
+        order -- its answer, or a problem."""
+        events: list[CloudEvent] = []
+        results: list[str] = []
+        for part in parts:
+            outcome = part.outcome
+            event: CloudEvent | None = None
+            why, result = part.why, _failure_result(part.why)
+            if outcome is not None and outcome.reply is not None:
+                event, why = await self._member_event(outcome.reply, part.endpoint)
+                result = "answered" if event is not None else "nonconforming"
+            events.append(event if event is not None else problem_event(why, self._source))
+            results.append(result)
+        told = await _tell(answer, encode_batch(events, protocol), "", "answered")
+        for result in results:
+            self._stats.replied(result if told == "answered" else "failed")
+
+    async def _member_event(self, reply: NativeMessage,
+                            endpoint: str) -> tuple[CloudEvent | None, str]:
+        """A batch member's answer as a CloudEvent, or None and why it has none."""
+        definitions = self.definitions
+        if definitions is None:
+            return answer_event(reply, self._source), ""
+        judged = definitions.judge(reply)
+        if judged.conversion is None:
+            await self._dead_letter(endpoint, reply, reasons.NONCONFORMING_REPLY,
+                                    f"{judged.detail} (on {endpoint})", judged.explain)
+            return None, NONCONFORMING
+        event = judged.conversion.event
+        return (event if event is not None else answer_event(reply, self._source)), ""
 
     def listen(self) -> None:
         """Take the answers no request waits for, on every output that requests."""
@@ -148,7 +448,8 @@ class Replies:
 
     def _stray_handler(self, endpoint: str) -> Callable[[NativeMessage], None]:
         def dead_letter(answer: NativeMessage) -> None:
-            task = asyncio.get_running_loop().create_task(self._dead_letter(endpoint, answer))
+            task = asyncio.get_running_loop().create_task(self._dead_letter(
+                endpoint, answer, reasons.UNCORRELATED_REPLY, None, ()))
             self.strays.add(task)
             task.add_done_callback(self.strays.discard)
         return dead_letter
