@@ -154,6 +154,10 @@ class DeadLetters:
         if detail is None:
             detail = (f"an answer on {endpoint}'s reply address carries no correlation "
                       "(correlation data, reply subject token or correlationid attribute)")
+        else:  # the matcher's words may quote the answer: hidden as a sender's would be
+            secrets = self.redactor.secrets(answer)
+            detail = self.redactor.text(detail, secrets)
+            explain = self.redactor.explanations(explain, secrets)
         deadletter = self.output
         if deadletter is None:
             self._stats.dropped("answer", reason, detail, endpoint)

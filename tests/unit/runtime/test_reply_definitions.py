@@ -383,3 +383,29 @@ def test_reply_definitions_that_name_nothing_or_without_reply_are_errors(tmp_pat
     _, errors = _load(tmp_path, "{from: http-in, to: [nats-out], reply: true, "
                                 "reply_errors: loud}")
     assert any(p == "$.routes[0].reply_errors" for p, _ in errors)
+
+
+def test_the_daemon_gives_a_reply_route_its_definitions_and_errors(tmp_path: Path):
+    from gateway.daemon import Gateway
+
+    class Factory:
+        def consumer(self, endpoint: Any) -> MemoryConsumer:
+            return MemoryConsumer()
+
+        def producer(self, endpoint: Any) -> Service:
+            return Service()
+
+        def output_defaults(self, endpoint: Any) -> dict[str, Any]:
+            return {}
+
+    for route_text, count, errors in (
+            ("{from: http-in, to: [nats-out], reply: true, reply_definitions: [replies], "
+             "reply_errors: problem}", 4, "problem"),
+            ("{from: http-in, to: [nats-out], reply: true}", None, "none")):
+        config, problems = _load(tmp_path, route_text)
+        assert not problems
+        [route] = Gateway(config, Factory())._build_routes(config)
+        replies = route.replies
+        assert replies is not None and replies.errors == errors
+        got = replies.definitions
+        assert (None if got is None else len(got.definitions)) == count
