@@ -63,7 +63,7 @@ from gateway.deadletter import reasons
 from gateway.definitions.model import MessageDefinition
 from gateway.envelope.native import render_native
 from gateway.envelope.render import RenderError
-from gateway.json.values import JSON
+from gateway.json.values import JSON, as_text
 from gateway.matching.matcher import Explanation
 from gateway.policies.reply import ReplyErrors
 from gateway.policies.schema import SchemaPolicy
@@ -231,6 +231,8 @@ class ReplyDefinitions:
                  schema: SchemaPolicy = "tiebreak") -> None:
         self.definitions = tuple(definitions)
         self._converter = Converter(self.definitions, schema=schema)
+        # `paired`'s answers, by the matched definition's identity and the protocol.
+        self._pairs: dict[tuple[int, str], MessageDefinition | None] = {}
 
     def judge(self, answer: NativeMessage) -> Judged:
         """Whether a definition accepts `answer` (and its schema, with `schema: enforce`)."""
@@ -248,6 +250,12 @@ class ReplyDefinitions:
         accepted: `matched` itself when it is of that family, else the first declared one
         that shares a base message with it (`basemessage`) or declares the same literal
         CloudEvents `type`; None: the answer is rendered without one."""
+        key = (id(matched), protocol)
+        if key not in self._pairs:
+            self._pairs[key] = self._pair(matched, protocol)
+        return self._pairs[key]
+
+    def _pair(self, matched: MessageDefinition, protocol: str) -> MessageDefinition | None:
         prof = find_profile(protocol)
         if prof is None:
             return None
@@ -256,10 +264,10 @@ class ReplyDefinitions:
                       if (p := find_profile(d.protocol)) is not None and p.family == family]
         if matched in candidates:
             return matched
-        lineage = {matched.xid, *matched.base_chain}
+        lineage = _lineage(matched)
         kind = _literal_type(matched)
         for candidate in candidates:
-            if lineage & {candidate.xid, *candidate.base_chain}:
+            if lineage & _lineage(candidate):
                 return candidate
             if kind is not None and _literal_type(candidate) == kind:
                 return candidate
@@ -274,12 +282,26 @@ class ReplyDefinitions:
                 else reply_record(answer, protocol))
         matched = conversion.match.definition
         sender = None if matched is None else self.paired(matched, protocol)
-        if sender is None:
+        if sender is None or matched is None:
             return _without_status(base)
-        rendered = render_native(sender, event, conversion.match.context)
+        # The context as `render_native` would build it from the event, without matching
+        # its templates again: the matcher captured them already (the sender's definition
+        # shares the matched one's `envelopemetadata`, by base or by type).
+        if event is None or sender is matched or _lineage(sender) & _lineage(matched):
+            context = ({} if event is None else
+                       {k: as_text(v) for k, v in event.canonical_attributes().items()})
+            context.update(conversion.match.context)
+            rendered = render_native(sender, None, context)
+        else:  # paired by type: its own templates may capture other names
+            rendered = render_native(sender, event, conversion.match.context)
         if isinstance(rendered, RenderError):
             return f"{NONCONFORMING} for the sender ({rendered.message})"
         return _overlay(_without_status(base), rendered, sender)
+
+
+def _lineage(definition: MessageDefinition) -> set[str]:
+    """The definition and the base messages merged into it."""
+    return {definition.xid, *definition.base_chain}
 
 
 def _literal_type(definition: MessageDefinition) -> str | None:
