@@ -409,3 +409,25 @@ def test_the_daemon_gives_a_reply_route_its_definitions_and_errors(tmp_path: Pat
         assert replies is not None and replies.errors == errors
         got = replies.definitions
         assert (None if got is None else len(got.definitions)) == count
+
+
+def test_the_catalog_in_the_request_reply_doc_works_as_it_says():
+    """docs/request-reply.md's reply-definition example: loads without problems, a
+    CloudEvents answer from a NATS service conforms, and an HTTP sender gets 201 with
+    the X-Quote header filled from the answer's source."""
+    text = (Path(__file__).parents[3] / "docs" / "request-reply.md").read_text()
+    block = text.split("```json\n", 1)[1].split("```", 1)[0]
+    catalog = read_document(json.loads(block), "request-reply.md")
+    assert not catalog.problems
+    rules = ReplyDefinitions(catalog.groups["quotes.replies"].messages)
+    answer = encode(CloudEvent.create({
+        "specversion": "1.0", "id": "1", "type": "com.example.quote.reply",
+        "source": "/pricing/tea", "correlationid": "tok"}, {"price": 3}), "NATS", "binary")
+    conversion = rules.judge(answer).conversion
+    assert conversion is not None
+    reply = rules.render(answer, conversion, "HTTP")
+    assert isinstance(reply, NativeMessage)
+    assert (reply.get("status"), reply.header("X-Quote", True)) == ("201", "tea")
+    mqtt = rules.render(answer, conversion, "MQTT/5.0")
+    assert isinstance(mqtt, NativeMessage) and ("kind", "quote") in mqtt.pairs(
+        "user_properties")
