@@ -71,6 +71,7 @@ class RouteChecker:
         if reply:
             self._check_reply(source, targets, base)
         replies = self._reply_definitions(raw, reply, base)
+        self._check_reply_errors(source, raw.get("reply_errors"), base)
         observe = raw.get("observe") is True
         redact = tuple(cast(list[str], raw.get("redact") or []))
         self._check_observe(source, observe, redact, base)
@@ -227,6 +228,20 @@ class RouteChecker:
                     f"{prof.request_reply.how}",
                     f"use an endpoint without {blocking[0]} (core {prof.name}), or remove "
                     "reply")
+
+    def _check_reply_errors(self, source: Endpoint | None, errors: object,
+                            base: tuple[str | int, ...]) -> None:
+        """`reply_errors: problem` changes nothing for a source whose protocol has a
+        status to tell its senders with (HTTP: 504 / 502 and a problem body)."""
+        prof = None if source is None else find_profile(source.protocol)
+        how = None if prof is None else prof.request_reply
+        if errors == "problem" and how is not None and how.status is not None:
+            self.problems.warning(
+                self.file, json_path(*base, "reply_errors"),
+                f"reply_errors: problem changes nothing for source "
+                f"'{source.endpoint_id if source else ''}': {prof.name if prof else ''} "
+                "senders are told of failures by their response status",
+                "remove reply_errors, or keep it for when the source changes")
 
     def _reply_definitions(self, raw: Mapping[str, object], reply: bool,
                            base: tuple[str | int, ...]) -> tuple[MessageDefinition, ...]:

@@ -431,3 +431,13 @@ def test_the_catalog_in_the_request_reply_doc_works_as_it_says():
     mqtt = rules.render(answer, conversion, "MQTT/5.0")
     assert isinstance(mqtt, NativeMessage) and ("kind", "quote") in mqtt.pairs(
         "user_properties")
+
+
+def test_reply_errors_on_an_http_source_is_a_warning(tmp_path: Path):
+    (tmp_path / "d.json").write_text(json.dumps(DEFS))
+    text = ("definitions: [d.json]\ndeadletter: log\nroutes:\n  - {from: http-in, to: "
+            "[nats-out], reply: true, reply_errors: problem}\n")
+    config, problems = load_config_text(text, "gw.yaml", tmp_path)
+    assert config is not None
+    [warning] = [p for p in problems if p.path == "$.routes[0].reply_errors"]
+    assert warning.severity == "warning" and "HTTP senders" in warning.message
