@@ -244,7 +244,8 @@ async def _http_service(answer: Answerer = _quote, cloudevent: bool = False
                 body, request.headers.get("ce-correlationid")).items()})
         return web.Response(body=reply, content_type="application/json", headers=headers)
 
-    runner = web.ServerRunner(web.Server(handle))
+    # A handler that never answers is cancelled at once when the test ends.
+    runner = web.ServerRunner(web.Server(handle), shutdown_timeout=0.1)
     await runner.setup()
     port = free_port()
     site = web.TCPSite(runner, "127.0.0.1", port)

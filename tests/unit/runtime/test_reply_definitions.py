@@ -441,3 +441,12 @@ def test_reply_errors_on_an_http_source_is_a_warning(tmp_path: Path):
     assert config is not None
     [warning] = [p for p in problems if p.path == "$.routes[0].reply_errors"]
     assert warning.severity == "warning" and "HTTP senders" in warning.message
+
+
+def test_a_body_that_is_no_batch_is_told_why_not_answered_with_a_batch():
+    broken = NativeMessage("HTTP", {"method": "POST", "path": "/ask", "headers": [
+        {"name": "content-type", "value": "application/cloudevents-batch+json"}]},
+        data={"not": "an array"})
+    told, dlq, _ = _run(Service(), broken)
+    assert told == [(None, "invalid-cloudevent")]  # the adapter answers 502
+    assert deadletter_metadata(dlq.written[0])["xrgw-reason"] == "invalid-cloudevent"
