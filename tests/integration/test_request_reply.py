@@ -833,3 +833,20 @@ async def test_mosquitto_rr_gets_a_rendered_answer_and_a_timeout_problem(
         assert f"type:{PROBLEM_TYPE}" in properties
         assert content_type == "application/problem+json"
         assert json.loads(payload)["status"] == 504
+
+
+@asyncio_test
+async def test_concurrent_http_callers_each_get_their_own_rendered_answer(
+        nats_server: NatsServer) -> None:
+    """20 callers at once, as in the issue's curl run: each answer is judged and rendered
+    for its own caller (its item in X-Quote and in the body), none crosses over."""
+    uid = _uid()
+    consumer = _http_source()
+    async with _nats_service(nats_server.url, f"svc.{uid}", cloudevent=True), \
+            _gateway(consumer, _to_nats(nats_server.url, f"svc.{uid}"), replies=True) as gw:
+        items = [f"item{n}" for n in range(20)]
+        results = await asyncio.gather(*(_ask_http(consumer, uid, item) for item in items))
+        for item, (status, headers, body) in zip(items, results, strict=True):
+            assert (status, headers["X-Quote"], body["item"]) == (201, item, item)
+        assert gw.count("xrgw_replies_total", route="reply", result="answered") == 20
+        assert not gw.dlq.written
