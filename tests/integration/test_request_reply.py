@@ -850,3 +850,23 @@ async def test_concurrent_http_callers_each_get_their_own_rendered_answer(
             assert (status, headers["X-Quote"], body["item"]) == (201, item, item)
         assert gw.count("xrgw_replies_total", route="reply", result="answered") == 20
         assert not gw.dlq.written
+
+
+@asyncio_test
+async def test_nats_and_mqtt5_senders_get_an_http_services_answer_rendered_for_them(
+        mosquitto: Mosquitto, nats_server: NatsServer) -> None:
+    """The HTTP egress answer (a binary CloudEvent in a 200 response) conforms and reaches
+    a NATS sender with the NATS definition's headers, an MQTT 5 sender with the MQTT
+    definition's user properties and its correlation data."""
+    uid = _uid()
+    async with _http_service(cloudevent=True) as url:
+        async with _gateway(_nats_source(nats_server.url, uid), _to_http(url), replies=True):
+            answer = await _ask_nats(nats_server.url, uid, "rye")
+            assert _headers(answer)["x-kind"] == "quote"
+            assert json.loads(answer.data) == {"price": 42, "item": "rye"}
+        async with _gateway(_mqtt_source(mosquitto.url, uid), _to_http(url), replies=True), \
+                _mqtt_requester(mosquitto.url, uid) as ask:
+            reply = await ask("figs", "c-http")
+            assert reply.get("correlation_data") == "c-http"
+            assert dict(reply.pairs("user_properties"))["kind"] == "quote"
+            assert _body(reply) == {"price": 42, "item": "figs"}
