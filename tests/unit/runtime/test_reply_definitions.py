@@ -450,3 +450,21 @@ def test_a_body_that_is_no_batch_is_told_why_not_answered_with_a_batch():
     told, dlq, _ = _run(Service(), broken)
     assert told == [(None, "invalid-cloudevent")]  # the adapter answers 502
     assert deadletter_metadata(dlq.written[0])["xrgw-reason"] == "invalid-cloudevent"
+
+
+def test_lint_finds_no_overlap_between_a_request_and_a_response_definition():
+    """An HTTP request definition (method) and a reply definition (status) on the same
+    path never accept the same message: the spec makes the two fields exclusive, so a
+    witness holding both is no message (it used to be reported)."""
+    from gateway.matching.lint import find_overlaps
+
+    doc = read_document({"messagegroups": {
+        "asks": {"messages": {"ask": {"protocol": "HTTP", "protocoloptions": {
+            "path": "/quote/{id}", "method": "POST"}}}},
+        "replies": {"messages": {"ok": {"protocol": "HTTP", "protocoloptions": {
+            "status": "201"}}, "any": {"protocol": "HTTP", "protocoloptions": {
+                "path": "/quote/{id}"}}}}}}, "l.json")
+    pairs = {(o.first.rsplit("/", 1)[1], o.second.rsplit("/", 1)[1])
+             for o in find_overlaps(list(doc.messages()))}
+    assert ("ask", "ok") not in pairs
+    assert ("ask", "any") in pairs  # a real overlap is still found
