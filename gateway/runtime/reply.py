@@ -54,6 +54,7 @@ import uuid
 from collections.abc import Callable, Coroutine, Sequence
 from http import HTTPStatus
 from typing import Any, NamedTuple
+from urllib.parse import quote
 
 from gateway.cloudevents.bindings import decode, detect_mode, encode, encode_batch
 from gateway.cloudevents.errors import CloudEventError
@@ -166,9 +167,13 @@ def answer_event(answer: NativeMessage, source: str) -> CloudEvent:
     content_type = answer.content_type
     if content_type is not None:
         attributes["datacontenttype"] = content_type
-    if answer.has_json_data:
-        return CloudEvent.create(attributes, answer.data, has_data=True)
-    return CloudEvent.create(attributes, answer.payload)
+    try:
+        if answer.has_json_data:
+            return CloudEvent.create(attributes, answer.data, has_data=True)
+        return CloudEvent.create(attributes, answer.payload)
+    except CloudEventError:  # a content type that is no media type: the bytes, untyped
+        attributes.pop("datacontenttype", None)
+        return CloudEvent.create(attributes, answer.body_bytes() or None)
 
 
 async def hand_back(delivery: Delivery, outcome: Outcome | None, why: str) -> str:
@@ -369,26 +374,35 @@ class Replies:
         self.errors: ReplyErrors = errors
         # Where the problems and wrapped answers the gateway makes come from: the output
         # the requests went to (a reply route has one).
-        self._source = f"/xrgw/endpoints/{outputs[0].endpoint_id}" if outputs else "/xrgw"
+        self._source = (f"/xrgw/endpoints/{quote(outputs[0].endpoint_id, safe='')}"
+                        if outputs else "/xrgw")  # a URI reference whatever the id holds
         self.strays: set[asyncio.Task[None]] = set()  # uncorrelated answers being dead-lettered
 
     async def hand_back(self, batch: Batch) -> None:
         """Answer the senders of `batch` (`ledger.member_answers` says with what)."""
         for message, parts in member_answers(batch):
-            delivery = message.delivery
-            answer = delivery.answer
+            answer = message.delivery.answer
             assert answer is not None  # member_answers lists waiting senders only
-            protocol = delivery.message.protocol
-            prof = find_profile(protocol)
-            if (message.whole is None and prof is not None and prof.batches
-                    and detect_mode(delivery.message) == "batch"):
-                await self._answer_batch(answer, protocol, parts)
-            else:
-                first = next((p for p in parts if p.outcome is not None
-                              and p.outcome.reply is not None), None)
-                part = first or (parts[0] if parts else MemberAnswer(None, None,
-                                                                     "no answer", ""))
-                self._stats.replied(await self._answer_one(answer, protocol, part))
+            try:
+                await self._answer(message.delivery, answer, message.whole is None, parts)
+            except Exception:  # a bug here must not stop settling: the sender hears of it
+                log.exception("could not shape the answer for the sender")  # pragma: no mutate
+                self._stats.replied(await _tell(answer, None, "the answer could not be "
+                                                "handed back", "failed"))
+
+    async def _answer(self, delivery: Delivery, answer: Answer, converted: bool,
+                      parts: Sequence[MemberAnswer]) -> None:
+        """Answer one waiting sender (`converted`: its message did not fail as a whole)."""
+        protocol = delivery.message.protocol
+        prof = find_profile(protocol)
+        if (converted and prof is not None and prof.batches
+                and detect_mode(delivery.message) == "batch"):
+            await self._answer_batch(answer, protocol, parts)
+            return
+        first = next((p for p in parts
+                      if p.outcome is not None and p.outcome.reply is not None), None)
+        part = first or (parts[0] if parts else MemberAnswer(None, None, "no answer", ""))
+        self._stats.replied(await self._answer_one(answer, protocol, part))
 
     async def _answer_one(self, answer: Answer, protocol: str, part: MemberAnswer) -> str:
         """Hand one sender its answer, or tell it why none came; the metric's result."""

@@ -468,3 +468,45 @@ def test_lint_finds_no_overlap_between_a_request_and_a_response_definition():
              for o in find_overlaps(list(doc.messages()))}
     assert ("ask", "ok") not in pairs
     assert ("ask", "any") in pairs  # a real overlap is still found
+
+
+def test_problems_name_an_output_whose_id_is_no_uri_as_a_valid_source():
+    from gateway.runtime.reply import Replies
+    from gateway.runtime.stats import RouteStats
+
+    async def dead_letter(*args: Any) -> None:
+        return None
+
+    output = Output("quote service #1", "NATS", Service(), defaults={"subject": "svc"})
+    replies = Replies([output], dead_letter, RouteStats("r", "in", Metrics(), None, 8,
+                                                        [output]))
+    told: list[NativeMessage | None] = []
+
+    async def answer(reply: NativeMessage | None, why: str) -> None:
+        told.append(reply)
+
+    replies.errors = "problem"
+    assert asyncio.run(replies._fail(answer, "NATS", "no reply within 1 s",
+                                     "no-reply")) == "no-reply"
+    [reply] = told
+    event = decode(reply) if reply is not None else None
+    assert event is not None and event.get("source") == "/xrgw/endpoints/quote%20service%20%231"
+
+
+def test_a_native_answer_with_a_broken_content_type_is_still_a_batch_member():
+    odd = NativeMessage("NATS", {"headers": [
+        {"name": "content-type", "value": "not a media type"}]}, payload=b"42")
+    event = answer_event(odd, "/s")
+    assert event.get("datacontenttype") is None and event.data == b"42"
+
+
+def test_a_failure_while_shaping_an_answer_tells_the_sender_and_settles(monkeypatch):
+    from gateway.runtime import reply
+
+    def broken(*args: Any) -> Any:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(reply, "encode_batch", broken)
+    told, _, metrics = _run(Service(_quote()), _batch("a"))
+    assert told == [(None, "the answer could not be handed back")]
+    assert _count(metrics, "failed") == 1
