@@ -253,8 +253,9 @@ class ReplyDefinitions:
     def paired(self, matched: MessageDefinition, protocol: str) -> MessageDefinition | None:
         """The reply definition of `protocol`'s family that renders the answer `matched`
         accepted: `matched` itself when it is of that family, else the first declared one
-        that shares a base message with it (`basemessage`) or declares the same literal
-        CloudEvents `type`; None: the answer is rendered without one."""
+        that derives from it (or it from that one, `basemessage`), else the first that
+        declares the same literal CloudEvents `type`, else the first that shares a base
+        message with it; None: the answer is rendered without one."""
         key = (id(matched), protocol)
         if key not in self._pairs:
             self._pairs[key] = self._pair(matched, protocol)
@@ -271,11 +272,22 @@ class ReplyDefinitions:
             return matched
         lineage = _lineage(matched)
         kind = _literal_type(matched)
-        for candidate in candidates:
-            if lineage & _lineage(candidate):
-                return candidate
-            if kind is not None and _literal_type(candidate) == kind:
-                return candidate
+        # Nearest first: an overlay of the matched definition (or its own base), then one
+        # of the same CloudEvents type, then one that shares any base (a catalog-wide
+        # base shared by every definition must not pick an unrelated reply first).
+        def derived(c: MessageDefinition) -> bool:
+            return matched.xid in c.base_chain or c.xid in matched.base_chain
+
+        def same_type(c: MessageDefinition) -> bool:
+            return kind is not None and _literal_type(c) == kind
+
+        def shares_base(c: MessageDefinition) -> bool:
+            return bool(lineage & _lineage(c))
+
+        for related in (derived, same_type, shares_base):
+            found = next((c for c in candidates if related(c)), None)
+            if found is not None:
+                return found
         return None
 
     def render(self, answer: NativeMessage, conversion: Conversion,
@@ -290,14 +302,14 @@ class ReplyDefinitions:
         if sender is None or matched is None:
             return _without_status(base)
         # The context as `render_native` would build it from the event, without matching
-        # its templates again: the matcher captured them already (the sender's definition
-        # shares the matched one's `envelopemetadata`, by base or by type).
-        if event is None or sender is matched or _lineage(sender) & _lineage(matched):
+        # its templates again when the matcher captured them already (the sender's
+        # envelope templates are the matched one's, as with a `basemessage` overlay).
+        if event is None or _templates(sender).items() <= _templates(matched).items():
             context = ({} if event is None else
                        {k: as_text(v) for k, v in event.canonical_attributes().items()})
             context.update(conversion.match.context)
             rendered = render_native(sender, None, context)
-        else:  # paired by type: its own templates may capture other names
+        else:  # templates of its own may capture other names
             rendered = render_native(sender, event, conversion.match.context)
         if isinstance(rendered, RenderError):
             return f"{NONCONFORMING} for the sender ({rendered.message})"
@@ -307,6 +319,12 @@ class ReplyDefinitions:
 def _lineage(definition: MessageDefinition) -> set[str]:
     """The definition and the base messages merged into it."""
     return {definition.xid, *definition.base_chain}
+
+
+def _templates(definition: MessageDefinition) -> dict[str, str]:
+    """The definition's `envelopemetadata` values that hold placeholders."""
+    return {name: prop.value for name, prop in definition.envelope_metadata.items()
+            if isinstance(prop.value, str) and "{" in prop.value}
 
 
 def _literal_type(definition: MessageDefinition) -> str | None:

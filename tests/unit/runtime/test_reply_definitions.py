@@ -510,3 +510,46 @@ def test_a_failure_while_shaping_an_answer_tells_the_sender_and_settles(monkeypa
     told, _, metrics = _run(Service(_quote()), _batch("a"))
     assert told == [(None, "the answer could not be handed back")]
     assert _count(metrics, "failed") == 1
+
+
+def test_a_catalog_wide_base_does_not_pair_an_unrelated_reply_first():
+    """Every definition derives from one `common` base: the error's HTTP overlay must
+    not render a quote because it was declared first."""
+    common = "/messagegroups/r/messages/common"
+    doc = read_document({"messagegroups": {"r": {"envelope": "CloudEvents/1.0",
+                                                 "messages": {
+        "common": {"envelope": "CloudEvents/1.0", "envelopemetadata": {
+            "source": {"value": "/svc"}}},
+        "error": {"basemessage": common, "envelopemetadata": {"type": {"value": "t.err"}}},
+        "error.http": {"basemessage": "/messagegroups/r/messages/error", "protocol": "HTTP",
+                       "protocoloptions": {"status": "409"}},
+        "quote": {"basemessage": common, "envelopemetadata": {"type": {"value": "t.q"}}},
+        "quote.http": {"basemessage": "/messagegroups/r/messages/quote", "protocol": "HTTP",
+                       "protocoloptions": {"status": "201"}},
+    }}}}, "c.json")
+    assert not doc.problems
+    defs = {m.message_id: m for m in doc.messages()}
+    rules = ReplyDefinitions(list(defs.values()))
+    assert rules.paired(defs["quote"], "HTTP") is defs["quote.http"]
+    assert rules.paired(defs["error"], "HTTP") is defs["error.http"]
+
+
+def test_a_sender_definition_with_templates_of_its_own_fills_them_from_the_event():
+    """Paired by type, the MQTT definition's source template names another placeholder
+    ({shop}) than the matched one's: it is filled from the answer's attributes."""
+    doc = read_document({"messagegroups": {"r": {"envelope": "CloudEvents/1.0",
+                                                 "messages": {
+        "q": {"envelope": "CloudEvents/1.0", "envelopemetadata": {
+            "type": {"value": "t.quote"}, "source": {"value": "/svc/{item}"}}},
+        "q.mqtt": {"envelope": "CloudEvents/1.0", "protocol": "MQTT/5.0",
+                   "envelopemetadata": {"type": {"value": "t.quote"},
+                                        "source": {"value": "/svc/{shop}"}},
+                   "protocoloptions": {"user_properties": [
+                       {"name": "shop", "value": "{shop}"}]}}}}}}, "s.json")
+    rules = ReplyDefinitions(list(doc.messages()))
+    answer = _quote("tea")
+    conversion = rules.judge(answer).conversion
+    assert conversion is not None
+    reply = rules.render(answer, conversion, "MQTT/5.0")
+    assert isinstance(reply, NativeMessage) and ("shop", "tea") in reply.pairs(
+        "user_properties")
