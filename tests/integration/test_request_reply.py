@@ -870,3 +870,80 @@ async def test_nats_and_mqtt5_senders_get_an_http_services_answer_rendered_for_t
             assert reply.get("correlation_data") == "c-http"
             assert dict(reply.pairs("user_properties"))["kind"] == "quote"
             assert _body(reply) == {"price": 42, "item": "figs"}
+
+
+# ====================================================================== configured, in the daemon
+
+@asyncio_test
+async def test_the_daemon_runs_a_configured_reply_route_with_reply_definitions(
+        nats_server: NatsServer, tmp_path: Any) -> None:
+    """`reply_definitions` and `reply_errors` as an operator writes them: the YAML and
+    the catalog loaded by the config, the route built by the daemon; a conforming answer
+    reaches the HTTP caller as 201, a non-conforming one as 502 and a dead letter on
+    the dead-letter endpoint (NATS) with reason nonconforming-reply."""
+    from adapters.registry import REGISTRY
+    from gateway.config import load_config
+    from gateway.daemon import Gateway as Daemon
+
+    uid, port = _uid(), free_port()
+    catalog = {**DOC, "endpoints": {
+        "quotes-http": {"usage": ["consumer"], "protocol": "HTTP",
+                        "protocoloptions": {"endpoints": [
+                            {"uri": f"http://127.0.0.1:{port}"}]},
+                        "messagegroups": ["#/messagegroups/quotes"]},
+        "svc-nats": {"usage": ["producer"], "protocol": "NATS", "protocoloptions": {
+            "endpoints": [{"uri": nats_server.url}], "subject": f"svc.{uid}"}},
+        "dlq-nats": {"usage": ["producer"], "protocol": "NATS", "protocoloptions": {
+            "endpoints": [{"uri": nats_server.url}], "subject": f"dead.{uid}"}}}}
+    (tmp_path / "quotes.xreg.json").write_text(json.dumps(catalog))
+    (tmp_path / "gw.yaml").write_text(
+        "definitions: [quotes.xreg.json]\ndeadletter: dlq-nats\n"
+        f"admin: {{listen: '127.0.0.1:{free_port()}'}}\n"
+        "routes:\n  - from: quotes-http\n    to: [svc-nats]\n    reply: true\n"
+        "    reply_timeout: 5s\n    reply_definitions: [replies]\n"
+        "    reply_errors: problem\n")
+    config, problems = load_config(tmp_path / "gw.yaml")
+    assert config is not None, [str(p) for p in problems]
+
+    nc = await nats.connect(nats_server.url)
+    dead: list[Any] = []
+
+    async def serve(msg: Any) -> None:
+        item = json.loads(msg.data)["item"]
+        if item == "bad":  # an answer the reply definitions do not describe
+            await nc.publish(msg.reply, b'{"oops": true}')
+            return
+        attributes = _reply_attributes(msg.data, (msg.headers or {}).get("ce-correlationid"))
+        await nc.publish(msg.reply, await _quote(msg.data) or b"", headers={
+            "Content-Type": "application/json",
+            **{f"ce-{k}": v for k, v in attributes.items()}})
+
+    async def collect(msg: Any) -> None:
+        dead.append(msg)
+
+    await nc.subscribe(f"svc.{uid}", cb=serve)
+    await nc.subscribe(f"dead.{uid}", cb=collect)
+    await nc.flush()
+    daemon = Daemon(config, REGISTRY)
+    await daemon.start()
+    try:
+        async with asyncio.timeout(60):
+            while not all(daemon.readiness().values()):
+                await asyncio.sleep(0.05)
+        async with aiohttp.ClientSession() as session:
+            async with session.post(f"http://127.0.0.1:{port}/quote/{uid}",
+                                    json={"item": "tea"}) as response:
+                assert response.status == 201
+                assert response.headers["X-Quote"] == "tea"
+            async with session.post(f"http://127.0.0.1:{port}/quote/{uid}",
+                                    json={"item": "bad"}) as response:
+                assert response.status == 502
+        async with asyncio.timeout(TIMEOUT):
+            while not dead:
+                await asyncio.sleep(0.05)
+        [letter] = dead
+        assert letter.headers["xrgw-reason"] == "nonconforming-reply"
+        assert json.loads(letter.data) == {"oops": True}
+    finally:
+        await daemon.stop()
+        await nc.close()
