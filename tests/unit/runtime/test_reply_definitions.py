@@ -553,3 +553,15 @@ def test_a_sender_definition_with_templates_of_its_own_fills_them_from_the_event
     reply = rules.render(answer, conversion, "MQTT/5.0")
     assert isinstance(reply, NativeMessage) and ("shop", "tea") in reply.pairs(
         "user_properties")
+
+
+def test_a_nats_request_that_matched_nothing_gets_a_problem_too():
+    told, dlq, metrics = _run(Service(), NativeMessage("NATS", {"subject": "other"},
+                                                       data={"n": 1}), errors="problem")
+    [(reply, why)] = told
+    event = decode(reply) if reply is not None else None
+    assert event is not None and why == ""
+    assert event.data == {"type": "about:blank", "title": "Bad Gateway", "status": 502,
+                          "detail": "unmatched"}
+    assert deadletter_metadata(dlq.written[0])["xrgw-reason"] == "unmatched"
+    assert _count(metrics, "failed") == 1
