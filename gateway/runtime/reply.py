@@ -16,7 +16,9 @@ binary CloudEvent of the source's protocol: attributes and extensions, the corre
 included, survive the hop. Any other answer is passed as it came: its body and content
 type.
 
-Reply definitions (`routes[].reply_definitions`, `ReplyDefinitions`): the answer must be
+Reply definitions (`routes[].reply_definitions`, `ReplyDefinitions` in
+`gateway.runtime.replydefs`; the records a sender is handed are
+`gateway.runtime.replyrecords`'s): the answer must be
 accepted by one of them, by the same matcher (and schema policy) the requests go
 through. A conforming answer is rendered for the sender: the CloudEvent of the definition
 that matched it, and the fields of the sender-protocol definition paired with it (HTTP
@@ -50,24 +52,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import Callable, Coroutine, Sequence
-from http import HTTPStatus
-from typing import Any, NamedTuple
+from typing import Any
 from urllib.parse import quote
 
-from gateway.cloudevents.bindings import decode, detect_mode, encode, encode_batch
-from gateway.cloudevents.errors import CloudEventError
+from gateway.cloudevents.bindings import detect_mode, encode, encode_batch
 from gateway.cloudevents.event import CloudEvent
-from gateway.convert import Conversion, Converter
 from gateway.deadletter import reasons
-from gateway.definitions.model import MessageDefinition
-from gateway.envelope.native import render_native
-from gateway.envelope.render import RenderError
-from gateway.json.values import JSON, as_text
 from gateway.matching.matcher import Explanation
 from gateway.policies.reply import ReplyErrors
-from gateway.policies.schema import SchemaPolicy
 from gateway.ports import (
     NO_REPLY_PREFIX,
     Answer,
@@ -77,103 +70,27 @@ from gateway.ports import (
     Stray,
     StrayListener,
 )
-from gateway.protocols import field_access, find_profile
+from gateway.protocols import find_profile
 from gateway.record import NativeMessage
 from gateway.runtime.ledger import Batch, MemberAnswer, member_answers
 from gateway.runtime.output import Output
+from gateway.runtime.replydefs import NONCONFORMING, ReplyDefinitions
+from gateway.runtime.replyrecords import (
+    ANSWER_TYPE,
+    PROBLEM_TYPE,
+    answer_event,
+    native_reply,
+    problem_event,
+    reply_record,
+    status_field,
+    without_status,
+)
 from gateway.runtime.stats import RouteStats
 
 log = logging.getLogger("xrgw.reply")
 
 #: The route's default wait for an answer, in seconds.
 DEFAULT_TIMEOUT = 5.0
-
-#: The CloudEvents type of the problem a sender is told a failure with (NATS, MQTT 5 with
-#: `reply_errors: problem`; a failed member of an HTTP batch). Its data is an RFC 9457
-#: problem object, as the HTTP ingress answers it.
-PROBLEM_TYPE = "io.xrgw.reply.problem"
-PROBLEM_CONTENT_TYPE = "application/problem+json"
-#: The CloudEvents type of a native answer (not a CloudEvent, no reply definition made it
-#: one) carried as a member of an HTTP batch answer.
-ANSWER_TYPE = "io.xrgw.reply"
-#: What a sender is told when the service's answer conforms to no reply definition.
-NONCONFORMING = "the service's answer conforms to no reply definition"
-
-
-def reply_record(answer: NativeMessage, protocol: str) -> NativeMessage:
-    """`answer` (a record of the service's protocol) as a record of `protocol`, without an
-    address: the delivery's answer hook adds it."""
-    if answer.protocol == protocol:
-        return answer
-    try:
-        event = decode(answer)
-    except CloudEventError:
-        event = None
-    if event is not None:
-        return encode(event, protocol, "binary")
-    return native_reply(answer, protocol)
-
-
-def native_reply(answer: NativeMessage, protocol: str) -> NativeMessage:
-    """The answer's body and content type in a record of `protocol`."""
-    fields: dict[str, JSON] = {}
-    content_type = answer.content_type
-    prof = find_profile(protocol)
-    ref = None if prof is None else prof.content_type
-    if content_type is not None and ref is not None:
-        if ref.name is None:
-            fields[ref.field] = content_type
-        else:
-            fields[ref.field] = [{"name": ref.name, "value": content_type}]
-    return NativeMessage(protocol, fields, answer.data, answer.payload, None, answer.raw)
-
-
-def status_field(protocol: str) -> str | None:
-    """Where an answer of `protocol` carries its status (HTTP `status`); None: nowhere."""
-    prof = find_profile(protocol)
-    how = None if prof is None else prof.request_reply
-    return None if how is None else how.status
-
-
-def problem_status(why: str) -> int:
-    """The HTTP status of a failure told with `why`: 504 when no answer came in time,
-    else 502 (the gateway got no usable answer from the service)."""
-    return 504 if why.startswith(NO_REPLY_PREFIX) else 502
-
-
-def problem_event(why: str, source: str) -> CloudEvent:
-    """The problem CloudEvent a sender is told a failure with: an RFC 9457 problem object
-    (`about:blank`, the status's phrase as title) as its data, as the HTTP ingress
-    answers it."""
-    status = problem_status(why)
-    problem: dict[str, JSON] = {"type": "about:blank", "title": HTTPStatus(status).phrase,
-                                "status": status, "detail": why}
-    return CloudEvent.create({"specversion": "1.0", "id": uuid.uuid4().hex,
-                              "source": source, "type": PROBLEM_TYPE,
-                              "datacontenttype": PROBLEM_CONTENT_TYPE}, problem)
-
-
-def answer_event(answer: NativeMessage, source: str) -> CloudEvent:
-    """`answer` as a CloudEvent: itself when it is one, else its body in one of type
-    `ANSWER_TYPE` (a member of an HTTP batch answer)."""
-    try:
-        event = decode(answer)
-    except CloudEventError:
-        event = None
-    if event is not None:
-        return event
-    attributes: dict[str, Any] = {"specversion": "1.0", "id": uuid.uuid4().hex,
-                                  "source": source, "type": ANSWER_TYPE}
-    content_type = answer.content_type
-    if content_type is not None:
-        attributes["datacontenttype"] = content_type
-    try:
-        if answer.has_json_data:
-            return CloudEvent.create(attributes, answer.data, has_data=True)
-        return CloudEvent.create(attributes, answer.payload)
-    except CloudEventError:  # a content type that is no media type: the bytes, untyped
-        attributes.pop("datacontenttype", None)
-        return CloudEvent.create(attributes, answer.body_bytes() or None)
 
 
 async def hand_back(delivery: Delivery, outcome: Outcome | None, why: str) -> str:
@@ -214,160 +131,6 @@ def stray_listener(count_late: Callable[[], None],
         else:
             count_late()
     return listen
-
-
-# -- reply definitions --------------------------------------------------------------------------
-
-class Judged(NamedTuple):
-    """An answer judged by the reply definitions: the conversion that accepted it, or
-    why none did (the dead letter's detail and explanation)."""
-
-    conversion: Conversion | None
-    detail: str = ""
-    explain: Sequence[Explanation] = ()
-
-
-class ReplyDefinitions:
-    """The definitions a reply route's answers must conform to (`reply_definitions`):
-    matched by the core's matcher, rendered for the sender by the definition of the
-    sender's protocol paired with the one that matched (`paired`)."""
-
-    def __init__(self, definitions: Sequence[MessageDefinition],
-                 schema: SchemaPolicy = "tiebreak") -> None:
-        self.definitions = tuple(definitions)
-        self._converter = Converter(self.definitions, schema=schema)
-        # `paired`'s answers, by the matched definition's identity and the protocol.
-        self._pairs: dict[tuple[int, str], MessageDefinition | None] = {}
-
-    def judge(self, answer: NativeMessage) -> Judged:
-        """Whether a definition accepts `answer` (and its schema, with `schema: enforce`)."""
-        conversion = self._converter.convert(answer)
-        if conversion.match.definition is not None and conversion.reason != \
-                reasons.INVALID_DATA:
-            return Judged(conversion)
-        detail = f"{NONCONFORMING}: {conversion.reason}"
-        if conversion.detail:
-            detail += f" ({conversion.detail})"
-        return Judged(None, detail, conversion.explain)
-
-    def paired(self, matched: MessageDefinition, protocol: str) -> MessageDefinition | None:
-        """The reply definition of `protocol`'s family that renders the answer `matched`
-        accepted: `matched` itself when it is of that family, else the first declared one
-        that derives from it (or it from that one, `basemessage`), else the first that
-        declares the same literal CloudEvents `type`, else the first that shares a base
-        message with it; None: the answer is rendered without one."""
-        key = (id(matched), protocol)
-        if key not in self._pairs:
-            self._pairs[key] = self._pair(matched, protocol)
-        return self._pairs[key]
-
-    def _pair(self, matched: MessageDefinition, protocol: str) -> MessageDefinition | None:
-        prof = find_profile(protocol)
-        if prof is None:
-            return None
-        family = prof.family
-        candidates = [d for d in self.definitions
-                      if (p := find_profile(d.protocol)) is not None and p.family == family]
-        if matched in candidates:
-            return matched
-        lineage = _lineage(matched)
-        kind = _literal_type(matched)
-        # Nearest first: an overlay of the matched definition (or its own base), then one
-        # of the same CloudEvents type, then one that shares any base (a catalog-wide
-        # base shared by every definition must not pick an unrelated reply first).
-        def derived(c: MessageDefinition) -> bool:
-            return matched.xid in c.base_chain or c.xid in matched.base_chain
-
-        def same_type(c: MessageDefinition) -> bool:
-            return kind is not None and _literal_type(c) == kind
-
-        def shares_base(c: MessageDefinition) -> bool:
-            return bool(lineage & _lineage(c))
-
-        for related in (derived, same_type, shares_base):
-            found = next((c for c in candidates if related(c)), None)
-            if found is not None:
-                return found
-        return None
-
-    def render(self, answer: NativeMessage, conversion: Conversion,
-               protocol: str) -> NativeMessage | str:
-        """The conforming `answer` as a record of `protocol` for its sender, or why it
-        cannot be (a placeholder of the sender's definition without a value)."""
-        event = conversion.event
-        base = (encode(event, protocol, "binary") if event is not None
-                else reply_record(answer, protocol))
-        matched = conversion.match.definition
-        sender = None if matched is None else self.paired(matched, protocol)
-        if sender is None or matched is None:
-            return _without_status(base)
-        # The context as `render_native` would build it from the event, without matching
-        # its templates again when the matcher captured them already (the sender's
-        # envelope templates are the matched one's, as with a `basemessage` overlay).
-        if event is None or _templates(sender).items() <= _templates(matched).items():
-            context = ({} if event is None else
-                       {k: as_text(v) for k, v in event.canonical_attributes().items()})
-            context.update(conversion.match.context)
-            rendered = render_native(sender, None, context)
-        else:  # templates of its own may capture other names
-            rendered = render_native(sender, event, conversion.match.context)
-        if isinstance(rendered, RenderError):
-            return f"{NONCONFORMING} for the sender ({rendered.message})"
-        return _overlay(_without_status(base), rendered, sender)
-
-
-def _lineage(definition: MessageDefinition) -> set[str]:
-    """The definition and the base messages merged into it."""
-    return {definition.xid, *definition.base_chain}
-
-
-def _templates(definition: MessageDefinition) -> dict[str, str]:
-    """The definition's `envelopemetadata` values that hold placeholders."""
-    return {name: prop.value for name, prop in definition.envelope_metadata.items()
-            if isinstance(prop.value, str) and "{" in prop.value}
-
-
-def _literal_type(definition: MessageDefinition) -> str | None:
-    prop = definition.envelope_metadata.get("type")
-    value = None if prop is None else prop.value
-    return value if isinstance(value, str) and "{" not in value else None
-
-
-def _without_status(record: NativeMessage) -> NativeMessage:
-    """`record` without the status the service answered with (an HTTP egress call's
-    2xx): the sender gets the status of its reply definition, or the default (200)."""
-    status = status_field(record.protocol)
-    if status is None or status not in record.fields:
-        return record
-    return record.replace_fields({k: v for k, v in record.fields.items() if k != status})
-
-
-def _overlay(base: NativeMessage, rendered: NativeMessage,
-             definition: MessageDefinition) -> NativeMessage:
-    """`base` with the fields `definition` declares, as `rendered` has them: scalars
-    replaced, named entries (headers, user properties, sections) replaced by name and
-    added. The address is not taken: the answer hook addresses the answer."""
-    prof = find_profile(base.protocol)
-    address = None if prof is None or prof.address is None else prof.address.field
-    declared = {c.field for c in definition.protocol_options} - {address}
-    fields: dict[str, JSON] = dict(base.fields)
-    for name in declared:
-        value = rendered.fields.get(name)
-        if value is None:
-            continue
-        kind = field_access(base.protocol, name, None).kind
-        old = fields.get(name)
-        if isinstance(value, list) and isinstance(old, list):
-            names = {str(e.get("name", "")).lower() for e in value if isinstance(e, dict)}
-            kept = [e for e in old if not (isinstance(e, dict)
-                                           and str(e.get("name", "")).lower() in names)]
-            fields[name] = [*kept, *value]
-        elif isinstance(value, dict) and isinstance(old, dict) and kind != "scalar":
-            fields[name] = {**old, **value}
-        else:
-            fields[name] = value
-    return base.replace_fields(fields)
-
 
 # -- the route's part ---------------------------------------------------------------------------
 
@@ -437,7 +200,7 @@ class Replies:
         """The answer for the sender, or why it has none (the answer was dead-lettered)."""
         definitions = self.definitions
         if definitions is None:
-            return _without_status(reply_record(reply, protocol))
+            return without_status(reply_record(reply, protocol))
         judged = definitions.judge(reply)
         if judged.conversion is None:
             await self._dead_letter(endpoint, reply, reasons.NONCONFORMING_REPLY,
@@ -507,3 +270,8 @@ class Replies:
             self.strays.add(task)
             task.add_done_callback(self.strays.discard)
         return dead_letter
+
+
+__all__ = ["ANSWER_TYPE", "DEFAULT_TIMEOUT", "NONCONFORMING", "PROBLEM_TYPE", "Replies",
+           "ReplyDefinitions", "answer_event", "hand_back", "native_reply", "problem_event",
+           "reply_record", "stray_listener"]
