@@ -45,6 +45,7 @@ from gateway.observability.readiness import (
 )
 from gateway.ports import AdapterEndpoint, Consumer, Producer
 from gateway.runtime.heap import settle_heap
+from gateway.runtime.reply import ReplyDefinitions
 from gateway.runtime.route import Output, Route
 from gateway.schemas.fetch import FETCHER
 from gateway.spec.problems import Problem
@@ -122,6 +123,10 @@ class Gateway:
                 inflight=route_cfg.inflight, retry=route_cfg.retry,
                 stall_after=route_cfg.stall_after,
                 partition_key=route_cfg.partitionkey, reply_timeout=route_cfg.reply_timeout,
+                reply_definitions=(ReplyDefinitions(route_cfg.reply_messages,
+                                                    schema=route_cfg.schema)
+                                   if route_cfg.reply_messages else None),
+                reply_errors=route_cfg.reply_errors,
                 observe=route_cfg.observe, tap=self.tap,
                 report=self.conformance.route(name, route_cfg.source,
                                               observe=route_cfg.observe,

@@ -91,10 +91,18 @@ _HOP_HEADERS = frozenset({"content-length", "transfer-encoding", "connection", "
 
 
 def _reply_response(reply: NativeMessage) -> web.Response:
-    """A reply record (HTTP protocol: headers + body) as the 200 response."""
+    """A reply record (HTTP protocol: status, headers, body) as the response: its
+    `status` (a reply definition's) when it holds a final status code, else 200."""
     headers = [(name, value) for name, value in reply.pairs("headers")
                if name.lower() not in _HOP_HEADERS]
-    return web.Response(status=200, body=reply.body_bytes(), headers=headers)
+    return web.Response(status=_status(reply.get("status")), body=reply.body_bytes(),
+                        headers=headers)
+
+
+def _status(value: object) -> int:
+    """A reply's status as a final HTTP status code (200-599); 200 when it holds none."""
+    text = str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else ""
+    return int(text) if text.isascii() and text.isdigit() and 200 <= int(text) <= 599 else 200
 
 
 class _ReceiveTime:

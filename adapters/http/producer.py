@@ -196,12 +196,13 @@ class HttpProducer:
 
 
     async def _reply(self, response: aiohttp.ClientResponse) -> NativeMessage:
-        """A 2xx response as an HTTP record: headers (as sent) and body, up to
+        """A 2xx response as an HTTP record: status, headers (as sent) and body, up to
         max_body_bytes (a longer body is cut there: the reply route is no bulk path)."""
         body = await response.content.read(self._opts.max_body_bytes)
         headers: list[JSON] = [{"name": k.decode("latin-1"), "value": v.decode("latin-1")}
                                for k, v in response.raw_headers]
-        return NativeMessage.from_wire(HTTP, {"headers": headers}, body,
+        return NativeMessage.from_wire(HTTP, {"status": str(response.status),
+                                              "headers": headers}, body,
                                        response.headers.get("Content-Type"))
 
 

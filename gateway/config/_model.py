@@ -18,6 +18,7 @@ from gateway.definitions.model import Catalog, Endpoint, MessageDefinition, Usag
 from gateway.definitions.sources import RegistryAccess
 from gateway.json.values import JSON
 from gateway.policies.readiness import ReadinessPolicy
+from gateway.policies.reply import ReplyErrors
 from gateway.policies.retry import RetryPolicy
 from gateway.policies.schema import SchemaPolicy
 from gateway.ports import TlsSettings, connection_repr
@@ -64,6 +65,10 @@ class RouteConfig:
     stall_after: float = 30.0  # trouble lasting this long is a stall (runtime/stalls.py)
     # Request-reply (`reply: true`): how long a request waits for its answer; None: off.
     reply_timeout: float | None = None
+    # The definitions an answer must conform to (`reply_definitions`; empty: any answer)
+    # and what a sender without a status is told when none does (`reply_errors`).
+    reply_messages: tuple[MessageDefinition, ...] = field(default=(), repr=False)
+    reply_errors: ReplyErrors = "none"
     schema: SchemaPolicy = "tiebreak"  # see gateway.schemas.enforce
     # The definitions the route matches: its groups' messages, plus the consumer's inline
     # messages when `messagegroups` was not given.

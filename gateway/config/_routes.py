@@ -21,7 +21,8 @@ from gateway.config._model import (
     RouteConfig,
 )
 from gateway.definitions.model import Catalog, Endpoint, MessageDefinition
-from gateway.definitions.refs import group_id_of, to_xid
+from gateway.definitions.refs import group_id_of, message_xid, to_xid
+from gateway.policies.reply import ReplyErrors
 from gateway.policies.retry import RetryPolicy
 from gateway.policies.schema import SchemaPolicy
 from gateway.protocols import PROFILES, family_members, find_profile
@@ -72,6 +73,8 @@ class RouteChecker:
         reply = raw.get("reply") is True
         if reply:
             self._check_reply(source, targets, base)
+        replies = self._reply_definitions(raw, reply, base)
+        self._check_reply_errors(source, raw.get("reply_errors"), base)
         observe = raw.get("observe") is True
         redact = tuple(cast(list[str], raw.get("redact") or []))
         self._check_observe(source, observe, redact, base)
@@ -91,6 +94,8 @@ class RouteChecker:
             stall_after=cast(float, raw["stall_after"]),
             messages=messages, observe=observe, redact=redact, schema=schema,
             reply_timeout=cast(float, raw["reply_timeout"]) if reply else None,
+            reply_messages=replies,
+            reply_errors=cast(ReplyErrors, raw.get("reply_errors", "none")),
         )
 
     def _check_observe(self, source: Endpoint | None, observe: bool, redact: tuple[str, ...],
@@ -244,6 +249,64 @@ class RouteChecker:
         if isinstance(options, Mapping) and options.get(name) is not None:
             return options.get(name)
         return endpoint.protocol_options.get(name)
+
+    def _check_reply_errors(self, source: Endpoint | None, errors: object,
+                            base: tuple[str | int, ...]) -> None:
+        """`reply_errors: problem` changes nothing for a source whose protocol has a
+        status to tell its senders with (HTTP: 504 / 502 and a problem body)."""
+        prof = None if source is None else find_profile(source.protocol)
+        how = None if prof is None else prof.request_reply
+        if errors == "problem" and how is not None and how.status is not None:
+            self.problems.warning(
+                self.file, json_path(*base, "reply_errors"),
+                f"reply_errors: problem changes nothing for source "
+                f"'{source.endpoint_id if source else ''}': {prof.name if prof else ''} "
+                "senders are told of failures by their response status",
+                "remove reply_errors, or keep it for when the source changes")
+
+    def _reply_definitions(self, raw: Mapping[str, object], reply: bool,
+                           base: tuple[str | int, ...]) -> tuple[MessageDefinition, ...]:
+        """The definitions `reply_definitions` names: a group id takes the group's
+        definitions, `group/message` (or a message XID) one definition."""
+        listed = cast(list[object], raw.get("reply_definitions") or [])
+        if listed and not reply and json_path(*base, "reply") not in self.unresolved:
+            self.problems.error(self.file, json_path(*base, "reply_definitions"),
+                                "reply_definitions without reply: true: no answers to check",
+                                "add reply: true to the route, or remove reply_definitions")
+        found: list[MessageDefinition] = []
+        for j, entry in enumerate(listed):
+            path = json_path(*base, "reply_definitions", j)
+            if path in self.unresolved:
+                continue
+            definitions = self._reply_entry(str(entry))
+            if definitions is None:
+                known = sorted([*self.catalog.groups, *(
+                    f"{m.group_id}/{m.message_id}" for g in self.catalog.groups.values()
+                    for m in g.messages)])
+                close = suggest(str(entry), known)
+                self.problems.error(
+                    self.file, path, f"no message group or definition '{entry}' in the "
+                    "definitions", f"did you mean '{close}'?" if close else
+                    "name a message group id, or a definition as group/message")
+                continue
+            found.extend(d for d in definitions if d not in found)
+        return tuple(found)
+
+    def _reply_entry(self, entry: str) -> tuple[MessageDefinition, ...] | None:
+        text = entry.strip()
+        if text in self.catalog.groups:
+            return self.catalog.groups[text].messages
+        xid = to_xid(text) if text.startswith(("/", "#")) else None
+        if xid is None and text.count("/") == 1:
+            group, message = text.split("/")
+            xid = f"/messagegroups/{group}/messages/{message}"
+        if xid is None:
+            return None
+        gid = group_id_of(xid)
+        if gid is not None and gid in self.catalog.groups:
+            return self.catalog.groups[gid].messages
+        definition = self.catalog.message(message_xid(xid))
+        return None if definition is None else (definition,)
 
     def _messages(
         self, source: Endpoint | None, raw_groups: object, base: tuple[str | int, ...]

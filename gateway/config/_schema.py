@@ -218,6 +218,22 @@ _ROUTE = Field(
               "Reply routes: how long a request waits for its answer; then HTTP senders "
               "get 504 and the request is dead-lettered as no-reply (not sent again).",
               5.0, "5s", check=_positive_seconds),
+        Field("reply_definitions", "list",
+              "Reply routes: the message definitions an answer must conform to, as message "
+              "group ids (every definition of the group) or definition ids (group/message); "
+              "matched as requests are. A conforming answer is rendered for the sender by "
+              "the definition of the sender's protocol paired with the one that matched "
+              "(HTTP status and headers, MQTT 5 properties, NATS headers); any other is "
+              "dead-lettered as nonconforming-reply and the sender is told of a failure. "
+              "Default: none (every answer is passed on as it came).", [],
+              ["quotes.replies"], item=Field("definition", "str",
+                                             "Message group id or group/message id.")),
+        Field("reply_errors", "enum",
+              "Reply routes: what a NATS or MQTT 5 sender (no status to get) is told when "
+              "no conforming answer came (timeout, non-conforming answer, request not "
+              "sent): none (its own timeout tells it) or problem (a problem CloudEvent on "
+              "its reply subject / response topic). HTTP senders always get 504 / 502 "
+              "with an RFC 9457 problem.", "none", "problem", choices=("none", "problem")),
         Field("observe", "bool", "Shadow mode: consume, match and render as usual, publish "
               "and dead-letter nothing, and take nothing from the endpoint's real consumers "
               "(an observing subscription of its own; see docs/operations.md). The "

@@ -17,6 +17,9 @@ NO_ENVELOPE: Final = "no-envelope"  # matched definition has no CloudEvents enve
 UNDELIVERABLE: Final = "undeliverable"  # outputs failed past the retry budget
 NO_REPLY: Final = "no-reply"  # request-reply: no answer within the route's reply_timeout
 UNCORRELATED_REPLY: Final = "uncorrelated-reply"  # an answer that names no request
+# Request-reply with `reply_definitions`: the service's answer conforms to none of them
+# (the letter holds the answer; the sender was told of a failure).
+NONCONFORMING_REPLY: Final = "nonconforming-reply"
 INVALID_DATA: Final = "invalid-data"  # the body fails its definition's schema (enforce)
 TOO_LARGE: Final = "too-large"  # over an output's size limit: never sent, never retried
 # The source adapter could not decode what the broker holds (a Kafka batch in a codec it
@@ -35,6 +38,7 @@ ALL: Final = (
     UNDELIVERABLE,
     NO_REPLY,
     UNCORRELATED_REPLY,
+    NONCONFORMING_REPLY,
     INVALID_DATA,
     TOO_LARGE,
     UNDECODABLE,

@@ -16,7 +16,13 @@ from dataclasses import dataclass
 from gateway.definitions.model import Catalog, MessageDefinition
 from gateway.json.values import JSON, JSONObject
 from gateway.matching.compiled import Check, CompiledDefinition, Failure, compile_definition
-from gateway.protocols import HTTP, definition_field, field_access, widest_protocol
+from gateway.protocols import (
+    HTTP,
+    definition_field,
+    field_access,
+    find_profile,
+    widest_protocol,
+)
 from gateway.record import NativeMessage
 from gateway.spec.problems import Problem
 from gateway.templates.match import template_notes
@@ -136,6 +142,15 @@ def _protocol_for(a: CompiledDefinition, b: CompiledDefinition) -> str | None:
     return widest_protocol(protocols)
 
 
+def _impossible(record: NativeMessage) -> bool:
+    """The example holds fields its protocol never carries together (HTTP `method` and
+    `status`): no message can be it, so it witnesses no overlap."""
+    prof = find_profile(record.protocol)
+    return prof is not None and any(
+        rule.first in record.fields and rule.second in record.fields
+        for rule in prof.definitions.exclusive)
+
+
 def find_overlaps(definitions: Sequence[MessageDefinition]) -> list[Overlap]:
     compiled = [compile_definition(d) for d in definitions]
     out: list[Overlap] = []
@@ -152,6 +167,8 @@ def find_overlaps(definitions: Sequence[MessageDefinition]) -> list[Overlap]:
                 if protocol is not None
                 else NativeMessage(HTTP, {})
             )
+            if protocol is not None and _impossible(record):
+                continue  # e.g. an HTTP request (method) that is a response (status)
             if isinstance(a.evaluate(record, event), Failure):
                 continue
             if isinstance(b.evaluate(record, event), Failure):

@@ -96,7 +96,7 @@ class Metrics:
         # Request-reply routes (`reply: true`), see gateway/runtime/reply.py.
         self.replies = Counter(
             "xrgw_replies", "Requests of reply routes by result (answered / no-reply / "
-            "failed)", ["route", "result"], registry=r)
+            "failed / nonconforming)", ["route", "result"], registry=r)
         self.replies_late = Counter(
             "xrgw_replies_late", "Answers that came after their request timed out (or "
             "named no request of this gateway): dropped", ["endpoint"], registry=r)

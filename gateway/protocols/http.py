@@ -49,8 +49,9 @@ HTTP_PROFILE = ProtocolProfile(
         exclusive=(Exclusion("method", "status",
                              "keep method for requests or status for responses"),),
     ),
+    # `status`: an answer's (request-reply: the response of an HTTP egress call).
     record_fields={"method": "string", "path": "string", "query": "strmap",
-                   "headers": "pairs"},
+                   "headers": "pairs", "status": "string"},
     endpoint=EndpointRules(
         ("method", "headers", "query", "apikeyname", "apikeyin", "plainscheme",
          "plainusernamefield", "plainpasswordfield"),
@@ -66,6 +67,6 @@ HTTP_PROFILE = ProtocolProfile(
     content_type=FieldRef("headers", "content-type"),
     batches=True,
     rendered_defaults={"method": "POST"},  # the spec's default method
-    request_reply=RequestReply("the response to the request"),
+    request_reply=RequestReply("the response to the request", status="status"),
     observe=HTTP_OBSERVING,
 )

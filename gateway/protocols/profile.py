@@ -220,6 +220,11 @@ class RequestReply:
     output_needs: tuple[str, ...] = ()
     reply_to: FieldRef | None = None
     correlation: FieldRef | None = None
+    # The record field of an answer's status (HTTP `status`), which a reply definition's
+    # `status` fills; None: the protocol has no status. A sender whose protocol has one is
+    # told of a failure by it (its adapter answers a status with an RFC 9457 problem);
+    # one without is sent a problem CloudEvent when the route asks (`reply_errors`).
+    status: str | None = None
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,12 @@ held until written.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 from gateway.deadletter import reasons
 from gateway.deadletter.format import deadletter_record, withheld_body
 from gateway.envelope.outgoing import with_defaults
+from gateway.matching.matcher import Explanation
 from gateway.observability.metrics import body_size
 from gateway.ports import Outcome, size_limit
 from gateway.record import NativeMessage
@@ -143,19 +145,26 @@ class DeadLetters:
         sender.follow(deadletter)
         return why, last
 
-    async def stray(self, endpoint: str, answer: NativeMessage) -> None:
-        """Dead-letter an answer on `endpoint`'s reply address that no request can claim:
-        it carries no correlation."""
-        reason = reasons.UNCORRELATED_REPLY
-        detail = (f"an answer on {endpoint}'s reply address carries no correlation "
-                  "(correlation data, reply subject token or correlationid attribute)")
+    async def stray(self, endpoint: str, answer: NativeMessage,
+                    reason: str = reasons.UNCORRELATED_REPLY, detail: str | None = None,
+                    explain: Sequence[Explanation] = ()) -> None:
+        """Dead-letter an answer on `endpoint`'s reply address that no request takes: it
+        carries no correlation (`uncorrelated-reply`, the default), or it conforms to no
+        reply definition (`nonconforming-reply`, with `detail` and `explain`)."""
+        if detail is None:
+            detail = (f"an answer on {endpoint}'s reply address carries no correlation "
+                      "(correlation data, reply subject token or correlationid attribute)")
+        else:  # the matcher's words may quote the answer: hidden as a sender's would be
+            secrets = self.redactor.secrets(answer)
+            detail = self.redactor.text(detail, secrets)
+            explain = self.redactor.explanations(explain, secrets)
         deadletter = self.output
         if deadletter is None:
             self._stats.dropped("answer", reason, detail, endpoint)
             return
         record = with_defaults(deadletter_record(
             answer, protocol=deadletter.protocol, reason=reason, detail=detail,
-            explain=(), source_endpoint=endpoint), deadletter.defaults)
+            explain=explain, source_endpoint=endpoint), deadletter.defaults)
         results = await self._sender.send(deadletter, [record])
         self._sender.account(deadletter, [record], results)
         if results[0].delivered:

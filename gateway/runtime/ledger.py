@@ -313,7 +313,46 @@ def answers(batch: Batch) -> list[tuple[Message, Outcome | None, str]]:
     return out
 
 
+class MemberAnswer(NamedTuple):
+    """What one event of a waiting sender's message got: the output's outcome carrying
+    the answer and the output's endpoint id, or None and why no answer came."""
+
+    member: Member | None
+    outcome: Outcome | None
+    why: str
+    endpoint: str
+
+
+def member_answers(batch: Batch) -> list[tuple[Message, list[MemberAnswer]]]:
+    """A reply route's answers, per member, for the senders of `batch` that wait for one,
+    in the order of the members (an HTTP CloudEvents batch is answered member by
+    member). A message that failed to convert as a whole has one entry, unanswered."""
+    got: dict[Member, tuple[Outcome, str]] = {}
+    for sent in batch.sent:
+        endpoint = sent.output.endpoint_id
+        for index, answered in sent.replies.items():
+            got.setdefault(sent.owners[index], (answered, endpoint))
+    out = []
+    for message in batch.messages:
+        if message.delivery.answer is None:
+            continue
+        whole = message.whole
+        if whole is not None:
+            out.append((message, [MemberAnswer(whole, None, why_unanswered(whole), "")]))
+            continue
+        parts = []
+        for member in message.members:
+            found = got.get(member)
+            if found is not None:
+                parts.append(MemberAnswer(member, found[0], "", found[1]))
+            else:
+                why = why_unanswered(member) if member.reason is not None else "no answer"
+                parts.append(MemberAnswer(member, None, why, ""))
+        out.append((message, parts))
+    return out
+
+
 __all__ = ["ABANDONED", "ACK", "REDELIVER", "Batch", "FailedPart", "Letter", "LetterRound",
-           "Member", "Message", "Sent", "Verdict", "after_attempt", "answers",
-           "failed_parts", "failure_reason", "give_up", "sort_letters", "still_awaited",
-           "verdicts", "why_unanswered"]
+           "Member", "MemberAnswer", "Message", "Sent", "Verdict", "after_attempt", "answers",
+           "failed_parts", "failure_reason", "give_up", "member_answers", "sort_letters",
+           "still_awaited", "verdicts", "why_unanswered"]

@@ -45,7 +45,8 @@ a batch and the settlement decisions), `stats` (metrics, report, log lines) and
   and one log line names the error (repeated at most once a minute).
 - Request-reply (`reply_timeout` set, `reply: true` in the config): outputs get
   `Requester.request` instead of `submit`, and before a source message is settled its
-  sender gets the answer (or is told none came) -- see `gateway.runtime.reply`.
+  sender gets the answer (or is told none came), judged and rendered by the route's
+  reply definitions when it has some -- see `gateway.runtime.reply`.
 - Back-pressure: the pump stops reading while `inflight` messages are unsettled, and the
   adapter passes that on to the broker (credit, receive maximum, paused partitions ...).
 """
@@ -61,6 +62,7 @@ from gateway.envelope.outgoing import Mode
 from gateway.observability.conformance import RouteReport
 from gateway.observability.logs import CLIENT_ENDPOINT
 from gateway.observability.metrics import Metrics
+from gateway.policies.reply import ReplyErrors
 from gateway.policies.retry import RetryPolicy
 from gateway.ports import Admission, Consumer, NotConnected, Producer
 from gateway.protocols import HTTP
@@ -72,7 +74,7 @@ from gateway.runtime.intake import Intake
 from gateway.runtime.keys import SOURCE, PartitionKeys
 from gateway.runtime.ledger import Batch
 from gateway.runtime.output import Output
-from gateway.runtime.reply import Replies
+from gateway.runtime.reply import Replies, ReplyDefinitions
 from gateway.runtime.sender import Sender
 from gateway.runtime.settler import Settler
 from gateway.runtime.stalls import NO_PROGRESS, SOURCE_FAILING, Stall, Stalls
@@ -106,6 +108,8 @@ class Route:
         max_batch: int | None = None,
         partition_key: str = SOURCE,
         reply_timeout: float | None = None,
+        reply_definitions: ReplyDefinitions | None = None,
+        reply_errors: ReplyErrors = "none",
         report: RouteReport | None = None,
         observe: bool = False,
         stall_after: float = STALL_AFTER,
@@ -114,6 +118,9 @@ class Route:
         self.name = name
         # Request-reply: how long each request waits for its answer; None: not a reply route.
         self.reply_timeout = reply_timeout
+        # What answers must conform to (None: anything), and what a sender without a
+        # status is told when none conforms (`gateway.runtime.reply`).
+        self._reply_rules = (reply_definitions, reply_errors)
         # Shadow mode: consume, match and render as usual, publish and dead-letter
         # nothing (the report counts what would have happened).
         self.observe = observe
@@ -149,8 +156,10 @@ class Route:
         # (the route's `redact:` and the credential headers), as the report does.
         self.deadletters = DeadLetters(self.deadletter, self.source_endpoint, redactor,
                                        self.sender, window, stats, stalls)
+        definitions, errors = self._reply_rules
         self.replies = (None if self.reply_timeout is None else
-                        Replies(self.outputs, self.deadletters.stray, stats))
+                        Replies(self.outputs, self.deadletters.stray, stats, definitions,
+                                errors))
         batches: asyncio.Queue[Batch] = asyncio.Queue()
         maker = BatchMaker(self.converter, self.outputs, self.mode,
                            PartitionKeys(partition_key), stats)

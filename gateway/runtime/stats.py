@@ -180,9 +180,10 @@ class RouteStats:
         self.metrics.dropped.labels(reason).inc()
 
     def stray_lost(self, endpoint: str, reason: str) -> None:
-        """An uncorrelated answer whose dead letter failed."""
+        """An answer no request takes (uncorrelated, non-conforming) whose dead letter
+        failed."""
         # pragma: no mutate start
-        log.error("dead letter failed; uncorrelated answer dropped", extra=fields(
+        log.error("dead letter failed; answer dropped", extra=fields(
             route=self.name, endpoint=endpoint, reason=reason))
         # pragma: no mutate end
         self.metrics.dropped.labels(reason).inc()
