@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from gateway.json.values import JSONObject, as_text
 from gateway.learn.document import UNCONSTRAINED
-from gateway.learn.model import LearnOptions, LearnResult, Proposal
+from gateway.learn.model import LearnOptions, LearnResult, Proposal, ReplyProposal
 
 
 def summary_json(result: LearnResult, options: LearnOptions) -> JSONObject:
@@ -17,11 +17,26 @@ def summary_json(result: LearnResult, options: LearnOptions) -> JSONObject:
         "definitions": [_proposal_json(p) for p in result.proposals],
         "left_out": [_proposal_json(p) for p in result.dropped],
         "unknown_paths": [path for path in result.unknown_paths],
+        "replies": [_reply_json(r) for r in result.replies],
+        "answers": result.answers,
+        "forgotten_requests": result.forgotten_requests,
         "min_group_size": options.min_group_size,
         "max_constant_values": options.max_constant_values,
         "bounds": {"messages_of_untracked_shapes": result.overflow_messages,
                    "untracked_places": result.overflow_slots,
                    "folded_places": result.compactions},
+    }
+
+
+def _reply_json(reply: ReplyProposal) -> JSONObject:
+    return {
+        "id": reply.message_id,
+        "request": reply.request_id,
+        "type": reply.type,
+        "protocol": reply.protocol,
+        "answers": reply.count,
+        "paired_by": reply.convention,
+        "constants": {slot.path: value for slot, value in sorted(reply.constants.items())},
     }
 
 
@@ -57,6 +72,16 @@ def summary_text(result: LearnResult, options: LearnOptions) -> str:
                      "headers.action)")
     for proposal in result.proposals:
         lines += _proposal_lines(proposal)
+        if proposal.reply is not None:
+            reply = proposal.reply
+            lines.append(f"{reply.count:>9}  {reply.message_id}  {reply.protocol}  "
+                         f"answers paired by {reply.convention}")
+    if result.answers:
+        lines.append(f"{result.answers} answer(s) to earlier requests were paired with "
+                     f"them, not learned as messages of their own")
+    if result.forgotten_requests:
+        lines.append(f"bounded: {result.forgotten_requests} request(s) were forgotten "
+                     "unanswered (an answer to them is learned as a message)")
     if result.dropped:
         count = sum(p.count for p in result.dropped)
         lines.append(f"left out {len(result.dropped)} definition(s) of {count} message(s): "
