@@ -2,9 +2,10 @@
 protocoloptions, a proposed `envelopemetadata` and a JSON Schema in a schema group of the
 same document. Every proposal is marked for review in its descriptions.
 
-A definition whose requests were answered is followed by its reply definition
-(`X.reply`, `gateway.learn.replies`); the two are linked as docs/request-reply.md
-documents: both declare the CloudEvents extension attribute `correlationid`."""
+A definition X whose requests were answered gets a reply definition `X.reply`
+(`gateway.learn.replies`) in a group of replies of its own, `<group>.replies`, the form
+docs/request-reply.md documents: a route carrying X names it in `reply_definitions`, and
+both definitions declare the CloudEvents extension attribute `correlationid`."""
 
 from __future__ import annotations
 
@@ -24,9 +25,15 @@ UNCONSTRAINED = ("messages that carry nothing a definition can constrain (no add
 CORRELATION_ATTRIBUTE = "correlationid"
 
 
+def replies_group(options: LearnOptions) -> str:
+    """The id of the draft's group of reply definitions."""
+    return f"{options.group}.replies"
+
+
 def draft_document(proposals: Sequence[Proposal], options: LearnOptions) -> JSONObject:
     group = options.group
     messages: JSONObject = {}
+    replies: JSONObject = {}
     schemas: JSONObject = {}
     for proposal in proposals:
         definition = _definition(proposal)
@@ -35,15 +42,20 @@ def draft_document(proposals: Sequence[Proposal], options: LearnOptions) -> JSON
         if proposal.reply is not None:
             reply = _reply_definition(proposal.reply)
             _schema(reply, proposal.reply.message_id, proposal.reply.bodies, group, schemas)
-            messages[proposal.reply.message_id] = reply
-    document: JSONObject = {
-        "$schema": CATALOG_SCHEMA,
-        "messagegroups": {group: {
+            replies[proposal.reply.message_id] = reply
+    groups: JSONObject = {group: {
+        "envelope": "CloudEvents/1.0",
+        "description": f"{len(proposals)} definition(s) {REVIEW}",
+        "messages": messages,
+    }}
+    if replies:
+        groups[replies_group(options)] = {
             "envelope": "CloudEvents/1.0",
-            "description": f"{len(proposals)} definition(s) {REVIEW}",
-            "messages": messages,
-        }},
-    }
+            "description": (f"the replies to {len(replies)} definition(s) of {group}: name "
+                            f"them in the route's reply_definitions; {REVIEW}"),
+            "messages": replies,
+        }
+    document: JSONObject = {"$schema": CATALOG_SCHEMA, "messagegroups": groups}
     if schemas:
         document["schemagroups"] = {group: {"schemas": schemas}}
     return document

@@ -5,7 +5,7 @@ out places, and per placeholder its cardinality - what the merge/split knobs act
 from __future__ import annotations
 
 from gateway.json.values import JSONObject, as_text
-from gateway.learn.document import UNCONSTRAINED
+from gateway.learn.document import UNCONSTRAINED, replies_group
 from gateway.learn.model import LearnOptions, LearnResult, Proposal, ReplyProposal
 
 
@@ -17,7 +17,7 @@ def summary_json(result: LearnResult, options: LearnOptions) -> JSONObject:
         "definitions": [_proposal_json(p) for p in result.proposals],
         "left_out": [_proposal_json(p) for p in result.dropped],
         "unknown_paths": [path for path in result.unknown_paths],
-        "replies": [_reply_json(r) for r in result.replies],
+        "replies": [_reply_json(r, options) for r in result.replies],
         "answers": result.answers,
         "forgotten_requests": result.forgotten_requests,
         "min_group_size": options.min_group_size,
@@ -28,9 +28,10 @@ def summary_json(result: LearnResult, options: LearnOptions) -> JSONObject:
     }
 
 
-def _reply_json(reply: ReplyProposal) -> JSONObject:
+def _reply_json(reply: ReplyProposal, options: LearnOptions) -> JSONObject:
     return {
         "id": reply.message_id,
+        "reply_definition": f"{replies_group(options)}/{reply.message_id}",
         "request": reply.request_id,
         "type": reply.type,
         "protocol": reply.protocol,
@@ -76,6 +77,8 @@ def summary_text(result: LearnResult, options: LearnOptions) -> str:
             reply = proposal.reply
             lines.append(f"{reply.count:>9}  {reply.message_id}  {reply.protocol}  "
                          f"answers paired by {reply.convention}")
+            lines.append(f"{'':>11}a reply route for {proposal.message_id}: reply: true, "
+                         f"reply_definitions: [{replies_group(options)}/{reply.message_id}]")
     if result.answers:
         lines.append(f"{result.answers} answer(s) to earlier requests were paired with "
                      f"them, not learned as messages of their own")

@@ -64,8 +64,11 @@ def amqp_pair(i: int) -> list[NativeMessage]:
 
 
 def _messages(document: dict[str, Any]) -> dict[str, Any]:
-    [group] = document["messagegroups"].values()
-    return dict(group["messages"])
+    """Every definition of the draft, requests and replies."""
+    out: dict[str, Any] = {}
+    for group in document["messagegroups"].values():
+        out.update(group["messages"])
+    return out
 
 
 def test_nats_answers_on_the_reply_subject_become_the_reply_definition() -> None:
@@ -76,8 +79,12 @@ def test_nats_answers_on_the_reply_subject_become_the_reply_definition() -> None
     [reply] = result.replies
     assert (reply.message_id, reply.request_id, reply.count) == ("quote.ask.reply",
                                                                  "quote.ask", 12)
-    messages = _messages(draft_document(result.proposals, LearnOptions()))
-    assert list(messages) == ["quote.ask", "quote.ask.reply"]
+    document = draft_document(result.proposals, LearnOptions())
+    # the replies in a group of their own, for a route's reply_definitions
+    groups = document["messagegroups"]
+    assert list(groups["learned"]["messages"]) == ["quote.ask"]
+    assert list(groups["learned.replies"]["messages"]) == ["quote.ask.reply"]
+    messages = _messages(document)
     request, answer = messages["quote.ask"], messages["quote.ask.reply"]
     # linked as docs/request-reply.md documents: both declare correlationid
     assert "correlationid" in request["envelopemetadata"]
@@ -200,6 +207,8 @@ def test_the_summary_lists_the_reply_definitions(tmp_path: Path, capsys: Any) ->
     [reply] = summary["replies"]
     assert (reply["id"], reply["request"], reply["answers"]) == (
         "quote.ask.reply", "quote.ask", 12)
+    assert reply["reply_definition"] == "learned.replies/quote.ask.reply"
     assert main(["learn", str(records)]) == 0
-    assert "quote.ask.reply  NATS  answers paired by a reply subject" in (
-        capsys.readouterr().out)
+    text = capsys.readouterr().out
+    assert "quote.ask.reply  NATS  answers paired by a reply subject" in text
+    assert "reply_definitions: [learned.replies/quote.ask.reply]" in text
