@@ -16,16 +16,21 @@ An answer is `Answer` (body, HTTP status, MQTT correlation data); no answer with
 requester's timeout is None.
 
 The clients are the libraries a user's application would use (aiohttp, nats-py,
-paho-mqtt), not the gateway's adapters. The gateway's own side of each protocol (the
-source consumer, the output producer) is built here too, so that a test or bench reads
-everything protocol-specific from one `ReplyClients` (`clients_for(protocol)`).
+paho-mqtt, librdkafka through confluent-kafka with Spring Kafka's reply headers,
+python-qpid-proton with `reply-to` / `correlation-id`), not the gateway's adapters. The
+gateway's own side of each protocol (the source consumer, the output producer) is built
+here too, so that a test or bench reads everything protocol-specific from one
+`ReplyClients` (`clients_for(protocol)`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import queue
 import threading
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -37,16 +42,24 @@ import aiohttp
 import nats
 import paho.mqtt.client as paho
 from aiohttp import web
+from confluent_kafka import OFFSET_END, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer as KafkaClientConsumer
+from confluent_kafka import Producer as KafkaClientProducer
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
+from proton import Message
+from proton.utils import BlockingConnection
 
+from adapters.amqp import AmqpConsumer, AmqpProducer
 from adapters.http import HttpConsumer, HttpProducer
+from adapters.kafka import KafkaConsumer, KafkaProducer
 from adapters.mqtt import MqttConsumer, MqttProducer
 from adapters.nats import NatsConsumer, NatsProducer
 from gateway.json.values import JSON, JSONObject
 from gateway.ports import Consumer, EndpointSettings, Producer
-from gateway.protocols import HTTP, MQTT5, NATS
+from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, NATS
 from harness.brokers import free_port
 
 #: What a service does with a request.
@@ -110,7 +123,9 @@ class ReplyClients:
                        (nothing: its own timeout tells it);
     late_reaches_gateway - whether an answer after `reply_timeout` still comes back to
                        the gateway (a reply address), where it is counted as late; an
-                       HTTP output's request is closed at the timeout instead.
+                       HTTP output's request is closed at the timeout instead;
+    url_attribute    - the broker fixture's attribute the clients connect to;
+    prepare          - (broker URL, uid) -> what must exist first (Kafka topics).
     """
 
     protocol: str
@@ -124,6 +139,8 @@ class ReplyClients:
     output: Callable[[str, str], tuple[Producer, dict[str, JSON]]]
     timeout_status: int | None
     late_reaches_gateway: bool
+    url_attribute: str = "url"
+    prepare: Callable[[str, str], Awaitable[None]] | None = None
 
 
 # ---------------------------------------------------------------------- HTTP
@@ -402,11 +419,355 @@ MQTT5_CLIENTS = ReplyClients(
     timeout_status=None, late_reaches_gateway=True)
 
 
+# ---------------------------------------------------------------------- Kafka
+# Spring Kafka's ReplyingKafkaTemplate convention: the request names its reply topic in
+# the `kafka_replyTopic` header and carries a `kafka_correlationId` the answer copies.
+
+KAFKA_REPLY_TOPIC, KAFKA_CORRELATION = "kafka_replyTopic", "kafka_correlationId"
+
+
+def _bootstrap(url: str) -> str:
+    return urlsplit(url).netloc
+
+
+def _create_topics(url: str, *names: str) -> None:
+    admin = AdminClient({"bootstrap.servers": _bootstrap(url)})
+    futures = admin.create_topics([NewTopic(n, num_partitions=1, replication_factor=1)
+                                   for n in names])
+    for future in futures.values():
+        try:
+            future.result(timeout=30)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+
+
+def _kafka_reader(url: str, topic: str) -> KafkaClientConsumer:
+    """A librdkafka consumer assigned to `topic` from its end (no group), positioned."""
+    reader = KafkaClientConsumer({"bootstrap.servers": _bootstrap(url),
+                                  "group.id": f"rr-{uuid.uuid4().hex[:8]}",
+                                  "enable.auto.commit": False})
+    partitions = sorted(reader.list_topics(topic, timeout=30).topics[topic].partitions)
+    reader.assign([TopicPartition(topic, p, OFFSET_END) for p in partitions])
+    deadline = time.monotonic() + 30
+    while not all(tp.offset >= 0 for tp in reader.position(reader.assignment())):
+        reader.poll(0.1)
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the end of {topic} was never resolved")
+    return reader
+
+
+def _kafka_headers(message: Any) -> dict[str, bytes]:
+    return {name: value for name, value in (message.headers() or []) if value is not None}
+
+
+class _Polling:
+    """A thread polling a blocking client until `stop`."""
+
+    def __init__(self, poll: Callable[[], None]) -> None:
+        self.stop = threading.Event()
+        self._poll = poll
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            self._poll()
+
+    def close(self) -> None:
+        self.stop.set()
+        self._thread.join(30)
+
+
+@asynccontextmanager
+async def kafka_requester(target: str) -> AsyncIterator[Ask]:
+    """Produces requests with the reply-topic and correlation headers (librdkafka), reads
+    its own reply topic for the answers."""
+    reply_topic = f"rr-client-{uuid.uuid4().hex[:10]}"
+    await asyncio.to_thread(_create_topics, target, reply_topic)
+    reader = await asyncio.to_thread(_kafka_reader, target, reply_topic)
+    producer = KafkaClientProducer({"bootstrap.servers": _bootstrap(target), "linger.ms": 0})
+    loop = asyncio.get_running_loop()
+    waiting: dict[bytes, asyncio.Future[Answer]] = {}
+
+    def poll() -> None:
+        message = reader.poll(0.1)
+        if message is None or message.error():
+            return
+        future = waiting.get(_kafka_headers(message).get(KAFKA_CORRELATION, b""))
+        if future is not None:
+            answer = Answer(message.value() or b"")
+            loop.call_soon_threadsafe(
+                lambda: None if future.done() else future.set_result(answer))
+
+    polling = _Polling(poll)
+
+    async def ask(address: str, body: bytes, timeout: float) -> Answer | None:
+        correlation = uuid.uuid4().bytes  # binary, as Spring's CorrelationKey
+        future: asyncio.Future[Answer] = loop.create_future()
+        waiting[correlation] = future
+        producer.produce(address, body, headers=[
+            (KAFKA_REPLY_TOPIC, reply_topic.encode()), (KAFKA_CORRELATION, correlation),
+            ("content-type", b"application/json")])
+        await asyncio.to_thread(producer.flush, timeout)
+        try:
+            return await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            return None
+        finally:
+            waiting.pop(correlation, None)
+
+    try:
+        yield ask
+    finally:
+        await asyncio.to_thread(polling.close)
+        await asyncio.to_thread(reader.close)
+
+
+@asynccontextmanager
+async def kafka_service(url: str, address: str, late_by: float) -> AsyncIterator[Service]:
+    """Answers requests on topic `address` to their reply topic with their correlation
+    header copied (a Spring `@KafkaListener` with `@SendTo`)."""
+    service = Service(url)
+    reader = await asyncio.to_thread(_kafka_reader, url, address)
+    producer = KafkaClientProducer({"bootstrap.servers": _bootstrap(url), "linger.ms": 0})
+    timers: list[threading.Timer] = []
+
+    def poll() -> None:
+        message = reader.poll(0.1)
+        if message is None or message.error():
+            return
+        body, headers = message.value() or b"", _kafka_headers(message)
+        service.seen.append(body)
+        decided = _decide(body, late_by)
+        reply_topic = headers.get(KAFKA_REPLY_TOPIC)
+        if decided is None or reply_topic is None:
+            return
+        answer, delay = decided
+        sent: list[tuple[str, str | bytes | None]] = [("content-type", b"application/json")]
+        if KAFKA_CORRELATION in headers:
+            sent.append((KAFKA_CORRELATION, headers[KAFKA_CORRELATION]))
+
+        def send() -> None:
+            producer.produce(reply_topic.decode(), answer, headers=sent)
+            producer.flush(10)
+
+        if delay:
+            timer = threading.Timer(delay, send)
+            timers.append(timer)
+            timer.start()
+        else:
+            send()
+
+    polling = _Polling(poll)
+    try:
+        yield service
+    finally:
+        for timer in timers:
+            timer.cancel()
+        await asyncio.to_thread(polling.close)
+        await asyncio.to_thread(reader.close)
+
+
+async def _kafka_prepare(url: str, uid: str) -> None:
+    await asyncio.to_thread(_create_topics, url, f"rr-{uid}", f"svc-{uid}",
+                            f"svc-{uid}-replies")
+
+
+def _kafka_source(url: str, uid: str) -> Consumer:
+    return KafkaConsumer(EndpointSettings(url, options={
+        "topics": [f"rr-{uid}"], "consumergroup": f"gw-{uid}", "autooffsetreset": "earliest"}))
+
+
+def _kafka_output(url: str, address: str) -> tuple[Producer, dict[str, JSON]]:
+    return KafkaProducer(EndpointSettings(url, options={
+        "topic": address, "reply_topic": f"{address}-replies"})), {"topic": address}
+
+
+KAFKA_CLIENTS = ReplyClients(
+    protocol=KAFKA, broker="tansu", requester=kafka_requester, serve=kafka_service,
+    address=lambda uid: f"rr-{uid}",
+    request_options=lambda uid: {"topic": f"rr-{uid}"},
+    service_address=lambda uid: f"svc-{uid}",
+    source=_kafka_source, output=_kafka_output,
+    timeout_status=None, late_reaches_gateway=True, prepare=_kafka_prepare)
+
+
+# ---------------------------------------------------------------------- AMQP 1.0
+# The message format's own fields: `reply-to` names the answer's node, the answer
+# carries the request's `correlation-id` (its `message-id` when it has none).
+
+def _amqp_connection(url: str) -> BlockingConnection:
+    where = urlsplit(url)
+    return BlockingConnection(f"{where.hostname}:{where.port}", user=where.username,
+                              password=where.password, allowed_mechs="PLAIN", timeout=30)
+
+
+class _AmqpLoop:
+    """One proton blocking connection, used from one thread only (proton is not
+    thread-safe): sends what is queued, receives on `receive_from`, hands each received
+    message to `on_message`."""
+
+    def __init__(self, url: str, receive_from: str,
+                 on_message: Callable[[Message], None]) -> None:
+        self._outgoing: queue.Queue[tuple[float, str, Message]] = queue.Queue()
+        self._later: list[tuple[float, str, Message]] = []
+        self._on_message = on_message
+        self._ready = threading.Event()
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._url, self._address = url, receive_from
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+        if not self._ready.wait(60) or self._error is not None:
+            raise RuntimeError(f"AMQP client not attached to {self._address}: {self._error}")
+
+    def send(self, address: str, message: Message, delay: float = 0.0) -> None:
+        self._outgoing.put((time.monotonic() + delay, address, message))
+
+    def _run(self) -> None:
+        try:
+            connection = _amqp_connection(self._url)
+            receiver = connection.create_receiver(self._address, credit=100)
+        except BaseException as exc:  # reported by start()
+            self._error = exc
+            self._ready.set()
+            return
+        self._ready.set()
+        senders: dict[str, Any] = {}
+        try:
+            while not self._stop.is_set():
+                while not self._outgoing.empty():
+                    self._later.append(self._outgoing.get_nowait())
+                now = time.monotonic()
+                for item in [i for i in self._later if i[0] <= now]:
+                    self._later.remove(item)
+                    sender = senders.get(item[1])
+                    if sender is None:
+                        sender = senders[item[1]] = connection.create_sender(item[1])
+                    sender.send(item[2], timeout=10)
+                try:
+                    message = receiver.receive(timeout=0.02)
+                except Exception:  # proton's Timeout: nothing in this slice
+                    continue
+                receiver.accept()
+                self._on_message(message)
+        finally:
+            with contextlib.suppress(Exception):
+                connection.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+
+def _amqp_body(message: Message) -> bytes:
+    body = message.body
+    if isinstance(body, (bytes, memoryview)):
+        return bytes(body)
+    return str(body or "").encode()
+
+
+def _amqp_message(body: bytes, **properties: Any) -> Message:
+    message = Message(body=body, content_type="application/json", **properties)
+    message.inferred = True  # bytes as a data section
+    return message
+
+
+#: The subject every AMQP request carries (what the request definition matches).
+AMQP_SUBJECT = "rr"
+
+
+@asynccontextmanager
+async def amqp_requester(target: str) -> AsyncIterator[Ask]:
+    """Sends requests with `reply-to` (a queue of its own) and a `correlation-id`
+    (python-qpid-proton), and waits for the answer carrying it."""
+    reply_to = f"/queue/rr-client-{uuid.uuid4().hex[:10]}"
+    loop = asyncio.get_running_loop()
+    waiting: dict[str, asyncio.Future[Answer]] = {}
+
+    def on_message(message: Message) -> None:
+        future = waiting.get(str(message.correlation_id))
+        if future is not None:
+            answer = Answer(_amqp_body(message))
+            loop.call_soon_threadsafe(
+                lambda: None if future.done() else future.set_result(answer))
+
+    client = _AmqpLoop(target, reply_to, on_message)
+    await asyncio.to_thread(client.start)
+
+    async def ask(address: str, body: bytes, timeout: float) -> Answer | None:
+        correlation = f"corr-{uuid.uuid4().hex}"
+        future: asyncio.Future[Answer] = loop.create_future()
+        waiting[correlation] = future
+        client.send(address, _amqp_message(body, id=f"req-{uuid.uuid4().hex}",
+                                           reply_to=reply_to, correlation_id=correlation,
+                                           subject=AMQP_SUBJECT))
+        try:
+            return await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            return None
+        finally:
+            waiting.pop(correlation, None)
+
+    try:
+        yield ask
+    finally:
+        await asyncio.to_thread(client.close)
+
+
+@asynccontextmanager
+async def amqp_service(url: str, address: str, late_by: float) -> AsyncIterator[Service]:
+    """Answers requests from node `address` to their `reply-to`, with their
+    `correlation-id` (else their `message-id`)."""
+    service = Service(url)
+
+    def on_message(message: Message) -> None:
+        body = _amqp_body(message)
+        service.seen.append(body)
+        decided = _decide(body, late_by)
+        if decided is None or not message.reply_to:
+            return
+        answer, delay = decided
+        client.send(message.reply_to, _amqp_message(
+            answer, correlation_id=message.correlation_id or message.id), delay)
+
+    client = _AmqpLoop(url, address, on_message)
+    await asyncio.to_thread(client.start)
+    try:
+        yield service
+    finally:
+        await asyncio.to_thread(client.close)
+
+
+def _amqp_source(url: str, uid: str) -> Consumer:
+    return AmqpConsumer(EndpointSettings(url, options={
+        "node": f"/queue/rr-{uid}", "terminus-durability": "none"}))
+
+
+def _amqp_output(url: str, address: str) -> tuple[Producer, dict[str, JSON]]:
+    return AmqpProducer(EndpointSettings(url, options={
+        "node": address, "reply_address": f"{address}-replies",
+        "terminus-durability": "none"})), {}
+
+
+AMQP_CLIENTS = ReplyClients(
+    protocol=AMQP, broker="rabbitmq", requester=amqp_requester, serve=amqp_service,
+    address=lambda uid: f"/queue/rr-{uid}",
+    request_options=lambda uid: {"properties": {"subject": {"value": AMQP_SUBJECT}}},
+    service_address=lambda uid: f"/queue/svc-{uid}",
+    source=_amqp_source, output=_amqp_output,
+    timeout_status=None, late_reaches_gateway=True, url_attribute="login_url")
+
+
 # ---------------------------------------------------------------------- lookup
 
-#: The protocols with clients here. AMQP and Kafka add theirs when their request-reply
-#: lands (their conventions: reply-to + correlation-id; reply-topic + correlation headers).
-CLIENTS: tuple[ReplyClients, ...] = (HTTP_CLIENTS, NATS_CLIENTS, MQTT5_CLIENTS)
+#: The protocols with clients here (a test takes those whose profile can carry
+#: request-reply: `ProtocolProfile.request_reply`).
+CLIENTS: tuple[ReplyClients, ...] = (HTTP_CLIENTS, NATS_CLIENTS, MQTT5_CLIENTS,
+                                     KAFKA_CLIENTS, AMQP_CLIENTS)
 
 
 def clients_for(protocol: str) -> ReplyClients | None:

@@ -181,10 +181,16 @@ def _clients(protocol: str) -> ReplyClients:
     return clients
 
 
-def _broker_url(clients: ReplyClients, request: pytest.FixtureRequest) -> str:
+async def _broker_url(clients: ReplyClients, request: pytest.FixtureRequest,
+                      uid: str) -> str:
+    """The URL of the protocol's broker (started on first use), prepared for `uid`."""
     if clients.broker is None:
         return ""
-    return str(request.getfixturevalue(clients.broker).url)
+    broker = request.getfixturevalue(clients.broker)
+    url = str(getattr(broker, clients.url_attribute))
+    if clients.prepare is not None:
+        await clients.prepare(url, uid)
+    return url
 
 
 @pytest.mark.parametrize(("source_protocol", "output_protocol"), PAIRS,
@@ -194,9 +200,9 @@ async def test_reply_route(source_protocol: str, output_protocol: str,
                            request: pytest.FixtureRequest) -> None:
     source, output = _clients(source_protocol), _clients(output_protocol)
     uid = uuid.uuid4().hex[:10]
-    source_broker = _broker_url(source, request)
-    async with output.serve(_broker_url(output, request), output.service_address(uid),
-                            LATE_BY) as service, \
+    source_broker = await _broker_url(source, request, uid)
+    output_broker = await _broker_url(output, request, uid)
+    async with output.serve(output_broker, output.service_address(uid), LATE_BY) as service, \
             _route(source, output, source_broker, service.url, uid) as gw:
         # An ingress that listens (HTTP) is asked at its own URL, others at their broker.
         target = str(getattr(gw.consumer, "url", None) or source_broker)
