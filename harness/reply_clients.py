@@ -42,8 +42,8 @@ import aiohttp
 import nats
 import paho.mqtt.client as paho
 from aiohttp import web
-from confluent_kafka import OFFSET_END, KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Consumer as KafkaClientConsumer
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Producer as KafkaClientProducer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
@@ -443,17 +443,16 @@ def _create_topics(url: str, *names: str) -> None:
 
 
 def _kafka_reader(url: str, topic: str) -> KafkaClientConsumer:
-    """A librdkafka consumer assigned to `topic` from its end (no group), positioned."""
+    """A librdkafka consumer assigned to `topic` at its current end (no group): at the
+    high watermark read from the broker, so nothing sent from now on is missed."""
     reader = KafkaClientConsumer({"bootstrap.servers": _bootstrap(url),
                                   "group.id": f"rr-{uuid.uuid4().hex[:8]}",
                                   "enable.auto.commit": False})
     partitions = sorted(reader.list_topics(topic, timeout=30).topics[topic].partitions)
-    reader.assign([TopicPartition(topic, p, OFFSET_END) for p in partitions])
-    deadline = time.monotonic() + 30
-    while not all(tp.offset >= 0 for tp in reader.position(reader.assignment())):
-        reader.poll(0.1)
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"the end of {topic} was never resolved")
+    ends = [reader.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            for p in partitions]
+    reader.assign([TopicPartition(topic, p, end[1]) for p, end in zip(partitions, ends,
+                                                                     strict=True)])
     return reader
 
 
