@@ -280,6 +280,16 @@ NATS_CLIENTS = ReplyClients(
 
 # ---------------------------------------------------------------------- MQTT 5
 
+def _after(delay: float, send: Callable[[], object], timers: list[threading.Timer]) -> None:
+    """`send` now, or after `delay` seconds on a timer thread (kept, to cancel)."""
+    if not delay:
+        send()
+        return
+    timer = threading.Timer(delay, send)
+    timers.append(timer)
+    timer.start()
+
+
 def _paho(url: str, client_id: str) -> paho.Client:
     where = urlsplit(url)
     client = paho.Client(CallbackAPIVersion.VERSION2, client_id=client_id,
@@ -298,6 +308,39 @@ async def _subscribed(client: paho.Client, topic: str) -> None:
         raise TimeoutError(f"no SUBACK for {topic}")
 
 
+class _Pending:
+    """Requests waiting for their answer, by correlation; answers come from a client's
+    own network thread (paho, librdkafka, proton) and are handed to the event loop."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._waiting: dict[str | bytes, asyncio.Future[Answer]] = {}
+        self._lock = threading.Lock()
+
+    def answered(self, correlation: str | bytes, answer: Answer) -> None:
+        """From any thread: `answer` carries `correlation`."""
+        with self._lock:
+            future = self._waiting.pop(correlation, None)
+        if future is not None:
+            self._loop.call_soon_threadsafe(
+                lambda: None if future.done() else future.set_result(answer))
+
+    async def ask(self, correlation: str | bytes, send: Callable[[], object],
+                  timeout: float) -> Answer | None:
+        """`send` the request, then its answer, or None after `timeout` seconds."""
+        future: asyncio.Future[Answer] = self._loop.create_future()
+        with self._lock:
+            self._waiting[correlation] = future
+        try:
+            send()
+            return await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            return None
+        finally:
+            with self._lock:
+                self._waiting.pop(correlation, None)
+
+
 class MqttRequester:
     """An MQTT 5 requester (paho-mqtt): one response topic, each request with its own
     correlation data; answers handed to the waiting request by it."""
@@ -306,42 +349,30 @@ class MqttRequester:
         self.uid = uuid.uuid4().hex[:12]
         self.response_topic = f"rr-client/{self.uid}/answers"
         self._client = _paho(url, f"req-{self.uid}")
-        self._waiting: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Future[Answer]]] = {}
-        self._lock = threading.Lock()
+        self._pending: _Pending | None = None
         self._client.on_message = self._on_message
 
     def _on_message(self, _client: Any, _userdata: Any, msg: Any) -> None:
         data = getattr(msg.properties, "CorrelationData", None)
-        correlation = None if data is None else bytes(data).decode("utf-8", "replace")
-        with self._lock:
-            waiting = self._waiting.pop(correlation or "", None)
-        if waiting is not None:
-            loop, future = waiting
-            answer = Answer(bytes(msg.payload), correlation=correlation)
-            loop.call_soon_threadsafe(
-                lambda: None if future.done() else future.set_result(answer))
+        if data is not None and self._pending is not None:
+            correlation = bytes(data).decode("utf-8", "replace")
+            self._pending.answered(correlation, Answer(bytes(msg.payload),
+                                                       correlation=correlation))
 
     async def start(self) -> None:
+        self._pending = _Pending()
         await _subscribed(self._client, self.response_topic)
 
     async def ask(self, address: str, body: bytes, timeout: float) -> Answer | None:
+        assert self._pending is not None, "start() first"
         correlation = uuid.uuid4().hex
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Answer] = loop.create_future()
-        with self._lock:
-            self._waiting[correlation] = (loop, future)
         props = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
         props.ResponseTopic = self.response_topic
         props.CorrelationData = correlation.encode()
         props.ContentType = "application/json"
-        self._client.publish(address, body, qos=1, properties=props)
-        try:
-            return await asyncio.wait_for(future, timeout)
-        except TimeoutError:
-            return None
-        finally:
-            with self._lock:
-                self._waiting.pop(correlation, None)
+        return await self._pending.ask(
+            correlation, lambda: self._client.publish(address, body, qos=1, properties=props),
+            timeout)
 
     def close(self) -> None:
         self._client.disconnect()
@@ -380,15 +411,8 @@ async def mqtt5_service(url: str, address: str, late_by: float) -> AsyncIterator
         if correlation is not None:
             props.CorrelationData = correlation
 
-        def send() -> None:
-            client.publish(response_topic, answer, qos=1, properties=props)
-
-        if delay:
-            timer = threading.Timer(delay, send)
-            timers.append(timer)
-            timer.start()
-        else:
-            send()
+        _after(delay, lambda: client.publish(response_topic, answer, qos=1,
+                                             properties=props), timers)
 
     client.on_message = on_message
     try:
@@ -486,35 +510,24 @@ async def kafka_requester(target: str) -> AsyncIterator[Ask]:
     await asyncio.to_thread(_create_topics, target, reply_topic)
     reader = await asyncio.to_thread(_kafka_reader, target, reply_topic)
     producer = KafkaClientProducer({"bootstrap.servers": _bootstrap(target), "linger.ms": 0})
-    loop = asyncio.get_running_loop()
-    waiting: dict[bytes, asyncio.Future[Answer]] = {}
+    pending = _Pending()
 
     def poll() -> None:
         message = reader.poll(0.1)
         if message is None or message.error():
             return
-        future = waiting.get(_kafka_headers(message).get(KAFKA_CORRELATION, b""))
-        if future is not None:
-            answer = Answer(message.value() or b"")
-            loop.call_soon_threadsafe(
-                lambda: None if future.done() else future.set_result(answer))
+        pending.answered(_kafka_headers(message).get(KAFKA_CORRELATION, b""),
+                         Answer(message.value() or b""))
 
     polling = _Polling(poll)
 
     async def ask(address: str, body: bytes, timeout: float) -> Answer | None:
         correlation = uuid.uuid4().bytes  # binary, as Spring's CorrelationKey
-        future: asyncio.Future[Answer] = loop.create_future()
-        waiting[correlation] = future
-        producer.produce(address, body, headers=[
-            (KAFKA_REPLY_TOPIC, reply_topic.encode()), (KAFKA_CORRELATION, correlation),
-            ("content-type", b"application/json")])
-        await asyncio.to_thread(producer.flush, timeout)
-        try:
-            return await asyncio.wait_for(future, timeout)
-        except TimeoutError:
-            return None
-        finally:
-            waiting.pop(correlation, None)
+        answer = await pending.ask(correlation, lambda: producer.produce(
+            address, body, headers=[(KAFKA_REPLY_TOPIC, reply_topic.encode()),
+                                    (KAFKA_CORRELATION, correlation),
+                                    ("content-type", b"application/json")]), timeout)
+        return answer
 
     try:
         yield ask
@@ -551,12 +564,7 @@ async def kafka_service(url: str, address: str, late_by: float) -> AsyncIterator
             producer.produce(reply_topic.decode(), answer, headers=sent)
             producer.flush(10)
 
-        if delay:
-            timer = threading.Timer(delay, send)
-            timers.append(timer)
-            timer.start()
-        else:
-            send()
+        _after(delay, send, timers)
 
     polling = _Polling(poll)
     try:
@@ -684,32 +692,19 @@ async def amqp_requester(target: str) -> AsyncIterator[Ask]:
     """Sends requests with `reply-to` (a queue of its own) and a `correlation-id`
     (python-qpid-proton), and waits for the answer carrying it."""
     reply_to = f"/queue/rr-client-{uuid.uuid4().hex[:10]}"
-    loop = asyncio.get_running_loop()
-    waiting: dict[str, asyncio.Future[Answer]] = {}
+    pending = _Pending()
 
     def on_message(message: Message) -> None:
-        future = waiting.get(str(message.correlation_id))
-        if future is not None:
-            answer = Answer(_amqp_body(message))
-            loop.call_soon_threadsafe(
-                lambda: None if future.done() else future.set_result(answer))
+        pending.answered(str(message.correlation_id), Answer(_amqp_body(message)))
 
     client = _AmqpLoop(target, reply_to, on_message)
     await asyncio.to_thread(client.start)
 
     async def ask(address: str, body: bytes, timeout: float) -> Answer | None:
         correlation = f"corr-{uuid.uuid4().hex}"
-        future: asyncio.Future[Answer] = loop.create_future()
-        waiting[correlation] = future
-        client.send(address, _amqp_message(body, id=f"req-{uuid.uuid4().hex}",
-                                           reply_to=reply_to, correlation_id=correlation,
-                                           subject=AMQP_SUBJECT))
-        try:
-            return await asyncio.wait_for(future, timeout)
-        except TimeoutError:
-            return None
-        finally:
-            waiting.pop(correlation, None)
+        request = _amqp_message(body, id=f"req-{uuid.uuid4().hex}", reply_to=reply_to,
+                                correlation_id=correlation, subject=AMQP_SUBJECT)
+        return await pending.ask(correlation, lambda: client.send(address, request), timeout)
 
     try:
         yield ask
