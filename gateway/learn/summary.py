@@ -5,6 +5,7 @@ out places, and per placeholder its cardinality - what the merge/split knobs act
 from __future__ import annotations
 
 from gateway.json.values import JSONObject, as_text
+from gateway.learn.assemble import required_reply_address
 from gateway.learn.document import UNCONSTRAINED, replies_group
 from gateway.learn.model import LearnOptions, LearnResult, Proposal, ReplyProposal
 
@@ -56,9 +57,15 @@ def _proposal_json(proposal: Proposal) -> JSONObject:
             for info in proposal.placeholders.values()
         ],
         "constants": {slot.path: value for slot, value in sorted(proposal.constants.items())},
-        "left_out": [path for path in sorted({slot.path for slot in proposal.left_out})],
+        "left_out": [path for path in _left_out(proposal)],
         "constrained": bool(proposal.options),
     }
+
+
+def _left_out(proposal: Proposal) -> list[str]:
+    """The varying places left out, but the reply address where the draft requires it."""
+    required = required_reply_address(proposal)
+    return sorted({slot.path for slot in proposal.left_out if slot.path != required})
 
 
 def summary_text(result: LearnResult, options: LearnOptions) -> str:
@@ -116,7 +123,9 @@ def _proposal_lines(proposal: Proposal) -> list[str]:
                          if not slot.is_segment)
         if text:
             lines.append(f"{'':>11}constants: {text}")
-    if proposal.left_out:
-        lines.append(f"{'':>11}left out (varying): "
-                     f"{', '.join(sorted({s.path for s in proposal.left_out}))}")
+    left_out = _left_out(proposal)
+    if left_out:
+        lines.append(f"{'':>11}left out (varying): {', '.join(left_out)}")
+    if proposal.reply is not None and required_reply_address(proposal) is not None:
+        lines.append(f"{'':>11}requires a reply address: every message was answered")
     return lines

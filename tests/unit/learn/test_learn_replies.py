@@ -212,3 +212,8 @@ def test_the_summary_lists_the_reply_definitions(tmp_path: Path, capsys: Any) ->
     text = capsys.readouterr().out
     assert "quote.ask.reply  NATS  answers paired by a reply subject" in text
     assert "reply_definitions: [learned.replies/quote.ask.reply]" in text
+    # the reply subject is required (every request was answered), not left out
+    assert "requires a reply address" in text and "left out (varying): reply-to" not in text
+    assert main(["learn", str(records), "--format", "json"]) == 0
+    [request] = json.loads(capsys.readouterr().out)["definitions"]
+    assert "reply-to" not in request["left_out"]
