@@ -25,6 +25,7 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from support import asyncio_test
@@ -35,7 +36,7 @@ from gateway.deadletter.format import deadletter_metadata
 from gateway.definitions import read_document
 from gateway.observability.metrics import Metrics
 from gateway.ports import Confirmation, Consumer, Delivery
-from gateway.protocols import PROFILES
+from gateway.protocols import HTTP, MQTT5, NATS, PROFILES
 from gateway.record import NativeMessage
 from gateway.runtime.route import Output, Route
 from harness.reply_clients import (
@@ -257,3 +258,46 @@ def _assert_acked_after(events: list[tuple[str, str]], bodies: list[bytes],
         assert first in mine and mine.index(first) < mine.index("ack"), (
             f"{body!r} acked before it was {first}: {mine}")
         assert mine.count("ack") == 1, mine
+
+
+# ---------------------------------------------------------------------- other real clients
+
+async def _run(*command: str) -> tuple[int, str]:
+    process = await asyncio.create_subprocess_exec(
+        *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    out, _ = await asyncio.wait_for(process.communicate(), TIMEOUT)
+    return process.returncode or 0, out.decode()
+
+
+@asyncio_test
+async def test_mosquitto_rr_and_curl_get_their_answers(request: pytest.FixtureRequest) -> None:
+    """Debian's `mosquitto_rr` (MQTT 5 response topic) and `curl` through reply routes to
+    a NATS service: each gets the service's answer; curl gets 504 from a silent one."""
+    nats_clients, uid = _clients(NATS), uuid.uuid4().hex[:10]
+    nats_url = await _broker_url(nats_clients, request, uid)
+    for source in (_clients(MQTT5), _clients(HTTP)):
+        source_url = await _broker_url(source, request, uid)
+        async with nats_clients.serve(nats_url, nats_clients.service_address(uid),
+                                      LATE_BY) as service, \
+                _route(source, nats_clients, source_url, service.url, uid) as gw:
+            target = str(getattr(gw.consumer, "url", None) or source_url)
+            asked = request_body(ECHO, 7)
+            if source.broker is not None:
+                where = urlsplit(target)
+                code, out = await _run(
+                    "mosquitto_rr", "-V", "5", "-h", str(where.hostname), "-p", str(where.port),
+                    "-q", "1", "-t", source.address(uid), "-e", f"rr-client/{uid}/rr",
+                    "-m", asked.decode(), "-W", str(int(TIMEOUT)), "-N")
+                assert code == 0, out
+                assert json.loads(out) == json.loads(echo_of(asked))
+                continue
+            url = f"{target}{source.address(uid)}"
+            curl = ("curl", "-s", "-X", "POST", "-H", "Content-Type: application/json",
+                    "-w", "\n%{http_code}", "--max-time", str(int(TIMEOUT)), url, "--data")
+            code, out = await _run(*curl, asked.decode())
+            body, status = out.rsplit("\n", 1)
+            assert (code, status) == (0, "200"), out
+            assert json.loads(body) == json.loads(echo_of(asked))
+            code, out = await _run(*curl, request_body(SILENT, 8).decode())
+            body, status = out.rsplit("\n", 1)
+            assert status == "504" and json.loads(body)["status"] == 504, out
