@@ -57,8 +57,9 @@ from adapters.http import HttpConsumer, HttpProducer
 from adapters.kafka import KafkaConsumer, KafkaProducer
 from adapters.mqtt import MqttConsumer, MqttProducer
 from adapters.nats import NatsConsumer, NatsProducer
+from gateway import ports
 from gateway.json.values import JSON, JSONObject
-from gateway.ports import Consumer, EndpointSettings, Producer
+from gateway.ports import EndpointSettings
 from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, NATS
 from harness.brokers import free_port
 
@@ -135,8 +136,8 @@ class ReplyClients:
     address: Callable[[str], str]
     request_options: Callable[[str], JSONObject]
     service_address: Callable[[str], str]
-    source: Callable[[str, str], Consumer]
-    output: Callable[[str, str], tuple[Producer, dict[str, JSON]]]
+    source: Callable[[str, str], ports.Consumer]
+    output: Callable[[str, str], tuple[ports.Producer, dict[str, JSON]]]
     timeout_status: int | None
     late_reaches_gateway: bool
     url_attribute: str = "url"
@@ -190,12 +191,12 @@ async def http_service(url: str, address: str, late_by: float) -> AsyncIterator[
         await runner.cleanup()
 
 
-def _http_source(url: str, uid: str) -> Consumer:
+def _http_source(url: str, uid: str) -> ports.Consumer:
     return HttpConsumer(EndpointSettings("http://127.0.0.1:0",
                                          options={"settle_timeout": 60}))
 
 
-def _http_output(url: str, address: str) -> tuple[Producer, dict[str, JSON]]:
+def _http_output(url: str, address: str) -> tuple[ports.Producer, dict[str, JSON]]:
     return HttpProducer(EndpointSettings(url)), {"path": address}
 
 
@@ -261,11 +262,11 @@ async def nats_service(url: str, address: str, late_by: float) -> AsyncIterator[
         await nc.close()
 
 
-def _nats_source(url: str, uid: str) -> Consumer:
+def _nats_source(url: str, uid: str) -> ports.Consumer:
     return NatsConsumer(EndpointSettings(url, options={"subjects": [f"rr.{uid}.ask"]}))
 
 
-def _nats_output(url: str, address: str) -> tuple[Producer, dict[str, JSON]]:
+def _nats_output(url: str, address: str) -> tuple[ports.Producer, dict[str, JSON]]:
     return NatsProducer(EndpointSettings(url)), {"subject": address}
 
 
@@ -425,12 +426,12 @@ async def mqtt5_service(url: str, address: str, late_by: float) -> AsyncIterator
         client.loop_stop()
 
 
-def _mqtt5_source(url: str, uid: str) -> Consumer:
+def _mqtt5_source(url: str, uid: str) -> ports.Consumer:
     return MqttConsumer(EndpointSettings(url, client_id=f"gw-{uid}",
                                          options={"filters": [f"rr/{uid}/ask"]}))
 
 
-def _mqtt5_output(url: str, address: str) -> tuple[Producer, dict[str, JSON]]:
+def _mqtt5_output(url: str, address: str) -> tuple[ports.Producer, dict[str, JSON]]:
     return MqttProducer(EndpointSettings(url)), {"topic_name": address}
 
 
@@ -581,12 +582,12 @@ async def _kafka_prepare(url: str, uid: str) -> None:
                             f"svc-{uid}-replies")
 
 
-def _kafka_source(url: str, uid: str) -> Consumer:
+def _kafka_source(url: str, uid: str) -> ports.Consumer:
     return KafkaConsumer(EndpointSettings(url, options={
         "topics": [f"rr-{uid}"], "consumergroup": f"gw-{uid}", "autooffsetreset": "earliest"}))
 
 
-def _kafka_output(url: str, address: str) -> tuple[Producer, dict[str, JSON]]:
+def _kafka_output(url: str, address: str) -> tuple[ports.Producer, dict[str, JSON]]:
     return KafkaProducer(EndpointSettings(url, options={
         "topic": address, "reply_topic": f"{address}-replies"})), {"topic": address}
 
@@ -736,12 +737,12 @@ async def amqp_service(url: str, address: str, late_by: float) -> AsyncIterator[
         await asyncio.to_thread(client.close)
 
 
-def _amqp_source(url: str, uid: str) -> Consumer:
+def _amqp_source(url: str, uid: str) -> ports.Consumer:
     return AmqpConsumer(EndpointSettings(url, options={
         "node": f"/queue/rr-{uid}", "terminus-durability": "none"}))
 
 
-def _amqp_output(url: str, address: str) -> tuple[Producer, dict[str, JSON]]:
+def _amqp_output(url: str, address: str) -> tuple[ports.Producer, dict[str, JSON]]:
     return AmqpProducer(EndpointSettings(url, options={
         "node": address, "reply_address": f"{address}-replies",
         "terminus-durability": "none"})), {}
@@ -767,6 +768,3 @@ CLIENTS: tuple[ReplyClients, ...] = (HTTP_CLIENTS, NATS_CLIENTS, MQTT5_CLIENTS,
 def clients_for(protocol: str) -> ReplyClients | None:
     return next((c for c in CLIENTS if c.protocol == protocol), None)
 
-
-__all__ = ["CLIENTS", "ECHO", "LATE", "SILENT", "Answer", "MqttRequester", "ReplyClients",
-           "Service", "clients_for", "echo_of", "request_body"]
