@@ -50,9 +50,10 @@ def learn(records: Iterable[NativeMessage | RecordError | tuple[int, NativeMessa
                 result.invalid_examples.append(f"{where}{record}")
             continue
         result.messages += 1
-        seen = pairs.see(record)
-        if seen is not None:  # an answer to an earlier request is not a kind of message
+        for seen in pairs.see(record):  # answers are not kinds of messages: not here
             tallies.add(seen)
+    for seen in pairs.flush():
+        tallies.add(seen)
     proposals: list[Proposal] = []
     for shape in sorted(tallies.shapes.values(), key=lambda s: (s.protocol, s.segments)):
         proposals.extend(propose(shape, options))

@@ -41,6 +41,7 @@ class LearnOptions:
     slot_cap: int = 64  # places (headers, properties ...) tracked per shape
     samples_per_vector: int = 2  # bodies kept per combination, for the schema
     reply_waiting_cap: int = 10000  # requests remembered until their answer comes
+    reply_lookback: int = 1000  # possible answers held back for a request read after them
     reply_pair_cap: int = 2000  # request/answer pairs sampled for reply definitions
     reply_body_cap: int = 500  # answer bodies kept for their schemas
 

@@ -15,17 +15,17 @@ name, so a protocol whose records lack a convention's fields never matches it:
 
 While records stream past, `ReplyPairs.see` remembers each request's reply address (a
 bounded table: the oldest unanswered requests are forgotten) and recognises an answer by
-it. Answers are taken out of the ordinary learning -- their addresses are the requesters'
-inboxes, not kinds of messages -- and sampled with their request (bounded). After the
-request definitions are proposed, `reply_proposals` finds each sampled request's
-definition X and proposes `X.reply` from the answers of X: their constants (the answer's
-address and correlation, per requester, left out), a JSON Schema of their bodies, and
-the link of the two.
+it; a record that could be an answer is held back for a bounded window, so an answer read
+before its request (separate subscriptions) is still paired. Answers are taken out of
+the ordinary learning -- their addresses are the requesters' inboxes, not kinds of
+messages -- and sampled with their request (bounded). After the request definitions are
+proposed, `reply_proposals` finds each sampled request's definition X and proposes
+`X.reply` from the answers of X: their constants (the answer's address and correlation,
+per requester, left out), a JSON Schema of their bodies, and the link of the two.
 
-The link is the one `docs/request-reply.md` documents: both definitions declare the
-CloudEvents extension attribute `correlationid` in their `envelopemetadata` (the gateway
-sets it on the request and matches the answer by it); the reply's description names its
-request.
+The link is the one `docs/request-reply.md` documents (`gateway.learn.document`): the
+reply sits in a group of replies a route names in `reply_definitions`, and both
+definitions declare the CloudEvents extension attribute `correlationid`.
 """
 
 from __future__ import annotations
@@ -138,40 +138,77 @@ class ReplyPairs:
     answered: int = 0  # answers recognised (sampled or not)
     forgotten: int = 0  # requests forgotten unanswered to stay bounded
     bodies: int = 0  # answer bodies kept
+    # Records that may be answers whose request was not read yet, oldest first; by the
+    # answer key(s) they would pair with.
+    held: OrderedDict[int, tuple[Observation, list[Key]]] = field(default_factory=OrderedDict)
+    held_by_key: dict[Key, int] = field(default_factory=dict)
+    _serial: int = 0
 
-    def see(self, record: NativeMessage) -> Observation | None:
-        """Take `record`: None when it is an answer to a request seen before (it is then
-        sampled with its request, not learned as a kind of message of its own), else its
-        observation, remembered as a request when it carries a reply address."""
+    def see(self, record: NativeMessage) -> list[Observation]:
+        """Take `record`; the observations to learn now as kinds of messages.
+
+        An answer to a request seen before is sampled with its request, never learned.
+        A request is learned at once and remembered until its answer comes. Any other
+        record that could be an answer (it has an answer's address or correlation) is
+        held back for a while (`reply_lookback` records): an observer reading requests
+        and answers on separate subscriptions (NATS `quote.>` and `_INBOX.>`) may read
+        an answer before its request. Held records are learned when they leave the
+        window, or at the end (`flush`)."""
         conventions = conventions_of(record.protocol)
         if not conventions:
-            return observe(record)
-        if self.waiting:
-            for convention in conventions:
-                key = _answer_key(record, convention)
-                if key is None:
-                    continue
-                waiting = self.waiting.pop(key, None)
-                if waiting is not None:
-                    self._pair(waiting[0], record, waiting[1])
-                    return None
+            return [observe(record)]
+        answer_keys = [k for c in conventions if (k := _answer_key(record, c)) is not None]
+        for key in answer_keys:
+            waiting = self.waiting.pop(key, None)
+            if waiting is not None:
+                self._pair(waiting[0], observe(record), waiting[1])
+                return []
         seen = observe(record)
         for convention in conventions:
-            key = _request_key(record, convention)
-            if key is not None:
-                self.waiting[key] = (seen, convention)
+            asked = _request_key(record, convention)
+            if asked is None:
+                continue
+            early = self.held_by_key.pop(asked, None)
+            if early is not None:  # its answer was read first
+                answer, keys = self.held.pop(early)
+                for other in keys:
+                    self.held_by_key.pop(other, None)
+                self._pair(seen, answer, convention)
+            else:
+                self.waiting[asked] = (seen, convention)
                 if len(self.waiting) > self.options.reply_waiting_cap:
                     self.waiting.popitem(last=False)
                     self.forgotten += 1
-                break
-        return seen
+            return [seen]
+        if not answer_keys:
+            return [seen]
+        return self._hold(seen, answer_keys)
 
-    def _pair(self, request: Observation, record: NativeMessage,
+    def _hold(self, seen: Observation, keys: list[Key]) -> list[Observation]:
+        serial = self._serial = self._serial + 1
+        self.held[serial] = (seen, keys)
+        for key in keys:
+            self.held_by_key[key] = serial
+        if len(self.held) <= self.options.reply_lookback:
+            return []
+        evicted, (oldest, old_keys) = self.held.popitem(last=False)
+        for key in old_keys:
+            if self.held_by_key.get(key) == evicted:
+                del self.held_by_key[key]
+        return [oldest]
+
+    def flush(self) -> list[Observation]:
+        """The records still held back: learned, no request came for them."""
+        out = [seen for seen, _ in self.held.values()]
+        self.held.clear()
+        self.held_by_key.clear()
+        return out
+
+    def _pair(self, request: Observation, answer: Observation,
               convention: Convention) -> None:
         self.answered += 1
         if len(self.pairs) >= self.options.reply_pair_cap:
             return
-        answer = observe(record)
         if answer.has_json_body:
             if self.bodies >= self.options.reply_body_cap:
                 answer = Observation(answer.protocol, answer.segments, answer.values, None,

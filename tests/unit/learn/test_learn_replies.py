@@ -99,6 +99,27 @@ def test_nats_answers_on_the_reply_subject_become_the_reply_definition() -> None
     assert answer["dataschemauri"].endswith("/quote.ask.reply")
 
 
+def test_an_answer_read_before_its_request_is_still_paired() -> None:
+    # An observer with two subscriptions (quote.> and _INBOX.>) may read them so.
+    traffic = nats_traffic()
+    requests, answers = traffic[:12], traffic[12:]
+    result = learn([r for pair in zip(answers, requests, strict=True) for r in pair])
+    assert result.answers == 12
+    assert [p.address for p in result.proposals] == ["quote.{item}.ask"]
+    [reply] = result.replies
+    assert reply.count == 12 and reply.every_request_answered
+
+
+def test_records_held_back_as_possible_answers_are_learned_in_the_end() -> None:
+    # No request ever names them: plain messages, learned once they leave the window.
+    records = [NativeMessage("NATS", {"subject": f"plant.dev{n}.temp"}, data={"t": n})
+               for n in range(30)]
+    for lookback in (5, 1000):
+        result = learn(records, LearnOptions(reply_lookback=lookback))
+        [proposal] = result.proposals
+        assert proposal.count == 30 and not result.replies
+
+
 def test_unanswered_requests_propose_no_reply_and_no_reply_to_constraint() -> None:
     result = learn(nats_traffic(answer=False))
     assert not result.replies and result.answers == 0
