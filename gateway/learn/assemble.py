@@ -15,9 +15,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from gateway.json.values import JSON, JSONObject, as_text
-from gateway.learn.model import LearnOptions, PlaceholderInfo, Proposal
+from gateway.learn.model import LearnOptions, PlaceholderInfo, Proposal, ReplyProposal
 from gateway.learn.slots import PART_SEPARATOR, Slot, address_ref
-from gateway.protocols import find_profile
+from gateway.protocols import FieldRef, find_profile
 from gateway.templates.template import Template
 
 _NOT_NAME = re.compile(r"[^A-Za-z0-9_]+")
@@ -87,6 +87,68 @@ def _templates(proposal: Proposal) -> None:
         if named:
             proposal.subject = named[-1]
     proposal.options = _options(proposal.protocol, values)
+
+
+def assemble_reply(reply: ReplyProposal) -> None:
+    """A reply definition's protocoloptions: its constants, and its correlation as a
+    template where the protocol's definitions can hold one (`{correlationid}`)."""
+    values: dict[Slot, JSON] = dict(reply.constants)
+    ref = reply.correlation
+    if ref is not None and _holds_template(reply.protocol, ref.field, ref.name):
+        values[Slot(ref.field, ref.name or "")] = "{correlationid}"
+    reply.options = _options(reply.protocol, values)
+
+
+def required_reply_address(proposal: Proposal) -> str | None:
+    """The place (`reply-to`, `headers.kafka_replytopic`) of the reply address a request
+    definition requires: when every one of its messages was answered (so every one
+    carried it) and the protocol's definitions can hold it; else None."""
+    reply = proposal.reply
+    ref = None if reply is None else reply.reply_to
+    if reply is None or ref is None or not reply.every_request_answered:
+        return None
+    if not _holds_template(proposal.protocol, ref.field, ref.name):
+        return None
+    return Slot(ref.field, _member(proposal.protocol, ref)).path
+
+
+def _member(protocol: str, ref: FieldRef) -> str:
+    """The entry name as the learner's places spell it (lower case where the protocol
+    compares names ignoring case)."""
+    prof = find_profile(protocol)
+    spec = None if prof is None else prof.definition_field(ref.field)
+    name = ref.name or ""
+    return name.lower() if spec is not None and spec.case_insensitive_names else name
+
+
+def request_options(proposal: Proposal) -> JSONObject:
+    """The protocoloptions of a request definition: its own, plus its reply address as a
+    template (`reply-to: {replyto}`) where `required_reply_address` says so."""
+    reply = proposal.reply
+    ref = None if reply is None else reply.reply_to
+    if ref is None or required_reply_address(proposal) is None:
+        return proposal.options
+    extra = _options(proposal.protocol, {Slot(ref.field, ref.name or ""): "{replyto}"})
+    merged: JSONObject = dict(proposal.options)
+    for name, value in extra.items():
+        known = merged.get(name)
+        if isinstance(known, list) and isinstance(value, list):
+            merged[name] = [*known, *value]
+        elif isinstance(known, dict) and isinstance(value, dict):
+            merged[name] = {**known, **value}
+        else:
+            merged[name] = value
+    return merged
+
+
+def _holds_template(protocol: str, field: str, name: str | None) -> bool:
+    """Whether a definition of `protocol` can hold a text template at `field` (`name`)."""
+    prof = find_profile(protocol)
+    spec = None if prof is None else prof.definition_field(field)
+    if spec is None:
+        return False
+    kind = spec.member_type(name) if spec.kind == "section" and name else spec.type
+    return kind in ("string", "uritemplate")
 
 
 def _unique(name: str, taken: set[str]) -> str:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from gateway.json.values import JSON, JSONObject
 from gateway.learn.slots import Slot
+from gateway.protocols import FieldRef
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,10 @@ class LearnOptions:
     shape_cap: int = 1000  # address shapes (protocol + segment count) tracked
     slot_cap: int = 64  # places (headers, properties ...) tracked per shape
     samples_per_vector: int = 2  # bodies kept per combination, for the schema
+    reply_waiting_cap: int = 10000  # requests remembered until their answer comes
+    reply_lookback: int = 1000  # possible answers held back for a request read after them
+    reply_pair_cap: int = 2000  # request/answer pairs sampled for reply definitions
+    reply_body_cap: int = 500  # answer bodies kept for their schemas
 
 
 @dataclass
@@ -77,6 +82,28 @@ class Proposal:
     subject: str | None = None  # the most specific placeholder
     message_id: str = ""
     type: str = ""
+    reply: ReplyProposal | None = None  # its answers' definition (`gateway.learn.replies`)
+
+
+@dataclass
+class ReplyProposal:
+    """The proposed definition of the answers to the requests of one definition
+    (`request_id`), from the request/answer pairs seen (`gateway.learn.replies`)."""
+
+    protocol: str
+    count: int  # answers sampled
+    request_id: str  # the message id of the request's definition
+    message_id: str  # `<request_id>.reply`
+    type: str
+    convention: str  # how requests and answers were paired, for people
+    constants: dict[Slot, JSON]  # places with one value in every answer
+    correlation: FieldRef | None  # where the answer carries the correlation, if anywhere
+    bodies: list[JSON] = field(default_factory=list)
+    content_types: dict[str, int] = field(default_factory=dict)
+    non_json: int = 0
+    every_request_answered: bool = False  # every message of the request's definition
+    reply_to: FieldRef | None = None  # where the request carries its reply address
+    options: JSONObject = field(default_factory=dict)  # protocoloptions, canonical shape
 
 
 @dataclass
@@ -90,3 +117,6 @@ class LearnResult:
     overflow_slots: int = 0  # places beyond slot_cap (ignored)
     compactions: int = 0  # times a shape's combinations were folded to stay bounded
     unknown_paths: list[str] = field(default_factory=list)  # --split-on/--merge, no place
+    replies: list[ReplyProposal] = field(default_factory=list)  # proposed reply definitions
+    answers: int = 0  # records recognised as answers to an earlier request (not learned)
+    forgotten_requests: int = 0  # requests forgotten unanswered (bounded memory)

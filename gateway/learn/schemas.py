@@ -9,7 +9,7 @@ from typing import cast
 from genson import SchemaBuilder  # type: ignore[import-untyped]
 
 from gateway.json.values import JSON, JSONObject
-from gateway.learn.model import Proposal
+from gateway.learn.model import Proposal, ReplyProposal
 
 SCHEMA_FORMAT = "JsonSchema/draft-07"
 _DRAFT_07 = "http://json-schema.org/draft-07/schema#"
@@ -26,7 +26,7 @@ def infer_schema(bodies: Sequence[JSON]) -> JSONObject | None:
     return cast(JSONObject, builder.to_schema())
 
 
-def content_type(proposal: Proposal) -> str | None:
+def content_type(proposal: Proposal | ReplyProposal) -> str | None:
     """The datacontenttype to propose: the content type every message carried, else
     application/json for JSON bodies, application/octet-stream for others."""
     if len(proposal.content_types) == 1:

@@ -5,8 +5,9 @@ out places, and per placeholder its cardinality - what the merge/split knobs act
 from __future__ import annotations
 
 from gateway.json.values import JSONObject, as_text
-from gateway.learn.document import UNCONSTRAINED
-from gateway.learn.model import LearnOptions, LearnResult, Proposal
+from gateway.learn.assemble import required_reply_address
+from gateway.learn.document import UNCONSTRAINED, replies_group
+from gateway.learn.model import LearnOptions, LearnResult, Proposal, ReplyProposal
 
 
 def summary_json(result: LearnResult, options: LearnOptions) -> JSONObject:
@@ -17,11 +18,27 @@ def summary_json(result: LearnResult, options: LearnOptions) -> JSONObject:
         "definitions": [_proposal_json(p) for p in result.proposals],
         "left_out": [_proposal_json(p) for p in result.dropped],
         "unknown_paths": [path for path in result.unknown_paths],
+        "replies": [_reply_json(r, options) for r in result.replies],
+        "answers": result.answers,
+        "forgotten_requests": result.forgotten_requests,
         "min_group_size": options.min_group_size,
         "max_constant_values": options.max_constant_values,
         "bounds": {"messages_of_untracked_shapes": result.overflow_messages,
                    "untracked_places": result.overflow_slots,
                    "folded_places": result.compactions},
+    }
+
+
+def _reply_json(reply: ReplyProposal, options: LearnOptions) -> JSONObject:
+    return {
+        "id": reply.message_id,
+        "reply_definition": f"{replies_group(options)}/{reply.message_id}",
+        "request": reply.request_id,
+        "type": reply.type,
+        "protocol": reply.protocol,
+        "answers": reply.count,
+        "paired_by": reply.convention,
+        "constants": {slot.path: value for slot, value in sorted(reply.constants.items())},
     }
 
 
@@ -40,9 +57,15 @@ def _proposal_json(proposal: Proposal) -> JSONObject:
             for info in proposal.placeholders.values()
         ],
         "constants": {slot.path: value for slot, value in sorted(proposal.constants.items())},
-        "left_out": [path for path in sorted({slot.path for slot in proposal.left_out})],
+        "left_out": [path for path in _left_out(proposal)],
         "constrained": bool(proposal.options),
     }
+
+
+def _left_out(proposal: Proposal) -> list[str]:
+    """The varying places left out, but the reply address where the draft requires it."""
+    required = required_reply_address(proposal)
+    return sorted({slot.path for slot in proposal.left_out if slot.path != required})
 
 
 def summary_text(result: LearnResult, options: LearnOptions) -> str:
@@ -57,6 +80,18 @@ def summary_text(result: LearnResult, options: LearnOptions) -> str:
                      "headers.action)")
     for proposal in result.proposals:
         lines += _proposal_lines(proposal)
+        if proposal.reply is not None:
+            reply = proposal.reply
+            lines.append(f"{reply.count:>9}  {reply.message_id}  {reply.protocol}  "
+                         f"answers paired by {reply.convention}")
+            lines.append(f"{'':>11}a reply route for {proposal.message_id}: reply: true, "
+                         f"reply_definitions: [{replies_group(options)}/{reply.message_id}]")
+    if result.answers:
+        lines.append(f"{result.answers} answer(s) to earlier requests were paired with "
+                     f"them, not learned as messages of their own")
+    if result.forgotten_requests:
+        lines.append(f"bounded: {result.forgotten_requests} request(s) were forgotten "
+                     "unanswered (an answer to them is learned as a message)")
     if result.dropped:
         count = sum(p.count for p in result.dropped)
         lines.append(f"left out {len(result.dropped)} definition(s) of {count} message(s): "
@@ -88,7 +123,9 @@ def _proposal_lines(proposal: Proposal) -> list[str]:
                          if not slot.is_segment)
         if text:
             lines.append(f"{'':>11}constants: {text}")
-    if proposal.left_out:
-        lines.append(f"{'':>11}left out (varying): "
-                     f"{', '.join(sorted({s.path for s in proposal.left_out}))}")
+    left_out = _left_out(proposal)
+    if left_out:
+        lines.append(f"{'':>11}left out (varying): {', '.join(left_out)}")
+    if proposal.reply is not None and required_reply_address(proposal) is not None:
+        lines.append(f"{'':>11}requires a reply address: every message was answered")
     return lines
