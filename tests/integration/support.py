@@ -23,14 +23,35 @@ from harness.brokers import TlsFiles
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from adapters.memory import MemoryProducer
     from gateway.config import GatewayConfig
     from gateway.daemon import Gateway
+    from gateway.observability.metrics import Metrics
+    from gateway.runtime.route import Route
     from harness.tls import Pki
 
 P = ParamSpec("P")
 
 #: Seconds a gateway test waits for a condition (a loaded 2-core machine).
 PATIENCE = 60.0
+
+
+class ReplyGateway:
+    """A reply route under test (`tests/integration/test_request_reply*.py`): the route,
+    its dead-letter producer, and its metrics."""
+
+    def __init__(self, route: Route, dlq: MemoryProducer, metrics: Metrics) -> None:
+        self.route = route
+        self.dlq = dlq
+        self.metrics = metrics
+
+    def count(self, name: str, **labels: str) -> float:
+        return self.metrics.registry.get_sample_value(name, labels) or 0.0
+
+    def reasons(self) -> list[str]:
+        from gateway.deadletter.format import deadletter_metadata
+
+        return [deadletter_metadata(r)["xrgw-reason"] for r in self.dlq.written]
 
 
 def asyncio_test(fn: Callable[P, Coroutine[Any, Any, None]]) -> Callable[P, None]:

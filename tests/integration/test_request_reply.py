@@ -30,6 +30,7 @@ from typing import Any
 import aiohttp
 import nats
 from aiohttp import web
+from support import ReplyGateway as Gateway
 from support import asyncio_test
 
 from adapters.http import HttpConsumer, HttpProducer
@@ -93,19 +94,6 @@ PROBLEM_TYPE = "io.xrgw.reply.problem"
 
 
 # ---------------------------------------------------------------------- the route under test
-
-class Gateway:
-    def __init__(self, route: Route, dlq: MemoryProducer, metrics: Metrics) -> None:
-        self.route = route
-        self.dlq = dlq
-        self.metrics = metrics
-
-    def count(self, name: str, **labels: str) -> float:
-        return self.metrics.registry.get_sample_value(name, labels) or 0.0
-
-    def reasons(self) -> list[str]:
-        return [deadletter_metadata(r)["xrgw-reason"] for r in self.dlq.written]
-
 
 @asynccontextmanager
 async def _gateway(consumer: Consumer, output: Output,

@@ -33,6 +33,7 @@ import pytest
 from aiohttp import web
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
+from support import ReplyGateway as Gateway
 from support import asyncio_test
 
 from adapters.amqp import AmqpConsumer, AmqpProducer
@@ -42,7 +43,6 @@ from adapters.memory import MemoryProducer
 from adapters.mqtt import MqttConsumer, MqttProducer
 from adapters.nats import NatsConsumer, NatsProducer
 from gateway.convert import Converter
-from gateway.deadletter.format import deadletter_metadata
 from gateway.definitions import read_document
 from gateway.observability.metrics import Metrics
 from gateway.ports import Consumer, EndpointSettings
@@ -94,19 +94,6 @@ def _catalog(uid: str) -> Any:
 
 
 # ---------------------------------------------------------------------- the route under test
-
-class Gateway:
-    def __init__(self, route: Route, dlq: MemoryProducer, metrics: Metrics) -> None:
-        self.route = route
-        self.dlq = dlq
-        self.metrics = metrics
-
-    def count(self, name: str, **labels: str) -> float:
-        return self.metrics.registry.get_sample_value(name, labels) or 0.0
-
-    def reasons(self) -> list[str]:
-        return [deadletter_metadata(r)["xrgw-reason"] for r in self.dlq.written]
-
 
 @asynccontextmanager
 async def _gateway(uid: str, consumer: Consumer, output: Output,
