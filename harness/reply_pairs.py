@@ -66,12 +66,13 @@ from gateway.ports import EndpointSettings
 from gateway.protocols import AMQP, HTTP, KAFKA, MQTT5, NATS
 from harness.brokers import free_port
 
-#: What a service does with a request.
-ECHO, SILENT, LATE = "echo", "silent", "late"
+#: What a service does with a request (`odd`: answers at once, `{"odd": n}`, an answer
+#: of another shape than the echo's).
+ECHO, SILENT, LATE, ODD = "echo", "silent", "late", "odd"
 
 
 def request_body(behaviour: str, n: int) -> bytes:
-    """A request the service handles as `behaviour` (echo, silent, late)."""
+    """A request the service handles as `behaviour` (echo, silent, late, odd)."""
     return json.dumps({"do": behaviour, "n": n}).encode()
 
 
@@ -90,7 +91,7 @@ def _decide(body: bytes, late_by: float) -> tuple[bytes, float] | None:
         return body, 0.0
     if behaviour == SILENT:
         return None
-    answer = json.dumps({"echo": n}).encode()
+    answer = json.dumps({"odd" if behaviour == ODD else "echo": n}).encode()
     return answer, (late_by if behaviour == LATE else 0.0)
 
 

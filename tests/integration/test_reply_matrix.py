@@ -38,10 +38,12 @@ from gateway.observability.metrics import Metrics
 from gateway.ports import Confirmation, Consumer, Delivery
 from gateway.protocols import HTTP, MQTT5, NATS, PROFILES
 from gateway.record import NativeMessage
+from gateway.runtime.replydefs import ReplyDefinitions
 from gateway.runtime.route import Output, Route
 from harness.reply_pairs import (
     ECHO,
     LATE,
+    ODD,
     SILENT,
     ReplyClients,
     clients_for,
@@ -154,7 +156,8 @@ class Running:
 
 @asynccontextmanager
 async def _route(source: ReplyClients, output: ReplyClients, source_url: str,
-                 service_url: str, uid: str) -> AsyncIterator[Running]:
+                 service_url: str, uid: str, replies: ReplyDefinitions | None = None,
+                 ) -> AsyncIterator[Running]:
     events: list[tuple[str, str]] = []
     consumer = Watched(source.source(source_url, uid), events)
     producer, defaults = output.output(service_url, output.service_address(uid))
@@ -162,7 +165,7 @@ async def _route(source: ReplyClients, output: ReplyClients, source_url: str,
     route = Route("rr", "in", consumer, Converter(_catalog(source, uid).messages()),
                   [Output("svc", output.protocol, producer, defaults=defaults)],
                   deadletter=Output("dlq", "KAFKA", dead, defaults={"topic": "dead"}),
-                  metrics=metrics, reply_timeout=REPLY_TIMEOUT)
+                  metrics=metrics, reply_timeout=REPLY_TIMEOUT, reply_definitions=replies)
     await route.start()
     try:
         async with asyncio.timeout(TIMEOUT):
@@ -248,6 +251,61 @@ async def test_reply_route(source_protocol: str, output_protocol: str,
         # -- at-least-once: acked only after the answer or the dead letter
         _assert_acked_after(gw.events, echoes, "answered")
         _assert_acked_after(gw.events, [silent, late], "dead-lettered")
+
+
+#: The reply definitions of `test_reply_definitions_judge_each_pairs_answers`: an answer
+#: of any protocol conforms when its body is `{"echo": <integer>}` (a JSON Schema, one
+#: definition per protocol: a native answer is matched by a definition of its protocol).
+REPLY_DOC = {
+    "messagegroups": {f"rr.replies.{_id(p)}": {"messages": {"echo": {
+        "protocol": p, "datacontenttype": "application/json",
+        "dataschemauri": "#/schemagroups/rr/schemas/echo"}}} for p in REPLYING},
+    "schemagroups": {"rr": {"schemas": {"echo": {"versions": {"1": {
+        "format": "JsonSchema/draft-07",
+        "schema": {"type": "object", "required": ["echo"], "additionalProperties": False,
+                   "properties": {"echo": {"type": "integer"}}}}}}}}}}
+
+
+@pytest.mark.parametrize(("source_protocol", "output_protocol"), PAIRS,
+                         ids=[f"{_id(s)}-to-{_id(o)}" for s, o in PAIRS])
+@asyncio_test
+async def test_reply_definitions_judge_each_pairs_answers(
+        source_protocol: str, output_protocol: str, request: pytest.FixtureRequest) -> None:
+    """With reply definitions (`schema: enforce`): the answer that conforms reaches its
+    sender; the one that does not is dead-lettered as `nonconforming-reply`, its sender
+    told in its protocol (HTTP 502 problem; NATS, MQTT 5, AMQP, Kafka senders: nothing,
+    without `reply_errors`), and both requests are acked once, after that."""
+    source, output = _clients(source_protocol), _clients(output_protocol)
+    uid = uuid.uuid4().hex[:10]
+    source_broker = await _broker_url(source, request, uid)
+    output_broker = await _broker_url(output, request, uid)
+    replies = ReplyDefinitions(list(read_document(REPLY_DOC, "replies.json").messages()),
+                               schema="enforce")
+    async with output.serve(output_broker, output.service_address(uid), LATE_BY) as service, \
+            _route(source, output, source_broker, service.url, uid, replies) as gw:
+        target = str(getattr(gw.consumer, "url", None) or source_broker)
+        address = source.address(uid)
+        good, odd = request_body(ECHO, 0), request_body(ODD, 1)
+        async with source.requester(target) as ask:
+            no_answer_wait = TIMEOUT if source.timeout_status else REPLY_TIMEOUT * 2 + 1
+            conforming, other = await asyncio.gather(
+                ask(address, good, TIMEOUT), ask(address, odd, no_answer_wait))
+        assert conforming is not None and json.loads(conforming.body) == {"echo": 0}
+        if source.timeout_status is None:
+            assert other is None, f"{source.protocol} sender got {other}"
+        else:
+            assert other is not None and other.status == 502
+            assert json.loads(other.body)["detail"].endswith(
+                "the service's answer conforms to no reply definition")
+        await gw.route.wait_idle()
+        async with asyncio.timeout(TIMEOUT):
+            while gw.dead.reasons() != ["nonconforming-reply"]:
+                await asyncio.sleep(0.05)
+        assert sorted(service.seen).count(odd) == 1  # answered, so not sent again
+        assert gw.count("xrgw_replies_total", route="rr", result="answered") == 1
+        assert gw.count("xrgw_replies_total", route="rr", result="nonconforming") == 1
+        _assert_acked_after(gw.events, [good], "answered")
+        _assert_acked_after(gw.events, [odd], "told no answer")
 
 
 def _assert_acked_after(events: list[tuple[str, str]], bodies: list[bytes],
