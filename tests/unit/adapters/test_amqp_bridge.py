@@ -179,3 +179,41 @@ def test_a_lost_connection_fails_what_is_unconfirmed_of_every_submit() -> None:
         assert not producer.connected
 
     asyncio.run(run())
+
+
+def test_a_consumer_needs_a_node_and_starts_not_connected() -> None:
+    with pytest.raises(ValueError, match=r"^node: a consumer needs a source address$"):
+        AmqpConsumer(EndpointSettings(URL, options={}))
+    consumer = AmqpConsumer(EndpointSettings(URL, options={"node": "/queue/q"}))
+    assert consumer.connected is False
+
+    async def run() -> None:
+        await consumer.aclose()  # never connected: nothing to stop, no error
+        assert consumer.connected is False
+
+    asyncio.run(run())
+
+
+def _request(n: int, reply_to: str | None) -> NativeMessage:
+    properties: dict[str, Any] = {"message-id": f"m-{n}"}
+    if reply_to is not None:
+        properties["reply-to"] = reply_to
+    return NativeMessage("AMQP/1.0", {"properties": properties}, {"n": n})
+
+
+def test_a_request_naming_a_reply_to_is_handed_out_with_its_answer() -> None:
+    """Request-reply: a message with a `reply-to` carries the hook that answers it there
+    (sent through a producer of the consumer's own endpoint settings, so an unreachable
+    broker is the consumer's, named in the error); one without carries none."""
+    async def run() -> None:
+        consumer, thread, _ = _consumer(max_in_flight=10)
+        consumer._on_batch(cast(ProtonThread[Note], thread), [
+            Note("messages", 0, records=[_request(0, "/queue/replies"), _request(1, None)])])
+        request, plain = await consumer.read_batch(10)
+        assert plain.answer is None
+        assert request.answer is not None
+        with pytest.raises(NotConnected):
+            await request.answer(NativeMessage("AMQP/1.0", {}, {"ok": True}), "")
+        await consumer._answers.aclose()
+
+    asyncio.run(run())

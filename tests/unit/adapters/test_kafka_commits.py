@@ -331,6 +331,28 @@ def test_deliveries_come_partition_by_partition_with_the_batch_receive_time() ->
     _bounded(scenario)
 
 
+def test_each_delivery_carries_the_answer_its_record_asks_for() -> None:
+    """Request-reply: with an answerer (a route that answers), every delivery carries
+    what it says of its own record -- a record with nowhere to answer, None; without
+    one (no route answers), no delivery carries an answer."""
+    async def scenario() -> None:
+        asked: list[int] = []
+
+        def answerer(record: Any) -> Any:
+            asked.append(record.offset)
+            return None if record.offset == 6 else ("answer", record.offset)
+
+        commits = Commits()
+        commits.answerer = answerer
+        out = commits.deliver({T0: _records(T0, 5, 6, 7)}, RECEIVED)
+        assert [d.answer for d in out] == [("answer", 5), None, ("answer", 7)]
+        assert asked == [5, 6, 7]
+        plain = Commits().deliver({T0: _records(T0, 8)}, RECEIVED)
+        assert [d.answer for d in plain] == [None]
+
+    _bounded(scenario)
+
+
 def test_first_unsettled_is_the_first_open_offset_then_the_next_one() -> None:
     async def scenario() -> None:
         commits = Commits()
