@@ -345,7 +345,8 @@ def test_each_delivery_carries_the_answer_its_record_asks_for() -> None:
         commits = Commits()
         commits.answerer = answerer
         out = commits.deliver({T0: _records(T0, 5, 6, 7)}, RECEIVED)
-        assert [d.answer for d in out] == [("answer", 5), None, ("answer", 7)]
+        answers: list[Any] = [d.answer for d in out]
+        assert answers == [("answer", 5), None, ("answer", 7)]
         assert asked == [5, 6, 7]
         plain = Commits().deliver({T0: _records(T0, 8)}, RECEIVED)
         assert [d.answer for d in plain] == [None]
