@@ -9,12 +9,15 @@ import logging
 
 import pytest
 
-from adapters.memory import MemoryProducer
+from adapters.memory import MemoryConsumer, MemoryProducer
+from gateway.convert import Converter
 from gateway.deadletter.format import deadletter_metadata
+from gateway.observability.metrics import Metrics
 from gateway.ports import Outcome
 from gateway.record import NativeMessage
+from gateway.runtime.route import Output, Route
 from tests.unit.observability.test_sender_secrets import _run
-from tests.unit.runtime.test_route import build, unmatched
+from tests.unit.runtime.test_route import CATALOG, FAST, build, run_to_end, unmatched
 
 SECRET = "s3cr3t-in-a-property-77"
 
@@ -52,3 +55,23 @@ def test_messages_given_back_while_the_dead_letter_is_down_are_logged_with_its_n
     [line] = [r for r in caplog.records if r.getMessage().startswith("dead letter failed")]
     assert (getattr(line, "endpoint", None), getattr(line, "reason", None)) == (
         "dlq", "unmatched")
+    # The error is the dead letter's last refusal, with its name.
+    assert getattr(line, "error", None) == "dlq: dlq down"
+
+
+def test_without_a_dead_letter_a_dropped_message_is_logged_as_a_message(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """`deadletter: log`: the line says what was dropped (a message; an answer on a
+    reply address says "answer"), why (the reason code) and the detail."""
+    consumer = MemoryConsumer([unmatched()], close_when_empty=True)
+    route = Route("store", "store-mqtt", consumer, Converter(CATALOG.messages()),
+                  [Output("events-kafka", "KAFKA", MemoryProducer(),
+                          defaults={"topic": "t"})],
+                  deadletter=None, metrics=Metrics(), retry=FAST)
+    with caplog.at_level(logging.WARNING, logger="xrgw.route"):
+        asyncio.run(run_to_end(route, consumer))
+    [line] = [r for r in caplog.records if r.getMessage().startswith("dropped")]
+    assert line.getMessage().startswith("dropped message: ")
+    assert (getattr(line, "reason", None), getattr(line, "endpoint", None)) == (
+        "unmatched", "store-mqtt")
+    assert [n.retry for n in consumer.nacked] == [False]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from types import SimpleNamespace
 
 import pytest
 
@@ -39,6 +40,55 @@ def test_connecting_backs_off_step_by_step_up_to_the_seventh_and_shows_the_gauge
     assert asked == [(n, 0) for n in (0, 1, 2, 3, 4, 5, 6, 6, 6)]
     assert sample(metrics, "xrgw_endpoint_connected", endpoint="events-kafka") == 1
     assert len(out.written) == 1
+
+
+def test_connecting_warns_once_with_the_error_and_says_how_many_attempts_it_took(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The first failure of an outage is a warning with its cause, the retries are debug
+    lines; the connection is logged with its attempt count only when it took more than
+    one (the source and the dead letter here connect at once: no line)."""
+    out = MemoryProducer()
+    out.connect_failures = 2
+    route, consumer, _, _, _ = build([sale(1)], out=out, retry=FAST)
+    with caplog.at_level(logging.DEBUG, logger="xrgw.route"):
+        asyncio.run(run_to_end(route, consumer))
+    down = [r for r in caplog.records if r.getMessage().startswith("endpoint not connected")]
+    assert [(r.levelno, r.__dict__.get("endpoint"), r.__dict__.get("error")) for r in down] == [
+        (logging.WARNING, "events-kafka", "injected connect failure"),
+        (logging.DEBUG, "events-kafka", "injected connect failure")]
+    assert [(r.getMessage(), r.__dict__.get("endpoint")) for r in caplog.records
+            if r.getMessage().startswith("endpoint connected")] == [
+        ("endpoint connected after 3 attempt(s)", "events-kafka")]
+
+
+@pytest.mark.parametrize(("stall_after", "interval"), [(30.0, 1.0), (0.2, 0.1),
+                                                       (0.001, 0.01)])
+def test_the_stall_watch_looks_every_half_stall_after_and_at_least_every_second(
+        monkeypatch: pytest.MonkeyPatch, stall_after: float, interval: float) -> None:
+    """A stall is reported at most half a `stall_after` (and at most `WATCH_SECONDS`)
+    after it has lasted `stall_after`, and the watch never spins faster than every
+    10 ms. Read from the pauses the watch asks for (a stand-in for the route module's
+    `asyncio.sleep`), not from a clock: a timed test would not hold on a loaded host."""
+    from gateway.runtime import route as route_module
+
+    class Enough(Exception):
+        pass
+
+    pauses: list[float] = []
+
+    async def sleep(delay: float) -> None:
+        pauses.append(delay)
+        if len(pauses) == 3:
+            raise Enough
+
+    consumer = MemoryConsumer([sale(1)])
+    route = Route("store", "store-mqtt", consumer, Converter(CATALOG.messages()),
+                  [Output("k", "KAFKA", MemoryProducer(), defaults={"topic": "t"})],
+                  deadletter=None, metrics=Metrics(), retry=FAST, stall_after=stall_after)
+    monkeypatch.setattr(route_module, "asyncio", SimpleNamespace(sleep=sleep))
+    with pytest.raises(Enough):
+        asyncio.run(route._watch_stalls())
+    assert pauses == [interval] * 3
 
 
 class Flaky(MemoryConsumer):

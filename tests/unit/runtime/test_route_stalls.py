@@ -341,3 +341,44 @@ def test_a_stalled_route_holds_an_ingress_whose_senders_wait_and_lets_it_go_afte
     asyncio.run(scenario())
     # Held while the outputs connected (start), then while stalled, released after each.
     assert consumer.holds[-2:] == ["the route is stalled", None]
+
+
+class WedgedThenDown(Down):
+    """Holds its first batch without an answer (a wedged client) until `release`, then
+    fails every send, retryably, while `is_down`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+
+    async def _write(self, messages: Sequence[NativeMessage]) -> list[Outcome]:
+        await self.release.wait()
+        return await super()._write(messages)
+
+
+def test_a_standstill_an_output_failure_explains_is_not_also_no_progress() -> None:
+    """One cause, one alert: once the wedged output fails openly, the window standing
+    still is explained by it, and `no-progress` ends although nothing has settled."""
+    out = WedgedThenDown()
+    consumer = MemoryConsumer([sale(1), sale(2)])
+    route, metrics = _route(consumer, out, MemoryProducer())
+
+    def causes() -> list[tuple[str, str]]:
+        return [(s.cause, s.endpoint) for s in route.stalled]
+
+    async def scenario() -> None:
+        await route.start()
+        try:
+            await _until(lambda: causes() == [("no-progress", "store")])
+            out.release.set()  # the batch comes back failed; its retries fail too
+            await _until(lambda: ("output-unavailable", "events-kafka") in causes())
+            assert causes() == [("output-unavailable", "events-kafka")]
+            assert route.inflight == 2  # nothing settled meanwhile
+            assert _stalled(metrics, "no-progress") == 0
+            assert _stalled(metrics, "output-unavailable") == 1
+            out.is_down = False
+            await _until(lambda: len(consumer.acked) == 2 and not route.stalled)
+        finally:
+            await route.stop(grace=1)
+
+    asyncio.run(scenario())
