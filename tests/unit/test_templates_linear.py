@@ -152,6 +152,8 @@ def test_every_matcher_gives_what_the_lazy_regex_gave(data: st.DataObject, separ
     ("/{a}-{b}/{a}-{c}", "/", "/x-y-z/x-y-w", {"a": "x", "b": "y-z", "c": "y-w"}),
     ("{a}{a}{b}", "/", "xxxyz", {"a": "x", "b": "xyz"}),
     ("{a}ab{a}", "/", "xabyabx", None),
+    # A repeated name whose length follows from the rest of its segment: one character.
+    ("{a}{b}-{b}", "/", "x1-1", {"a": "x", "b": "1"}),
     # Literal text longer than the regex's lookahead: the search finds it.
     ("{a}0123456789abcdefXY{b}", "/", "x0123456789abcdefXY0123456789abcdefXYy",
      {"a": "x", "b": "0123456789abcdefXYy"}),
@@ -330,6 +332,35 @@ def test_values_no_segment_can_take_are_turned_away_before_any_search() -> None:
                   "/s/" + "-" * 65_000, "/s/-/t"):
         assert search(value) is None
     assert search.gave_up == 0  # a search step would have exceeded the budget of 0
+
+
+@pytest.mark.parametrize("value", ["x-y", "-x-y"])
+def test_the_check_before_the_search_finds_each_run_after_a_placeholders_character(
+        value: str) -> None:
+    """A placeholder takes at least one character, so the literal after it is looked for
+    from the next one on: "-x-y" has no "-" after "{a}" takes its first character and
+    then one after "{b}" does ("-" at 0 cannot end {a}); "x-y" has none after "{b}"."""
+    search = SearchMatcher(Template.parse("{a}-{b}-{a}"), budget=0)
+    assert search(value) is None
+    assert search.gave_up == 0  # turned away without a search step
+
+
+def test_a_search_step_is_a_tried_split_or_256_characters_compared() -> None:
+    """The budget counts what `SEARCH_BUDGET` says: here one split tried for {a}
+    (1), 299 characters passed by `str.find` to reach the "-" that ends it (1: 256 or
+    more), 303 characters after it checked for the rest of the segment (1), and {b}'s
+    one possible split, which is free; so 3 steps, and a budget of 2 gives up."""
+    template = Template.parse("{a}-{b}-{a}")
+    a = "y" * 300
+    assert SearchMatcher(template, budget=3)(a + "-z-" + a) == {"a": a, "b": "z"}
+    short = SearchMatcher(template, budget=2)
+    assert short(a + "-z-" + a) is None and short.gave_up == 1
+    # A one-character {a}: one split tried (1), nothing passed, 303 characters after
+    # it checked (1).
+    b = "y" * 300
+    assert SearchMatcher(template, budget=2)("x-" + b + "-x") == {"a": "x", "b": b}
+    short = SearchMatcher(template, budget=1)
+    assert short("x-" + b + "-x") is None and short.gave_up == 1
 
 
 def test_explain_compares_a_bounded_window_of_a_long_value(monkeypatch) -> None:

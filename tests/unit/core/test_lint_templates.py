@@ -36,6 +36,9 @@ def test_a_repeated_name_no_segment_fixes_is_noted() -> None:
     assert "is not matched" in message and "segment of its own" in fix
     # Pinned through another pinned name: {b} alone in its segment, then {a}.
     assert pinned_names(Template.parse("/{b}/{a}-{b}/{a}-{b}")) == {"a", "b"}
+    # Several such names: one note that lists them all.
+    [(message, _)] = template_notes(Template.parse("{b}-{a}-{b}-{a}"))
+    assert message.startswith("template '{b}-{a}-{b}-{a}': {a}, {b} repeated next to")
 
 
 def test_notes_name_the_definition_and_field() -> None:
