@@ -156,13 +156,20 @@ def test_delay_adds_latency_each_way(proxy: FaultProxy) -> None:
 
 
 def test_a_down_upstream_closes_the_client_connection() -> None:
-    with socket.socket() as placeholder:
-        placeholder.bind(("127.0.0.1", 0))
-        dead_port = placeholder.getsockname()[1]  # nothing listens once closed
-    with FaultProxy(dead_port) as proxy, _connect(proxy) as sock:
+    # A port bound but not listening refuses connections, and stays ours for the test:
+    # a port closed again could be taken by another test's listener meanwhile (it was,
+    # once, on a loaded machine running the integration suite beside this one).
+    with (socket.socket() as placeholder, FaultProxy(_bound_port(placeholder)) as proxy,
+          _connect(proxy) as sock):
         with contextlib.suppress(ConnectionResetError):
             assert sock.recv(10) == b""
         assert proxy.connections == 0
+
+
+def _bound_port(sock: socket.socket) -> int:
+    sock.bind(("127.0.0.1", 0))
+    port: int = sock.getsockname()[1]
+    return port
 
 
 def test_a_clean_close_is_passed_on(proxy: FaultProxy, echo: _EchoServer) -> None:
