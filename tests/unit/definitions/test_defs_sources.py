@@ -279,9 +279,9 @@ def test_registry_http_errors_are_problems() -> None:
 
 
 def test_unreachable_registry_is_an_error_without_retrying() -> None:
-    with socket.socket() as sock:  # a port nobody listens on
+    with socket.socket() as sock:  # bound, not listening: refused, and no one else's
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    (error,) = load_catalog([f"http://127.0.0.1:{port}"], timeout=2).errors
+        (error,) = load_catalog([f"http://127.0.0.1:{port}"], timeout=2).errors
     assert error.message.startswith("cannot connect")
     assert error.file == f"http://127.0.0.1:{port}/export"
