@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from harness.faults.gateway_process import GatewayProcess
@@ -63,8 +64,13 @@ class FaultLog:
                 f"statuses seen {sorted(self.statuses)}")
 
 
-async def play(plan: FaultPlan, proxy: FaultProxy, gateway: GatewayProcess) -> FaultLog:
-    """Blackhole, resets, heal (see `FaultPlan`), sampling /readyz throughout."""
+async def play(plan: FaultPlan, proxy: FaultProxy, gateway: GatewayProcess,
+               while_down: Callable[[], Awaitable[None]] | None = None) -> FaultLog:
+    """Blackhole, resets, heal (see `FaultPlan`), sampling /readyz throughout.
+    `while_down` runs once /readyz said not ready, while the blackhole still holds: what
+    must follow that state (a gauge) is checked there, by a condition, rather than by a
+    sampler in the background, which can miss a short not-ready window on a loaded
+    machine (the blackhole may end soon after /readyz turned)."""
     log = FaultLog()
     began = time.monotonic()
 
@@ -85,6 +91,8 @@ async def play(plan: FaultPlan, proxy: FaultProxy, gateway: GatewayProcess) -> F
                         + "\n".join(m for m in metrics.splitlines()
                                     if m.startswith("xrgw_") and not m.endswith(" 0.0")))
                 await asyncio.sleep(0.1)
+        if while_down is not None:
+            await while_down()
         while time.monotonic() - began < plan.blackhole:
             await sample()
             await asyncio.sleep(0.1)

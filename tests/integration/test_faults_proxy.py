@@ -305,14 +305,20 @@ def test_kafka_source_through_faults(tmp_path, tansu, proxied_tansu, run_id):
             await until(lambda: live.tally.unique >= N // 5, patience(N),
                         lambda: f"{live.tally.unique} arrived before the fault")
             at_fault = live.tally.unique
-            gauge = ConnectedWatch(gateway, "faults-kafka-in")
+
+            async def gauge_down() -> None:
+                # The gauge says what /readyz said: 0 in the blackhole (checked while it
+                # holds), 1 once healed.
+                deadline = asyncio.get_running_loop().time() + PLAN.patience
+                while (seen := await endpoint_connected(gateway, "faults-kafka-in")) != 0.0:
+                    assert asyncio.get_running_loop().time() < deadline, (
+                        f"xrgw_endpoint_connected {seen} in the blackhole")
+                    await asyncio.sleep(0.1)
+
             log = await play(replace(PLAN, not_ready=KAFKA_SOURCE_NOT_READY, latency=0.05),
-                             proxy, gateway)
+                             proxy, gateway, gauge_down if KAFKA_SOURCE_NOT_READY else None)
             at_heal = live.tally.unique
-            await gauge.stop()
             if KAFKA_SOURCE_NOT_READY:
-                # The gauge says what /readyz said: 0 in the blackhole, 1 once healed.
-                assert 0.0 in gauge.seen, gauge.seen
                 await until_async(lambda: _as_count(endpoint_connected(
                     gateway, "faults-kafka-in")), 1, 30)
             await until(lambda: not live.tally.missing(sent), patience(N),
