@@ -170,6 +170,25 @@ def test_http_witness_query_values_stay_text_and_headers_are_pairs() -> None:
     }
 
 
+def test_a_request_and_a_response_of_one_path_do_not_overlap() -> None:
+    """An HTTP request (a method) and a response (a status) can share a path, but no
+    message is both: the example that would hold both fields witnesses nothing. Two
+    requests of that path do overlap (the pair is not skipped for being HTTP), and so do
+    two responses."""
+    request = define("request", "HTTP", [opt("method", "POST"),
+                                         opt("path", "/orders/{id}", type="uritemplate")])
+    response = define("response", "HTTP", [opt("status", 201, type="integer"),
+                                           opt("path", "/orders/{id}", type="uritemplate")])
+    other_request = define("other-request", "HTTP", [opt("path", "/orders/{n}",
+                                                         type="uritemplate")])
+    other_response = define("other-response", "HTTP", [
+        opt("status", 201, type="integer"), opt("path", "/orders/7")])
+    assert find_overlaps([request, response]) == []
+    assert pairs(find_overlaps([request, other_request])) == [("request", "other-request")]
+    assert pairs(find_overlaps([response, other_response])) == [
+        ("response", "other-response")]
+
+
 def test_integer_field_with_a_non_numeric_constant_is_no_overlap() -> None:
     # An ill-typed constant (the validator reports it) stays text in the example; lint
     # must not turn it into a number, nor crash, and no definition accepts it.
