@@ -170,7 +170,62 @@ def test_an_http_service_status_does_not_pass_without_a_definition_saying_so():
     assert conversion is not None  # no envelope: the match is what conforms
     reply = rules.render(native, conversion, "HTTP")
     assert isinstance(reply, NativeMessage) and reply.get("status") is None
+    assert reply.protocol == "HTTP"  # a native answer, carried into the sender's protocol
     assert reply.data == {"ok": True}
+
+
+def test_without_definitions_the_status_of_an_http_service_is_not_the_senders():
+    answer = NativeMessage("HTTP", {"status": "202", "headers": [
+        {"name": "content-type", "value": "application/json"}]}, data={"ok": True})
+    told, _, _ = _run(Service(answer), _http(), definitions=False)
+    [(reply, why)] = told
+    assert reply is not None and why == "" and reply.data == {"ok": True}
+    assert reply.get("status") is None  # the ingress answers its default (200)
+
+
+def test_the_overlay_of_the_matched_definition_renders_not_another_of_its_type():
+    """An HTTP definition of the same CloudEvents type declared first (`legacy.http`)
+    does not render the answer `quote` accepted: its own overlay does."""
+    doc = read_document({"messagegroups": {"r": {"envelope": "CloudEvents/1.0",
+                                                 "messages": {
+        "legacy.http": {"envelope": "CloudEvents/1.0", "protocol": "HTTP",
+                        "envelopemetadata": {"type": {"value": "t.quote"},
+                                             "source": {"value": "/old/{item}"}},
+                        "protocoloptions": {"status": "200"}},
+        "quote": {"envelope": "CloudEvents/1.0", "envelopemetadata": {
+            "type": {"value": "t.quote"}, "source": {"value": "/svc/{item}"}}},
+        "quote.http": {"basemessage": "/messagegroups/r/messages/quote", "protocol": "HTTP",
+                       "protocoloptions": {"status": "201"}},
+    }}}}, "o.json")
+    defs = {m.message_id: m for m in doc.messages()}
+    rules = ReplyDefinitions(list(defs.values()))
+    assert rules.paired(defs["quote"], "HTTP") is defs["quote.http"]
+    conversion = rules.judge(_quote()).conversion
+    assert conversion is not None and conversion.match.definition is defs["quote"]
+    reply = rules.render(_quote(), conversion, "HTTP")
+    assert isinstance(reply, NativeMessage) and reply.get("status") == "201"
+
+
+def test_a_sender_definitions_header_replaces_the_answers_and_its_address_is_not_taken():
+    """The HTTP overlay declares a content type (named in another case than the
+    answer's) and a path: the sender gets one content-type header, the definition's;
+    the path is the request's, not the definition's (the answer hook addresses it)."""
+    doc = read_document({"messagegroups": {"r": {"envelope": "CloudEvents/1.0",
+                                                 "messages": {
+        "quote": {"envelope": "CloudEvents/1.0", "envelopemetadata": {
+            "type": {"value": "t.quote"}, "source": {"value": "/svc/{item}"}}},
+        "quote.http": {"basemessage": "/messagegroups/r/messages/quote", "protocol": "HTTP",
+                       "protocoloptions": {"path": "/answers/{item}", "headers": [
+                           {"name": "Content-Type", "value": "application/vnd.quote+json"}]}},
+    }}}}, "h.json")
+    rules = ReplyDefinitions(list(doc.messages()))
+    conversion = rules.judge(_quote()).conversion
+    assert conversion is not None
+    reply = rules.render(_quote(), conversion, "HTTP")
+    assert isinstance(reply, NativeMessage)
+    assert [v for n, v in reply.pairs("headers") if n.lower() == "content-type"] == [
+        "application/vnd.quote+json"]
+    assert reply.get("path") is None
 
 
 def test_a_sender_definition_that_cannot_be_filled_is_a_refusal_not_a_crash():
@@ -186,6 +241,16 @@ def test_a_sender_definition_that_cannot_be_filled_is_a_refusal_not_a_crash():
     assert conversion is not None
     why = rules.render(_quote(), conversion, "HTTP")
     assert isinstance(why, str) and "nowhere" in why
+    # On a route: the sender is told of a failure, the answer dead-lettered as the
+    # service's, on the output it came from.
+    told, dlq, metrics = _run(Service(_quote()), _http(), rules=rules)
+    assert told == [(None, "the service's answer conforms to no reply definition")]
+    [letter] = dlq.written
+    meta = deadletter_metadata(letter)
+    assert meta["xrgw-reason"] == "nonconforming-reply"
+    assert meta["xrgw-source-endpoint"] == "svc"
+    assert "nowhere" in meta["xrgw-detail"] and meta["xrgw-detail"].endswith("(on svc)")
+    assert _count(metrics, "nonconforming") == 1
 
 
 def test_problem_and_wrapped_answer_events():
@@ -205,8 +270,11 @@ def test_problem_and_wrapped_answer_events():
 # -- the route ---------------------------------------------------------------------------------
 
 def _run(service: Service, *asks: NativeMessage, errors: ReplyErrors = "none",
-         definitions: bool = True
+         definitions: bool = True, rules: ReplyDefinitions | None = None,
+         unreachable: bool = False
          ) -> tuple[list[tuple[NativeMessage | None, str]], MemoryProducer, Metrics]:
+    """Run a reply route over `asks` (`rules`: other reply definitions than REPLIES;
+    `unreachable`: every sender is gone when its answer is handed to it)."""
     told: list[tuple[NativeMessage | None, str]] = []
 
     class Asking(MemoryConsumer):
@@ -215,6 +283,8 @@ def _run(service: Service, *asks: NativeMessage, errors: ReplyErrors = "none",
             for delivery in batch:
                 async def answer(reply: NativeMessage | None, why: str) -> None:
                     told.append((reply, why))
+                    if unreachable:
+                        raise ConnectionResetError("the sender hung up")
                 delivery.answer = answer
             return batch
 
@@ -224,7 +294,8 @@ def _run(service: Service, *asks: NativeMessage, errors: ReplyErrors = "none",
                   [Output("svc", "NATS", service, defaults={"subject": "svc"})],
                   deadletter=Output("dlq", "KAFKA", dlq, defaults={"topic": "d"}),
                   metrics=metrics, reply_timeout=1.0,
-                  reply_definitions=ReplyDefinitions(REPLIES) if definitions else None,
+                  reply_definitions=(rules if rules is not None else
+                                     ReplyDefinitions(REPLIES) if definitions else None),
                   reply_errors=errors)
 
     async def scenario() -> None:
@@ -319,7 +390,17 @@ def test_an_http_batch_is_answered_with_a_batch_one_event_per_member_in_order():
     assert [e.data["status"] for e in events[1:]] == [504, 502]  # type: ignore[index]
     assert sorted(deadletter_metadata(d)["xrgw-reason"] for d in dlq.written) == [
         "no-reply", "nonconforming-reply"]
+    [bad] = [meta for meta in map(deadletter_metadata, dlq.written)
+             if meta["xrgw-reason"] == "nonconforming-reply"]
+    assert bad["xrgw-source-endpoint"] == "svc" and bad["xrgw-detail"].endswith("(on svc)")
+    assert "x-kind" in bad["xrgw-explain"]  # the matcher's nearest definitions, as alone
     assert [_count(metrics, r) for r in ("answered", "no-reply", "nonconforming")] == [1, 1, 1]
+
+
+def test_a_batch_answer_the_sender_cannot_take_counts_every_member_as_failed():
+    told, _, metrics = _run(Service(_quote("a"), None), _batch("a", "b"), unreachable=True)
+    assert len(told) == 1
+    assert [_count(metrics, r) for r in ("failed", "answered", "no-reply")] == [2, 0, 0]
 
 
 def test_a_batch_of_native_answers_without_definitions_wraps_each_answer():

@@ -11,6 +11,7 @@ import pytest
 from gateway.ports import Delivery, Outcome, no_reply
 from gateway.record import NativeMessage
 from gateway.runtime.reply import hand_back, native_reply, reply_record, stray_listener
+from gateway.runtime.replyrecords import status_field, without_status
 
 REQUEST = NativeMessage("HTTP", {"method": "POST", "path": "/ask"}, data={"n": 1})
 
@@ -135,3 +136,10 @@ def test_a_native_answer_without_a_content_type_gets_none(protocol: str) -> None
     reply = native_reply(answer, protocol)
     assert reply.fields == {}
     assert reply.data == {"n": 1} and reply.raw == b'{"n":1}'
+
+
+def test_only_a_protocol_with_a_status_has_one_to_drop() -> None:
+    assert status_field("HTTP") == "status"
+    assert status_field("NATS") is None and status_field("NOT-A-PROTOCOL") is None
+    odd = NativeMessage("NOT-A-PROTOCOL", {"status": "202"}, payload=b"1")
+    assert without_status(odd) is odd
