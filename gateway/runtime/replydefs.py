@@ -27,7 +27,7 @@ from gateway.envelope.render import RenderError
 from gateway.json.values import JSON, as_text
 from gateway.matching.matcher import Explanation
 from gateway.policies.schema import SchemaPolicy
-from gateway.protocols import field_access, find_profile
+from gateway.protocols import find_profile
 from gateway.record import NativeMessage
 from gateway.runtime.replyrecords import reply_record, without_status
 
@@ -162,14 +162,13 @@ def _overlay(base: NativeMessage, rendered: NativeMessage,
         value = rendered.fields.get(name)
         if value is None:
             continue
-        kind = field_access(base.protocol, name, None).kind
         old = fields.get(name)
         if isinstance(value, list) and isinstance(old, list):
             names = {str(e.get("name", "")).lower() for e in value if isinstance(e, dict)}
             kept = [e for e in old if not (isinstance(e, dict)
                                            and str(e.get("name", "")).lower() in names)]
             fields[name] = [*kept, *value]
-        elif isinstance(value, dict) and isinstance(old, dict) and kind != "scalar":
+        elif isinstance(value, dict) and isinstance(old, dict):  # a section: by name
             fields[name] = {**old, **value}
         else:
             fields[name] = value

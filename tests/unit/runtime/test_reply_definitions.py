@@ -253,6 +253,30 @@ def test_a_sender_definition_that_cannot_be_filled_is_a_refusal_not_a_crash():
     assert _count(metrics, "nonconforming") == 1
 
 
+def test_an_amqp_senders_application_property_is_added_to_the_answers_attributes():
+    """A section (AMQP application properties) declared by the sender's definition is
+    merged by name: the CloudEvent's attributes stay beside the definition's property
+    (the whole section used to be replaced, dropping the answer's id and correlation)."""
+    doc = read_document({"messagegroups": {"r": {"envelope": "CloudEvents/1.0",
+                                                 "messages": {
+        "quote": {"envelope": "CloudEvents/1.0", "envelopemetadata": {
+            "type": {"value": "t.quote"}, "source": {"value": "/svc/{item}"}}},
+        "quote.amqp": {"basemessage": "/messagegroups/r/messages/quote",
+                       "protocol": "AMQP/1.0", "protocoloptions": {
+                           "application-properties": {"shop": {"value": "{item}-shop"}}}},
+    }}}}, "a.json")
+    rules = ReplyDefinitions(list(doc.messages()))
+    conversion = rules.judge(_quote()).conversion
+    assert conversion is not None
+    reply = rules.render(_quote(), conversion, "AMQP/1.0")
+    assert isinstance(reply, NativeMessage)
+    props = reply.get("application-properties")
+    assert isinstance(props, dict) and props["shop"] == "tea-shop"
+    assert (props["cloudEvents_id"], props["cloudEvents_correlationid"]) == ("a1", "tok")
+    event = decode(reply)
+    assert event is not None and event.get("correlationid") == "tok"
+
+
 def test_problem_and_wrapped_answer_events():
     problem = problem_event("no reply within 2 s", "/xrgw/endpoints/svc")
     assert (problem.get("type"), problem.get("datacontenttype")) == (
