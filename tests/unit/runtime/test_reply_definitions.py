@@ -176,11 +176,15 @@ def test_an_http_service_status_does_not_pass_without_a_definition_saying_so():
 
 def test_without_definitions_the_status_of_an_http_service_is_not_the_senders():
     answer = NativeMessage("HTTP", {"status": "202", "headers": [
-        {"name": "content-type", "value": "application/json"}]}, data={"ok": True})
+        {"name": "content-type", "value": "application/json"},
+        {"name": "x-result", "value": "ok"}]}, data={"ok": True})
     told, _, _ = _run(Service(answer), _http(), definitions=False)
     [(reply, why)] = told
     assert reply is not None and why == "" and reply.data == {"ok": True}
     assert reply.get("status") is None  # the ingress answers its default (200)
+    # only the status is dropped: the headers are the answer's
+    assert reply.pairs("headers") == [("content-type", "application/json"),
+                                      ("x-result", "ok")]
 
 
 def test_the_overlay_of_the_matched_definition_renders_not_another_of_its_type():
@@ -421,6 +425,28 @@ def test_an_http_batch_is_answered_with_a_batch_one_event_per_member_in_order():
     assert [_count(metrics, r) for r in ("answered", "no-reply", "nonconforming")] == [1, 1, 1]
 
 
+def test_a_batch_members_answer_a_definition_without_an_envelope_accepts_is_wrapped():
+    """`natives/ok` (no envelope) makes no CloudEvent of the answers it accepts: each is
+    wrapped as an answer event; the member whose answer it refuses gets a problem, and
+    the metric counts each member by what it got."""
+    ok = NativeMessage("NATS", {"subject": "x", "headers": [
+        {"name": "x-result", "value": "ok"}]}, data={"price": 1})
+    rules = ReplyDefinitions([m for m in CATALOG.messages() if m.group_id == "natives"])
+    told, dlq, metrics = _run(Service(ok, ok, NONCONFORMING), _batch("a", "b", "c"),
+                              rules=rules)
+    [(reply, why)] = told
+    assert reply is not None and why == ""
+    events = decode_batch(reply)
+    assert [(e.get("type"), e.get("source")) for e in events[:2]] == [
+        (ANSWER_TYPE, "/xrgw/endpoints/svc")] * 2
+    assert [e.data for e in events[:2]] == [{"price": 1}] * 2
+    assert (events[2].get("type"), events[2].data["status"]) == (  # type: ignore[index]
+        PROBLEM_TYPE, 502)
+    assert [deadletter_metadata(d)["xrgw-reason"] for d in dlq.written] == [
+        "nonconforming-reply"]
+    assert [_count(metrics, r) for r in ("answered", "nonconforming")] == [2, 1]
+
+
 def test_a_batch_answer_the_sender_cannot_take_counts_every_member_as_failed():
     told, _, metrics = _run(Service(_quote("a"), None), _batch("a", "b"), unreachable=True)
     assert len(told) == 1
@@ -582,7 +608,7 @@ def test_problems_name_an_output_whose_id_is_no_uri_as_a_valid_source():
     async def dead_letter(*args: Any) -> None:
         return None
 
-    output = Output("quote service #1", "NATS", Service(), defaults={"subject": "svc"})
+    output = Output("quotes/eu #1", "NATS", Service(), defaults={"subject": "svc"})
     replies = Replies([output], dead_letter, RouteStats("r", "in", Metrics(), None, 8,
                                                         [output]))
     told: list[NativeMessage | None] = []
@@ -595,7 +621,8 @@ def test_problems_name_an_output_whose_id_is_no_uri_as_a_valid_source():
                                      "no-reply")) == "no-reply"
     [reply] = told
     event = decode(reply) if reply is not None else None
-    assert event is not None and event.get("source") == "/xrgw/endpoints/quote%20service%20%231"
+    # one path segment, whatever the id holds (a `/` too)
+    assert event is not None and event.get("source") == "/xrgw/endpoints/quotes%2Feu%20%231"
 
 
 def test_a_native_answer_with_a_broken_content_type_is_still_a_batch_member():
@@ -637,6 +664,27 @@ def test_a_catalog_wide_base_does_not_pair_an_unrelated_reply_first():
     rules = ReplyDefinitions(list(defs.values()))
     assert rules.paired(defs["quote"], "HTTP") is defs["quote.http"]
     assert rules.paired(defs["error"], "HTTP") is defs["error.http"]
+
+
+def test_a_sender_definitions_placeholders_are_filled_from_the_answers_attributes():
+    """The HTTP overlay's headers name the answer's CloudEvents attributes (`{id}`,
+    `{correlationid}`), which the matcher captured nothing for: the sender gets their
+    values."""
+    doc = read_document({"messagegroups": {"r": {"envelope": "CloudEvents/1.0",
+                                                 "messages": {
+        "quote": {"envelope": "CloudEvents/1.0", "envelopemetadata": {
+            "type": {"value": "t.quote"}, "source": {"value": "/svc/{item}"}}},
+        "quote.http": {"basemessage": "/messagegroups/r/messages/quote", "protocol": "HTTP",
+                       "protocoloptions": {"headers": [
+                           {"name": "x-answer", "value": "{id}"},
+                           {"name": "x-correlation-id", "value": "{correlationid}"}]}},
+    }}}}, "p.json")
+    rules = ReplyDefinitions(list(doc.messages()))
+    conversion = rules.judge(_quote()).conversion
+    assert conversion is not None
+    reply = rules.render(_quote(), conversion, "HTTP")
+    assert isinstance(reply, NativeMessage)
+    assert (reply.header("x-answer"), reply.header("x-correlation-id")) == ("a1", "tok")
 
 
 def test_a_sender_definition_with_templates_of_its_own_fills_them_from_the_event():
