@@ -102,3 +102,17 @@ def test_a_stalled_tap_counts_every_message_it_could_not_take() -> None:
     route, consumer = _route(hub, MemoryProducer(), [sale(1), sale(2), unmatched(), sale(4)])
     asyncio.run(run_to_end(route, consumer))
     assert len(subscription.queue) == 1 and subscription.dropped == 3
+
+
+def test_a_tap_stalled_before_a_batch_counts_its_messages_without_taking_them() -> None:
+    """A tap whose queue is already full when a batch settles is told how many messages
+    it missed from the batch's count (no item is built for it)."""
+    hub = TapHub()
+    subscription = hub.subscribe(TapFilter(), capacity=1)
+    route, consumer = _route(hub, MemoryProducer(), [sale(1)])
+    asyncio.run(run_to_end(route, consumer))
+    assert len(subscription.queue) == 1 and subscription.saturated
+    route, consumer = _route(hub, MemoryProducer(), [sale(2), unmatched(), sale(4)])
+    asyncio.run(run_to_end(route, consumer))
+    assert subscription.dropped == 3 and len(consumer.acked) == 3
+    assert hub.errors == 0
