@@ -281,6 +281,31 @@ def test_an_amqp_senders_application_property_is_added_to_the_answers_attributes
     assert event is not None and event.get("correlationid") == "tok"
 
 
+def test_an_answer_without_the_entries_the_sender_definition_declares_gets_them():
+    """A native answer without a content type becomes an MQTT 5 / AMQP record with no
+    user properties / application properties at all: the sender's definition's entries
+    are the whole list / section."""
+    doc = read_document({"messagegroups": {"r": {"messages": {
+        "done": {"protocol": "NATS"},
+        "done.mqtt": {"basemessage": "/messagegroups/r/messages/done",
+                      "protocol": "MQTT/5.0", "protocoloptions": {
+                          "user_properties": [{"name": "result", "value": "done"}]}},
+        "done.amqp": {"basemessage": "/messagegroups/r/messages/done",
+                      "protocol": "AMQP/1.0", "protocoloptions": {
+                          "application-properties": {"result": {"value": "done"}}}},
+    }}}}, "e.json")
+    rules = ReplyDefinitions(list(doc.messages()))
+    answer = NativeMessage("NATS", {"subject": "_INBOX.x"}, payload=b"ok")
+    conversion = rules.judge(answer).conversion
+    assert conversion is not None
+    mqtt = rules.render(answer, conversion, "MQTT/5.0")
+    assert isinstance(mqtt, NativeMessage) and mqtt.body_bytes() == b"ok"
+    assert mqtt.pairs("user_properties") == [("result", "done")]
+    amqp = rules.render(answer, conversion, "AMQP/1.0")
+    assert isinstance(amqp, NativeMessage) and amqp.body_bytes() == b"ok"
+    assert amqp.get("application-properties") == {"result": "done"}
+
+
 def test_problem_and_wrapped_answer_events():
     problem = problem_event("no reply within 2 s", "/xrgw/endpoints/svc")
     assert (problem.get("type"), problem.get("datacontenttype")) == (
