@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -304,6 +307,44 @@ def test_an_answer_without_the_entries_the_sender_definition_declares_gets_them(
     amqp = rules.render(answer, conversion, "AMQP/1.0")
     assert isinstance(amqp, NativeMessage) and amqp.body_bytes() == b"ok"
     assert amqp.get("application-properties") == {"result": "done"}
+
+
+def _beside_type_only_options() -> list[tuple[str, str]]:
+    """The MQTT 5 user properties a sender gets from a definition that declares three
+    options by type only (nothing to render) beside its user property."""
+    doc = read_document({"messagegroups": {"r": {"envelope": "CloudEvents/1.0",
+                                                 "messages": {
+        "quote": {"envelope": "CloudEvents/1.0", "envelopemetadata": {
+            "type": {"value": "t.quote"}, "source": {"value": "/svc/{item}"}}},
+        "quote.mqtt": {"basemessage": "/messagegroups/r/messages/quote",
+                       "protocol": "MQTT/5.0", "protocoloptions": {
+                           "content_type": {"type": "string"},
+                           "message_expiry_interval": {"type": "integer"},
+                           "response_topic": {"type": "string"},
+                           "user_properties": [{"name": "kind", "value": "quote"}]}},
+    }}}}, "t.json")
+    assert not doc.problems
+    rules = ReplyDefinitions(list(doc.messages()))
+    conversion = rules.judge(_quote()).conversion
+    assert conversion is not None
+    reply = rules.render(_quote(), conversion, "MQTT/5.0")
+    assert isinstance(reply, NativeMessage)
+    return [p for p in reply.pairs("user_properties") if p[0] == "kind"]
+
+
+def test_an_option_declared_by_type_only_does_not_hide_the_others():
+    """Options with nothing to render are passed over, whatever order the definition's
+    options are taken in: that order follows the string hash seed, so the render runs
+    under a few fixed seeds too."""
+    assert _beside_type_only_options() == [("kind", "quote")]
+    root = Path(__file__).parents[3]
+    code = ("from tests.unit.runtime.test_reply_definitions import "
+            "_beside_type_only_options as f; print(f())")
+    for seed in ("0", "1", "2", "3"):
+        ran = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,
+                             text=True, env={**os.environ, "PYTHONHASHSEED": seed},
+                             check=False)
+        assert (ran.returncode, ran.stdout.strip()) == (0, "[('kind', 'quote')]"), ran.stderr
 
 
 def test_problem_and_wrapped_answer_events():
