@@ -317,7 +317,6 @@ class MemberAnswer(NamedTuple):
     """What one event of a waiting sender's message got: the output's outcome carrying
     the answer and the output's endpoint id, or None and why no answer came."""
 
-    member: Member | None
     outcome: Outcome | None
     why: str
     endpoint: str
@@ -338,16 +337,16 @@ def member_answers(batch: Batch) -> list[tuple[Message, list[MemberAnswer]]]:
             continue
         whole = message.whole
         if whole is not None:
-            out.append((message, [MemberAnswer(whole, None, why_unanswered(whole), "")]))
+            out.append((message, [MemberAnswer(None, why_unanswered(whole), "")]))
             continue
         parts = []
         for member in message.members:
             found = got.get(member)
             if found is not None:
-                parts.append(MemberAnswer(member, found[0], "", found[1]))
+                parts.append(MemberAnswer(found[0], "", found[1]))
             else:
                 why = why_unanswered(member) if member.reason is not None else "no answer"
-                parts.append(MemberAnswer(member, None, why, ""))
+                parts.append(MemberAnswer(None, why, ""))
         out.append((message, parts))
     return out
 

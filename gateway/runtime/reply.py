@@ -182,7 +182,7 @@ class Replies:
             return
         first = next((p for p in parts
                       if p.outcome is not None and p.outcome.reply is not None), None)
-        part = first or (parts[0] if parts else MemberAnswer(None, None, "no answer", ""))
+        part = first or (parts[0] if parts else MemberAnswer(None, "no answer", ""))
         self._stats.replied(await self._answer_one(answer, protocol, part))
 
     async def _answer_one(self, answer: Answer, protocol: str, part: MemberAnswer) -> str:

@@ -120,7 +120,7 @@ class Route:
         self.reply_timeout = reply_timeout
         # What answers must conform to (None: anything), and what a sender without a
         # status is told when none conforms (`gateway.runtime.reply`).
-        self._reply_rules = (reply_definitions, reply_errors)
+        self._reply_definitions, self._reply_errors = reply_definitions, reply_errors
         # Shadow mode: consume, match and render as usual, publish and dead-letter
         # nothing (the report counts what would have happened).
         self.observe = observe
@@ -156,10 +156,9 @@ class Route:
         # (the route's `redact:` and the credential headers), as the report does.
         self.deadletters = DeadLetters(self.deadletter, self.source_endpoint, redactor,
                                        self.sender, window, stats, stalls)
-        definitions, errors = self._reply_rules
         self.replies = (None if self.reply_timeout is None else
-                        Replies(self.outputs, self.deadletters.stray, stats, definitions,
-                                errors))
+                        Replies(self.outputs, self.deadletters.stray, stats,
+                                self._reply_definitions, self._reply_errors))
         batches: asyncio.Queue[Batch] = asyncio.Queue()
         maker = BatchMaker(self.converter, self.outputs, self.mode,
                            PartitionKeys(partition_key), stats)
