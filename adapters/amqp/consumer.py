@@ -20,7 +20,7 @@ from adapters.amqp.link import LinkHandler, Note, describe, hint
 from adapters.amqp.options import AmqpOptions
 from adapters.amqp.proton_loop import ProtonThread
 from adapters.amqp.record import to_record
-from adapters.amqp.terminus import apply_terminus
+from adapters.amqp.terminus import AutoDurability, apply_terminus
 from gateway.ports import Delivery, EndOfInput, EndpointSettings, NotConnected
 from gateway.ports.inbox import Inbox, InboxCounts
 from gateway.record import NativeMessage
@@ -41,9 +41,10 @@ class _SourceTerminus(LinkOption):
 
 
 class _ReceiverHandler(LinkHandler):
-    def __init__(self, opts: AmqpOptions, node: str) -> None:
+    def __init__(self, opts: AmqpOptions, node: str, durability: str) -> None:
         super().__init__(opts)
         self._node = node
+        self._durability = durability
         self._receiver: Receiver | None = None
         self._ready = False
         self._next_token = 0
@@ -59,7 +60,7 @@ class _ReceiverHandler(LinkHandler):
         assert self.connection is not None
         self._receiver = event.container.create_receiver(
             self.connection, source=self._node, options=[AtLeastOnce(), _SourceTerminus(
-                self.opts.terminus_durability, self.opts.expiry_policy, self._node)]
+                self._durability, self.opts.expiry_policy, self._node)]
         )
 
     def on_link_opened(self, event: Event) -> None:
@@ -203,6 +204,7 @@ class AmqpConsumer(InboxCounts):
             raise ValueError("node: a consumer needs a source address")
         self._node: str = self._opts.node
         self._opts.warn_transient_queue()
+        self._durability = AutoDurability(self._opts.terminus_durability)
         self._thread: ProtonThread[Note] | None = None
         self._settler: _Settler | None = None
         self._ready: asyncio.Future[None] | None = None
@@ -218,10 +220,19 @@ class AmqpConsumer(InboxCounts):
         return self._connected
 
     async def connect(self) -> None:
+        try:
+            await self._attach()
+        except NotConnected as exc:
+            if not self._durability.refused(self._node, str(exc)):
+                raise
+            await self._attach()  # to the existing queue, as it is
+
+    async def _attach(self) -> None:
         if self._inbox.closed:
             raise EndOfInput("consumer closed")
         await self._drop()
-        handler = _ReceiverHandler(self._opts, self._node)
+        handler = _ReceiverHandler(self._opts, self._node,
+                                   self._durability.for_address(self._node))
         thread: ProtonThread[Note] = ProtonThread(
             handler, lambda batch: self._on_batch(thread, batch), "xrgw-amqp-consumer"
         )

@@ -51,7 +51,8 @@ OPTIONS = OptionSpec(
                      "(erased by a broker restart) for none, and refuses an attach whose "
                      "durability differs from an existing queue's. auto: configuration for "
                      "a /queue/ address, none otherwise (a durable terminus on /exchange/ or "
-                     "/topic/ makes RabbitMQ leave a durable queue behind at every attach)",
+                     "/topic/ makes RabbitMQ leave a durable queue behind at every attach); "
+                     "an existing transient /queue/ is attached as it is, with a warning",
                      default="auto",
                      choices=("auto", "none", "configuration", "unsettled-state")),
                xregistry=True),

@@ -19,7 +19,7 @@ from adapters.amqp.options import AmqpOptions
 from adapters.amqp.proton_loop import ProtonThread
 from adapters.amqp.record import to_message, to_record
 from adapters.amqp.reply import requesting, token_of
-from adapters.amqp.terminus import apply_terminus
+from adapters.amqp.terminus import AutoDurability, apply_terminus
 from gateway.ports import (
     Confirmation,
     EndpointSettings,
@@ -40,8 +40,9 @@ _ADDRESS_ERRORS = frozenset(
 
 
 class _SenderHandler(LinkHandler):
-    def __init__(self, opts: AmqpOptions) -> None:
+    def __init__(self, opts: AmqpOptions, durability: AutoDurability) -> None:
         super().__init__(opts)
+        self._durability = durability
         self._senders: dict[str, Sender] = {}
         # delivery tag -> (address, submit id, index) waiting for the disposition; the
         # tags are ours, unique across the links of the connection
@@ -150,8 +151,8 @@ class _SenderHandler(LinkHandler):
         session.open()
         sender = session.sender(f"xrgw-{uuid.uuid4().hex[:12]}")
         sender.target.address = address
-        apply_terminus(sender.target, self.opts.terminus_durability, self.opts.expiry_policy,
-                       address)
+        apply_terminus(sender.target, self._durability.for_address(address),
+                       self.opts.expiry_policy, address)
         AtLeastOnce().apply(sender)
         sender.open()
         self._senders[address] = sender
@@ -173,8 +174,12 @@ class _SenderHandler(LinkHandler):
             self._link_failed(link, condition)
 
     def _link_failed(self, link: Link, condition: Condition | None) -> None:
+        why = describe(condition, "link error")
         retryable = condition is None or str(condition.name) not in _ADDRESS_ERRORS
-        self._drop_sender(link, hint(describe(condition, "link error")), retryable)
+        address = link.target.address
+        if address is not None and self._durability.refused(address, why):
+            retryable = True  # the next attach takes the existing queue as it is
+        self._drop_sender(link, hint(why), retryable)
 
     def on_delivery(self, event: Event) -> None:
         delivery = event.delivery
@@ -256,6 +261,8 @@ class AmqpProducer:
     def __init__(self, settings: EndpointSettings) -> None:
         self._opts = AmqpOptions.parse(settings)
         self._opts.warn_transient_queue()
+        # Kept over reconnects: a queue found transient stays known as such.
+        self._durability = AutoDurability(self._opts.terminus_durability)
         self._thread: ProtonThread[Note] | None = None
         self._handler: _SenderHandler | None = None
         self._ready: asyncio.Future[None] | None = None
@@ -278,7 +285,7 @@ class AmqpProducer:
 
     async def _connect(self) -> None:
         await self._drop("reconnecting")
-        handler = _SenderHandler(self._opts)
+        handler = _SenderHandler(self._opts, self._durability)
         thread: ProtonThread[Note] = ProtonThread(
             handler, lambda batch: self._on_batch(thread, batch), "xrgw-amqp-producer"
         )

@@ -10,13 +10,23 @@ old default could not attach to the durable queues RabbitMQ users usually declar
 asks for a durable queue on `/queue/` addresses only: on `/exchange/...` and `/topic/...`
 RabbitMQ declares a queue of its own per attach, which a durable terminus would leave
 behind at every reconnect.
+
+`auto` also attaches to a `/queue/` that exists already as it is: when RabbitMQ refuses the
+durable attach because the queue is transient (made by another client, or by an older
+gateway), the link is attached again with a transient terminus, once per address, with one
+warning (`AutoDurability`). Refusing would protect nothing -- the queue is transient either
+way -- and would stop the route. An explicit `configuration` keeps the refusal.
 """
 
 from __future__ import annotations
 
+import logging
+
 from proton import Terminus
 
-__all__ = ["apply_terminus", "durability_for", "transient_queue_warning"]
+__all__ = ["AutoDurability", "apply_terminus", "durability_for", "transient_queue_warning"]
+
+log = logging.getLogger("adapters.amqp")
 
 _DURABILITY = {
     "none": Terminus.NONDURABLE,
@@ -57,3 +67,35 @@ def transient_queue_warning(setting: str, address: str | None) -> str | None:
     return (f"AMQP {address}: terminus-durability none makes RabbitMQ 3.x declare a "
             "transient queue; a broker restart erases it with every message in it "
             "(leave terminus-durability at auto for a durable queue)")
+
+
+class AutoDurability:
+    """The terminus durability per address, `auto` following a queue that exists already
+    transient (see the module docstring). One per adapter instance, kept over reconnects;
+    used from one thread at a time (the consumer's attach, the producer's proton thread)."""
+
+    def __init__(self, setting: str) -> None:
+        self.setting = setting
+        self._transient: set[str] = set()
+
+    def for_address(self, address: str) -> str:
+        """The durability an attach to `address` asks for now."""
+        if address in self._transient:
+            return "none"
+        return durability_for(self.setting, address)
+
+    def refused(self, address: str, why: str) -> bool:
+        """Whether an attach to `address` refused with `why` should be tried again with a
+        transient terminus: `auto`, a durable attach to a `/queue/`, and RabbitMQ's
+        `precondition-failed ... inequivalent arg 'durable'`. Remembered for the address."""
+        if self.setting != "auto" or self.for_address(address) != "configuration":
+            return False
+        lowered = why.lower()
+        if "precondition-failed" not in lowered or "durable" not in lowered:
+            return False
+        self._transient.add(address)
+        log.warning("AMQP %s exists as a transient queue: attached to it as it is "
+                    "(terminus-durability auto); a broker restart erases it with every "
+                    "message in it. Declare it durable, or set terminus-durability "
+                    "configuration to refuse a transient queue", address)
+        return True

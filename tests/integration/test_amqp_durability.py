@@ -125,22 +125,60 @@ def test_terminus_durability_none_and_exchange_addresses_declare_transient_queue
                           if queue.startswith("amq.gen-")}, queues
 
 
-def test_a_durability_mismatch_is_refused_with_the_fix(own_rabbitmq: RabbitMQ) -> None:
-    """An existing transient queue (one an older gateway made) refuses the durable attach:
-    the consumer's error says what to change, and a producer's messages fail for good
-    (dead-lettered), not retried for ever."""
+def test_auto_attaches_to_an_existing_transient_queue_as_it_is(
+        own_rabbitmq: RabbitMQ, caplog: pytest.LogCaptureFixture) -> None:
+    """An existing transient queue (made by another client, or an older gateway) refuses
+    the durable attach; under `auto` the consumer and the producer attach again with a
+    transient terminus and say so once, so the route runs: the messages the producer sends
+    reach the consumer, and the queue is still the transient one."""
     name = f"old-{uuid.uuid4().hex[:8]}"
+
+    async def scenario() -> list[object]:
+        old = AmqpConsumer(_settings(own_rabbitmq, f"/queue/{name}",
+                                     **{"terminus-durability": "none"}))
+        await old.connect()
+        await old.aclose()
+        consumer = AmqpConsumer(_settings(own_rabbitmq, f"/queue/{name}"))
+        producer = AmqpProducer(_settings(own_rabbitmq, f"/queue/{name}"))
+        try:
+            await consumer.connect()
+            await producer.connect()
+            # The first send meets the refusal (retryable); the route's retry attaches.
+            outcomes = await write(producer, [NativeMessage(AMQP, {}, {"n": 1})])
+            if not outcomes[0].delivered:
+                assert outcomes[0].retryable, outcomes
+                outcomes = await write(producer, [NativeMessage(AMQP, {}, {"n": 1})])
+            assert outcomes[0].delivered, outcomes
+            return await _drain(consumer, 1)
+        finally:
+            await producer.aclose()
+            await consumer.aclose()
+
+    with caplog.at_level("WARNING", logger="adapters.amqp"):
+        assert asyncio.run(scenario()) == [{"n": 1}]
+    assert _queues(own_rabbitmq)[name] == "false"
+    warnings = [r.getMessage() for r in caplog.records if "exists as a transient queue" in
+                r.getMessage()]
+    assert len(warnings) == 2, warnings  # one from each adapter, not one per attach
+
+
+def test_a_durability_mismatch_is_refused_with_the_fix(own_rabbitmq: RabbitMQ) -> None:
+    """`terminus-durability: configuration` insists on a durable queue: an existing
+    transient one refuses the attach, the consumer's error says what to change, and a
+    producer's messages fail for good (dead-lettered), not retried for ever."""
+    name = f"old-{uuid.uuid4().hex[:8]}"
+    durable = {"terminus-durability": "configuration"}
 
     async def scenario() -> tuple[str, list[str]]:
         old = AmqpConsumer(_settings(own_rabbitmq, f"/queue/{name}",
                                      **{"terminus-durability": "none"}))
         await old.connect()
         await old.aclose()
-        consumer = AmqpConsumer(_settings(own_rabbitmq, f"/queue/{name}"))
+        consumer = AmqpConsumer(_settings(own_rabbitmq, f"/queue/{name}", **durable))
         with pytest.raises(NotConnected) as refused:
             await consumer.connect()
         await consumer.aclose()
-        producer = AmqpProducer(_settings(own_rabbitmq, f"/queue/{name}"))
+        producer = AmqpProducer(_settings(own_rabbitmq, f"/queue/{name}", **durable))
         await producer.connect()
         try:
             outcomes = await write(producer, [NativeMessage(AMQP, {}, {"n": 1})])

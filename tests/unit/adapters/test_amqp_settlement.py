@@ -53,7 +53,7 @@ class _Thread:
 
 def _handler(tokens: int) -> tuple[_ReceiverHandler, list[_Delivery], _Receiver, _Thread]:
     handler = _ReceiverHandler(AmqpOptions.parse(EndpointSettings(
-        "amqp://127.0.0.1:1", options={"node": "/queue/q"})), "/queue/q")
+        "amqp://127.0.0.1:1", options={"node": "/queue/q"})), "/queue/q", "configuration")
     deliveries = [_Delivery() for _ in range(tokens)]
     handler._unsettled = {token: cast(Any, d) for token, d in enumerate(deliveries)}
     receiver, thread = _Receiver(), _Thread()

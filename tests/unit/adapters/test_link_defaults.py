@@ -7,7 +7,7 @@ import pytest
 from proton import Terminus
 
 from adapters.amqp import AmqpConsumer, AmqpOptions
-from adapters.amqp.terminus import apply_terminus, durability_for
+from adapters.amqp.terminus import AutoDurability, apply_terminus, durability_for
 from adapters.mqtt import MqttOptions
 from gateway.ports import EndpointSettings
 
@@ -41,6 +41,35 @@ def test_apply_terminus_sets_durability_and_expiry():
     apply_terminus(spy, "unsettled-state", "link-detach", "/topic/x")  # type: ignore[arg-type]
     assert (spy.durability, spy.expiry_policy) == (Terminus.DELIVERIES,
                                                     Terminus.EXPIRE_WITH_LINK)
+
+
+_REFUSED = ("amqp:precondition-failed: PRECONDITION_FAILED - inequivalent arg 'durable' for "
+            "queue 'q' in vhost '/': received 'true' but current is 'false'")
+
+
+def test_auto_follows_an_existing_transient_queue_once_refused(caplog):
+    durability = AutoDurability("auto")
+    assert durability.for_address("/queue/q") == "configuration"
+    with caplog.at_level("WARNING", logger="adapters.amqp"):
+        assert durability.refused("/queue/q", _REFUSED)
+        assert not durability.refused("/queue/q", _REFUSED)  # already transient
+    assert durability.for_address("/queue/q") == "none"
+    assert durability.for_address("/queue/other") == "configuration"
+    assert [r.getMessage().split(" exists")[0] for r in caplog.records] == ["AMQP /queue/q"]
+
+
+@pytest.mark.parametrize(("setting", "address", "why"), [
+    ("configuration", "/queue/q", _REFUSED),  # an explicit choice is kept
+    ("none", "/queue/q", _REFUSED),
+    ("auto", "/exchange/x/k", _REFUSED),  # asked transient already
+    ("auto", "/queue/q", "amqp:precondition-failed: inequivalent arg 'x-max-length'"),
+    ("auto", "/queue/q", "amqp:not-found: no queue 'durable'"),
+])
+def test_other_refusals_are_not_retried(setting, address, why):
+    durability = AutoDurability(setting)
+    before = durability.for_address(address)
+    assert not durability.refused(address, why)
+    assert durability.for_address(address) == before
 
 
 def test_amqp_options_read_terminus_settings():
