@@ -44,7 +44,7 @@ from gateway.observability.readiness import (
     judge,
 )
 from gateway.ports import AdapterEndpoint, Consumer, Producer
-from gateway.runtime.heap import settle_heap
+from gateway.runtime.heap import freeze_new, settle_heap
 from gateway.runtime.reply import ReplyDefinitions
 from gateway.runtime.route import Output, Route
 from gateway.schemas.fetch import FETCHER
@@ -152,8 +152,10 @@ class Gateway:
         return judge(self.config.admin.readiness, _endpoint_states(self.routes),
                      _route_states(self.routes), started=bool(self.routes))
 
-    async def start(self) -> None:
-        self.routes = self._build_routes(self.config)
+    async def start(self, built: list[Route] | None = None) -> None:
+        """Start the routes (`built`: already built from this configuration) and the
+        admin server."""
+        self.routes = self._build_routes(self.config) if built is None else built
         for route in self.routes:
             await route.start()
         admin = self.config.admin
@@ -185,12 +187,14 @@ class Gateway:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, handler)
         try:
-            await self.start()
+            built = self._build_routes(self.config)
+            settle_heap()  # the catalog out of the collector's scans, before anything listens
+            await self.start(built)
         except Exception as exc:
             log.error("start-up failed", extra=fields(error=exc))
             await self.stop()
             return EXIT_STARTUP
-        settle_heap()  # the catalog and clients out of the collector's scans (see heap.py)
+        freeze_new()  # the clients too, without walking the catalog again (see heap.py)
         watcher = asyncio.create_task(self._watch())
         while not self._stop.is_set():
             stop = asyncio.create_task(self._stop.wait())

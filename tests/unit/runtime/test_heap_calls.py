@@ -43,3 +43,13 @@ def test_settle_heap_frees_then_freezes_then_widens_the_young_generation(
     monkeypatch.setattr(heap, "gc", fake)
     heap.settle_heap()
     assert fake.calls == ["unfreeze", "collect", "freeze", after]
+
+
+def test_freeze_new_freezes_without_another_full_collection(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A second settle_heap would unfreeze and walk the whole catalog again (0.86 s at
+    # 10,000 definitions) while an HTTP source already listens.
+    fake = FakeGc((300_000, 10, 10))
+    monkeypatch.setattr(heap, "gc", fake)
+    heap.freeze_new()
+    assert fake.calls == ["freeze"]
