@@ -55,6 +55,9 @@ class Note:
     kind: Literal["ready", "lost", "messages", "outcomes", "listening", "answers"]
     first: int = 0  # messages: the token of records[0]; the others follow, one apart
     records: Sequence[NativeMessage] = ()
+    # messages: the received messages still encoded (decoded on the event loop, see
+    # `consumer.py`), all received at `reason` (one receive time per burst)
+    encoded: Sequence[bytes] = ()
     outcomes: Sequence[tuple[int, int, Outcome]] = ()  # (submit id, index, outcome)
     reason: str = ""
 

@@ -5,11 +5,13 @@ thread would post are fed in directly."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from typing import Any, cast
 
 import pytest
 from proton import Delivery as ProtonDelivery
+from proton import Message
 
 from adapters.amqp import AmqpConsumer, AmqpProducer
 from adapters.amqp.consumer import _ReceiverHandler, _Settler
@@ -41,8 +43,14 @@ class _Handler:
         self.bursts.append(settlements)
 
 
-def _records(numbers: range) -> list[NativeMessage]:
-    return [NativeMessage("AMQP/1.0", {}, {"n": n}) for n in numbers]
+def _encoded(n: int, **properties: Any) -> bytes:
+    """A received message as the proton thread hands it over: still encoded."""
+    return Message(body=json.dumps({"n": n}).encode(), content_type="application/json",
+                   **properties).encode()
+
+
+def _records(numbers: range) -> list[bytes]:
+    return [_encoded(n) for n in numbers]
 
 
 def _consumer(max_in_flight: int) -> tuple[AmqpConsumer, _Thread, _Handler]:
@@ -74,8 +82,8 @@ def test_read_batch_takes_several_bursts_up_to_limit_and_window() -> None:
     async def run() -> None:
         consumer, thread, _ = _consumer(max_in_flight=6)
         consumer._on_batch(cast(ProtonThread[Note], thread), [
-            Note("messages", 0, records=_records(range(3))),
-            Note("messages", 3, records=_records(range(3, 8))),
+            Note("messages", 0, encoded=_records(range(3))),
+            Note("messages", 3, encoded=_records(range(3, 8))),
         ])
         assert _numbers(await consumer.read_batch(4)) == [0, 1, 2, 3]
         assert _numbers(await consumer.read_batch(100)) == [4, 5]  # the window is full
@@ -87,11 +95,29 @@ def test_read_batch_takes_several_bursts_up_to_limit_and_window() -> None:
     asyncio.run(run())
 
 
+def test_messages_are_handed_over_encoded_and_decoded_on_the_loop() -> None:
+    """The proton thread hands bursts over encoded (decoding there fought the event loop
+    for the GIL on every attribute read); the consumer decodes them into records with
+    the burst's receive time."""
+    async def run() -> None:
+        consumer, thread, _ = _consumer(max_in_flight=10)
+        consumer._on_batch(cast(ProtonThread[Note], thread), [
+            Note("messages", 0, encoded=[_encoded(1, subject="a/b"), _encoded(2)],
+                 reason="2026-11-27T20:00:00Z")])
+        first, second = await consumer.read_batch(10)
+        assert first.message.data == {"n": 1} and second.message.data == {"n": 2}
+        assert first.message.received_at == "2026-11-27T20:00:00Z"
+        assert first.message.fields["properties"] == {"subject": "a/b",
+                                                      "content-type": "application/json"}
+
+    asyncio.run(run())
+
+
 def test_a_burst_of_settlements_is_one_hand_over() -> None:
     async def run() -> None:
         consumer, thread, handler = _consumer(max_in_flight=10)
         consumer._on_batch(cast(ProtonThread[Note], thread),
-                           [Note("messages", 7, records=_records(range(4)))])
+                           [Note("messages", 7, encoded=_records(range(4)))])
         deliveries = await consumer.read_batch(10)
         await deliveries[0].ack()
         await deliveries[1].nack("later")
@@ -116,7 +142,7 @@ def test_a_lost_connection_drops_what_was_not_handed_out() -> None:
     async def run() -> None:
         consumer, thread, _ = _consumer(max_in_flight=10)
         consumer._on_batch(cast(ProtonThread[Note], thread), [
-            Note("messages", 0, records=_records(range(3))),
+            Note("messages", 0, encoded=_records(range(3))),
             Note("lost", reason="connection closed"),
         ])
         with pytest.raises(NotConnected):
@@ -194,11 +220,8 @@ def test_a_consumer_needs_a_node_and_starts_not_connected() -> None:
     asyncio.run(run())
 
 
-def _request(n: int, reply_to: str | None) -> NativeMessage:
-    properties: dict[str, Any] = {"message-id": f"m-{n}"}
-    if reply_to is not None:
-        properties["reply-to"] = reply_to
-    return NativeMessage("AMQP/1.0", {"properties": properties}, {"n": n})
+def _request(n: int, reply_to: str | None) -> bytes:
+    return _encoded(n, id=f"m-{n}", reply_to=reply_to)
 
 
 def test_a_request_naming_a_reply_to_is_handed_out_with_its_answer() -> None:
@@ -208,7 +231,7 @@ def test_a_request_naming_a_reply_to_is_handed_out_with_its_answer() -> None:
     async def run() -> None:
         consumer, thread, _ = _consumer(max_in_flight=10)
         consumer._on_batch(cast(ProtonThread[Note], thread), [
-            Note("messages", 0, records=[_request(0, "/queue/replies"), _request(1, None)])])
+            Note("messages", 0, encoded=[_request(0, "/queue/replies"), _request(1, None)])])
         request, plain = await consumer.read_batch(10)
         assert plain.answer is None
         assert request.answer is not None
