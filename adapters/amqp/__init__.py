@@ -14,7 +14,9 @@ handshake with `TLS: ...`. The password is never logged nor part of a repr.
 
 Batches. Everything crosses between proton's thread and asyncio in bursts, never one
 message at a time (see `adapters/amqp/proton_loop.py` for why): the messages of one socket
-read reach `read_batch()` as one hand-over with one receive time; the settlements the
+read reach `read_batch()` as one hand-over with one receive time, still encoded (the event
+loop decodes them: on proton's thread every attribute read gave the GIL up and waited for
+the busy loop to give it back); the settlements the
 engine makes in one go travel back as one hand-over; a `submit()` is one hand-over, and
 the dispositions of one socket read come back as one.
 
