@@ -155,8 +155,14 @@ def _overlay(base: NativeMessage, rendered: NativeMessage,
     replaced, named entries (headers, user properties, sections) replaced by name and
     added. The address is not taken: the answer hook addresses the answer."""
     prof = find_profile(base.protocol)
-    address = None if prof is None or prof.address is None else prof.address.field
-    declared = {c.field for c in definition.protocol_options} - {address}
+    address = None if prof is None else prof.address
+    # The address is a field (a topic, a subject) or a member of a section (AMQP's
+    # properties.subject): only that member is left out, the section's others apply.
+    whole = address.field if address is not None and address.name is None else None
+    member = (address.field, address.name) if address is not None and address.name else None
+    # In declaration order, so that the answer's fields come out the same every time.
+    declared = [f for f in dict.fromkeys(c.field for c in definition.protocol_options)
+                if f != whole]
     fields: dict[str, JSON] = dict(base.fields)
     for name in declared:
         value = rendered.fields.get(name)
@@ -168,8 +174,10 @@ def _overlay(base: NativeMessage, rendered: NativeMessage,
             kept = [e for e in old if not (isinstance(e, dict)
                                            and str(e.get("name", "")).lower() in names)]
             fields[name] = [*kept, *value]
-        elif isinstance(value, dict) and isinstance(old, dict):  # a section: by name
-            fields[name] = {**old, **value}
+        elif isinstance(value, dict):  # a section: by name
+            if member is not None and member[0] == name:
+                value = {k: v for k, v in value.items() if k != member[1]}
+            fields[name] = {**old, **value} if isinstance(old, dict) else value
         else:
             fields[name] = value
     return base.replace_fields(fields)

@@ -284,6 +284,34 @@ def test_an_amqp_senders_application_property_is_added_to_the_answers_attributes
     assert event is not None and event.get("correlationid") == "tok"
 
 
+def test_an_amqp_senders_properties_apply_but_its_address_member_does_not():
+    """AMQP's address is one member of the properties section (`subject`): a sender's
+    definition that declares properties gets its other members (here `group-id`) on the
+    answer, and the answer's subject stays the answer's own (the whole section used to be
+    skipped as "the address")."""
+    doc = read_document({"messagegroups": {"r": {"envelope": "CloudEvents/1.0",
+                                                 "messages": {
+        "quote": {"envelope": "CloudEvents/1.0", "envelopemetadata": {
+            "type": {"value": "t.quote"}, "source": {"value": "/svc/{item}"}}},
+        "quote.amqp": {"basemessage": "/messagegroups/r/messages/quote",
+                       "protocol": "AMQP/1.0", "protocoloptions": {
+                           "properties": {"subject": {"value": "quotes/{item}",
+                                                      "type": "uritemplate"},
+                                          "group-id": {"value": "{item}-group"}},
+                           "application-properties": {"shop": {"value": "{item}-shop"}}}},
+    }}}}, "p.json")
+    rules = ReplyDefinitions(list(doc.messages()))
+    conversion = rules.judge(_quote()).conversion
+    assert conversion is not None
+    reply = rules.render(_quote(), conversion, "AMQP/1.0")
+    assert isinstance(reply, NativeMessage)
+    properties = reply.get("properties")
+    assert isinstance(properties, dict) and properties.get("group-id") == "tea-group"
+    assert properties.get("subject") != "quotes/tea"
+    application = reply.get("application-properties")
+    assert isinstance(application, dict) and application["shop"] == "tea-shop"
+
+
 def test_an_answer_without_the_entries_the_sender_definition_declares_gets_them():
     """A native answer without a content type becomes an MQTT 5 / AMQP record with no
     user properties / application properties at all: the sender's definition's entries
