@@ -260,23 +260,29 @@ def test_a_sender_definition_that_cannot_be_filled_is_a_refusal_not_a_crash():
     assert _count(metrics, "nonconforming") == 1
 
 
-def test_an_amqp_senders_application_property_is_added_to_the_answers_attributes():
-    """A section (AMQP application properties) declared by the sender's definition is
-    merged by name: the CloudEvent's attributes stay beside the definition's property
-    (the whole section used to be replaced, dropping the answer's id and correlation)."""
+def _amqp_answer(options: dict[str, Any]) -> NativeMessage:
+    """`_quote()` rendered for an AMQP sender whose reply definition (a CloudEvents
+    definition and its AMQP overlay) declares the protocol `options`."""
     doc = read_document({"messagegroups": {"r": {"envelope": "CloudEvents/1.0",
                                                  "messages": {
         "quote": {"envelope": "CloudEvents/1.0", "envelopemetadata": {
             "type": {"value": "t.quote"}, "source": {"value": "/svc/{item}"}}},
         "quote.amqp": {"basemessage": "/messagegroups/r/messages/quote",
-                       "protocol": "AMQP/1.0", "protocoloptions": {
-                           "application-properties": {"shop": {"value": "{item}-shop"}}}},
+                       "protocol": "AMQP/1.0", "protocoloptions": options},
     }}}}, "a.json")
     rules = ReplyDefinitions(list(doc.messages()))
     conversion = rules.judge(_quote()).conversion
     assert conversion is not None
     reply = rules.render(_quote(), conversion, "AMQP/1.0")
     assert isinstance(reply, NativeMessage)
+    return reply
+
+
+def test_an_amqp_senders_application_property_is_added_to_the_answers_attributes():
+    """A section (AMQP application properties) declared by the sender's definition is
+    merged by name: the CloudEvent's attributes stay beside the definition's property
+    (the whole section used to be replaced, dropping the answer's id and correlation)."""
+    reply = _amqp_answer({"application-properties": {"shop": {"value": "{item}-shop"}}})
     props = reply.get("application-properties")
     assert isinstance(props, dict) and props["shop"] == "tea-shop"
     assert (props["cloudEvents_id"], props["cloudEvents_correlationid"]) == ("a1", "tok")
@@ -289,22 +295,10 @@ def test_an_amqp_senders_properties_apply_but_its_address_member_does_not():
     definition that declares properties gets its other members (here `group-id`) on the
     answer, and the answer's subject stays the answer's own (the whole section used to be
     skipped as "the address")."""
-    doc = read_document({"messagegroups": {"r": {"envelope": "CloudEvents/1.0",
-                                                 "messages": {
-        "quote": {"envelope": "CloudEvents/1.0", "envelopemetadata": {
-            "type": {"value": "t.quote"}, "source": {"value": "/svc/{item}"}}},
-        "quote.amqp": {"basemessage": "/messagegroups/r/messages/quote",
-                       "protocol": "AMQP/1.0", "protocoloptions": {
-                           "properties": {"subject": {"value": "quotes/{item}",
-                                                      "type": "uritemplate"},
-                                          "group-id": {"value": "{item}-group"}},
-                           "application-properties": {"shop": {"value": "{item}-shop"}}}},
-    }}}}, "p.json")
-    rules = ReplyDefinitions(list(doc.messages()))
-    conversion = rules.judge(_quote()).conversion
-    assert conversion is not None
-    reply = rules.render(_quote(), conversion, "AMQP/1.0")
-    assert isinstance(reply, NativeMessage)
+    reply = _amqp_answer({
+        "properties": {"subject": {"value": "quotes/{item}", "type": "uritemplate"},
+                       "group-id": {"value": "{item}-group"}},
+        "application-properties": {"shop": {"value": "{item}-shop"}}})
     properties = reply.get("properties")
     assert isinstance(properties, dict) and properties.get("group-id") == "tea-group"
     assert properties.get("subject") != "quotes/tea"
