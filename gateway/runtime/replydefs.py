@@ -159,7 +159,6 @@ def _overlay(base: NativeMessage, rendered: NativeMessage,
     # The address is a field (a topic, a subject) or a member of a section (AMQP's
     # properties.subject): only that member is left out, the section's others apply.
     whole = address.field if address is not None and address.name is None else None
-    member = (address.field, address.name) if address is not None and address.name else None
     # In declaration order, so that the answer's fields come out the same every time.
     declared = [f for f in dict.fromkeys(c.field for c in definition.protocol_options)
                 if f != whole]
@@ -175,8 +174,8 @@ def _overlay(base: NativeMessage, rendered: NativeMessage,
                                            and str(e.get("name", "")).lower() in names)]
             fields[name] = [*kept, *value]
         elif isinstance(value, dict):  # a section: by name
-            if member is not None and member[0] == name:
-                value = {k: v for k, v in value.items() if k != member[1]}
+            if address is not None and address.field == name:
+                value = {k: v for k, v in value.items() if k != address.name}
             fields[name] = {**old, **value} if isinstance(old, dict) else value
         else:
             fields[name] = value

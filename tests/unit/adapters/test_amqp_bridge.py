@@ -240,3 +240,37 @@ def test_a_request_naming_a_reply_to_is_handed_out_with_its_answer() -> None:
         await consumer._answers.aclose()
 
     asyncio.run(run())
+
+
+_DURABLE_REFUSED = ("amqp:precondition-failed: PRECONDITION_FAILED - inequivalent arg "
+                    "'durable' for queue 'q' in vhost '/': received 'true' but current is "
+                    "'false'")
+
+
+@pytest.mark.parametrize(("refusal", "attaches"), [
+    (_DURABLE_REFUSED, ["configuration", "none"]),  # auto: the existing queue as it is
+    ("amqp:not-found: no queue 'q'", ["configuration"]),  # any other refusal stands
+])
+def test_connect_attaches_again_only_to_an_existing_transient_queue(
+        refusal: str, attaches: list[str]) -> None:
+    """`connect` under `terminus-durability: auto`: a durable attach refused because the
+    queue exists transient is made once more, transient; any other refusal is raised."""
+    consumer = AmqpConsumer(EndpointSettings(URL, options={"node": "/queue/q"}))
+    asked: list[str] = []
+
+    async def attach() -> None:
+        asked.append(consumer._durability.for_address("/queue/q"))
+        if len(asked) == 1:
+            raise NotConnected(refusal)
+
+    consumer._attach = attach  # type: ignore[method-assign]
+
+    async def run() -> None:
+        await consumer.connect()
+
+    if len(attaches) == 1:
+        with pytest.raises(NotConnected, match="not-found"):
+            asyncio.run(run())
+    else:
+        asyncio.run(run())
+    assert asked == attaches
