@@ -298,12 +298,14 @@ def test_an_amqp_senders_properties_apply_but_its_address_member_does_not():
     reply = _amqp_answer({
         "properties": {"subject": {"value": "quotes/{item}", "type": "uritemplate"},
                        "group-id": {"value": "{item}-group"}},
-        "application-properties": {"shop": {"value": "{item}-shop"}}})
+        "application-properties": {"shop": {"value": "{item}-shop"},
+                                   "subject": {"value": "{item}"}}})
     properties = reply.get("properties")
     assert isinstance(properties, dict) and properties.get("group-id") == "tea-group"
     assert properties.get("subject") != "quotes/tea"
     application = reply.get("application-properties")
     assert isinstance(application, dict) and application["shop"] == "tea-shop"
+    assert application["subject"] == "tea"  # a member of another section, not the address
 
 
 def test_an_answer_without_the_entries_the_sender_definition_declares_gets_them():
