@@ -211,9 +211,6 @@ _VALUE_NEWLINES = str.maketrans({"\r": " ", "\n": " "})
 _CHECKED_NAMES: set[str] = set()
 _CHECKED_NAMES_MAX = 4096
 _NAME = itemgetter(0)
-# Whitespace that nats-py's `value.strip()` would take: after a name's `: ` (a value's
-# start) or before a line's end (a value's end). Such a block takes `_checked_block`.
-_NEEDS_STRIP = re.compile(r": \s|\s(?=\r\n|\Z)")
 
 
 def publish_frame(args: PublishArgs, reply: str = "") -> bytes:
@@ -230,15 +227,14 @@ def publish_frame(args: PublishArgs, reply: str = "") -> bytes:
 
 def _header_block(pairs: Sequence[tuple[str, str]]) -> bytes:
     """The `NATS/1.0` header block of `pairs`, as nats-py writes it."""
-    if pairs and _CHECKED_NAMES.issuperset(map(_NAME, pairs)):
-        # The usual case, names seen valid before and values that need neither stripping
-        # nor line breaks replaced: the lines joined in C (no Python step per header),
-        # then one count of the line breaks and one scan for what would need care.
-        text = "\r\n".join(map(": ".join, pairs))
-        breaks = len(pairs) - 1
-        if (text.count("\n") == breaks == text.count("\r")
-                and _NEEDS_STRIP.search(text) is None):
-            return f"NATS/1.0\r\n{text}\r\n\r\n".encode()
+    if _CHECKED_NAMES.issuperset(map(_NAME, pairs)):
+        # The usual case, names seen valid before: one join, and the line breaks counted
+        # once over the whole text instead of looked for in every value. (Joining the
+        # lines in C and finding values to strip with a regular expression takes fewer
+        # Python steps but twice the time: the scan costs more than the loop.)
+        text = "".join([f"{name}: {value.strip()}\r\n" for name, value in pairs])
+        if text.count("\n") == len(pairs) == text.count("\r"):
+            return f"NATS/1.0\r\n{text}\r\n".encode()
     return _checked_block(pairs)
 
 
