@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
@@ -68,38 +68,47 @@ def read_source(spark: SparkSession, where: Location, options: JobOptions) -> Da
                               records=options.kafka_records)
 
 
-def write_outcomes(outcomes: DataFrame, options: JobOptions, batch_id: int | None) -> None:
-    """Every sink of one batch of outcomes (persisted by the caller)."""
+def _target(where: Location, batch_id: int | None) -> str:
+    return where.path if batch_id is None else f"{where.path}/batch={batch_id:09d}"
 
-    def target(where: Location) -> tuple[str, str]:
-        if batch_id is None:
-            return where.path, "overwrite"
-        return f"{where.path}/batch={batch_id:09d}", "overwrite"
 
+def write_events(events: DataFrame, options: JobOptions, batch_id: int | None,
+                 mode: str = "overwrite") -> None:
+    """The CloudEvents sink (`events`: outcome rows that are events). A file sink is
+    overwritten, or appended to with `mode="append"` (the Python stage's events after
+    the compiled path's, in the same batch)."""
     sink = parse_location(options.sink)
-    events = outcomes.filter(F.col("outcome") == "event")
     if sink.kind == "file":
-        files.write_events(events, *_with_format(target(sink), options))
+        files.write_events(events, _target(sink, batch_id), options.format, mode)
     else:
         kafka.write_events(events, sink, options.kafka_mode, options.partition_key)
-    if options.deadletter:
-        where = parse_location(options.deadletter)
-        dead = outcomes.filter(F.col("outcome") != "event")
-        if where.kind == "file":
-            files.write_deadletters(dead, *_with_format(target(where), options))
-        else:
-            kafka.write_deadletters(dead, where)
-    if options.report:
-        where = parse_location(options.report)
-        if where.kind != "file":
-            raise ValueError("--report takes file:DIR")
-        files.write_report(conformance(outcomes, options.report_window),
-                           *_with_format(target(where), options))
 
 
-def _with_format(target: tuple[str, str], options: JobOptions) -> tuple[
-        str, files.Format, str]:
-    return target[0], options.format, target[1]
+def write_deadletters(dead: DataFrame, options: JobOptions, batch_id: int | None) -> None:
+    if not options.deadletter:
+        return
+    where = parse_location(options.deadletter)
+    if where.kind == "file":
+        files.write_deadletters(dead, _target(where, batch_id), options.format, "overwrite")
+    else:
+        kafka.write_deadletters(dead, where)
+
+
+def write_report(outcomes: DataFrame, options: JobOptions, batch_id: int | None) -> None:
+    if not options.report:
+        return
+    where = parse_location(options.report)
+    if where.kind != "file":
+        raise ValueError("--report takes file:DIR")
+    files.write_report(conformance(outcomes, options.report_window),
+                       _target(where, batch_id), options.format, "overwrite")
+
+
+def write_outcomes(outcomes: DataFrame, options: JobOptions, batch_id: int | None) -> None:
+    """Every sink of one batch of outcomes (persisted by the caller)."""
+    write_events(outcomes.filter(F.col("outcome") == "event"), options, batch_id)
+    write_deadletters(outcomes.filter(F.col("outcome") != "event"), options, batch_id)
+    write_report(outcomes, options, batch_id)
 
 
 def sink_columns(options: JobOptions) -> list[str]:
@@ -131,12 +140,12 @@ def _convert_batch(stage: Stage, lines: DataFrame, options: JobOptions,
                    batch_id: int | None) -> dict[str, int]:
     """Convert one batch once and write it to every sink.
 
-    Persisted: the counts and every sink read the same converted rows (the generated ids
-    of records without a native identity are random, so they must not be redone). The
-    compiled path runs first and keeps the record only of the rows it leaves to the
-    Python stage, which then converts just those, from the cache: a batch that needs
-    no Python starts no Python worker."""
-    with _operator_codegen(stage.spark):
+    Persisted: every sink reads the same converted rows (the generated ids of records
+    without a native identity are random, so they must not be redone). The compiled
+    path runs first and keeps the record only of the rows it leaves to the Python
+    stage, which then converts just those, from the cache: a batch that needs no Python
+    starts no Python worker."""
+    with _job_codegen(stage.spark, lines):
         return _convert_persisted(stage, lines, options, batch_id)
 
 
@@ -144,47 +153,91 @@ def _convert_batch(stage: Stage, lines: DataFrame, options: JobOptions,
 # JIT compiles (`pipeline._METHOD_LIMIT`), so Spark compiles that stage's source, finds
 # it too big and runs it operator by operator anyway: the whole-stage compile (1 to 2 s
 # of Janino per job, `bench.bench_spark_job`) is thrown away. The job's own queries go
-# straight to per-operator code; the session's setting is restored afterwards.
+# straight to per-operator code; the session's settings are restored afterwards.
 _WHOLE_STAGE = "spark.sql.codegen.wholeStage"
+# A small batch is not worth compiling: Janino spends 3 to 4 s of CPU on the dozen
+# per-operator projections of the compiled path before the first row moves (a one-record
+# job, `bench.bench_spark_job`), more than interpreting a megabyte of records costs. So a
+# batch whose input Spark knows to be small (file sources: the files' size; a Kafka
+# batch's size is unknown, so it is compiled) runs Spark's interpreted expressions, the
+# fallback its code generators already have (`spark.sql.codegen.factoryMode`).
+_FACTORY_MODE = "spark.sql.codegen.factoryMode"
+SMALL_BATCH_BYTES = 1 << 20
+
+
+def input_bytes(lines: DataFrame) -> int | None:
+    """The size Spark's optimizer estimates for `lines` (None: unknown)."""
+    try:
+        size = int(str(lines._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
+    except Exception:  # an estimate only: without one the batch is compiled
+        return None
+    return size if 0 <= size < (1 << 62) else None
 
 
 @contextmanager
-def _operator_codegen(spark: SparkSession) -> Iterator[None]:
-    previous = spark.conf.get(_WHOLE_STAGE, None)
-    spark.conf.set(_WHOLE_STAGE, "false")
+def _job_codegen(spark: SparkSession, lines: DataFrame) -> Iterator[None]:
+    settings = {_WHOLE_STAGE: "false"}
+    size = input_bytes(lines)
+    if size is not None and size <= SMALL_BATCH_BYTES:
+        settings[_FACTORY_MODE] = "NO_CODEGEN"
+    previous: dict[str, str | None] = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
     try:
         yield
     finally:
-        if previous is None:
-            spark.conf.unset(_WHOLE_STAGE)
-        else:
-            spark.conf.set(_WHOLE_STAGE, previous)
+        for key, old in previous.items():
+            if old is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, old)
 
 
 def _convert_persisted(stage: Stage, lines: DataFrame, options: JobOptions,
                        batch_id: int | None) -> dict[str, int]:
+    """The compiled path's events are written straight from the first pass over the
+    input, which also fills the cache and counts the rows flagged for Python (an
+    `Observation`, no separate counting job); only when some are flagged does the
+    Python stage run, over those rows of the cache, and append its events. The
+    compiled path settles only events (every dead letter is the Python stage's), so the
+    dead-letter sink reads the Python stage's rows alone (none: an empty write that
+    clears the sink)."""
     columns = sink_columns(options)
     py = F.col("_py")
     compiled = stage.compiled(lines).select(
         *columns, py, F.when(py, F.col("record")).alias("_record")).persist()
     python: DataFrame | None = None
     try:
-        counts: dict[str, int] = {}
-        pending = 0
-        for row in compiled.groupBy("_py", "outcome").count().collect():
-            if row["_py"]:
-                pending += int(row["count"])
-            else:
-                counts[row["outcome"]] = int(row["count"])
-        outcomes = compiled.filter(~py).select(*columns)
-        if pending:
+        counters = (F.count_if(~py).alias("sql"), F.count_if(py).alias("python"))
+        if parse_location(options.sink).kind == "file":
+            observed = Observation()
+            write_events(compiled.observe(observed, *counters).filter(~py).select(*columns),
+                         options, batch_id)
+            seen = observed.get
+        else:
+            # A Kafka sink may write with `foreachPartition` (an RDD action: no query
+            # execution reports observed metrics), so the cache is counted instead.
+            write_events(compiled.filter(~py).select(*columns), options, batch_id)
+            totals = compiled.agg(*counters).first()
+            seen = {"sql": 0, "python": 0} if totals is None else totals.asDict()
+        counts: dict[str, int] = {"event": int(seen["sql"])} if seen["sql"] else {}
+        if seen["python"]:
             python = stage.python_outcomes(
                 compiled.filter(py).select(F.col("_record").alias("record"))
             ).select(*columns).persist()
             for row in python.groupBy("outcome").count().collect():
                 counts[row["outcome"]] = counts.get(row["outcome"], 0) + int(row["count"])
-            outcomes = outcomes.unionByName(python)
-        write_outcomes(outcomes, options, batch_id)
+            if counts.get("event", 0) > seen["sql"]:
+                write_events(python.filter(F.col("outcome") == "event"), options, batch_id,
+                             "append")
+            dead = python.filter(F.col("outcome") != "event")
+        else:
+            dead = compiled.filter(F.lit(False)).select(*columns)  # empty: no scan
+        write_deadletters(dead, options, batch_id)
+        if options.report:
+            outcomes = compiled.filter(~py).select(*columns)
+            write_report(outcomes if python is None else outcomes.unionByName(python),
+                         options, batch_id)
     finally:
         compiled.unpersist()
         if python is not None:

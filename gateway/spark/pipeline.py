@@ -139,9 +139,19 @@ _MAX_FIELDS = 2000
 _METHOD_LIMIT = 8000
 
 
+# Spark 4 lowercases strings with ICU by default (`lower`: the screen's header entries,
+# case-insensitive header names). The first such call in a JVM initialises ICU's
+# case-mapping tables (`CollationAwareUTF8String.<clinit>`): seconds of CPU in the first
+# task of every job (JFR of a one-record `xrgw spark --batch`: 116 of the executor's 260
+# samples), and a slower lowercase per row after. The JVM's own `String.toLowerCase`
+# (ICU off) maps like Python's `str.lower`, which the core uses.
+_ICU_CASE_MAPPINGS = "spark.sql.icu.caseMappings.enabled"
+
+
 def _tune_codegen(spark: SparkSession) -> None:
     """Set the code generation limits above (runtime settings; a stricter value that is
-    already set is kept)."""
+    already set is kept), and the JVM's case mappings instead of ICU's."""
+    spark.conf.set(_ICU_CASE_MAPPINGS, "false")
     fields = spark.conf.get("spark.sql.codegen.maxFields", None)
     if fields is None or int(fields) < _MAX_FIELDS:
         spark.conf.set("spark.sql.codegen.maxFields", str(_MAX_FIELDS))

@@ -40,7 +40,8 @@ def test_stages_are_split_even_where_huge_methods_would_compile() -> None:
                             "spark.executor.extraJavaOptions": COMPILE_HUGE_METHODS})
         _tune_codegen(session)  # type: ignore[arg-type]
         assert session.conf.values == {"spark.sql.codegen.maxFields": "2000",
-                                       "spark.sql.codegen.hugeMethodLimit": "8000"}
+                                       "spark.sql.codegen.hugeMethodLimit": "8000",
+                                       "spark.sql.icu.caseMappings.enabled": "false"}
 
 
 def test_a_looser_user_setting_is_lowered() -> None:
@@ -56,4 +57,13 @@ def test_a_stricter_user_setting_is_kept() -> None:
                                 "spark.sql.codegen.hugeMethodLimit": "4000"})
     _tune_codegen(session)  # type: ignore[arg-type]
     assert session.conf.values == {"spark.sql.codegen.maxFields": "5000",
-                                   "spark.sql.codegen.hugeMethodLimit": "4000"}
+                                   "spark.sql.codegen.hugeMethodLimit": "4000",
+                                   "spark.sql.icu.caseMappings.enabled": "false"}
+
+
+def test_lowercase_is_the_jvms_not_icus() -> None:
+    # ICU's case-mapping tables cost seconds of CPU to initialise in every fresh JVM
+    # (the first `lower` of a job); the JVM's mapping is Python's `str.lower`.
+    session = _Session({"spark.master": "local[*]"})
+    _tune_codegen(session)  # type: ignore[arg-type]
+    assert session.conf.values["spark.sql.icu.caseMappings.enabled"] == "false"
