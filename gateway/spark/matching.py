@@ -184,7 +184,7 @@ def candidate_tables(spark: SparkSession,
             {f.name: row[f.name] for f in CANDIDATE_TYPE.fields})
     schema = T.ArrayType(T.StructType([T.StructField("k", T.StringType()),
                                        T.StructField("cands", _CANDIDATES)]))
-    one = spark.range(1)
+    one = spark.range(1, numPartitions=1)  # one task builds each broadcast table
     return {slot: one.select(F.inline(F.from_json(
         F.lit(json.dumps([{"k": k, "cands": c} for k, c in rows.items()])), schema)))
         for slot, rows in grouped.items()}
