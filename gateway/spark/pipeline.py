@@ -95,10 +95,10 @@ class Stage:
         Python stage must settle the row (its other outcome columns mean nothing then;
         `python_outcomes` converts those records).
 
-        A batch job uses this pair instead of `convert`: it persists these rows anyway,
-        so the Python stage reads only the flagged records from the cache, and a batch
-        without any starts no Python worker at all (their start-up is seconds of a
-        job's fixed cost) and has no Arrow round trip of nulls in its plan."""
+        A batch job uses this pair instead of `convert`: the Python stage reads only the
+        flagged records (`job._convert_persisted`), and a batch without any starts no
+        Python worker at all (their start-up is seconds of a job's fixed cost) and has
+        no Arrow round trip of nulls in its plan."""
         staged = self.sql(lines)
         return staged.select("record", *[column.alias(name)
                                          for name, column in _sql_outcome().items()],
