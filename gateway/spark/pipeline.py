@@ -23,7 +23,7 @@ from gateway.spark.compiler import CompiledCatalog
 from gateway.spark.fallback import python_stage
 from gateway.spark.matching import candidate_tables, match
 from gateway.spark.outcome import OUTCOME_COLUMNS, outcome_type
-from gateway.spark.records import PARSE_SCHEMA, RECORD, address, family, profiles, sql_ok
+from gateway.spark.records import PARSE_TYPE, RECORD, address, family, profiles, sql_ok
 from gateway.spark.render import render
 
 
@@ -39,7 +39,7 @@ class Stage:
     def sql(self, lines: DataFrame) -> DataFrame:
         """`lines` has a string column `record`; adds the compiled path's columns."""
         _tune_codegen(self.spark)
-        parsed = lines.select("record", F.from_json("record", PARSE_SCHEMA).alias(RECORD),
+        parsed = lines.select("record", F.from_json("record", PARSE_TYPE).alias(RECORD),
                               F.json_object_keys("record").alias("_keys"),
                               self._trace_gate().alias("_lc"))
         protocols = self.catalog.sql_protocols

@@ -17,6 +17,7 @@ from collections.abc import Collection, Iterable, Mapping
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from gateway.protocols import (
     PROFILES,
@@ -55,6 +56,21 @@ PARSE_SCHEMA = ", ".join(
     ["`protocol` string"]
     + [f"`{name}` {_SPARK_TYPES[kind]}" for name, kind in FIELD_KINDS.items()]
     + ["`data` string", "`data_base64` string", "`received_at` string"]
+)
+# The same schema as a type: `from_json` then reads it as JSON in the JVM, where the DDL
+# text goes through Spark's SQL parser, cold in a fresh job's JVM (0.3-0.4 s against 0.1).
+_TYPES = {
+    "string": T.StringType(),
+    "integer": T.LongType(),
+    "boolean": T.BooleanType(),
+    "pairs": T.ArrayType(T.MapType(T.StringType(), T.StringType())),
+    "object": T.MapType(T.StringType(), T.StringType()),
+    "strmap": T.MapType(T.StringType(), T.StringType()),
+}
+PARSE_TYPE = T.StructType(
+    [T.StructField("protocol", T.StringType())]
+    + [T.StructField(name, _TYPES[kind]) for name, kind in FIELD_KINDS.items()]
+    + [T.StructField(name, T.StringType()) for name in ("data", "data_base64", "received_at")]
 )
 _COMMON = ("protocol", "data", "data_base64", "received_at")
 _PARSED = frozenset({*FIELD_KINDS, *_COMMON})

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from pyspark.sql import SparkSession
+from pyspark.sql import types as T
 
 from bench.bench_spark import definitions
 from bench.bench_spark_job import record_line
@@ -20,6 +21,7 @@ from gateway.spark.job import (
     input_bytes,
     run_job,
 )
+from gateway.spark.records import PARSE_SCHEMA, PARSE_TYPE
 
 
 def _lines(path: Path) -> list[str]:
@@ -75,3 +77,9 @@ def test_python_events_join_the_compiled_ones_and_a_clean_batch_clears_dead_lett
     assert result.counts == {"event": 1}
     assert len(_lines(tmp_path / "out")) == 1
     assert (tmp_path / "dead").is_dir() and _lines(tmp_path / "dead") == []
+
+
+def test_the_parse_type_is_the_parse_schema(spark: SparkSession) -> None:
+    # The pipeline parses with the type (no SQL parser in a fresh JVM), the docs and
+    # benches name the DDL text: they must be one schema.
+    assert T.StructType.fromDDL(PARSE_SCHEMA) == PARSE_TYPE
