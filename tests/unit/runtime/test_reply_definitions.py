@@ -217,19 +217,8 @@ def test_a_sender_definitions_header_replaces_the_answers_and_its_address_is_not
     """The HTTP overlay declares a content type (named in another case than the
     answer's) and a path: the sender gets one content-type header, the definition's;
     the path is the request's, not the definition's (the answer hook addresses it)."""
-    doc = read_document({"messagegroups": {"r": {"envelope": "CloudEvents/1.0",
-                                                 "messages": {
-        "quote": {"envelope": "CloudEvents/1.0", "envelopemetadata": {
-            "type": {"value": "t.quote"}, "source": {"value": "/svc/{item}"}}},
-        "quote.http": {"basemessage": "/messagegroups/r/messages/quote", "protocol": "HTTP",
-                       "protocoloptions": {"path": "/answers/{item}", "headers": [
-                           {"name": "Content-Type", "value": "application/vnd.quote+json"}]}},
-    }}}}, "h.json")
-    rules = ReplyDefinitions(list(doc.messages()))
-    conversion = rules.judge(_quote()).conversion
-    assert conversion is not None
-    reply = rules.render(_quote(), conversion, "HTTP")
-    assert isinstance(reply, NativeMessage)
+    reply = _sender_answer("HTTP", {"path": "/answers/{item}", "headers": [
+        {"name": "Content-Type", "value": "application/vnd.quote+json"}]})
     assert [v for n, v in reply.pairs("headers") if n.lower() == "content-type"] == [
         "application/vnd.quote+json"]
     assert reply.get("path") is None
@@ -260,20 +249,21 @@ def test_a_sender_definition_that_cannot_be_filled_is_a_refusal_not_a_crash():
     assert _count(metrics, "nonconforming") == 1
 
 
-def _amqp_answer(options: dict[str, Any]) -> NativeMessage:
-    """`_quote()` rendered for an AMQP sender whose reply definition (a CloudEvents
-    definition and its AMQP overlay) declares the protocol `options`."""
+def _sender_answer(protocol: str, options: dict[str, Any]) -> NativeMessage:
+    """`_quote()` rendered for a sender of `protocol` whose reply definition (a CloudEvents
+    definition and its overlay for that protocol) declares the protocol `options`."""
     doc = read_document({"messagegroups": {"r": {"envelope": "CloudEvents/1.0",
                                                  "messages": {
         "quote": {"envelope": "CloudEvents/1.0", "envelopemetadata": {
             "type": {"value": "t.quote"}, "source": {"value": "/svc/{item}"}}},
-        "quote.amqp": {"basemessage": "/messagegroups/r/messages/quote",
-                       "protocol": "AMQP/1.0", "protocoloptions": options},
-    }}}}, "a.json")
+        "quote.sender": {"basemessage": "/messagegroups/r/messages/quote",
+                         "protocol": protocol, "protocoloptions": options},
+    }}}}, "s.json")
+    assert not doc.problems
     rules = ReplyDefinitions(list(doc.messages()))
     conversion = rules.judge(_quote()).conversion
     assert conversion is not None
-    reply = rules.render(_quote(), conversion, "AMQP/1.0")
+    reply = rules.render(_quote(), conversion, protocol)
     assert isinstance(reply, NativeMessage)
     return reply
 
@@ -282,7 +272,8 @@ def test_an_amqp_senders_application_property_is_added_to_the_answers_attributes
     """A section (AMQP application properties) declared by the sender's definition is
     merged by name: the CloudEvent's attributes stay beside the definition's property
     (the whole section used to be replaced, dropping the answer's id and correlation)."""
-    reply = _amqp_answer({"application-properties": {"shop": {"value": "{item}-shop"}}})
+    reply = _sender_answer("AMQP/1.0",
+                           {"application-properties": {"shop": {"value": "{item}-shop"}}})
     props = reply.get("application-properties")
     assert isinstance(props, dict) and props["shop"] == "tea-shop"
     assert (props["cloudEvents_id"], props["cloudEvents_correlationid"]) == ("a1", "tok")
@@ -295,7 +286,7 @@ def test_an_amqp_senders_properties_apply_but_its_address_member_does_not():
     definition that declares properties gets its other members (here `group-id`) on the
     answer, and the answer's subject stays the answer's own (the whole section used to be
     skipped as "the address")."""
-    reply = _amqp_answer({
+    reply = _sender_answer("AMQP/1.0", {
         "properties": {"subject": {"value": "quotes/{item}", "type": "uritemplate"},
                        "group-id": {"value": "{item}-group"}},
         "application-properties": {"shop": {"value": "{item}-shop"},
@@ -336,23 +327,11 @@ def test_an_answer_without_the_entries_the_sender_definition_declares_gets_them(
 def _beside_type_only_options() -> list[tuple[str, str]]:
     """The MQTT 5 user properties a sender gets from a definition that declares three
     options by type only (nothing to render) beside its user property."""
-    doc = read_document({"messagegroups": {"r": {"envelope": "CloudEvents/1.0",
-                                                 "messages": {
-        "quote": {"envelope": "CloudEvents/1.0", "envelopemetadata": {
-            "type": {"value": "t.quote"}, "source": {"value": "/svc/{item}"}}},
-        "quote.mqtt": {"basemessage": "/messagegroups/r/messages/quote",
-                       "protocol": "MQTT/5.0", "protocoloptions": {
-                           "content_type": {"type": "string"},
-                           "message_expiry_interval": {"type": "integer"},
-                           "response_topic": {"type": "string"},
-                           "user_properties": [{"name": "kind", "value": "quote"}]}},
-    }}}}, "t.json")
-    assert not doc.problems
-    rules = ReplyDefinitions(list(doc.messages()))
-    conversion = rules.judge(_quote()).conversion
-    assert conversion is not None
-    reply = rules.render(_quote(), conversion, "MQTT/5.0")
-    assert isinstance(reply, NativeMessage)
+    reply = _sender_answer("MQTT/5.0", {
+        "content_type": {"type": "string"},
+        "message_expiry_interval": {"type": "integer"},
+        "response_topic": {"type": "string"},
+        "user_properties": [{"name": "kind", "value": "quote"}]})
     return [p for p in reply.pairs("user_properties") if p[0] == "kind"]
 
 
@@ -760,20 +739,9 @@ def test_a_sender_definitions_placeholders_are_filled_from_the_answers_attribute
     """The HTTP overlay's headers name the answer's CloudEvents attributes (`{id}`,
     `{correlationid}`), which the matcher captured nothing for: the sender gets their
     values."""
-    doc = read_document({"messagegroups": {"r": {"envelope": "CloudEvents/1.0",
-                                                 "messages": {
-        "quote": {"envelope": "CloudEvents/1.0", "envelopemetadata": {
-            "type": {"value": "t.quote"}, "source": {"value": "/svc/{item}"}}},
-        "quote.http": {"basemessage": "/messagegroups/r/messages/quote", "protocol": "HTTP",
-                       "protocoloptions": {"headers": [
-                           {"name": "x-answer", "value": "{id}"},
-                           {"name": "x-correlation-id", "value": "{correlationid}"}]}},
-    }}}}, "p.json")
-    rules = ReplyDefinitions(list(doc.messages()))
-    conversion = rules.judge(_quote()).conversion
-    assert conversion is not None
-    reply = rules.render(_quote(), conversion, "HTTP")
-    assert isinstance(reply, NativeMessage)
+    reply = _sender_answer("HTTP", {"headers": [
+        {"name": "x-answer", "value": "{id}"},
+        {"name": "x-correlation-id", "value": "{correlationid}"}]})
     assert (reply.header("x-answer"), reply.header("x-correlation-id")) == ("a1", "tok")
 
 
