@@ -51,10 +51,9 @@ def source_options(protocol: str) -> dict[str, Any]:
         return {"stream": ENV["PKB_SRC_NATS_STREAM"], "durable": ENV["PKB_SRC_NATS_DURABLE"],
                 "subjectfilter": ENV["PKB_SRC_NATS_SUBJECT"]}
     if protocol == "amqp":
-        # The harness's seeder declares its /queue/ address transient (RabbitMQ 3.x's
-        # default for a /queue/ address), and xrgw attaches to a /queue/ address durable
-        # unless told otherwise: RabbitMQ refuses a durability that differs.
-        return {"node": ENV["PKB_SRC_AMQP_ADDRESS"], "terminus-durability": "none"}
+        # The harness's seeder declares its /queue/ address transient; the default
+        # `terminus-durability: auto` attaches to it as it is (adapters/amqp/terminus.py).
+        return {"node": ENV["PKB_SRC_AMQP_ADDRESS"]}
     return {}
 
 

@@ -118,9 +118,6 @@ class Route:
         self.name = name
         # Request-reply: how long each request waits for its answer; None: not a reply route.
         self.reply_timeout = reply_timeout
-        # What answers must conform to (None: anything), and what a sender without a
-        # status is told when none conforms (`gateway.runtime.reply`).
-        self._reply_definitions, self._reply_errors = reply_definitions, reply_errors
         # Shadow mode: consume, match and render as usual, publish and dead-letter
         # nothing (the report counts what would have happened).
         self.observe = observe
@@ -136,7 +133,8 @@ class Route:
         self.stats = RouteStats(name, source_endpoint, metrics, report, inflight, self.outputs)
         self.stalls = Stalls(name, metrics, stall_after)
         self.window = Window(inflight, max_batch, self.stats, self.stalls)
-        self._wire(partition_key, report.redactor if report is not None else Redactor(), tap)
+        self._wire(partition_key, report.redactor if report is not None else Redactor(), tap,
+                   reply_definitions, reply_errors)
         self.stats.connected(source_endpoint, consumer.connected)
         for output in [] if observe else self._all_outputs():  # observing: never used
             self.stats.connected(output.endpoint_id, output.producer.connected)
@@ -145,8 +143,12 @@ class Route:
         self._pump: asyncio.Task[None] | None = None
         self._holding = False  # the ingress is held because the route is stalled
 
-    def _wire(self, partition_key: str, redactor: Redactor, tap: TapHub | None) -> None:
-        """Build the parts: intake -> (queue of batches) -> settler, and what they share."""
+    def _wire(self, partition_key: str, redactor: Redactor, tap: TapHub | None,
+              reply_definitions: ReplyDefinitions | None, reply_errors: ReplyErrors) -> None:
+        """Build the parts: intake -> (queue of batches) -> settler, and what they share.
+        `reply_definitions`: what answers must conform to (None: anything);
+        `reply_errors`: what a sender without a status is told when none conforms
+        (`gateway.runtime.reply`)."""
         stats, stalls, window = self.stats, self.stalls, self.window
         # `xrgw tap`: offered each settled batch while a tap is open (`runtime/tapping.py`).
         self.tap = None if tap is None else TapPoint(tap, self.name, redactor, self.observe)
@@ -158,7 +160,7 @@ class Route:
                                        self.sender, window, stats, stalls)
         self.replies = (None if self.reply_timeout is None else
                         Replies(self.outputs, self.deadletters.stray, stats,
-                                self._reply_definitions, self._reply_errors))
+                                reply_definitions, reply_errors))
         batches: asyncio.Queue[Batch] = asyncio.Queue()
         maker = BatchMaker(self.converter, self.outputs, self.mode,
                            PartitionKeys(partition_key), stats)

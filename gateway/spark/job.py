@@ -104,13 +104,6 @@ def write_report(outcomes: DataFrame, options: JobOptions, batch_id: int | None)
                        _target(where, batch_id), options.format, "overwrite")
 
 
-def write_outcomes(outcomes: DataFrame, options: JobOptions, batch_id: int | None) -> None:
-    """Every sink of one batch of outcomes (persisted by the caller)."""
-    write_events(outcomes.filter(F.col("outcome") == "event"), options, batch_id)
-    write_deadletters(outcomes.filter(F.col("outcome") != "event"), options, batch_id)
-    write_report(outcomes, options, batch_id)
-
-
 def sink_columns(options: JobOptions) -> list[str]:
     """The outcome columns the configured sinks read (`outcome` always: the counts).
 
