@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gateway.cloudevents import mediatype
-from gateway.cloudevents.bindings import headers
+from gateway.cloudevents.bindings import headers, unrolled
 from gateway.cloudevents.bindings.common import (
     Binding,
     EncodeMode,
@@ -26,6 +26,8 @@ from gateway.record import NativeMessage
 
 METHOD = "POST"
 PREFIX = "ce-"
+# The headers of each attribute layout, written by generated code (`unrolled`).
+_UNROLLED = unrolled.Unrolled(PREFIX, percent_encode=True)
 
 
 def _mode(content_type: str | None, entries: list[headers.Entry]) -> Mode | None:
@@ -88,7 +90,9 @@ def encode(event: CloudEvent, mode: EncodeMode) -> NativeMessage:
         }
         return structured_message(HTTP, fields, event)
     content_type, body = binary_body(event)
-    header_list = headers.write(event, PREFIX, percent_encode=True)
+    header_list = unrolled.write(_UNROLLED, event.get_attributes())
+    if header_list is None:
+        header_list = headers.write(event, PREFIX, percent_encode=True)
     if content_type is not None:
         header_list.append({"name": "content-type", "value": content_type})
     return NativeMessage(HTTP, {"method": METHOD, "headers": header_list},

@@ -8,7 +8,7 @@ alone: turning a key into `partitionkey` would add an attribute the sender never
 from __future__ import annotations
 
 from gateway.cloudevents import mediatype
-from gateway.cloudevents.bindings import headers
+from gateway.cloudevents.bindings import headers, unrolled
 from gateway.cloudevents.bindings.common import (
     Binding,
     EncodeMode,
@@ -27,6 +27,8 @@ from gateway.protocols import KAFKA
 from gateway.record import NativeMessage
 
 PREFIX = "ce_"
+# The headers of each attribute layout, written by generated code (`unrolled`).
+_UNROLLED = unrolled.Unrolled(PREFIX, percent_encode=False)
 CONTENT_TYPE = "content-type"
 
 
@@ -80,7 +82,10 @@ def encode(event: CloudEvent, mode: EncodeMode) -> NativeMessage:
     # batch is rendered (and was measured spending as long again re-reading them).
     pairs: list[tuple[str, str]] = []
     utf8: list[tuple[str, bytes]] = []
-    header_list = headers.write(event, PREFIX, percent_encode=False, pairs=pairs, utf8=utf8)
+    header_list = unrolled.write(_UNROLLED, event.get_attributes(), pairs, utf8)
+    if header_list is None:
+        header_list = headers.write(event, PREFIX, percent_encode=False, pairs=pairs,
+                                    utf8=utf8)
     if content_type is not None:
         header_list.append({"name": CONTENT_TYPE, "value": content_type})
         pairs.append((CONTENT_TYPE, content_type))

@@ -9,7 +9,7 @@ its payload is tried as JSON.
 from __future__ import annotations
 
 from gateway.cloudevents import mediatype
-from gateway.cloudevents.bindings import headers
+from gateway.cloudevents.bindings import headers, unrolled
 from gateway.cloudevents.bindings.common import (
     Binding,
     EncodeMode,
@@ -31,6 +31,8 @@ from gateway.protocols import NATS
 from gateway.record import NativeMessage
 
 PREFIX = "ce-"
+# The headers of each attribute layout, written by generated code (`unrolled`).
+_UNROLLED = unrolled.Unrolled(PREFIX, percent_encode=True)
 
 
 def _scan(record: NativeMessage) -> tuple[str | None, list[headers.Entry]]:
@@ -77,7 +79,9 @@ def encode(event: CloudEvent, mode: EncodeMode) -> NativeMessage:
     # `NativeMessage.encoded_headers`); no `content-type` among them: the binding
     # carries the content type as `ce-datacontenttype`.
     pairs: list[tuple[str, str]] = []
-    header_list = headers.write(event, PREFIX, percent_encode=True, pairs=pairs)
+    header_list = unrolled.write(_UNROLLED, event.get_attributes(), pairs)
+    if header_list is None:
+        header_list = headers.write(event, PREFIX, percent_encode=True, pairs=pairs)
     if content_type is not None:
         value = encode_header_value(content_type)
         header_list.append({"name": "ce-datacontenttype", "value": value})
