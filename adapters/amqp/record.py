@@ -12,7 +12,8 @@ Record fields (section names of the AMQP spec, member names with dashes):
 * `footer`: never present (proton's Message does not expose the footer).
 
 Value mapping (AMQP -> JSON): timestamps become RFC 3339 strings (UTC, milliseconds,
-`...Z`), binary becomes a base64 string, uuid its canonical text, symbols/chars text,
+`...Z`; outside the years 1-9999 the milliseconds as text), binary becomes a base64
+string, uuid its canonical text, symbols/chars text,
 lists and maps recursively, non-finite floats and other exotic types their text. Sending
 maps JSON back: strings, integers (AMQP long), floats (double), booleans, null; members
 with a fixed AMQP type are converted (`user-id` from base64, falling back to UTF-8 text;
@@ -42,6 +43,7 @@ from typing import TYPE_CHECKING
 
 from proton import Described, Message, symbol, timestamp
 
+from adapters.amqp.wire import Decoded
 from gateway.json.values import JSON
 from gateway.protocols import AMQP
 from gateway.record import NativeMessage
@@ -57,7 +59,14 @@ __all__ = ["is_json_type", "to_message", "to_record"]
 
 
 def rfc3339(seconds: float) -> str:
-    moment = dt.datetime.fromtimestamp(seconds, dt.UTC)
+    """RFC 3339 text of a time in seconds since the epoch (milliseconds kept); a time
+    outside the years 1-9999, which AMQP's 64-bit milliseconds can hold and a sender can
+    write, becomes its milliseconds as text (it made `to_record` raise, found by
+    tests/unit/adapters/test_amqp_wire.py)."""
+    try:
+        moment = dt.datetime.fromtimestamp(seconds, dt.UTC)
+    except (OverflowError, OSError, ValueError):
+        return str(round(seconds * 1000))
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
@@ -87,7 +96,7 @@ def to_json(value: object) -> JSON:
     return str(value)
 
 
-def _properties(msg: Message) -> dict[str, JSON]:
+def _properties(msg: Message | Decoded) -> dict[str, JSON]:
     # Each Message attribute is a call into proton-c (through cffi, which releases the
     # GIL): every member is read once.
     props: dict[str, JSON] = {}
@@ -126,7 +135,7 @@ def _properties(msg: Message) -> dict[str, JSON]:
     return props
 
 
-def _header(msg: Message) -> dict[str, JSON]:
+def _header(msg: Message | Decoded) -> dict[str, JSON]:
     header: dict[str, JSON] = {
         "durable": bool(msg.durable),
         "priority": int(msg.priority),
@@ -138,8 +147,9 @@ def _header(msg: Message) -> dict[str, JSON]:
     return header
 
 
-def to_record(msg: Message, received_at: str | None = None) -> NativeMessage:
-    """The record of one received message; total (never raises on odd input)."""
+def to_record(msg: Message | Decoded, received_at: str | None = None) -> NativeMessage:
+    """The record of one received message (proton's, or as `wire.decoded` read it); total
+    (never raises on odd input)."""
     props = _properties(msg)
     fields: dict[str, JSON] = {}
     if props:

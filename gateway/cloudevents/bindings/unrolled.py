@@ -17,7 +17,7 @@ in as values, so no attribute name (an incoming event's too) becomes code.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from gateway.cloudevents.headercodec import needs_no_encoding
 from gateway.cloudevents.typesystem import to_canonical
@@ -50,7 +50,7 @@ class Unrolled:
         """The writer of `layout`, generated on first use (None past _MAX_LAYOUTS)."""
         found = self._writers.get(layout, _MISSING)
         if found is not _MISSING:
-            return found  # type: ignore[return-value]
+            return cast("Writer | None", found)
         made = _generate(layout, self.prefix, self.percent_encode) if (
             len(self._writers) < _MAX_LAYOUTS) else None
         if made is not None:

@@ -1,0 +1,169 @@
+"""The AMQP source's own reading of a message (`adapters/amqp/wire.py`) gives the record
+proton's `Message.decode` gives, or declines (None) and proton decodes it.
+
+Messages are built and encoded by proton itself (every property, header member, map of
+annotations and application properties, each kind of body), and then mangled byte by
+byte: whatever `decoded` accepts must be read exactly as proton reads it.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from proton import Described, Message, symbol, timestamp, ulong
+
+from adapters.amqp import wire
+from adapters.amqp.record import to_record
+from gateway.record import NativeMessage
+
+TEXT = st.text(max_size=20)
+SYMBOLS = st.text(st.characters(max_codepoint=127), max_size=12).map(symbol)  # ASCII
+SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(-2**63, 2**63 - 1), TEXT,
+    st.floats(allow_nan=False), st.binary(max_size=12), st.uuids(),
+    st.integers(0, 2**40).map(timestamp), SYMBOLS,
+    st.integers(0, 2**64 - 1).map(ulong))
+VALUES = st.recursive(SCALARS, lambda inner: st.one_of(
+    st.lists(inner, max_size=3), st.dictionaries(TEXT, inner, max_size=3)), max_leaves=8)
+IDS = st.one_of(st.none(), TEXT, st.uuids(), st.binary(max_size=8),
+                st.integers(0, 2**64 - 1).map(ulong))
+BODIES = st.one_of(st.none(), st.binary(max_size=40), TEXT,
+                   st.just(b'{"storeid": "12", "amount": 3.5}'), VALUES)
+
+
+@st.composite
+def messages(draw: st.DrawFn) -> Message:
+    msg = Message()
+    msg.id = draw(IDS)
+    msg.correlation_id = draw(IDS)
+    if draw(st.booleans()):
+        msg.user_id = draw(st.binary(min_size=1, max_size=8))
+    for name in ("address", "subject", "reply_to", "group_id", "reply_to_group_id"):
+        value = draw(st.one_of(st.none(), TEXT))
+        if value is not None:
+            setattr(msg, name, value)
+    for name in ("content_type", "content_encoding"):
+        value = draw(st.one_of(st.none(), st.sampled_from(
+            ["application/json", "text/plain", "application/octet-stream", ""])))
+        if value is not None:
+            setattr(msg, name, symbol(value))
+    for name in ("expiry_time", "creation_time"):
+        if draw(st.booleans()):
+            setattr(msg, name, draw(st.integers(0, 2**41)) / 1000)
+    if draw(st.booleans()):
+        msg.group_sequence = draw(st.integers(0, 2**31 - 1))
+    msg.durable = draw(st.booleans())
+    msg.priority = draw(st.integers(0, 255))
+    if draw(st.booleans()):
+        msg.ttl = draw(st.integers(0, 2**31)) / 1000
+    msg.first_acquirer = draw(st.booleans())
+    msg.delivery_count = draw(st.integers(0, 2**31))
+    if draw(st.booleans()):
+        msg.properties = draw(st.dictionaries(TEXT, SCALARS, max_size=4))
+    if draw(st.booleans()):
+        msg.annotations = draw(st.dictionaries(SYMBOLS, VALUES, max_size=3))
+    if draw(st.booleans()):
+        msg.instructions = draw(st.dictionaries(SYMBOLS, SCALARS, max_size=2))
+    body = draw(BODIES)
+    if isinstance(body, bytes) and draw(st.booleans()):
+        msg.inferred = True  # a data section rather than an amqp-value
+    msg.body = body
+    return msg
+
+
+def _proton(encoded: bytes) -> NativeMessage:
+    msg = Message()
+    msg.decode(encoded)
+    return to_record(msg)
+
+
+def _same(ours: NativeMessage, theirs: NativeMessage) -> None:
+    def form(record: NativeMessage) -> str:
+        # Type-strict (true is not 1) and NaN-tolerant: compared as JSON text.
+        return json.dumps(record.to_json(), sort_keys=True, default=repr)
+
+    assert form(ours) == form(theirs)
+    assert (ours.raw, ours.payload) == (theirs.raw, theirs.payload)
+
+
+@settings(max_examples=400, deadline=None)
+@given(messages())
+def test_a_message_proton_encoded_reads_as_proton_reads_it(msg: Message) -> None:
+    encoded = bytes(msg.encode())
+    reading = wire.decoded(encoded)
+    if reading is None:  # declined: proton reads it; only what the docstring lists
+        return
+    _same(to_record(reading), _proton(encoded))
+
+
+def test_the_usual_message_is_read_without_proton() -> None:
+    msg = Message(subject="store/12/cashierdesk/3", content_type=symbol("application/json"),
+                  properties={"x-message-id": "r-1"}, durable=True,
+                  annotations={symbol("x-opt-routing-key"): "k"},
+                  body=b'{"amount": 12.5}', inferred=True)
+    msg.creation_time = 1_700_000_000.123
+    msg.id = uuid.UUID(int=7)
+    encoded = bytes(msg.encode())
+    reading = wire.decoded(encoded)
+    assert reading is not None
+    record = to_record(reading)
+    _same(record, _proton(encoded))
+    assert record.data == {"amount": 12.5}
+    assert record.fields["properties"] == {  # type: ignore[comparison-overlap]
+        "message-id": "00000000-0000-0000-0000-000000000007",
+        "subject": "store/12/cashierdesk/3", "content-type": "application/json",
+        "creation-time": "2023-11-14T22:13:20.123Z"}
+
+
+@settings(max_examples=400, deadline=None)
+@given(messages(), st.data())
+def test_mangled_bytes_are_declined_or_read_as_proton_reads_them(
+        msg: Message, data: st.DataObject) -> None:
+    encoded = bytearray(msg.encode())
+    assume(encoded)
+    for _ in range(data.draw(st.integers(1, 3))):
+        at = data.draw(st.integers(0, len(encoded) - 1))
+        action = data.draw(st.sampled_from(["flip", "cut", "insert"]))
+        if action == "flip":
+            encoded[at] = data.draw(st.integers(0, 255))
+        elif action == "cut":
+            del encoded[at:]
+            if not encoded:
+                return
+        else:
+            encoded[at:at] = bytes([data.draw(st.integers(0, 255))])
+    reading = wire.decoded(bytes(encoded))
+    if reading is None:
+        return
+    try:
+        theirs = _proton(bytes(encoded))
+    except Exception as exc:  # proton refuses what was read: a difference
+        raise AssertionError(f"read what proton refuses: {exc!r}") from exc
+    _same(to_record(reading), theirs)
+
+
+def test_what_it_declines_goes_to_proton() -> None:
+    declined = [
+        Message(body=Described(symbol("x"), 1)),
+        Message(properties={"a": Described(symbol("x"), 1)}),
+        Message(body=[1, 2], inferred=True),  # an amqp-sequence body
+    ]
+    for msg in declined:
+        assert wire.decoded(bytes(msg.encode())) is None
+    assert wire.decoded(b"") is not None  # no sections: no body, proton's defaults
+    _same(to_record(wire.decoded(b"")), _proton(b""))  # type: ignore[arg-type]
+    assert wire.decoded(b"\x00Sp") is None  # truncated
+
+
+
+
+def test_sections_out_of_order_or_repeated_are_declined() -> None:
+    data_a, data_b = b"\x00Su\xa0\x01a", b"\x00Su\xa0\x01b"
+    subject = b"\x00Ss\xc0\x06\x04@@@\xa1\x00"  # properties: subject ""
+    assert wire.decoded(data_a) is not None
+    assert wire.decoded(data_a + data_b) is None  # two data sections
+    assert wire.decoded(data_a + subject) is None  # properties after the body
+    assert wire.decoded(subject + data_a) is not None
