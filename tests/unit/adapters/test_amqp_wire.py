@@ -167,3 +167,15 @@ def test_sections_out_of_order_or_repeated_are_declined() -> None:
     assert wire.decoded(data_a + data_b) is None  # two data sections
     assert wire.decoded(data_a + subject) is None  # properties after the body
     assert wire.decoded(subject + data_a) is not None
+
+
+def test_a_timestamp_past_year_9999_is_its_milliseconds_not_an_exception() -> None:
+    # A sender can write any 64-bit time; `to_record` raised for one past year 9999.
+    msg = Message(body=b"x", inferred=True)
+    msg.creation_time = 2**50 / 1000
+    msg.properties = {"at": timestamp(2**50)}
+    encoded = bytes(msg.encode())
+    for reading in (wire.decoded(encoded), None):
+        record = to_record(reading) if reading is not None else _proton(encoded)
+        assert record.fields["properties"] == {"creation-time": str(2**50)}  # type: ignore[comparison-overlap]
+        assert record.fields["application-properties"] == {"at": str(2**50)}  # type: ignore[comparison-overlap]
