@@ -1,0 +1,235 @@
+"""Benchmark: the gateway's per-message stages in process, against a hand-fused floor.
+
+Not a test: run by hand (from the repository root), e.g.
+
+    python -m bench.bench_stages                       # kafka-nats, nats-kafka, kafka-kafka
+    python -m bench.bench_stages --routes kafka-nats --batch 250 --rounds 40
+
+For one route of `../shared/bench`'s store example (one definition: context `storeid` and
+`cdid` from the source address, binary CloudEvents out), a batch of records as the
+source adapter makes them goes through the stages the route runs between the client
+library and the socket, each timed on its own (least of `--rounds`, µs per message):
+
+* `to_record`: the client's records (aiokafka's / nats-py's shape) -> native records;
+* `convert_batch`: match and render (`Converter.convert_batch`);
+* `BatchMaker.convert`: the same plus the output's records (binding, defaults, partition
+  key) and the batch's bookkeeping (`render+batch`: the difference);
+* `write`: what the producer turns each output record into (Kafka `to_send`; NATS
+  `to_publish` + `publish_frame`).
+
+`--floor` (kafka-nats) also times one hand-written loop doing the same work for this one
+definition -- record fields, the JSON body rule, the key match, id, time, source and
+subject, the HPUB frame -- with nothing generic in it: what CPython needs at least for
+the work itself, so that `total - floor` is what the gateway's structure costs (dispatch,
+intermediate records and events, per-message objects).
+
+Time stamps advance every 20 records (as at ~20,000 msg/s), so the per-millisecond caches
+hit as they do on a live route. Figures move with the host's load: compare runs made
+back to back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import gc
+import json
+import re
+import time
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import orjson
+from prometheus_client import CollectorRegistry
+
+from gateway.cloudevents.timestamps import format_rfc3339
+from gateway.convert import Converter
+from gateway.definitions import read_document
+from gateway.envelope.ids import name_uuid
+from gateway.observability.metrics import Metrics
+from gateway.ports import Delivery
+from gateway.record import NativeMessage
+from gateway.runtime.batches import BatchMaker
+from gateway.runtime.keys import PartitionKeys
+from gateway.runtime.output import Output
+from gateway.runtime.stats import RouteStats
+
+PROTOCOL = {"kafka": "KAFKA", "nats": "NATS"}
+MATCH = {"kafka": {"topic": "t", "key": "store/{storeid}/cashierdesk/{cdid}"},
+         "nats": {"subject": "store.{storeid}.cashierdesk.{cdid}"}}
+DEFAULTS = {"kafka": {"topic": "out"}, "nats": {"subject": "ce"}}
+BODY = json.dumps({"storeid": "1000", "cdid": "01", "total": 12.5, "currency": "EUR",
+                   "items": 3, "pad": "x" * 100}).encode()
+
+
+class KafkaRecord(NamedTuple):
+    """The attributes of aiokafka's ConsumerRecord the adapter reads."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+
+
+class NatsMsg:
+    """The attributes of nats-py's Msg the adapter reads (a JetStream delivery)."""
+
+    def __init__(self, n: int) -> None:
+        self.subject = f"store.{1000 + n % 97}.cashierdesk.{n % 12:02d}"
+        self.data = BODY
+        self.headers: dict[str, str] | None = None
+        self.reply = f"$JS.ACK.s.d.1.{n}.{n}.1700000000000000000.0"
+
+
+def _definition(source: str) -> Converter:
+    doc = {"specversion": "1.0", "messagegroups": {"store": {
+        "envelope": "CloudEvents/1.0", "messages": {"sale": {
+            "protocol": PROTOCOL[source], "protocoloptions": MATCH[source],
+            "envelope": "CloudEvents/1.0",
+            "envelopemetadata": {
+                "type": {"value": "com.example.store.sale"},
+                "source": {"type": "uritemplate", "value": "/stores/{storeid}"},
+                "subject": {"type": "uritemplate", "value": "{cdid}"}}}}}}}
+    return Converter(read_document(doc).messages())
+
+
+def _kafka_records(size: int) -> list[KafkaRecord]:
+    return [KafkaRecord("t", 0, n, 1_700_000_000_000 + n // 20,
+                        f"store/{1000 + n % 97}/cashierdesk/{n % 12:02d}".encode(), BODY, [])
+            for n in range(size)]
+
+
+def _reader(source: str, size: int) -> Callable[[], list[NativeMessage]]:
+    if source == "kafka":
+        from adapters.kafka.record import to_record as kafka_record
+
+        raw = _kafka_records(size)
+        return lambda: [kafka_record(r) for r in raw]
+    from adapters.nats.record import to_record as nats_record
+
+    msgs = [NatsMsg(n) for n in range(size)]
+    return lambda: [nats_record(m, True) for m in msgs]  # type: ignore[arg-type]
+
+
+def _writer(sink: str) -> Callable[[list[NativeMessage]], None]:
+    if sink == "kafka":
+        from adapters.kafka.record import to_send
+
+        def write_kafka(records: list[NativeMessage]) -> None:
+            for record in records:
+                to_send(record)
+        return write_kafka
+    from adapters.nats.record import publish_frame, to_publish
+
+    def write_nats(records: list[NativeMessage]) -> None:
+        for record in records:
+            publish_frame(to_publish(record), "")
+    return write_nats
+
+
+class _Producer:
+    max_message_bytes = None
+    connected = True
+
+
+def _least(fn: Callable[[], object], rounds: int, size: int) -> float:
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best / size * 1e6
+
+
+def stages(route: str, size: int, rounds: int) -> dict[str, float]:
+    source, sink = route.split("-")
+    converter = _definition(source)
+    output = Output("dst", PROTOCOL[sink], _Producer(), DEFAULTS[sink])  # type: ignore[arg-type]
+    stats = RouteStats("bench", "src", Metrics(CollectorRegistry()), None, 4096, [output])
+    maker = BatchMaker(converter, [output], "binary", PartitionKeys("source"), stats)
+    read, write = _reader(source, size), _writer(sink)
+    records = read()
+    deliveries = [Delivery(r, _settle) for r in records]
+    made = maker.convert(deliveries, 0.0).sent[0].records
+    if len(made) != size:
+        raise SystemExit(f"{route}: {len(made)} of {size} records rendered")
+    out = {"to_record": _least(read, rounds, size),
+           "convert_batch": _least(lambda: converter.convert_batch(records), rounds, size),
+           "BatchMaker.convert": _least(lambda: maker.convert(deliveries, 0.0), rounds, size),
+           "write": _least(lambda: write(made), rounds, size)}
+    out["render+batch"] = out["BatchMaker.convert"] - out["convert_batch"]
+    out["total"] = out["to_record"] + out["BatchMaker.convert"] + out["write"]
+    return out
+
+
+async def _settle(ok: bool, reason: str, retry: bool) -> None:
+    return None
+
+
+_KEY = re.compile(r"store/([^/]+)/cashierdesk/([^/]+)")
+_CONSTANT = b"NATS/1.0\r\nce-specversion: 1.0\r\nce-type: com.example.store.sale\r\n"
+
+
+class _Slot:
+    __slots__ = ("done", "offset")
+
+    def __init__(self, offset: int) -> None:
+        self.offset = offset
+        self.done = False
+
+
+def floor(size: int, rounds: int) -> float:
+    """The hand-fused kafka -> nats loop (see the module docstring), µs per message."""
+    raw = _kafka_records(size)
+    last: list[Any] = [None, ""]
+
+    def fused() -> list[bytes]:
+        frames = []
+        slots = []
+        for m in raw:
+            assert m.key is not None and m.value is not None
+            key = m.key.decode()
+            orjson.loads(m.value)  # the body rule: is it JSON?
+            fields = {"topic": m.topic, "partition": m.partition, "offset": m.offset,
+                      "timestamp": m.timestamp, "key": key}
+            found = _KEY.fullmatch(key)
+            if found is None or not fields:
+                continue
+            store, desk = found.groups()
+            ident = name_uuid(f"{m.topic}/{m.partition}/{m.offset}")
+            if last[0] != m.timestamp:
+                last[0] = m.timestamp
+                last[1] = format_rfc3339(dt.datetime.fromtimestamp(m.timestamp / 1000, dt.UTC))
+            block = _CONSTANT + (
+                f"ce-source: /stores/{store}\r\nce-subject: {desk}\r\nce-id: {ident}\r\n"
+                f"ce-time: {last[1]}\r\nce-datacontenttype: application/json\r\n\r\n").encode()
+            frames.append(b"HPUB ce  %d %d\r\n%s%s\r\n" % (
+                len(block), len(block) + len(m.value), block, m.value))
+            slots.append(_Slot(m.offset))
+        return frames
+
+    return _least(fused, rounds, size)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--routes", default="kafka-nats,nats-kafka,kafka-kafka")
+    p.add_argument("--batch", type=int, default=250, help="records per batch")
+    p.add_argument("--rounds", type=int, default=40, help="timings per stage; least kept")
+    p.add_argument("--floor", action="store_true", help="also the hand-fused kafka-nats loop")
+    args = p.parse_args()
+    gc.collect()
+    gc.freeze()  # as the daemon does (runtime/heap.py)
+    for route in args.routes.split(","):
+        got = stages(route, args.batch, args.rounds)
+        print(f"{route:12s} " + "  ".join(f"{k} {v:.2f}" for k, v in got.items()) + " µs/msg")
+        if args.floor and route == "kafka-nats":
+            print(f"{'':12s} floor (hand-fused kafka-nats) {floor(args.batch, args.rounds):.2f}"
+                  " µs/msg")
+
+
+if __name__ == "__main__":
+    main()
