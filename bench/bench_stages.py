@@ -37,9 +37,10 @@ import json
 import re
 import time
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import orjson
+from aiokafka.structs import ConsumerRecord
 from prometheus_client import CollectorRegistry
 
 from gateway.cloudevents.timestamps import format_rfc3339
@@ -60,18 +61,6 @@ MATCH = {"kafka": {"topic": "t", "key": "store/{storeid}/cashierdesk/{cdid}"},
 DEFAULTS = {"kafka": {"topic": "out"}, "nats": {"subject": "ce"}}
 BODY = json.dumps({"storeid": "1000", "cdid": "01", "total": 12.5, "currency": "EUR",
                    "items": 3, "pad": "x" * 100}).encode()
-
-
-class KafkaRecord(NamedTuple):
-    """The attributes of aiokafka's ConsumerRecord the adapter reads."""
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-    headers: list[tuple[str, bytes | None]]
 
 
 class NatsMsg:
@@ -96,10 +85,14 @@ def _definition(source: str) -> Converter:
     return Converter(read_document(doc).messages())
 
 
-def _kafka_records(size: int) -> list[KafkaRecord]:
-    return [KafkaRecord("t", 0, n, 1_700_000_000_000 + n // 20,
-                        f"store/{1000 + n % 97}/cashierdesk/{n % 12:02d}".encode(), BODY, [])
-            for n in range(size)]
+def _kafka_records(size: int) -> list[ConsumerRecord[bytes, bytes]]:
+    """aiokafka's own records, as its fetcher hands them over."""
+    out = []
+    for n in range(size):
+        key = f"store/{1000 + n % 97}/cashierdesk/{n % 12:02d}".encode()
+        out.append(ConsumerRecord("t", 0, n, 1_700_000_000_000 + n // 20, 0, key, BODY, None,
+                                  len(key), len(BODY), []))
+    return out
 
 
 def _reader(source: str, size: int) -> Callable[[], list[NativeMessage]]:
