@@ -39,8 +39,7 @@ class Sections(NamedTuple):
     message_annotations: dict[Any, Any] | None
     properties: list[Any] | None
     application_properties: dict[Any, Any] | None
-    body: Any
-    has_body: bool
+    body: Any  # None also when there is no body: proton's `Message.body` says the same
 
 
 _HEADER, _DELIVERY_ANN, _MESSAGE_ANN, _PROPERTIES, _APP_PROPS = 0x70, 0x71, 0x72, 0x73, 0x74
@@ -85,15 +84,10 @@ def _sections(buf: bytes) -> Sections:
     maps = [found.get(code) for code in (_DELIVERY_ANN, _MESSAGE_ANN, _APP_PROPS)]
     if any(m is not None and not isinstance(m, dict) for m in maps):
         raise Unreadable
-    if _DATA in found:
-        body, has_body = found[_DATA], True
-        if not isinstance(body, bytes):
-            raise Unreadable
-    elif _VALUE in found:
-        body, has_body = found[_VALUE], True
-    else:
-        body, has_body = None, False
-    return Sections(header, maps[0], maps[1], props, maps[2], body, has_body)
+    body = found.get(_DATA, found.get(_VALUE))
+    if _DATA in found and (_VALUE in found or not isinstance(body, bytes)):
+        raise Unreadable  # a data section holds binary, and is the only body
+    return Sections(header, maps[0], maps[1], props, maps[2], body)
 
 
 def _value(buf: bytes, at: int) -> tuple[Any, int]:
