@@ -24,6 +24,7 @@ from adapters.amqp.terminus import AutoDurability, apply_terminus
 from adapters.amqp.wire import Decoded, decoded
 from gateway.ports import Delivery, EndOfInput, EndpointSettings, NotConnected
 from gateway.ports.inbox import Inbox, InboxCounts
+from gateway.protocols import AMQP
 from gateway.record import NativeMessage
 
 
@@ -31,25 +32,36 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def _decoded(note: Note) -> list[NativeMessage]:
-    """The records of a burst the proton thread handed over still encoded.
+def _decoded(note: Note) -> list[tuple[NativeMessage, str | None]]:
+    """The records of a burst the proton thread handed over still encoded, each with why
+    it could not be read (None: it could).
 
     Decoded here, on the event loop, not on the proton thread where they arrived: every
     attribute a record reads is a call into proton-c that gives the GIL up and must take
     it back, and while the event loop was busy converting the previous burst each such
     hand-back waited for it (the GIL changes hands every 5 ms at most), so the proton
-    thread, and with it the route, ran at a fraction of its speed. (proton decodes any
-    bytes into some message, and `to_record` is total: nothing here raises.)"""
+    thread, and with it the route, ran at a fraction of its speed. The usual message is
+    read straight from its sections (`wire.py`, no proton call at all); anything else as
+    proton decodes it.
+
+    Reading is meant to be total (proton decodes any bytes into some message, and
+    `to_record` maps every value), but a message it fails on must not take its burst
+    with it: the burst would be neither handed out nor settled, its credit gone, and the
+    same message back at the next attach. Such a message is handed out as its bytes,
+    undecodable: the route dead-letters it with the reason and goes on."""
     received_at = note.reason
-    records: list[NativeMessage] = []
+    records: list[tuple[NativeMessage, str | None]] = []
     for encoded in note.encoded:
-        # The usual message read straight from its sections (`wire.py`, a fraction of
-        # proton's cost); anything else as proton decodes it.
-        msg: Message | Decoded | None = decoded(encoded)
-        if msg is None:
-            msg = Message()
-            msg.decode(encoded)
-        records.append(to_record(msg, received_at=received_at))
+        try:
+            msg: Message | Decoded | None = decoded(encoded)
+            if msg is None:
+                msg = Message()
+                msg.decode(encoded)
+            records.append((to_record(msg, received_at=received_at), None))
+        except Exception as exc:  # any failure is this message's alone
+            why = f"the AMQP message cannot be read: {type(exc).__name__}: {exc}"
+            records.append((NativeMessage(AMQP, {}, payload=bytes(encoded),
+                                          received_at=received_at), why))
     return records
 
 
@@ -233,9 +245,11 @@ class AmqpConsumer(InboxCounts):
         self._settler: _Settler | None = None
         self._ready: asyncio.Future[None] | None = None
         self._connected = False
-        # (token, record) of the current connection's received, not yet handed out; credit
-        # bounds the buffer already, the window guards the caller's side too
-        self._inbox: Inbox[tuple[int, NativeMessage]] = Inbox(self._opts.max_in_flight)
+        # (token, (record, why it is undecodable or None)) of the current connection's
+        # received, not yet handed out; credit bounds the buffer already, the window
+        # guards the caller's side too
+        self._inbox: Inbox[tuple[int, tuple[NativeMessage, str | None]]] = Inbox(
+            self._opts.max_in_flight)
         # Request-reply: a message with a reply-to is answered there (reply.py).
         self._answers = AnswerSender(settings)
 
@@ -294,8 +308,10 @@ class AmqpConsumer(InboxCounts):
         answerer = self._answers.answerer
         deliveries: list[Delivery] = []
         for _ in range(count):
-            token, record = pop()
-            deliveries.append(Delivery(record, partial(settle, token), answerer(record)))
+            token, (record, undecodable) = pop()
+            deliveries.append(Delivery(record, partial(settle, token),
+                                       None if undecodable else answerer(record),
+                                       undecodable=undecodable))
         return deliveries
 
     def _settled(self) -> None:

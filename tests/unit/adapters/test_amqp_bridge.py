@@ -113,6 +113,41 @@ def test_messages_are_handed_over_encoded_and_decoded_on_the_loop() -> None:
     asyncio.run(run())
 
 
+def test_a_message_that_cannot_be_read_is_handed_out_undecodable_and_its_burst_goes_on(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading a burst fails for one message: that one comes out undecodable (the route
+    dead-letters it with the reason), the others as records. Before, the exception left
+    the whole burst unread and unsettled."""
+    from adapters.amqp import consumer as consumer_module
+
+    real = consumer_module.to_record
+
+    def to_record(msg: Any, received_at: str | None = None) -> NativeMessage:
+        if msg.subject == "poison":
+            raise ValueError("year 2285384 is out of range")
+        return real(msg, received_at=received_at)
+
+    monkeypatch.setattr(consumer_module, "to_record", to_record)
+
+    async def run() -> None:
+        consumer, thread, _ = _consumer(max_in_flight=10)
+        poison = _encoded(2, subject="poison")
+        consumer._on_batch(cast(ProtonThread[Note], thread), [
+            Note("messages", 0, encoded=[_encoded(1), poison, _encoded(3)],
+                 reason="2026-11-28T02:00:00Z")])
+        first, second, third = await consumer.read_batch(10)
+        assert first.undecodable is None and third.undecodable is None
+        assert (first.message.data, third.message.data) == ({"n": 1}, {"n": 3})
+        assert second.undecodable == ("the AMQP message cannot be read: ValueError: year "
+                                      "2285384 is out of range")
+        assert second.message.payload == poison  # the bytes as they came, for the dead letter
+        assert second.message.received_at == "2026-11-28T02:00:00Z"
+        await second.ack()  # dead-lettered: settled like any other
+        assert consumer.unsettled == 2
+
+    asyncio.run(run())
+
+
 def test_a_burst_of_settlements_is_one_hand_over() -> None:
     async def run() -> None:
         consumer, thread, handler = _consumer(max_in_flight=10)
