@@ -213,6 +213,15 @@ def _of(value: Any, kind: type) -> Any:
     return value
 
 
+def _c_string(value: Any, kind: type) -> Any:
+    """`_of` for a member proton-c hands over as a C string (to, subject, reply-to, the
+    content type and encoding, the group ids): one holding a NUL would reach Python cut
+    short there, so it is left to proton."""
+    if _of(value, kind) is not None and "\x00" in value:
+        raise Unreadable
+    return value
+
+
 def _seconds(value: Any) -> float:
     """proton's `millis2secs` of a member in milliseconds (0 when absent)."""
     return float(value or 0) / 1000.0
@@ -243,19 +252,19 @@ class Decoded:
         self.id: Any = message_id
         self.correlation_id: Any = correlation_id
         self.user_id: bytes = _of(user_id, bytes) or b""
-        self.address: str | None = _of(to, str)
-        self.subject: str | None = _of(subject, str)
-        self.reply_to: str | None = _of(reply_to, str)
-        self.content_type: symbol = _of(content_type, symbol) or _NO_SYMBOL
-        self.content_encoding: symbol = _of(content_encoding, symbol) or _NO_SYMBOL
+        self.address: str | None = _c_string(to, str)
+        self.subject: str | None = _c_string(subject, str)
+        self.reply_to: str | None = _c_string(reply_to, str)
+        self.content_type: symbol = _c_string(content_type, symbol) or _NO_SYMBOL
+        self.content_encoding: symbol = _c_string(content_encoding, symbol) or _NO_SYMBOL
         self.expiry_time = _seconds(_of(expiry, timestamp))
         self.creation_time = _seconds(_of(creation, timestamp))
-        self.group_id: str | None = _of(group_id, str)
+        self.group_id: str | None = _c_string(group_id, str)
         sequence = _of(group_sequence, uint)
         if sequence is not None and sequence >= 2**31:
             raise Unreadable  # proton-c keeps it as a signed 32-bit number
         self.group_sequence = int(sequence or 0)
-        self.reply_to_group_id: str | None = _of(reply_group, str)
+        self.reply_to_group_id: str | None = _c_string(reply_group, str)
         durable, priority, ttl, first_acquirer, delivery_count = header
         self.durable = bool(_of(durable, bool))
         self.priority = 4 if priority is None else int(_of(priority, ubyte))

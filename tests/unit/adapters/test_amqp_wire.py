@@ -200,3 +200,14 @@ def test_a_footer_is_read_past_and_odd_sections_are_declined() -> None:
     ]
     for encoded in declined:
         assert wire.decoded(encoded) is None, encoded
+
+
+def test_a_nul_in_a_member_proton_reads_as_a_c_string_is_left_to_proton() -> None:
+    # proton-c hands to, subject, reply-to, content type/encoding and the group ids over
+    # as C strings: they end at a NUL. Such a message is declined, and proton reads it.
+    for msg in (Message(subject="a\x00b", body=b"x", inferred=True),
+                Message(content_type=symbol("\x00pplication/json"), body="x")):
+        encoded = bytes(msg.encode())
+        assert wire.decoded(encoded) is None
+    assert _proton(bytes(Message(subject="a\x00b").encode())).fields["properties"] == {
+        "subject": "a"}  # type: ignore[comparison-overlap]
