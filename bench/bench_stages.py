@@ -5,7 +5,7 @@ Not a test: run by hand (from the repository root), e.g.
     python -m bench.bench_stages                       # kafka-nats, nats-kafka, kafka-kafka
     python -m bench.bench_stages --routes kafka-nats --batch 250 --rounds 40
 
-For one route of `../shared/bench`'s store example (one definition: context `storeid` and
+For one route of the passthrough harness's store example (one definition: context `storeid` and
 `cdid` from the source address, binary CloudEvents out), a batch of records as the
 source adapter makes them goes through the stages the route runs between the client
 library and the socket, each timed on its own (least of `--rounds`, µs per message):
