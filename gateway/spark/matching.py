@@ -31,7 +31,7 @@ from gateway.cloudevents.typesystem import INT32_MAX, INT32_MIN
 from gateway.cloudevents.uri import RELATIVE_REF_PATTERN, URI_PATTERN
 from gateway.matching.values import UINT32_MAX
 from gateway.spark.compiler import SEP, CheckShape, CompiledCatalog, ReaderSpec, plan_rows
-from gateway.spark.records import RECORD, first_value, pair_values, read_scalar, read_section
+from gateway.spark.records import first_value, pair_values, read_scalar, read_section
 from gateway.spark.sqlfuncs import all_of, any_of, case_when
 
 # `gateway.matching.values.conforms` for text values (every value reaches SQL as text;
@@ -190,34 +190,31 @@ def candidate_tables(spark: SparkSession,
         for slot, rows in grouped.items()}
 
 
-def drop_now(df: DataFrame) -> list[str]:
-    """The working columns of `match` (keys, joined candidates, values, pass flags)."""
-    working = re.compile(r"_(k|j|c|ok|f|p)\d+|_segs|_best")
-    return [c for c in df.columns if working.fullmatch(c)]
-
-
 def match(df: DataFrame, catalog: CompiledCatalog,
           tables: dict[tuple[Any, ...], DataFrame]) -> DataFrame:
     """Adds `_cand` (the winning candidate), `_caps` (its captures, by slot) and
-    `_route_py` to `df` (columns `r`, `_fam`, `_addr` expected)."""
-    r, fam, addr = F.col(RECORD), F.col("_fam"), F.col("_addr")
+    `_route_py` to `df` (columns `_fam`, `_addr`, `_segs` and the field readers of
+    `read_columns` expected; the match's own columns are dropped on the way).
+
+    One projection per phase: the index keys (and each repeatable field's first value),
+    the joins, whether each candidate passed, the winner's ranks, the winner. Every
+    projection copies the row, so each one carries only what a later phase reads."""
+    fam, addr, segments = F.col("_fam"), F.col("_addr"), F.col("_segs")
     readers = catalog.readers
-    # Every value a check reads is projected once as a plain column first: the checks of
-    # all signatures and positions then share it (and the generated code stays small).
-    out = df.withColumn("_segs", F.split(addr, "/", -1))
-    segments = F.col("_segs")
-    out = out.withColumns(read_columns(r, readers))
     multi: list[Column] = []
     firsts: dict[str, Column] = {}
     for i, spec in enumerate(readers):
         if spec.kind == "pairs":
             multi.append(F.size(f"_p{i}") > 1)
             firsts[f"_f{i}"] = first_value(F.col(f"_p{i}"))
-    out = out.withColumns(firsts)
     slots = catalog.slots()
     keys = record_keys(catalog, fam, addr, segments)
+    entries = {f"_p{i}" for i in range(len(readers))}
+    out = df.select(*[c for c in df.columns if c not in entries and c not in ("_fam", "_addr")],
+                    *[v.alias(n) for n, v in firsts.items()],
+                    any_of(multi).alias("_multi"),
+                    *[keys[slot].alias(f"_k{n}") for n, slot in enumerate(slots)])
     for n, slot in enumerate(slots):
-        out = out.withColumn(f"_k{n}", keys[slot])
         side = F.broadcast(tables[slot].select(F.col("k").alias(f"_j{n}"),
                                                F.col("cands").alias(f"_c{n}")))
         out = out.join(side, out[f"_k{n}"] == side[f"_j{n}"], "left")
@@ -240,12 +237,15 @@ def match(df: DataFrame, catalog: CompiledCatalog,
             python_candidate.append(F.coalesce(c["pym"], F.lit(False)))
             ok = case_when([(c["sig"] == sig, passed) for sig, (passed, _) in results.items()])
             passes[f"_ok{len(candidates) - 1}"] = F.coalesce(ok, F.lit(False))
-    # One projection: each `withColumn` would analyse the whole plan again.
-    out = out.withColumns(passes)
+    joined = [f"_k{n}" for n in range(len(slots))] + [f"_j{n}" for n in range(len(slots))]
+    out = out.select(*[c for c in out.columns if c not in joined],
+                     *[v.alias(n) for n, v in passes.items()])
+    working = re.compile(r"_(c|ok|f)\d+|_segs|_multi|_best")
     if not candidates:
-        return out.withColumns({"_cand": F.lit(None).cast(CANDIDATE_TYPE),
-                                "_caps": F.lit(None).cast("array<string>"),
-                                "_route_py": F.lit(True)}).drop(*drop_now(out))
+        return out.select(*[c for c in out.columns if not working.fullmatch(c)],
+                          F.lit(None).cast(CANDIDATE_TYPE).alias("_cand"),
+                          F.lit(None).cast("array<string>").alias("_caps"),
+                          F.lit(True).alias("_route_py"))
     passing = [F.col(f"_ok{i}") for i in range(len(candidates))]
     ranks = [F.when(ok, F.struct(c["lit"].alias("lit"), c["cnt"].alias("cnt"),
                                  c["negorder"].alias("negorder"), F.lit(i).alias("pos")))
@@ -257,8 +257,6 @@ def match(df: DataFrame, catalog: CompiledCatalog,
     else:
         chosen = case_when([(best["pos"] == i, c) for i, c in enumerate(candidates)])
         chosen_caps = case_when([(best["pos"] == i, c) for i, c in enumerate(captured)])
-    out = out.withColumns({"_cand": F.when(best.isNotNull(), chosen),
-                           "_caps": F.when(best.isNotNull(), chosen_caps)})
     tied = [ok & F.coalesce((x["lit"] == best["lit"]) & (x["cnt"] == best["cnt"]),
                             F.lit(False)) for ok, x in zip(passing, candidates, strict=True)]
     settle_in_python = F.lit(catalog.ambiguity == "deadletter")
@@ -267,7 +265,9 @@ def match(df: DataFrame, catalog: CompiledCatalog,
             [t & F.coalesce(x["schema"], F.lit(False)) for t, x in zip(tied, candidates,
                                                                         strict=True)])
     tie_count = sum((F.when(t, 1).otherwise(0) for t in tied), F.lit(0))
-    route = any_of([*python_candidate, *multi, best.isNull(),
-                    F.coalesce(F.col("_cand")["py"], F.lit(False)),
+    route = any_of([*python_candidate, F.col("_multi"), best.isNull(),
                     (tie_count > 1) & settle_in_python])
-    return out.withColumn("_route_py", route).drop(*drop_now(out))
+    return out.select(*[c for c in out.columns if not working.fullmatch(c)],
+                      F.when(best.isNotNull(), chosen).alias("_cand"),
+                      F.when(best.isNotNull(), chosen_caps).alias("_caps"),
+                      route.alias("_route_py"))

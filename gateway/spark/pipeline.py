@@ -21,10 +21,10 @@ from pyspark.sql.pandas.types import to_arrow_type
 
 from gateway.spark.compiler import CompiledCatalog
 from gateway.spark.fallback import python_stage
-from gateway.spark.matching import candidate_tables, match
+from gateway.spark.matching import candidate_tables, match, read_columns
 from gateway.spark.outcome import OUTCOME_COLUMNS, outcome_type
-from gateway.spark.records import PARSE_TYPE, RECORD, address, family, profiles, sql_ok
-from gateway.spark.render import render
+from gateway.spark.records import RECORD, address, family, parsing, profiles, sql_ok
+from gateway.spark.render import record_columns, render
 
 
 @dataclass
@@ -37,22 +37,34 @@ class Stage:
     salt: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     def sql(self, lines: DataFrame) -> DataFrame:
-        """`lines` has a string column `record`; adds the compiled path's columns."""
+        """`lines` has a string column `record`; adds the compiled path's columns.
+
+        The record is parsed with the fields of the compiled protocols only
+        (`records.parse_type`), and one projection reads from it everything the later
+        phases need (the screen's verdict, the address, the field readers, the render
+        stage's inputs): the parsed struct goes no further, so the projections of the
+        match and the render copy narrow rows."""
         _tune_codegen(self.spark)
-        parsed = lines.select("record", F.from_json("record", PARSE_TYPE).alias(RECORD),
-                              F.json_object_keys("record").alias("_keys"),
-                              self._trace_gate().alias("_lc"))
-        protocols = self.catalog.sql_protocols
-        parsed = parsed.select(
-            "record", RECORD, "_lc",
-            sql_ok(F.col("record"), F.col(RECORD), F.col("_keys"), protocols).alias("_sql"),
-            family(F.col(f"{RECORD}.protocol")).alias("_fam"),
-        ).withColumn("_addr", address(F.col(RECORD), F.col("_fam"),
-                                      self.catalog.sql_families))
-        matched = match(parsed, self.catalog, self.tables)
-        rendered = render(matched, self.catalog, self.salt)
+        catalog = self.catalog
+        protocols = catalog.sql_protocols
+        with parsing(protocols) as parse_type:
+            parsed = lines.select("record", F.from_json("record", parse_type).alias(RECORD),
+                                  F.json_object_keys("record").alias("_keys"),
+                                  self._trace_gate().alias("_lc"))
+            r = F.col(RECORD)
+            fam = family(r["protocol"])
+            addr = address(r, fam, catalog.sql_families)
+            read = parsed.select(
+                "record",
+                sql_ok(F.col("record"), r, F.col("_keys"), protocols).alias("_sql"),
+                fam.alias("_fam"), addr.alias("_addr"), F.split(addr, "/", -1).alias("_segs"),
+                *[c.alias(n) for n, c in read_columns(r, catalog.readers).items()],
+                *[c.alias(n) for n, c in record_columns(r, F.col("_lc"), protocols).items()])
+        rendered = render(match(read, catalog, self.tables), catalog, self.salt)
         route = ~F.col("_sql") | F.col("_route_py") | F.coalesce(F.col("_render_py"), F.lit(True))
-        return rendered.withColumn("_py", route)
+        return rendered.select(*[c for c in rendered.columns
+                                 if c not in ("_sql", "_route_py", "_render_py")],
+                               route.alias("_py"))
 
     def _trace_gate(self) -> Column:
         """The line the render stage searches for `traceparent` / `tracestate` before it

@@ -13,7 +13,9 @@ routed away.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -63,6 +65,9 @@ PARSE_TYPE = T.StructType(
 PARSE_SCHEMA = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in PARSE_TYPE.fields)
 _COMMON = ("protocol", "data", "data_base64", "received_at")
 _PARSED = frozenset({*FIELD_KINDS, *_COMMON})
+# The fields of the parse schema of the plan being built (`parsing`): `col` reads any
+# other field as a null.
+_READABLE: ContextVar[frozenset[str]] = ContextVar("xrgw_spark_readable", default=_PARSED)
 _STRING_KEYS = sorted(
     {n for n, k in FIELD_KINDS.items() if k == "string"}
     | {"protocol", "received_at", "name", "data_base64"}
@@ -78,12 +83,45 @@ CANONICAL_TIME = (
 )
 
 
+def parse_type(protocols: Collection[str] | None = None) -> T.StructType:
+    """The parse schema restricted to the fields of `protocols` (all when None) and the
+    fields every record has.
+
+    A record of another protocol never takes the compiled path (`sql_ok`), and a record
+    of one of these has every one of its protocol's fields parsed with its type, as
+    with the whole schema (a field of another protocol is an unknown key to it either
+    way, which the screen's key count rejects). So the screen and the match judge every
+    record as before, and `from_json` builds a struct of a dozen fields instead of
+    every protocol's (an all-MQTT catalog: 13 instead of 34)."""
+    names = _readable(protocols)
+    return T.StructType([f for f in PARSE_TYPE.fields if f.name in names])
+
+
+def _readable(protocols: Collection[str] | None) -> frozenset[str]:
+    if protocols is None:
+        return _PARSED
+    return frozenset({*_COMMON, *(name for protocol in protocols
+                                  for name in RECORD_FIELDS.get(protocol, {}))})
+
+
+@contextmanager
+def parsing(protocols: Collection[str] | None) -> Iterator[T.StructType]:
+    """Build expressions over a record parsed with `parse_type(protocols)` (the type
+    yielded): inside, `col` reads every field outside it as a null."""
+    token = _READABLE.set(_readable(protocols))
+    try:
+        yield parse_type(protocols)
+    finally:
+        _READABLE.reset(token)
+
+
 def col(r: Column, name: str) -> Column:
     """A field of the parsed record. A name the parse schema does not have (a definition
     field no record carries, e.g. the HTTP response `status`: the gateway receives
-    requests) is absent from every record, as the core reads it: a null, never an
-    analysis error that would fail the whole job."""
-    if name not in _PARSED:
+    requests; a field of a protocol no compiled definition reads, see `parsing`) is
+    absent from every record the compiled path settles, as the core reads it: a null,
+    never an analysis error that would fail the whole job."""
+    if name not in _READABLE.get():
         return F.lit(None).cast("string")
     return r.getField(name)
 
@@ -259,7 +297,7 @@ def read_section(r: Column, field: str, name: str) -> Column:
 def _entries_sql(field: str) -> str:
     """SQL for the entries of a repeatable field of the parsed record (never null; none
     for a field the parse schema does not have, see `col`)."""
-    if FIELD_KINDS.get(field) != "pairs":
+    if FIELD_KINDS.get(field) != "pairs" or field not in _READABLE.get():
         return "cast(array() as array<map<string,string>>)"
     return f"coalesce({RECORD}.`{field}`, cast(array() as array<map<string,string>>))"
 

@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 from gateway.protocols import FieldRef, Metadata, ProtocolProfile
 from gateway.spark.compiler import CompiledCatalog
 from gateway.spark.matching import TYPE_PATTERNS
-from gateway.spark.records import RECORD, col, profiles, read_ref
+from gateway.spark.records import col, profiles, read_ref
 from gateway.spark.sqlfuncs import (
     all_of,
     any_of,
@@ -138,53 +138,80 @@ def _now_rfc3339() -> Column:
                             r"\.(?=Z|[+-])", "")
 
 
-def render(df: DataFrame, catalog: CompiledCatalog, salt: str) -> DataFrame:
-    """Adds `_ce` (struct, one field per attribute + data + data_base64), `_event` (its
-    structured JSON text), `_context`, `_match` and `_render_py` to matched rows (`_cand`,
-    `_caps` and `_lc`, the line to search for trace headers, expected). `salt` keeps
-    generated ids apart (`sqlfuncs.random_digest`)."""
-    best, r = F.col("_cand"), F.col(RECORD)
-    # Intermediate columns, each projected once: the optimizer keeps a projection that is
-    # referenced several times instead of inlining it (smaller generated code, no rework).
-    values: dict[str, Column] = {}
-    failures: list[Column] = []
-    projected: dict[str, Column] = {}
-    for position, name in enumerate(catalog.attributes):
-        value, failure = _attribute(catalog, position, best)
-        projected[f"_a{position}"] = value
-        values[name] = F.col(f"_a{position}")
-        failures.append(failure)
-    # One projection for all of them: each `withColumn` analyses the whole plan again.
-    out = df.withColumns(projected)
-    protocols = catalog.sql_protocols
-    out = out.withColumns({
-        "_context": F.map_from_arrays(best["names"], F.col("_caps")),
+def record_columns(r: Column, lowered: Column,
+                   protocols: Collection[str] | None) -> dict[str, Column]:
+    """What the render stage reads from the record, as plain columns: the body, the
+    receive time, the native content type, identity and trace headers (`lowered`: the
+    line to search for the trace headers' names first).
+
+    Read in the projection that reads the record for the screen and the match, so that
+    the parsed struct is dropped there and no later projection copies it."""
+    return {
+        "_data": col(r, "data"), "_data64": col(r, "data_base64"),
+        "_recv": col(r, "received_at"),
         "_nct": native_content_type(r, protocols), "_ident": native_identity(r, protocols),
         # Looked up only when the line mentions them (a lambda over the headers each).
         # `trace` first: one search of the line settles both for almost every record
         # (Spark evaluates the shared condition once per row).
-        "_tp": F.when(_mentions(F.col("_lc"), "traceparent"),
+        "_tp": F.when(_mentions(lowered, "traceparent"),
                       trace_header(r, "traceparent", protocols)),
-        "_ts": F.when(_mentions(F.col("_lc"), "tracestate"),
+        "_ts": F.when(_mentions(lowered, "tracestate"),
                       trace_header(r, "tracestate", protocols)),
-    })
-    # The id's hash, projected once: `uuid_text` reads it six times.
-    out = out.withColumn("_digest", F.when(values["id"].isNull(), F.when(
-        F.col("_ident").isNotNull(), uuid5_digest(F.col("_ident"))).otherwise(random_digest(salt))))
-    native_ct = F.col("_nct")
-    data, data_b64 = col(r, "data"), col(r, "data_base64")
+    }
+
+
+RENDERED = ("_match", "_context", "_ce", "_event", "_render_py")
+
+
+def render(df: DataFrame, catalog: CompiledCatalog, salt: str) -> DataFrame:
+    """Adds `_ce` (struct, one field per attribute + data + data_base64), `_event` (its
+    structured JSON text), `_context`, `_match` and `_render_py` to matched rows (`_cand`,
+    `_caps` and the columns of `record_columns` expected; all but `record` and the
+    columns of `keep` are dropped). `salt` keeps generated ids apart
+    (`sqlfuncs.random_digest`).
+
+    Two projections and the outcome: the attributes' texts (read from the winning
+    candidate, which is dropped there), then the id's hash and the render checks, then
+    the outcome columns. Within a projection Spark evaluates a shared subexpression once,
+    so the struct and the event text read the same attribute values."""
+    best = F.col("_cand")
+    texts: dict[str, Column] = {}
+    failures: list[Column] = []
+    for position in range(len(catalog.attributes)):
+        value, failure = _attribute(catalog, position, best)
+        texts[f"_a{position}"] = value
+        failures.append(failure)
+    values = {name: F.col(f"_a{position}") for position, name in enumerate(catalog.attributes)}
+    carried = [c for c in df.columns if c not in ("_cand", "_caps")]
+    out = df.select(*carried, *[c.alias(n) for n, c in texts.items()],
+                    F.map_from_arrays(best["names"], F.col("_caps")).alias("_context"),
+                    best["xid"].alias("_match"), best["tfr"].alias("_tfr"),
+                    best["ctype"].alias("_ctype"), best["dschema"].alias("_dschema"),
+                    F.coalesce(best["py"], F.lit(False)).alias("_cand_py"),
+                    *[f.alias(f"_fail{i}") for i, f in enumerate(failures)])
+    native_ct, data, data_b64 = F.col("_nct"), F.col("_data"), F.col("_data64")
     declared_ct = values["datacontenttype"]
+    bad_native = (declared_ct.isNull() & native_ct.isNotNull()
+                  & ~F.coalesce(native_ct.rlike(_MEDIA_TYPE), F.lit(False)))
+    render_py = F.coalesce(any_of([*[F.col(f"_fail{i}") for i in range(len(failures))],
+                                   bad_native, F.col("_cand_py")]), F.lit(True))
+    # The id's hash, projected once: `uuid_text` reads it six times, and a random one
+    # (not deterministic) would not be shared within a projection.
+    digest = F.when(values["id"].isNull(), F.when(
+        F.col("_ident").isNotNull(), uuid5_digest(F.col("_ident"))).otherwise(
+            random_digest(salt)))
+    out = out.select(*[c for c in out.columns if not c.startswith("_fail")
+                       and c != "_cand_py"],
+                     digest.alias("_digest"), render_py.alias("_render_py"))
     content_type = (
         F.when(declared_ct.isNotNull(), declared_ct)
         .when(native_ct.isNotNull(), native_ct)
-        .when(best["ctype"].isNotNull(), best["ctype"])
+        .when(F.col("_ctype").isNotNull(), F.col("_ctype"))
         .when(data.isNotNull(), F.lit("application/json"))
     )
-    identity = F.col("_ident")
-    traceparent = F.col("_tp")
+    identity, traceparent, tracestate = F.col("_ident"), F.col("_tp"), F.col("_ts")
     carry = values["traceparent"].isNull() & F.coalesce(traceparent.rlike(_TRACEPARENT),
                                                         F.lit(False))
-    tracestate = F.col("_ts")
     columns: dict[str, Column] = {
         "specversion": F.lit("1.0"),
         "id": F.coalesce(values["id"], uuid_text(
@@ -192,10 +219,10 @@ def render(df: DataFrame, catalog: CompiledCatalog, salt: str) -> DataFrame:
         "source": values["source"],
         "type": values["type"],
         "subject": values["subject"],
-        "time": F.when(best["tfr"], F.coalesce(col(r, "received_at"), _now_rfc3339()))
+        "time": F.when(F.col("_tfr"), F.coalesce(F.col("_recv"), _now_rfc3339()))
         .otherwise(values["time"]),
         "datacontenttype": content_type,
-        "dataschema": F.coalesce(values["dataschema"], best["dschema"]),
+        "dataschema": F.coalesce(values["dataschema"], F.col("_dschema")),
         "traceparent": F.when(carry, traceparent).otherwise(values["traceparent"]),
         "tracestate": F.when(carry & (F.length(tracestate) > 0), tracestate)
         .otherwise(values["tracestate"]),
@@ -204,29 +231,17 @@ def render(df: DataFrame, catalog: CompiledCatalog, salt: str) -> DataFrame:
         columns[name] = _typed(values[name], spark_type)
     # A typed extension in a string column (a CloudEvent could bring it as text) keeps its
     # type in the event text, as the core renders it.
-    as_json = {name: _typed(values[name], json_type)
-               for name, json_type in catalog.extension_json.items()}
-    # Each final attribute is projected once; the struct and the attributes' JSON object
-    # are both built from those columns. (The event text used to be `to_json` of `_ce`
-    # with its body fields dropped, which builds a second struct per row.)
-    final = {n: f"_v{i}" for i, n in enumerate(columns)}
-    json_final = {n: f"_j{i}" for i, n in enumerate(as_json)}
-    out = out.withColumns({final[n]: c for n, c in columns.items()})
-    out = out.withColumns({json_final[n]: c for n, c in as_json.items()})
-    attrs = [F.col(final[n]).alias(n) for n in columns]
-    json_attrs = [F.col(json_final.get(n, final[n])).alias(n) for n in columns]
-    out = out.withColumns({
-        "_ce": F.struct(*attrs, data.alias("data"), data_b64.alias("data_base64")),
-        "_attrs": F.to_json(F.struct(*json_attrs)),
-    })
-    out = out.withColumn("_event", event_json(F.col("_attrs"), data, data_b64))
-    bad_native = (declared_ct.isNull() & native_ct.isNotNull()
-                  & ~F.coalesce(native_ct.rlike(_MEDIA_TYPE), F.lit(False)))
-    render_py = any_of([*failures, bad_native])
-    temporary = [f"_a{i}" for i in range(len(catalog.attributes))] + list(final.values()) + [
-        *json_final.values(), "_attrs", "_digest"]
-    return out.withColumn("_render_py", F.coalesce(render_py, F.lit(True))).withColumn(
-        "_match", best["xid"]).drop(*temporary, "_nct", "_ident", "_tp", "_ts", "_lc")
+    json_columns = {**columns, **{name: _typed(values[name], json_type)
+                                  for name, json_type in catalog.extension_json.items()}}
+    temporary = {*(f"_a{i}" for i in range(len(catalog.attributes))), "_digest", "_tfr",
+                 "_ctype", "_dschema", "_nct", "_ident", "_tp", "_ts", "_data", "_data64",
+                 "_recv"}
+    return out.select(
+        *[c for c in out.columns if c not in temporary],
+        F.struct(*[c.alias(n) for n, c in columns.items()], data.alias("data"),
+                 data_b64.alias("data_base64")).alias("_ce"),
+        event_json(F.to_json(F.struct(*[c.alias(n) for n, c in json_columns.items()])),
+                   data, data_b64).alias("_event"))
 
 
 def _typed(text: Column, spark_type: str) -> Column:
@@ -238,12 +253,14 @@ def _typed(text: Column, spark_type: str) -> Column:
 
 def event_json(attributes: Column, data: Column, data_base64: Column) -> Column:
     """The structured-mode JSON text: `attributes` (the attributes' JSON object, nulls
-    dropped; a projected column) with the body spliced in as it arrived, never parsed
-    and re-serialized.
+    dropped) with the body spliced in as it arrived, never parsed and re-serialized.
 
-    The splice works on bytes: `substring` and `length` of a string count characters,
-    walking the UTF-8 text twice per row (a JFR profile of the 1,000-definition bench
-    found 6% of the compiled path's samples there); on binary both are byte offsets."""
+    The splice works on bytes: `substring`, `length` and `rtrim` of a string walk the
+    UTF-8 text character by character (a JFR profile of the 1,000-definition bench found
+    6% of the compiled path's samples in the first two, 9% in `rtrim`, which also
+    allocates two arrays as long as the text); on binary these are byte offsets.
+    `attributes` is read twice, in one projection: Spark evaluates the shared
+    expression once."""
     body = F.when(data.isNotNull(), F.concat(F.lit(',"data":'), data)).when(
         data_base64.isNotNull(), F.concat(F.lit(',"data_base64":"'), data_base64, F.lit('"'))
     ).otherwise(F.lit(""))
