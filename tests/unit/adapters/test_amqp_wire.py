@@ -22,7 +22,9 @@ from gateway.record import NativeMessage
 # Now and then past 255 bytes: the 32-bit size forms (str32, vbin32).
 TEXT = st.one_of(st.text(max_size=20), st.text(min_size=256, max_size=270))
 BINARY = st.one_of(st.binary(max_size=12), st.binary(min_size=256, max_size=270))
-SYMBOLS = st.text(st.characters(max_codepoint=127), max_size=12).map(symbol)  # ASCII
+ASCII = st.characters(max_codepoint=127)
+SYMBOLS = st.one_of(st.text(ASCII, max_size=12),
+                    st.text(ASCII, min_size=256, max_size=260)).map(symbol)
 SCALARS = st.one_of(
     st.none(), st.booleans(), st.integers(-2**63, 2**63 - 1), TEXT,
     st.floats(allow_nan=False), BINARY, st.uuids(),
@@ -49,7 +51,8 @@ def messages(draw: st.DrawFn) -> Message:
             setattr(msg, name, value)
     for name in ("content_type", "content_encoding"):
         value = draw(st.one_of(st.none(), st.sampled_from(
-            ["application/json", "text/plain", "application/octet-stream", ""])))
+            ["application/json", "text/plain", "application/octet-stream", "",
+             "application/vnd." + "x" * 250 + "+json"])))  # the last one: a sym32
         if value is not None:
             setattr(msg, name, symbol(value))
     for name in ("expiry_time", "creation_time"):
@@ -214,3 +217,21 @@ def test_a_nul_in_a_member_proton_reads_as_a_c_string_is_left_to_proton() -> Non
     assert _proton(subject + body).fields["properties"] == {  # type: ignore[comparison-overlap]
         "subject": "a"}
     assert "properties" not in _proton(content_type + body).fields
+
+
+def test_a_symbol_past_255_bytes_is_read_and_one_not_ascii_is_declined() -> None:
+    long_type = "application/vnd." + "x" * 250 + "+json"
+    msg = Message(content_type=symbol(long_type), body=b"{}", inferred=True,
+                  annotations={symbol("k" * 300): symbol("v" * 300)})
+    encoded = bytes(msg.encode())
+    reading = wire.decoded(encoded)
+    assert reading is not None and reading.content_type == long_type
+    assert type(reading.content_type) is symbol
+    _same(to_record(reading), _proton(encoded))
+    def annotations(value: bytes) -> bytes:  # {k: <sym32 value>}, sizes written out
+        items = b"\xa3\x01k\xb3" + len(value).to_bytes(4, "big") + value
+        return (b"\x00Sr\xd1" + (4 + len(items)).to_bytes(4, "big") + b"\x00\x00\x00\x02"
+                + items)
+
+    assert wire.decoded(annotations(b"v" * 300)) is not None
+    assert wire.decoded(annotations("é".encode() * 150)) is None  # a symbol is ASCII
