@@ -235,3 +235,11 @@ def test_a_symbol_past_255_bytes_is_read_and_one_not_ascii_is_declined() -> None
 
     assert wire.decoded(annotations(b"v" * 300)) is not None
     assert wire.decoded(annotations("é".encode() * 150)) is None  # a symbol is ASCII
+
+
+def test_the_8_bit_map_form_is_read() -> None:
+    # proton writes maps in the 32-bit form; other clients use map8 for small maps.
+    encoded = b"\x00St\xc1\x07\x02\xa1\x01a\xa1\x01b" + b"\x00Su\xa0\x01x"
+    reading = wire.decoded(encoded)
+    assert reading is not None and reading.properties == {"a": "b"}
+    _same(to_record(reading), _proton(encoded))
