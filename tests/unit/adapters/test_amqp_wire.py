@@ -243,3 +243,9 @@ def test_the_8_bit_map_form_is_read() -> None:
     reading = wire.decoded(encoded)
     assert reading is not None and reading.properties == {"a": "b"}
     _same(to_record(reading), _proton(encoded))
+
+
+def test_a_list_whose_size_disagrees_with_its_items_is_declined() -> None:
+    body = b"\x00Su\xa0\x01x"
+    assert wire.decoded(b"\x00Ss\xc0\x02\x01@" + body) is not None  # [null]: 2 bytes
+    assert wire.decoded(b"\x00Ss\xc0\x03\x01@" + body) is None  # says 3, holds 2
