@@ -249,3 +249,26 @@ def test_a_list_whose_size_disagrees_with_its_items_is_declined() -> None:
     body = b"\x00Su\xa0\x01x"
     assert wire.decoded(b"\x00Ss\xc0\x02\x01@" + body) is not None  # [null]: 2 bytes
     assert wire.decoded(b"\x00Ss\xc0\x03\x01@" + body) is None  # says 3, holds 2
+
+
+def test_the_one_byte_boolean_the_group_sequence_bound_and_overlong_lists() -> None:
+    body = b"\x00Su\xa0\x01x"
+
+    def header(durable: bytes) -> bytes:  # header [durable]
+        return b"\x00Sp\xc0" + bytes([1 + len(durable), 1]) + durable
+
+    for byte, durable in ((b"\x00", False), (b"\x01", True)):
+        reading = wire.decoded(header(b"\x56" + byte) + body)
+        assert reading is not None and reading.durable is durable
+        _same(to_record(reading), _proton(header(b"\x56" + byte) + body))
+    assert wire.decoded(header(b"\x56\x02") + body) is None  # not a boolean
+
+    def sequence(value: int) -> bytes:  # properties with group-sequence `value` (a uint)
+        items = b"@" * 11 + b"\x70" + value.to_bytes(4, "big")
+        return b"\x00Ss\xc0" + bytes([1 + len(items), 12]) + items
+
+    assert wire.decoded(sequence(2**31 - 1) + body) is not None
+    assert wire.decoded(sequence(2**31) + body) is None  # proton-c's is a signed int
+    too_long = b"\x00Ss\xc0" + bytes([15, 14]) + b"@" * 14  # 14 members, 13 defined
+    assert wire.decoded(too_long + body) is None
+    assert wire.decoded(b"\x00Sp\xc0\x07\x06" + b"@" * 6 + body) is None  # 6 of 5
