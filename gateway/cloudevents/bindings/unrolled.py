@@ -17,7 +17,7 @@ in as values, so no attribute name (an incoming event's too) becomes code.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, cast
+from typing import Any
 
 from gateway.cloudevents.headercodec import needs_no_encoding
 from gateway.cloudevents.typesystem import to_canonical
@@ -44,21 +44,14 @@ class Unrolled:
     def __init__(self, prefix: str, percent_encode: bool) -> None:
         self.prefix = prefix
         self.percent_encode = percent_encode
-        self._writers: dict[tuple[str, ...], Writer | None] = {}
+        self._writers: dict[tuple[str, ...], Writer] = {}
 
     def writer(self, layout: tuple[str, ...]) -> Writer | None:
         """The writer of `layout`, generated on first use (None past _MAX_LAYOUTS)."""
-        found = self._writers.get(layout, _MISSING)
-        if found is not _MISSING:
-            return cast("Writer | None", found)
-        made = _generate(layout, self.prefix, self.percent_encode) if (
-            len(self._writers) < _MAX_LAYOUTS) else None
-        if made is not None:
-            self._writers[layout] = made
-        return made
-
-
-_MISSING: Any = object()
+        found = self._writers.get(layout)
+        if found is None and len(self._writers) < _MAX_LAYOUTS:
+            found = self._writers[layout] = _generate(layout, self.prefix, self.percent_encode)
+        return found
 
 
 def write(unrolled: Unrolled, attributes: Mapping[str, Any],
