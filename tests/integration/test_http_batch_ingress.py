@@ -132,7 +132,9 @@ async def test_each_request_gets_its_504_at_its_own_deadline() -> None:
             settled = asyncio.create_task(_post(session, f"{consumer.url}/in", 2))
             await _until(lambda: consumer.queued == 3)
             batch = await consumer.read_batch(10)
-            await batch[2].ack()
+            # `late` and `settled` were sent at once: either may have arrived first.
+            by_number = dict(zip(_numbers(batch), batch, strict=True))
+            await by_number[2].ack()
             async with asyncio.timeout(TIMEOUT):
                 (early_status, early_wait), (late_status, late_wait), (ok, ok_wait) = (
                     await asyncio.gather(early, late, settled))
@@ -140,7 +142,7 @@ async def test_each_request_gets_its_504_at_its_own_deadline() -> None:
             assert 0.5 <= early_wait < 0.5 + 1.0
             assert 0.5 <= late_wait < 0.5 + 1.0  # not cut short at the first deadline
             assert ok_wait < 0.5
-            await batch[0].ack()  # after its 504: ignored
+            await by_number[0].ack()  # after its 504: ignored
             assert consumer.in_flight == 0
     finally:
         await consumer.aclose()
