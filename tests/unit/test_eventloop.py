@@ -17,6 +17,7 @@ import pytest
 from gateway.config import load_config
 from gateway.daemon import EXIT_CONFIG
 from gateway.eventloop import ENV, EventLoopError, asyncio_loop, chosen_name, loop_factory, run
+from tests.unit.observability.test_logs_and_startup import HOOKS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,21 +67,6 @@ def test_the_config_key_defaults_to_auto_and_takes_the_three_names(tmp_path: Pat
     (tmp_path / "c.yaml").write_text(base + "eventloop: tokio\n")
     config, problems = load_config(str(tmp_path / "c.yaml"))
     assert config is None and any(p.path == "$.eventloop" for p in problems)
-
-
-#: An HTTP ingress to an HTTP output: no broker needed, so `xrgw run` starts at once.
-HOOKS = {
-    "specversion": "1.0",
-    "endpoints": {
-        "in-http": {"usage": ["consumer"], "protocol": "HTTP", "protocoloptions": {},
-                    "messagegroups": ["#/messagegroups/h"]},
-        "out-http": {"usage": ["producer"], "protocol": "HTTP", "protocoloptions": {}},
-    },
-    "messagegroups": {"h": {"envelope": "CloudEvents/1.0", "messages": {"hook": {
-        "protocol": "HTTP", "protocoloptions": {"method": "POST", "path": "/hook"},
-        "envelope": "CloudEvents/1.0",
-        "envelopemetadata": {"type": {"value": "t"}, "source": {"value": "/s"}}}}}},
-}
 
 
 def _started_line(tmp_path: Path, extra_env: dict[str, str]) -> tuple[int, list[dict[str, object]]]:
