@@ -63,8 +63,11 @@ class GuardedHandler(RequestHandler):
         # The cap counts the connections the server holds, this one not yet included.
         if len(guard.connections) >= guard.max_connections:
             guard.refused += 1
-            if isinstance(transport, asyncio.WriteTransport):
-                transport.write(
+            # Duck-typed: uvloop's transports write like asyncio's but are no subclass of
+            # asyncio.WriteTransport (an isinstance check closed them without the 503).
+            write = getattr(transport, "write", None)
+            if callable(write):
+                write(
                     b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: %d\r\n"
                     b"Connection: close\r\nContent-Length: 0\r\n\r\n" % guard.retry_after)
             transport.close()
