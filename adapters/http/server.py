@@ -63,8 +63,8 @@ class GuardedHandler(RequestHandler):
         # The cap counts the connections the server holds, this one not yet included.
         if len(guard.connections) >= guard.max_connections:
             guard.refused += 1
-            # Duck-typed: uvloop's transports write like asyncio's but are no subclass of
-            # asyncio.WriteTransport (an isinstance check closed them without the 503).
+            # Duck-typed: another event loop's transports (uvloop's) write like asyncio's
+            # but are no asyncio.WriteTransport; an isinstance check closed them silently.
             write = getattr(transport, "write", None)
             if callable(write):
                 write(

@@ -41,7 +41,6 @@ from gateway.config._schema import CONFIG_SPEC, DEADLETTER_LOG, split_hostport
 from gateway.config._yaml import locate, read_yaml
 from gateway.definitions import load_catalog
 from gateway.definitions.model import Catalog
-from gateway.eventloop import EventLoopName
 from gateway.policies.readiness import ReadinessPolicy
 from gateway.ports.netaddr import is_loopback
 from gateway.schemas.fetch import FETCHER, FetchPolicy
@@ -151,7 +150,6 @@ def _check(raw: Raw, file: str, base_dir: Path, env: _Environment,
         log=LogConfig(cast(LogLevel, cast(Raw, raw["log"])["level"]),
                       cast(LogFormat, cast(Raw, raw["log"])["format"])),
         shutdown=ShutdownConfig(cast(float, cast(Raw, raw["shutdown"])["grace"])),
-        eventloop=cast(EventLoopName, raw["eventloop"]),
         endpoints=endpoints,
         catalog=catalog,
     )

@@ -16,7 +16,6 @@ from typing import Literal
 
 from gateway.definitions.model import Catalog, Endpoint, MessageDefinition, Usage
 from gateway.definitions.sources import RegistryAccess
-from gateway.eventloop import EventLoopName
 from gateway.json.values import JSON
 from gateway.policies.readiness import ReadinessPolicy
 from gateway.policies.reply import ReplyErrors
@@ -161,7 +160,6 @@ class GatewayConfig:
     admin: AdminConfig = field(default_factory=AdminConfig)
     log: LogConfig = field(default_factory=LogConfig)
     shutdown: ShutdownConfig = field(default_factory=ShutdownConfig)
-    eventloop: EventLoopName = "auto"  # gateway/eventloop.py
     # Every endpoint a route or the dead letter uses, and every overridden one, by id.
     endpoints: Mapping[str, EndpointConfig] = field(default_factory=dict)
     catalog: Catalog = field(default_factory=Catalog, repr=False, compare=False)

@@ -371,12 +371,6 @@ CONFIG_SPEC = Field(
                         choices=("debug", "info", "warning", "error")),
                   Field("format", "enum", "Line format.", "json", "text", choices=("json", "text")),
               )),
-        Field("eventloop", "enum",
-              "The event loop the daemon runs on: `auto` uses uvloop where it is installed "
-              "(a dependency wherever it is supported; less CPU per message), else "
-              "asyncio's; `uvloop` requires it; `asyncio` never uses it. "
-              "`XRGW_EVENT_LOOP` overrides this.",
-              "auto", "asyncio", choices=("auto", "uvloop", "asyncio"), advanced=True),
         Field("shutdown", "object", "Graceful shutdown.", {},
               fields=(Field("grace", "duration", "Time to finish in-flight messages.", 30.0,
                             "30s"),)),
