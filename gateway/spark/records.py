@@ -250,10 +250,12 @@ def sql_ok(line: Column, r: Column, keys: Column,
         ~(col(r, "data").isNotNull() & col(r, "data_base64").isNotNull()),
         # The CloudEvent splices `data` in as Spark's JSON text: right for an object or
         # array, but a JSON string arrives unquoted. (The regex starts with a literal, so
-        # Java searches it with Boyer-Moore.)
+        # Java searches it with Boyer-Moore.) The key must be spelled out for the regex
+        # to see it: `"d\u0061ta"` is `data` too, so a line escaping one of its letters
+        # goes to the core.
         F.when(col(r, "data").isNull(), F.lit(True)).otherwise(
             F.substring(col(r, "data"), 1, 1).isin("{", "[")
-            & ~line.rlike(r'"data"\s*:\s*"')),
+            & ~line.rlike(r'"data"\s*:\s*"') & ~_escapes_data_letter(line)),
         ~(col(r, "key").isNotNull() & col(r, "key_base64").isNotNull())
         if "key" in kinds else F.lit(True),
         F.when(col(r, "data_base64").isNull(), F.lit(True)).otherwise(
@@ -267,6 +269,14 @@ def sql_ok(line: Column, r: Column, keys: Column,
         ~_percent_encoded(r, protocol, profiles(protocols)),
     ]
     return F.coalesce(all_of(conditions), F.lit(False))
+
+
+def _escapes_data_letter(line: Column) -> Column:
+    """The line writes a letter of `data` as a JSON escape (`\\u0064` d, `\\u0061` a,
+    `\\u0074` t; JSON writes `\\u` in lower case and these code points have no hex
+    letters). One search for `\\u` settles almost every line."""
+    return line.contains("\\u") & any_of([line.contains(f"\\u{code:04x}")
+                                          for code in sorted({ord(c) for c in "data"})])
 
 
 def _percent_encoded(r: Column, protocol: Column, among: list[ProtocolProfile]) -> Column:

@@ -128,8 +128,10 @@ def _attribute(catalog: CompiledCatalog, position: int, best: Column) -> tuple[C
 
 
 def _mentions(line: Column, name: str) -> Column:
-    """Whether the line has `name` (a trace header name), its `trace` prefix first."""
-    return line.contains("trace") & line.contains(name)
+    """Whether the line may have `name` (a trace header name): it has the name, its
+    `trace` prefix searched first, or a JSON `\\u` escape, which can spell any of its
+    letters (`"tr\\u0061ceparent"` is a header named traceparent)."""
+    return (line.contains("trace") & line.contains(name)) | line.contains("\\u")
 
 
 def _now_rfc3339() -> Column:
