@@ -21,7 +21,7 @@ import asyncio
 import json
 import logging
 from http import HTTPStatus
-from typing import Any
+from typing import Any, cast
 
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
@@ -63,13 +63,12 @@ class GuardedHandler(RequestHandler):
         # The cap counts the connections the server holds, this one not yet included.
         if len(guard.connections) >= guard.max_connections:
             guard.refused += 1
-            # Duck-typed: another event loop's transports (uvloop's) write like asyncio's
-            # but are no asyncio.WriteTransport; an isinstance check closed them silently.
-            write = getattr(transport, "write", None)
-            if callable(write):
-                write(
-                    b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: %d\r\n"
-                    b"Connection: close\r\nContent-Length: 0\r\n\r\n" % guard.retry_after)
+            # A server's stream transport always writes, but another event loop's
+            # (uvloop's) is no asyncio.WriteTransport subclass: an isinstance check here
+            # closed such connections without the 503.
+            cast(asyncio.WriteTransport, transport).write(
+                b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: %d\r\n"
+                b"Connection: close\r\nContent-Length: 0\r\n\r\n" % guard.retry_after)
             transport.close()
             return
         super().connection_made(transport)

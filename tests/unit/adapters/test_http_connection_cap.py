@@ -24,9 +24,6 @@ class DuckTransport:
     def close(self) -> None:
         self.closed = True
 
-    def is_closing(self) -> bool:
-        return self.closed
-
 
 async def _handler(request: object) -> None:
     raise AssertionError("no request is read past the cap")
