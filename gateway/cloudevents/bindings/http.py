@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gateway.cloudevents import mediatype
-from gateway.cloudevents.bindings import headers, unrolled
+from gateway.cloudevents.bindings import headers, unrolled, wireform
 from gateway.cloudevents.bindings.common import (
     Binding,
     EncodeMode,
@@ -28,6 +28,8 @@ METHOD = "POST"
 PREFIX = "ce-"
 # The headers of each attribute layout, written by generated code (`unrolled`).
 _UNROLLED = unrolled.Unrolled(PREFIX, percent_encode=True)
+# Whole binary records of the usual events, by generated code (`wireform`).
+_WIRE = wireform.BinaryForm(HTTP, PREFIX, True, "content-type", fixed={"method": METHOD})
 
 
 def _mode(content_type: str | None, entries: list[headers.Entry]) -> Mode | None:
@@ -89,6 +91,13 @@ def encode(event: CloudEvent, mode: EncodeMode) -> NativeMessage:
             "headers": [{"name": "content-type", "value": mediatype.STRUCTURED_JSON_CONTENT_TYPE}],
         }
         return structured_message(HTTP, fields, event)
+    record = wireform.encode(_WIRE, event)
+    return record if record is not None else binary_record(event)
+
+
+def binary_record(event: CloudEvent) -> NativeMessage:
+    """The binary record of `event` by the binding's own steps, for what the wire form
+    (`_WIRE`) declines; also the reference it is held to."""
     content_type, body = binary_body(event)
     header_list = unrolled.write(_UNROLLED, event.get_attributes())
     if header_list is None:

@@ -8,7 +8,7 @@ alone: turning a key into `partitionkey` would add an attribute the sender never
 from __future__ import annotations
 
 from gateway.cloudevents import mediatype
-from gateway.cloudevents.bindings import headers, unrolled
+from gateway.cloudevents.bindings import headers, unrolled, wireform
 from gateway.cloudevents.bindings.common import (
     Binding,
     EncodeMode,
@@ -30,6 +30,9 @@ PREFIX = "ce_"
 # The headers of each attribute layout, written by generated code (`unrolled`).
 _UNROLLED = unrolled.Unrolled(PREFIX, percent_encode=False)
 CONTENT_TYPE = "content-type"
+# Whole binary records of the usual events, by generated code (`wireform`).
+_WIRE = wireform.BinaryForm(KAFKA, PREFIX, False, CONTENT_TYPE, key_field="key", pairs=True,
+                             utf8=True, typed_pairs=True)
 
 
 def _mode(content_type: str | None, entries: list[headers.Entry]) -> Mode | None:
@@ -67,15 +70,29 @@ def decode(record: NativeMessage, extension_types: ExtensionTypes | None) -> Clo
 
 
 def encode(event: CloudEvent, mode: EncodeMode) -> NativeMessage:
-    fields: dict[str, JSON] = {}
-    key = event.get("partitionkey")
-    if key is not None:
-        fields["key"] = to_canonical(key)
     if mode == "structured":
+        fields = _keyed(event)
         fields["headers"] = [
             {"name": CONTENT_TYPE, "value": mediatype.STRUCTURED_JSON_CONTENT_TYPE}
         ]
         return structured_message(KAFKA, fields, event)
+    record = wireform.encode(_WIRE, event)
+    return record if record is not None else binary_record(event)
+
+
+def _keyed(event: CloudEvent) -> dict[str, JSON]:
+    """A record's fields with its key: the event's `partitionkey`, if it has one."""
+    fields: dict[str, JSON] = {}
+    key = event.get("partitionkey")
+    if key is not None:
+        fields["key"] = to_canonical(key)
+    return fields
+
+
+def binary_record(event: CloudEvent) -> NativeMessage:
+    """The binary record of `event` by the binding's own steps, for what the wire form
+    (`_WIRE`) declines; also the reference it is held to."""
+    fields = _keyed(event)
     content_type, body = binary_body(event)
     # The producer's form of the headers is made here, in the same pass: the values are
     # at hand now, while the producer reaches the record only after the rest of its

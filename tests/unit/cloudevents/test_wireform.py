@@ -1,0 +1,145 @@
+"""The generated binary encoders (`bindings/wireform.py`) write what the bindings' own
+steps write.
+
+For any valid event (extensions, typed values, every kind of data, text that needs
+percent-encoding), with or without the JSON bytes its data came from, each binding's
+wire form either declines (None) or gives the record `binary_record` gives: the same
+protocol, fields in the same order, body, raw bytes, and producer pairs. The usual
+event of a route -- rendered from a received JSON message -- is never declined.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from types import ModuleType
+
+import pytest
+from ce_strategies import DATA, EXTENSION_NAMES, INT32, JSON_VALUES, TIMESTAMPS, valid_events
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gateway.cloudevents.bindings import http, kafka, nats, wireform
+from gateway.cloudevents.event import CloudEvent
+from gateway.cloudevents.typesystem import AttributeValue
+from gateway.record import NativeMessage
+
+BINDINGS = [nats, kafka, http]
+
+
+def _with_raw(event: CloudEvent, raw: str) -> CloudEvent:
+    """`event` as a renderer makes it from a received record: with the bytes of its data
+    (compact JSON, a UTF-8 BOM before them, UTF-16), where the data is a JSON value."""
+    if raw == "none" or not event.has_data or isinstance(event.data, bytes):
+        return event
+    text = json.dumps(event.data, separators=(",", ":"), ensure_ascii=False)
+    body = {"utf8": text.encode("utf-8", "surrogatepass"),
+            "bom": b"\xef\xbb\xbf" + text.encode("utf-8", "surrogatepass"),
+            "utf16": text.encode("utf-16-le", "surrogatepass")}[raw]
+    return CloudEvent.trusted(dict(event.get_attributes()), event.data, True, body)
+
+
+# Text as a route's events carry it: mostly safe as a header value as it is, now and then
+# a space, a quote, a percent sign or a non-ASCII letter.
+_SAFE = st.text(st.sampled_from("abz09-./:_~!#$&'()*+,;=?@[]^`{|}"), min_size=1, max_size=20)
+_UNSAFE = st.text(st.sampled_from('ab %"\u00e9'), min_size=1, max_size=4)
+SAFE_TEXT = st.integers(0, 9).flatmap(lambda n: _UNSAFE if n == 0 else _SAFE)
+# Mostly the data of a received JSON message or bytes; now and then any other kind.
+USUAL_DATA = st.integers(0, 3).flatmap(lambda n: DATA if n == 0 else st.tuples(
+    st.sampled_from([None, "application/json"]), JSON_VALUES | st.binary(min_size=1),
+    st.just(True)))
+
+
+@st.composite
+def usual_events(draw: st.DrawFn) -> CloudEvent:
+    """Valid events of the kinds routes render: text attributes, a `time`, sometimes a
+    `partitionkey` or typed extensions, every kind of data `valid_events` has."""
+    attributes: dict[str, AttributeValue] = {
+        "specversion": "1.0", "type": draw(SAFE_TEXT),
+        "source": draw(st.sampled_from(["/stores/1000", "urn:x:y", "/a%20b", "https://h/p"])),
+        "id": draw(SAFE_TEXT)}
+    if draw(st.booleans()):
+        attributes["time"] = draw(TIMESTAMPS)
+    if draw(st.booleans()):
+        attributes["partitionkey"] = draw(SAFE_TEXT)
+    attributes.update(draw(st.dictionaries(
+        EXTENSION_NAMES, SAFE_TEXT | st.booleans() | INT32 | st.binary(max_size=8),
+        max_size=2)))
+    content_type, data, has_data = draw(USUAL_DATA)
+    if content_type is not None:
+        attributes["datacontenttype"] = content_type
+    return CloudEvent.create(attributes, data, has_data=has_data)
+
+
+def _state(record: NativeMessage) -> tuple[object, ...]:
+    encoded = record.current_encoded_headers()
+    return (record.protocol, list(record.fields.items()), record.has_json_data,
+            record.data if record.has_json_data else None, record.payload, record.raw,
+            record.received_at,
+            None if encoded is None else (encoded.text, encoded.utf8, encoded.typed))
+
+
+@settings(max_examples=600, deadline=None)
+@given(valid_events() | usual_events(), st.sampled_from(BINDINGS),
+       st.sampled_from(["none", "utf8", "bom", "utf16"]))
+def test_a_wire_form_record_is_the_bindings_own_record(
+        event: CloudEvent, binding: ModuleType, raw: str) -> None:
+    event = _with_raw(event, raw)
+    form = wireform.BinaryForm(binding._WIRE.protocol, binding._WIRE.prefix,
+                               binding._WIRE.percent_encode, binding._WIRE.content_type_header,
+                               fixed=binding._WIRE.fixed, key_field=binding._WIRE.key_field,
+                               pairs=binding._WIRE.pairs, utf8=binding._WIRE.utf8,
+                               typed_pairs=binding._WIRE.typed_pairs)
+    written = wireform.encode(form, event)
+    if written is None:
+        return
+    reference = binding.binary_record(event)
+    assert _state(written) == _state(reference)
+    # The binding's encode gives the same record either way.
+    assert _state(binding.encode(event, "binary")) == _state(reference)
+
+
+def _usual_event(extra: dict[str, object] | None = None) -> CloudEvent:
+    """The event a route renders from a received JSON message (`envelope.fastrender`)."""
+    attributes = {"specversion": "1.0", "type": "com.example.store.sale",
+                  "source": "/stores/1000", "subject": "07",
+                  "id": "eb0bd48c-2cd6-552c-93e5-22d8b5550569",
+                  "time": datetime(2026, 11, 28, 7, 50, 30, 551437, tzinfo=UTC),
+                  **(extra or {}), "datacontenttype": "application/json"}
+    data = {"storeid": "1000", "total": 12.5}
+    return CloudEvent.trusted(attributes, data, True, json.dumps(data).encode())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("binding", BINDINGS, ids=lambda b: b.__name__.rsplit(".", 1)[1])
+def test_the_usual_event_is_written_by_the_wire_form(binding: ModuleType) -> None:
+    for event in (_usual_event(), _usual_event({"partitionkey": "1000"}),
+                  CloudEvent.trusted({**_usual_event().get_attributes()}, b"\x00\x01", True)):
+        written = wireform.encode(binding._WIRE, event)
+        assert written is not None
+        assert _state(written) == _state(binding.binary_record(event))
+
+
+def test_what_each_binding_writes_for_the_usual_event() -> None:
+    event = _usual_event({"partitionkey": "1000"})
+    record = kafka.encode(event, "binary")
+    assert record.fields["key"] == "1000"
+    assert record.fields["headers"][-1] == {"name": "content-type", "value": "application/json"}
+    assert record.header_pairs().utf8 is not None and record.header_pairs().typed
+    assert record.raw == event.raw
+    record = nats.encode(event, "binary")
+    assert record.fields["headers"][-1] == {"name": "ce-datacontenttype",
+                                            "value": "application/json"}
+    assert not record.header_pairs().typed
+    assert ("ce-time", "2026-11-28T07:50:30.551437Z") in record.header_pairs().text
+    record = http.encode(event, "binary")
+    assert list(record.fields) == ["method", "headers"]
+    assert record.current_encoded_headers() is None
+
+
+def test_a_value_to_percent_encode_is_left_to_the_binding() -> None:
+    event = _usual_event({"subject": "caf\u00e9 7"})
+    assert wireform.encode(nats._WIRE, event) is None
+    assert ("ce-subject", "caf%C3%A9%207") in nats.encode(event, "binary").header_pairs().text
+    # Kafka carries raw UTF-8: nothing to encode, so its wire form writes it.
+    written = wireform.encode(kafka._WIRE, event)
+    assert written is not None and ("ce_subject", "caf\u00e9 7") in written.header_pairs().text
