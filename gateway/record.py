@@ -51,12 +51,15 @@ _NO_DATA: Any = object()
 class EncodedHeaders(NamedTuple):
     """A record's `headers` field as (name, value) pairs, the way `record.pairs("headers")`
     reads it (`text`), and as UTF-8 bytes where the binding made those too (`utf8`,
-    Kafka's form); see `NativeMessage.encoded_headers`."""
+    Kafka's form); see `NativeMessage.encoded_headers`. `lines`: the same headers as
+    the UTF-8 `name: value` lines, each ended by CRLF, that a NATS header block holds,
+    where the binding made them (NATS, for values that need no trimming or escaping)."""
 
     entries: list[JSON]  # the field's list they were made from (compared by identity)
     text: list[tuple[str, str]]
     utf8: list[tuple[str, bytes]] | None
     typed: bool  # one of them is a content type
+    lines: bytes | None = None
 
 
 @dataclass(frozen=True, eq=False, init=False)

@@ -163,17 +163,20 @@ def to_record(msg: Msg, jetstream: bool, received_at: str | None = None,
 
 class PublishArgs:
     """What `publish` needs for one record: the headers as (name, value) pairs, in order
-    and with repeats (`headers` is the same as nats-py takes them)."""
+    and with repeats (`headers` is the same as nats-py takes them), and, where the
+    binding wrote them already (`EncodedHeaders.lines`), the header block they make."""
 
-    __slots__ = ("pairs", "payload", "reply", "subject")
+    __slots__ = ("block", "pairs", "payload", "reply", "subject")
 
     def __init__(
-        self, subject: str, reply: str, payload: bytes, pairs: list[tuple[str, str]] | None
+        self, subject: str, reply: str, payload: bytes, pairs: list[tuple[str, str]] | None,
+        block: bytes | None = None,
     ) -> None:
         self.subject = subject
         self.reply = reply
         self.payload = payload
         self.pairs = pairs
+        self.block = block
 
     @property
     def headers(self) -> HeaderPairs | None:
@@ -191,11 +194,14 @@ def to_publish(record: NativeMessage) -> PublishArgs:
     reply = fields.get("reply-to")
     headers = record.header_pairs()
     pairs = list(headers.text)  # a copy: a content type may be added
+    lines = headers.lines
     if record.has_json_data and not headers.typed:
         # Say so, so that a consumer (ours included) reads the body back as JSON.
         pairs.append(("Content-Type", "application/json"))
+        if lines is not None:
+            lines += _JSON_LINE
     return PublishArgs(subject, reply if isinstance(reply, str) else "", record.body_bytes(),
-                       pairs or None)
+                       pairs or None, None if lines is None else b"NATS/1.0\r\n%s\r\n" % lines)
 
 
 # What nats-py's `publish` checks and writes, for `publish_frame` (nats-py 2.x,
@@ -211,6 +217,7 @@ _VALUE_NEWLINES = str.maketrans({"\r": " ", "\n": " "})
 _CHECKED_NAMES: set[str] = set()
 _CHECKED_NAMES_MAX = 4096
 _NAME = itemgetter(0)
+_JSON_LINE = b"Content-Type: application/json\r\n"
 
 
 def publish_frame(args: PublishArgs, reply: str = "") -> bytes:
@@ -273,6 +280,6 @@ def _frame(args: PublishArgs, reply: str) -> bytes:
     if pairs is None:
         return b"PUB %s %s %d\r\n%s\r\n" % (subject.encode(), reply.encode(), len(payload),
                                             payload)
-    block = _header_block(pairs)
+    block = args.block or _header_block(pairs)
     return b"HPUB %s %s %d %d\r\n%s%s\r\n" % (subject.encode(), reply.encode(), len(block),
                                                len(block) + len(payload), block, payload)

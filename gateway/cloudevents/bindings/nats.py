@@ -34,7 +34,7 @@ PREFIX = "ce-"
 # The headers of each attribute layout, written by generated code (`unrolled`).
 _UNROLLED = unrolled.Unrolled(PREFIX, percent_encode=True)
 # Whole binary records of the usual events, by generated code (`wireform`).
-_WIRE = wireform.BinaryForm(NATS, PREFIX, True, "ce-datacontenttype", pairs=True)
+_WIRE = wireform.BinaryForm(NATS, PREFIX, True, "ce-datacontenttype", pairs=True, lines=True)
 
 
 def _scan(record: NativeMessage) -> tuple[str | None, list[headers.Entry]]:

@@ -21,6 +21,7 @@ incoming event's too) becomes code.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -33,6 +34,9 @@ from gateway.json.values import JSON
 from gateway.record import _NO_DATA, EncodedHeaders, NativeMessage
 
 __all__ = ["BinaryForm", "encode"]
+
+# A header name as NATS (nats-py) takes it: an RFC 7230 token.
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 
 # event -> its binary record, or None: the binding's own steps decide.
 Encoder = Callable[[CloudEvent], "NativeMessage | None"]
@@ -53,16 +57,22 @@ class BinaryForm:
     - `key_field`: where the `partitionkey` attribute also goes (Kafka's record key);
     - `pairs`, `utf8`: whether the record keeps its headers as (name, text) pairs, and
       as (name, UTF-8) pairs too, for its producer (`NativeMessage.encoded_headers`);
-      `typed_pairs`: whether those pairs count the content-type header as one.
+      `typed_pairs`: whether those pairs count the content-type header as one;
+    - `lines`: whether it also keeps them as `name: value` CRLF lines (NATS's header
+      block): only with `percent_encode`, whose values have no space or line break to
+      trim or replace, and for header names that are tokens.
     """
 
-    __slots__ = ("_encoders", "content_type_header", "fixed", "key_field", "pairs",
+    __slots__ = ("_encoders", "content_type_header", "fixed", "key_field", "lines", "pairs",
                  "percent_encode", "prefix", "protocol", "typed_pairs", "utf8")
 
     def __init__(self, protocol: str, prefix: str, percent_encode: bool,
                  content_type_header: str, *, fixed: Mapping[str, JSON] | None = None,
                  key_field: str | None = None, pairs: bool = False, utf8: bool = False,
-                 typed_pairs: bool = False) -> None:
+                 typed_pairs: bool = False, lines: bool = False) -> None:
+        if lines and not (pairs and percent_encode):
+            raise ValueError("header lines are made with the pairs of a percent-encoding "
+                             "binding")
         self.protocol = protocol
         self.prefix = prefix
         self.percent_encode = percent_encode
@@ -72,6 +82,7 @@ class BinaryForm:
         self.pairs = pairs
         self.utf8 = utf8
         self.typed_pairs = typed_pairs
+        self.lines = lines
         self._encoders: dict[tuple[str, ...], Encoder] = {}
 
     def encoder(self, layout: tuple[str, ...]) -> Encoder | None:
@@ -155,11 +166,20 @@ def _generate(form: BinaryForm, layout: tuple[str, ...]) -> Encoder:
               "        raw = event._raw",
               "        record = Record(PROTOCOL, fields, data, None, None,"
               " raw if raw is not None and plain_utf8(raw) else None)"]
+    block = "None"
+    names = [form.prefix + layout[n] for n in written] + [form.content_type_header]
+    if form.lines and all(_TOKEN.fullmatch(name) for name in names):
+        block = "block"
+        made = "".join(f"{{h{n}}}: {{v{n}}}\r\n" for n in written)
+        lines += [f"    block = f{made!r}",
+                  "    if ct is not None:",
+                  "        block = f'{block}{CT_HEADER}: {ct}\\r\\n'",
+                  "    block = block.encode()"]
     if form.pairs:
         typed = "ct is not None" if form.typed_pairs else "False"
         utf8_value = "utf8" if form.utf8 else "None"
         lines.append("    record.__dict__['encoded_headers'] = "
-                     f"Encoded(entries, text, {utf8_value}, {typed})")
+                     f"Encoded(entries, text, {utf8_value}, {typed}, {block})")
     lines.append("    return record")
     namespace: dict[str, Any] = {
         "to_canonical": to_canonical, "needs_no_encoding": needs_no_encoding,

@@ -10,6 +10,7 @@ import nats.errors
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from nats.aio.msg import Msg
+from tests.unit.cloudevents.ce_strategies import usual_events, valid_events
 
 from adapters.nats.publish import Batch, PubAcks, _pub_ack_outcome, publish_all
 from adapters.nats.record import (
@@ -20,8 +21,11 @@ from adapters.nats.record import (
     jetstream_ack,
     parse_header_block,
     publish_frame,
+    to_publish,
     to_record,
 )
+from gateway.cloudevents.bindings import nats as nats_binding
+from gateway.cloudevents.event import CloudEvent
 from gateway.ports import Outcome
 from gateway.record import NativeMessage
 
@@ -166,6 +170,33 @@ def test_publish_frame_is_what_nats_py_queues(subject: str, reply: str, payload:
     except ValueError:
         got = "refused"
     assert got == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(valid_events() | usual_events(), st.sampled_from(["", "r.1"]))
+def test_a_binary_events_frame_is_what_nats_py_queues(event: CloudEvent, reply: str) -> None:
+    """The header block the binding wrote with the record (`EncodedHeaders.lines`, with
+    the producer's content type added) is the one nats-py writes for its pairs."""
+    encoded = nats_binding.encode(event, "binary")
+    record = encoded.replace_fields({**encoded.fields, "subject": "ce.out"})
+    args = to_publish(record)
+    assert args.pairs is not None
+    expected = _nats_py_frame("ce.out", reply, args.payload, HeaderPairs(args.pairs))
+    assert publish_frame(args, reply) == expected
+    if encoded.header_pairs().lines is not None:
+        assert args.block is not None
+
+
+def test_the_usual_event_goes_out_with_the_block_its_binding_wrote() -> None:
+    event = CloudEvent.trusted({"specversion": "1.0", "id": "1", "source": "/s", "type": "t",
+                                "datacontenttype": "application/json"}, {"a": 1}, True,
+                               b'{"a":1}')
+    record = nats_binding.encode(event, "binary")
+    args = to_publish(record.replace_fields({**record.fields, "subject": "ce"}))
+    assert args.block == (b"NATS/1.0\r\nce-specversion: 1.0\r\nce-id: 1\r\nce-source: /s\r\n"
+                          b"ce-type: t\r\nce-datacontenttype: application/json\r\n"
+                          b"Content-Type: application/json\r\n\r\n")
+    assert publish_frame(args) == _nats_py_frame("ce", "", b'{"a":1}', HeaderPairs(args.pairs))
 
 
 # ====================================================================== PubAcks

@@ -15,13 +15,12 @@ from datetime import UTC, datetime
 from types import ModuleType
 
 import pytest
-from ce_strategies import DATA, EXTENSION_NAMES, INT32, JSON_VALUES, TIMESTAMPS, valid_events
+from ce_strategies import usual_events, valid_events
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.cloudevents.bindings import http, kafka, nats, wireform
 from gateway.cloudevents.event import CloudEvent
-from gateway.cloudevents.typesystem import AttributeValue
 from gateway.record import NativeMessage
 
 BINDINGS = [nats, kafka, http]
@@ -37,38 +36,6 @@ def _with_raw(event: CloudEvent, raw: str) -> CloudEvent:
             "bom": b"\xef\xbb\xbf" + text.encode("utf-8", "surrogatepass"),
             "utf16": text.encode("utf-16-le", "surrogatepass")}[raw]
     return CloudEvent.trusted(dict(event.get_attributes()), event.data, True, body)
-
-
-# Text as a route's events carry it: mostly safe as a header value as it is, now and then
-# a space, a quote, a percent sign or a non-ASCII letter.
-_SAFE = st.text(st.sampled_from("abz09-./:_~!#$&'()*+,;=?@[]^`{|}"), min_size=1, max_size=20)
-_UNSAFE = st.text(st.sampled_from('ab %"\u00e9'), min_size=1, max_size=4)
-SAFE_TEXT = st.integers(0, 9).flatmap(lambda n: _UNSAFE if n == 0 else _SAFE)
-# Mostly the data of a received JSON message or bytes; now and then any other kind.
-USUAL_DATA = st.integers(0, 3).flatmap(lambda n: DATA if n == 0 else st.tuples(
-    st.sampled_from([None, "application/json"]), JSON_VALUES | st.binary(min_size=1),
-    st.just(True)))
-
-
-@st.composite
-def usual_events(draw: st.DrawFn) -> CloudEvent:
-    """Valid events of the kinds routes render: text attributes, a `time`, sometimes a
-    `partitionkey` or typed extensions, every kind of data `valid_events` has."""
-    attributes: dict[str, AttributeValue] = {
-        "specversion": "1.0", "type": draw(SAFE_TEXT),
-        "source": draw(st.sampled_from(["/stores/1000", "urn:x:y", "/a%20b", "https://h/p"])),
-        "id": draw(SAFE_TEXT)}
-    if draw(st.booleans()):
-        attributes["time"] = draw(TIMESTAMPS)
-    if draw(st.booleans()):
-        attributes["partitionkey"] = draw(SAFE_TEXT)
-    attributes.update(draw(st.dictionaries(
-        EXTENSION_NAMES, SAFE_TEXT | st.booleans() | INT32 | st.binary(max_size=8),
-        max_size=2)))
-    content_type, data, has_data = draw(USUAL_DATA)
-    if content_type is not None:
-        attributes["datacontenttype"] = content_type
-    return CloudEvent.create(attributes, data, has_data=has_data)
 
 
 def _state(record: NativeMessage) -> tuple[object, ...]:
