@@ -10,7 +10,6 @@ import nats.errors
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from nats.aio.msg import Msg
-from tests.unit.cloudevents.ce_strategies import usual_events, valid_events
 
 from adapters.nats.publish import Batch, PubAcks, _pub_ack_outcome, publish_all
 from adapters.nats.record import (
@@ -28,6 +27,7 @@ from gateway.cloudevents.bindings import nats as nats_binding
 from gateway.cloudevents.event import CloudEvent
 from gateway.ports import Outcome
 from gateway.record import NativeMessage
+from tests.unit.cloudevents.ce_strategies import usual_events, valid_events
 
 # ====================================================================== record
 
