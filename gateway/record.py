@@ -20,7 +20,7 @@ import binascii
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, NamedTuple, cast
+from typing import Any, ClassVar, cast
 
 from gateway.json.body import loads_body
 from gateway.json.values import JSON, JSONObject, as_text
@@ -48,18 +48,37 @@ class RecordError(ValueError):
 _NO_DATA: Any = object()
 
 
-class EncodedHeaders(NamedTuple):
+class EncodedHeaders:
     """A record's `headers` field as (name, value) pairs, the way `record.pairs("headers")`
     reads it (`text`), and as UTF-8 bytes where the binding made those too (`utf8`,
     Kafka's form); see `NativeMessage.encoded_headers`. `lines`: the same headers as
     the UTF-8 `name: value` lines, each ended by CRLF, that a NATS header block holds,
-    where the binding made them (NATS, for values that need no trimming or escaping)."""
+    where the binding made them (NATS, for values that need no trimming or escaping).
 
-    entries: list[JSON]  # the field's list they were made from (compared by identity)
-    text: list[tuple[str, str]]
-    utf8: list[tuple[str, bytes]] | None
-    typed: bool  # one of them is a content type
-    lines: bytes | None = None
+    `text` may be left to be read from the entries when first asked for (None): a
+    binding that wrote them as {name: str, value: str} and made the form its producer
+    sends (`utf8`, `lines`) need not make the pairs for every record, and usually no one
+    asks (they were 8 of a record's ~46 objects, made and freed per message)."""
+
+    __slots__ = ("_text", "entries", "lines", "size", "typed", "utf8")
+
+    def __init__(self, entries: list[JSON], text: list[tuple[str, str]] | None,
+                 utf8: list[tuple[str, bytes]] | None, typed: bool,
+                 lines: bytes | None = None) -> None:
+        self.entries = entries  # the field's list they were made from (by identity)
+        self._text = text
+        self.utf8 = utf8
+        self.typed = typed  # one of them is a content type
+        self.lines = lines
+        self.size = len(entries)  # how many entries there were
+
+    @property
+    def text(self) -> list[tuple[str, str]]:
+        text = self._text
+        if text is None:
+            text = self._text = [(e["name"], e["value"])  # type: ignore[call-overload, index, misc]
+                                 for e in self.entries]
+        return text
 
 
 @dataclass(frozen=True, eq=False, init=False)
@@ -236,7 +255,7 @@ class NativeMessage:
         if encoded is None:
             return None
         entries = self.fields.get("headers")
-        if entries is encoded.entries and len(entries) == len(encoded.text):
+        if entries is encoded.entries and len(entries) == encoded.size:
             return encoded
         return None
 

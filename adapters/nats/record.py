@@ -32,7 +32,7 @@ from nats.aio.msg import Msg
 
 from gateway.json.values import JSON
 from gateway.protocols import NATS
-from gateway.record import NativeMessage
+from gateway.record import EncodedHeaders, NativeMessage
 from gateway.record import is_json_media_type as is_json_type
 
 __all__ = [
@@ -164,24 +164,38 @@ def to_record(msg: Msg, jetstream: bool, received_at: str | None = None,
 class PublishArgs:
     """What `publish` needs for one record: the headers as (name, value) pairs, in order
     and with repeats (`headers` is the same as nats-py takes them), and, where the
-    binding wrote them already (`EncodedHeaders.lines`), the header block they make."""
+    binding wrote them already (`EncodedHeaders.lines`), the header block they make.
+    With a block, the pairs are read from the record's headers only when asked for
+    (a request-reply answer goes through nats-py's own `publish`)."""
 
-    __slots__ = ("block", "pairs", "payload", "reply", "subject")
+    __slots__ = ("_added", "_encoded", "_pairs", "block", "payload", "reply", "subject")
 
     def __init__(
         self, subject: str, reply: str, payload: bytes, pairs: list[tuple[str, str]] | None,
-        block: bytes | None = None,
+        block: bytes | None = None, encoded: EncodedHeaders | None = None,
+        added: tuple[tuple[str, str], ...] = (),
     ) -> None:
         self.subject = subject
         self.reply = reply
         self.payload = payload
-        self.pairs = pairs
+        self._pairs = pairs
         self.block = block
+        # With a block: the record's headers and what the producer added to them.
+        self._encoded = encoded
+        self._added = added
+
+    @property
+    def pairs(self) -> list[tuple[str, str]] | None:
+        pairs = self._pairs
+        if pairs is None and self._encoded is not None:
+            pairs = self._pairs = [*self._encoded.text, *self._added]
+        return pairs
 
     @property
     def headers(self) -> HeaderPairs | None:
         """For nats-py's own `publish` (request-reply answers); the frames use `pairs`."""
-        return None if self.pairs is None else HeaderPairs(self.pairs)
+        pairs = self.pairs
+        return None if pairs is None else HeaderPairs(pairs)
 
 
 def to_publish(record: NativeMessage) -> PublishArgs:
@@ -192,16 +206,22 @@ def to_publish(record: NativeMessage) -> PublishArgs:
     if not isinstance(subject, str) or not subject:
         raise ValueError("record has no subject")
     reply = fields.get("reply-to")
+    reply = reply if isinstance(reply, str) else ""
     headers = record.header_pairs()
-    pairs = list(headers.text)  # a copy: a content type may be added
+    # Say so, so that a consumer (ours included) reads the body back as JSON.
+    add_json = record.has_json_data and not headers.typed
     lines = headers.lines
-    if record.has_json_data and not headers.typed:
-        # Say so, so that a consumer (ours included) reads the body back as JSON.
-        pairs.append(("Content-Type", "application/json"))
-        if lines is not None:
-            lines += _JSON_LINE
-    return PublishArgs(subject, reply if isinstance(reply, str) else "", record.body_bytes(),
-                       pairs or None, None if lines is None else b"NATS/1.0\r\n%s\r\n" % lines)
+    if lines:  # the binding's block; the pairs only when asked for
+        if add_json:
+            return PublishArgs(subject, reply, record.body_bytes(), None,
+                               b"NATS/1.0\r\n%s%s\r\n" % (lines, _JSON_LINE), headers,
+                               _JSON_ADDED)
+        return PublishArgs(subject, reply, record.body_bytes(), None,
+                           b"NATS/1.0\r\n%s\r\n" % lines, headers)
+    pairs = list(headers.text)  # a copy: a content type may be added
+    if add_json:
+        pairs.append(_JSON_PAIR)
+    return PublishArgs(subject, reply, record.body_bytes(), pairs or None)
 
 
 # What nats-py's `publish` checks and writes, for `publish_frame` (nats-py 2.x,
@@ -218,6 +238,8 @@ _CHECKED_NAMES: set[str] = set()
 _CHECKED_NAMES_MAX = 4096
 _NAME = itemgetter(0)
 _JSON_LINE = b"Content-Type: application/json\r\n"
+_JSON_PAIR = ("Content-Type", "application/json")
+_JSON_ADDED = (_JSON_PAIR,)
 
 
 def publish_frame(args: PublishArgs, reply: str = "") -> bytes:
@@ -276,10 +298,12 @@ def _frame(args: PublishArgs, reply: str) -> bytes:
     if reply and _SUBJECT_INVALID.search(reply):
         raise ValueError(f"invalid NATS reply subject {reply!r}")
     payload = args.payload
-    pairs = args.pairs
-    if pairs is None:
-        return b"PUB %s %s %d\r\n%s\r\n" % (subject.encode(), reply.encode(), len(payload),
-                                            payload)
-    block = args.block or _header_block(pairs)
+    block = args.block
+    if block is None:
+        pairs = args.pairs
+        if pairs is None:
+            return b"PUB %s %s %d\r\n%s\r\n" % (subject.encode(), reply.encode(),
+                                                len(payload), payload)
+        block = _header_block(pairs)
     return b"HPUB %s %s %d %d\r\n%s%s\r\n" % (subject.encode(), reply.encode(), len(block),
                                                len(block) + len(payload), block, payload)

@@ -55,8 +55,9 @@ class BinaryForm:
       NATS's `ce-datacontenttype`), last, after the attribute headers;
     - `fixed`: fields every record starts with (HTTP's method), before its headers;
     - `key_field`: where the `partitionkey` attribute also goes (Kafka's record key);
-    - `pairs`, `utf8`: whether the record keeps its headers as (name, text) pairs, and
-      as (name, UTF-8) pairs too, for its producer (`NativeMessage.encoded_headers`);
+    - `pairs`, `utf8`: whether the record keeps its headers for its producer
+      (`NativeMessage.encoded_headers`: the (name, text) pairs, read from the entries
+      when first asked for), and as (name, UTF-8) pairs too;
       `typed_pairs`: whether those pairs count the content-type header as one;
     - `lines`: whether it also keeps them as `name: value` CRLF lines (NATS's header
       block): only with `percent_encode`, whose values have no space or line break to
@@ -145,11 +146,6 @@ def _generate(form: BinaryForm, layout: tuple[str, ...]) -> Encoder:
     lines.append(f"    entries = [{', '.join(entries)}]")
     lines += ["    if ct is not None:",
               "        entries.append({'name': CT_HEADER, 'value': ct})"]
-    if form.pairs:
-        text = ", ".join(f"(h{n}, v{n})" for n in written)
-        lines += [f"    text = [{text}]",
-                  "    if ct is not None:",
-                  "        text.append((CT_HEADER, ct))"]
     if form.utf8:
         utf8 = ", ".join(f"(h{n}, v{n}.encode())" for n in written)
         lines += [f"    utf8 = [{utf8}]",
@@ -179,7 +175,7 @@ def _generate(form: BinaryForm, layout: tuple[str, ...]) -> Encoder:
         typed = "ct is not None" if form.typed_pairs else "False"
         utf8_value = "utf8" if form.utf8 else "None"
         lines.append("    record.__dict__['encoded_headers'] = "
-                     f"Encoded(entries, text, {utf8_value}, {typed}, {block})")
+                     f"Encoded(entries, None, {utf8_value}, {typed}, {block})")
     lines.append("    return record")
     namespace: dict[str, Any] = {
         "to_canonical": to_canonical, "needs_no_encoding": needs_no_encoding,
