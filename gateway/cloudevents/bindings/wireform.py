@@ -5,14 +5,21 @@ A binding's `encode` in binary mode takes six steps per event: the content type 
 (`binary_body`), the prefixed headers (`unrolled`), the content-type header, the body's
 record fields (`body_fields`), the record, and the producer's pairs
 (`set_encoded_headers`). Each is a call that looks at the event again; together they
-were measured at 4.3 µs per NATS event, against ~1.5 µs for the same work written out in
+were measured at 4.3 µs per NATS event, against 2.7 µs for the same work written out in
 one function. The events of one definition share their layout (the tuple of attribute
 names, in order), so for each layout a function is generated once per binding that does
 the usual case in straight lines: every value text without percent-encoding, and a JSON
 body (the record it was rendered from keeps its bytes as `raw`) or a non-empty bytes
-body. It returns None for anything else -- a value to percent-encode, text data, no
-data, a content type that is not text -- and the binding then encodes as before.
+body. It returns None for anything else -- a value to percent-encode, no data, empty
+bytes, text under a content type that is not JSON -- and the binding then encodes as
+before.
 `tests/unit/cloudevents/test_wireform.py` holds both to the same records.
+
+It makes only what the producer sends besides the record's {name, value} entries: the
+(name, UTF-8) pairs for Kafka -- reusing the last pair made where a value is the same
+text object as last time (the definition's constants) -- and the header block's lines
+for NATS; the (name, text) pairs are read from the entries if anyone asks
+(`EncodedHeaders.text`). Per message that is 8 to 16 objects fewer to make and to free.
 
 As in `unrolled`, only indexes are written into the generated source: header names, the
 binding's protocol and fixed fields are passed in as values, so no attribute name (an
@@ -147,10 +154,27 @@ def _generate(form: BinaryForm, layout: tuple[str, ...]) -> Encoder:
     lines += ["    if ct is not None:",
               "        entries.append({'name': CT_HEADER, 'value': ct})"]
     if form.utf8:
-        utf8 = ", ".join(f"(h{n}, v{n}.encode())" for n in written)
+        # Most values are the same text object as in the last event (the definition's
+        # constants, a time stamp's cached text): their (name, UTF-8) pair, a tuple, is
+        # the last one made. `LAST[n]` is (text, pair), replaced whole (thread-safe).
+        for n in written:
+            lines += [f"    last = LAST[{n}]",
+                      f"    if v{n} is last[0]:",
+                      f"        u{n} = last[1]",
+                      "    else:",
+                      f"        u{n} = (h{n}, v{n}.encode())",
+                      f"        LAST[{n}] = (v{n}, u{n})"]
+        utf8 = ", ".join(f"u{n}" for n in written)
+        slot = len(layout)  # the content type's
         lines += [f"    utf8 = [{utf8}]",
                   "    if ct is not None:",
-                  "        utf8.append((CT_HEADER, ct.encode()))"]
+                  f"        last = LAST[{slot}]",
+                  "        if ct is last[0]:",
+                  "            utf8.append(last[1])",
+                  "        else:",
+                  "            made = (CT_HEADER, ct.encode())",
+                  f"            LAST[{slot}] = (ct, made)",
+                  "            utf8.append(made)"]
     fields = [f"{name!r}: FIXED[{name!r}]" for name in form.fixed]
     if form.key_field is not None and "partitionkey" in layout:
         fields.append(f"KEY_FIELD: v{layout.index('partitionkey')}")
@@ -184,6 +208,7 @@ def _generate(form: BinaryForm, layout: tuple[str, ...]) -> Encoder:
         "NO_DATA": _NO_DATA,
         "PROTOCOL": form.protocol, "CT_HEADER": form.content_type_header,
         "FIXED": form.fixed, "KEY_FIELD": form.key_field,
+        "LAST": [(None, None)] * (len(layout) + 1),
     }
     namespace.update({f"h{n}": form.prefix + layout[n] for n in written})
     exec("\n".join(lines), namespace)

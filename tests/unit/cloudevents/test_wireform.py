@@ -110,3 +110,20 @@ def test_a_value_to_percent_encode_is_left_to_the_binding() -> None:
     # Kafka carries raw UTF-8: nothing to encode, so its wire form writes it.
     written = wireform.encode(kafka._WIRE, event)
     assert written is not None and ("ce_subject", "caf\u00e9 7") in written.header_pairs().text
+
+
+def test_kafka_pairs_of_repeated_values_are_made_once() -> None:
+    """A value that is the same text object as in the last event (a constant of the
+    definition) reuses its (name, UTF-8) pair; others get their own."""
+    form = wireform.BinaryForm(kafka._WIRE.protocol, "ce_", False, "content-type",
+                               key_field="key", pairs=True, utf8=True, typed_pairs=True)
+    first, second = _usual_event(), _usual_event({"subject": "08"})
+    one = wireform.encode(form, first)
+    two = wireform.encode(form, second)
+    assert one is not None and two is not None
+    pairs_one, pairs_two = one.header_pairs().utf8, two.header_pairs().utf8
+    assert pairs_one is not None and pairs_two is not None
+    assert pairs_one[0] is pairs_two[0] == ("ce_specversion", b"1.0")
+    assert pairs_one[-1] is pairs_two[-1] == ("content-type", b"application/json")
+    assert pairs_one[3] == ("ce_subject", b"07") and pairs_two[3] == ("ce_subject", b"08")
+    assert _state(two) == _state(kafka.binary_record(second))
