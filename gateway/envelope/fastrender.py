@@ -222,7 +222,9 @@ def _content_type(protocol: str, has_content_type: bool, looked_up: bool) -> lis
     else:
         lines = ["native = content_type_of(fields)"]
     lines += ["if native is not None:",
-              "    if MEDIA_TYPE(native) is None:",
+              # The same one or two types come with every message: each text checked
+              # once (`render.media_type_seen`).
+              "    if not (MEDIA_TYPES.get(native) or media_type_seen(native)):",
               "        return None",
               "    attributes['datacontenttype'] = native"]
     if has_content_type:
