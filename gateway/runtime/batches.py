@@ -144,13 +144,13 @@ class BatchMaker:
                     None if place is None or key is None else (place.field, key)))
             except RenderFailed as exc:
                 member.reason = reasons.UNDELIVERABLE
-                member.failures.append(f"{sent[len(rendered)].output.endpoint_id}: {exc}")
+                member.fail(f"{sent[len(rendered)].output.endpoint_id}: {exc}")
                 return
         if limits is not None:
             for target, record, limit in zip(sent, rendered, limits, strict=True):
                 if limit is not None and (size := body_size(record)) > limit:
                     member.reason = reasons.TOO_LARGE
-                    member.failures.append(
+                    member.fail(
                         f"{target.output.endpoint_id}: body of {size} bytes is over the "
                         f"output's limit of {limit} bytes")
                     return

@@ -36,7 +36,7 @@ class Member:
     """One event of a source message (an HTTP batch has several; everything else one):
     what failed about it, if anything, and the dead letter to write when something did."""
 
-    __slots__ = ("_original", "conversion", "definition", "delivery", "failures", "reason",
+    __slots__ = ("_failures", "_original", "conversion", "definition", "delivery", "reason",
                  "source")
 
     def __init__(self, source: NativeMessage, conversion: Conversion,
@@ -46,8 +46,22 @@ class Member:
         self.delivery = delivery  # whose settlement it waits for
         self.definition: str | None = None
         self.reason: str | None = None  # a dead-letter reason once something failed
-        self.failures: list[str] = []
+        # What failed, per output (`fail`): made on the first failure only, as most
+        # members never fail (an empty list per message was one more object to free).
+        self._failures: list[str] | None = None
         self._original: NativeMessage | None = None
+
+    @property
+    def failures(self) -> Sequence[str]:
+        """What failed, one "endpoint: why" each, in order."""
+        return self._failures or ()
+
+    def fail(self, failure: str) -> None:
+        """Add one failure ("endpoint: why")."""
+        if self._failures is None:
+            self._failures = [failure]
+        else:
+            self._failures.append(failure)
 
     def original(self) -> NativeMessage:
         """What to dead-letter (and sample) for this event of `source` (`member_record`):
@@ -178,7 +192,7 @@ def give_up(sent: Sent, failed: Sequence[int], given: Sequence[str | None],
             continue  # delivered, or its sender was answered (504) and sends it again
         member = sent.owners[index]
         member.reason = failure_reason(why, outcome)
-        member.failures.append(f"{endpoint}: {why}")
+        member.fail(f"{endpoint}: {why}")
 
 
 def why_unanswered(member: Member | None) -> str:

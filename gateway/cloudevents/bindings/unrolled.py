@@ -74,8 +74,8 @@ def _generate(layout: tuple[str, ...], prefix: str, percent_encode: bool) -> Wri
         lines.append(f"        v{n} = to_canonical(v{n})")
     if percent_encode and written:
         # The same check as headers.write: every value is safe as it is, else it decides.
-        joined = " + ".join(f"v{n}" for n in written)
-        lines += [f"    if needs_no_encoding({joined}) is None:", "        return None"]
+        joined = "".join(f"{{v{n}}}" for n in written)  # one f-string: one new string
+        lines += [f"    if needs_no_encoding(f{joined!r}) is None:", "        return None"]
     one = "," if len(written) == 1 else ""  # a tuple of one needs its comma
     made = ", ".join(f"(h{n}, v{n})" for n in written)
     encoded = ", ".join(f"(h{n}, v{n}.encode())" for n in written)

@@ -144,10 +144,12 @@ def _generate(form: BinaryForm, layout: tuple[str, ...]) -> Encoder:
     checked = [f"v{n}" for n in written]
     if form.percent_encode and form.content_type_header.startswith(form.prefix):
         # NATS writes the content type as an attribute header: percent-encoded too.
-        checked.append("(ct or '')")
+        checked.append("ct or ''")
     if form.percent_encode and checked:
-        # One check of every value, as `headers.write` makes it.
-        lines += [f"    if needs_no_encoding({' + '.join(checked)}) is None:",
+        # One check of every value, as `headers.write` makes it, over one string built
+        # at once (an f-string: a chain of `+` made a string per value).
+        joined = "".join(f"{{{value}}}" for value in checked)
+        lines += [f"    if needs_no_encoding(f{joined!r}) is None:",
                   "        return None"]
     entries = [f"{{'name': h{n}, 'value': v{n}}}" for n in written]
     lines.append(f"    entries = [{', '.join(entries)}]")

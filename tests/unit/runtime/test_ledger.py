@@ -121,7 +121,8 @@ def test_only_the_failed_members_of_a_batch_are_dead_lettered() -> None:
     message = _message(1, members=3)
     second, third = message.members[1], message.members[2]
     second.reason = reasons.UNDELIVERABLE
-    second.failures += ["events: refused", "events: refused again"]
+    second.fail("events: refused")
+    second.fail("events: refused again")
     third.reason = reasons.UNMATCHED  # failed to convert: its conversion says why
     third.conversion = _unconverted(third.source)
     parts = failed_parts(message)
@@ -163,7 +164,7 @@ def test_a_record_given_up_marks_its_member_with_the_reason(
     give_up(sent, [0, 1, 2], [None, why, ABANDONED],
             [Outcome.ok(), last, Outcome.failed("gone")], results)
     assert [m.reason for m in members] == [None, reason, None]
-    assert members[1].failures == [f"events: {why}"]
+    assert list(members[1].failures) == [f"events: {why}"]
     assert results[0].delivered and results[1] is last
 
 
@@ -219,7 +220,8 @@ def test_each_waiting_sender_gets_the_first_answer_for_one_of_its_events() -> No
 def _member(reason: str | None, *failures: str) -> Member:
     member = Member(NativeMessage("HTTP", {}), None)  # type: ignore[arg-type]
     member.reason = reason
-    member.failures.extend(failures)
+    for failure in failures:
+        member.fail(failure)
     return member
 
 
