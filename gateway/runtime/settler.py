@@ -59,6 +59,9 @@ class Settler:
                 self._stats.batch_failed()
                 await give_back(batch.deliveries(), "internal error")
             self._window.release(batch)
+            # Freed now, while settling has just read its objects, not after the wait for
+            # the next batch (its last reference is this name).
+            del batch
 
     async def give_back_queued(self) -> None:
         """The batches the settler did not reach go back to the source for redelivery."""
