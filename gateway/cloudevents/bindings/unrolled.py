@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from gateway.cloudevents.bindings.layouts import ByLayout
 from gateway.cloudevents.headercodec import needs_no_encoding
 from gateway.cloudevents.typesystem import to_canonical
 from gateway.json.values import JSON
@@ -29,10 +30,6 @@ __all__ = ["Unrolled", "write"]
 Writer = Callable[[Mapping[str, Any], "list[tuple[str, str]] | None",
                    "list[tuple[str, bytes]] | None"], "list[JSON] | None"]
 
-#: Layouts per binding at most: past that, events of new layouts are written by
-#: `headers.write` (a catalog has few layouts; a stream of odd passed-through events
-#: must not grow this without bound).
-_MAX_LAYOUTS = 1024
 
 
 class Unrolled:
@@ -44,14 +41,13 @@ class Unrolled:
     def __init__(self, prefix: str, percent_encode: bool) -> None:
         self.prefix = prefix
         self.percent_encode = percent_encode
-        self._writers: dict[tuple[str, ...], Writer] = {}
+        self._writers: ByLayout[Writer] = ByLayout(
+            lambda layout: _generate(layout, prefix, percent_encode))
 
     def writer(self, layout: tuple[str, ...]) -> Writer | None:
-        """The writer of `layout`, generated on first use (None past _MAX_LAYOUTS)."""
-        found = self._writers.get(layout)
-        if found is None and len(self._writers) < _MAX_LAYOUTS:
-            found = self._writers[layout] = _generate(layout, self.prefix, self.percent_encode)
-        return found
+        """The writer of `layout`, generated on first use (None once `layouts` has as
+        many as it keeps: `headers.write` writes those events)."""
+        return self._writers.get(layout)
 
 
 def write(unrolled: Unrolled, attributes: Mapping[str, Any],

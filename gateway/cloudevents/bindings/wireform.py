@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from gateway.cloudevents.bindings.common import _plain_utf8
+from gateway.cloudevents.bindings.layouts import ByLayout
 from gateway.cloudevents.event import CloudEvent
 from gateway.cloudevents.headercodec import needs_no_encoding
 from gateway.cloudevents.mediatype import JSON_CONTENT_TYPE, is_json
@@ -48,9 +49,6 @@ _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 # event -> its binary record, or None: the binding's own steps decide.
 Encoder = Callable[[CloudEvent], "NativeMessage | None"]
 
-#: Layouts per binding at most (as `unrolled._MAX_LAYOUTS`): past that, events of new
-#: layouts are encoded by the binding's own steps.
-_MAX_LAYOUTS = 1024
 
 
 class BinaryForm:
@@ -91,14 +89,12 @@ class BinaryForm:
         self.utf8 = utf8
         self.typed_pairs = typed_pairs
         self.lines = lines
-        self._encoders: dict[tuple[str, ...], Encoder] = {}
+        self._encoders: ByLayout[Encoder] = ByLayout(lambda layout: _generate(self, layout))
 
     def encoder(self, layout: tuple[str, ...]) -> Encoder | None:
-        """The encoder of `layout`, generated on first use (None past _MAX_LAYOUTS)."""
-        found = self._encoders.get(layout)
-        if found is None and len(self._encoders) < _MAX_LAYOUTS:
-            found = self._encoders[layout] = _generate(self, layout)
-        return found
+        """The encoder of `layout`, generated on first use (None once `layouts` has as
+        many as it keeps: the binding's own steps encode those events)."""
+        return self._encoders.get(layout)
 
 
 def encode(form: BinaryForm, event: CloudEvent) -> NativeMessage | None:

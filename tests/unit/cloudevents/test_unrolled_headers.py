@@ -12,7 +12,7 @@ from ce_strategies import valid_events
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.cloudevents.bindings import headers, unrolled
+from gateway.cloudevents.bindings import headers, layouts, unrolled
 from gateway.cloudevents.event import CloudEvent
 from gateway.cloudevents.headercodec import needs_no_encoding
 from gateway.cloudevents.typesystem import to_canonical
@@ -61,7 +61,7 @@ def test_past_the_bound_new_layouts_go_to_headers_write(monkeypatch: object) -> 
     import pytest
 
     assert isinstance(monkeypatch, pytest.MonkeyPatch)
-    monkeypatch.setattr(unrolled, "_MAX_LAYOUTS", 2)
+    monkeypatch.setattr(layouts, "MAX_LAYOUTS", 2)
     writers = unrolled.Unrolled("ce-", True)
     for n in range(2):
         assert unrolled.write(writers, {"specversion": "1.0", f"x{n}": "v"}) is not None

@@ -19,7 +19,7 @@ from ce_strategies import usual_events, valid_events
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.cloudevents.bindings import http, kafka, nats, wireform
+from gateway.cloudevents.bindings import http, kafka, layouts, nats, wireform
 from gateway.cloudevents.event import CloudEvent
 from gateway.record import NativeMessage
 
@@ -127,3 +127,14 @@ def test_kafka_pairs_of_repeated_values_are_made_once() -> None:
     assert pairs_one[-1] is pairs_two[-1] == ("content-type", b"application/json")
     assert pairs_one[3] == ("ce_subject", b"07") and pairs_two[3] == ("ce_subject", b"08")
     assert _state(two) == _state(kafka.binary_record(second))
+
+
+def test_past_the_bound_new_layouts_go_to_the_bindings_steps(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(layouts, "MAX_LAYOUTS", 1)
+    form = wireform.BinaryForm(nats._WIRE.protocol, "ce-", True, "ce-datacontenttype",
+                               pairs=True, lines=True)
+    assert wireform.encode(form, _usual_event()) is not None
+    other = _usual_event({"region": "eu"})
+    assert wireform.encode(form, other) is None
+    assert _state(nats.encode(other, "binary")) == _state(nats.binary_record(other))
