@@ -76,8 +76,8 @@ class EncodedHeaders:
     def text(self) -> list[tuple[str, str]]:
         text = self._text
         if text is None:
-            text = self._text = [(e["name"], e["value"])  # type: ignore[call-overload, index, misc]
-                                 for e in self.entries]
+            entries = cast("list[dict[str, str]]", self.entries)  # as the binding wrote them
+            text = self._text = [(entry["name"], entry["value"]) for entry in entries]
         return text
 
 

@@ -109,17 +109,17 @@ def _generate(form: BinaryForm, layout: tuple[str, ...]) -> Encoder:
     typed_index = layout.index("datacontenttype") if "datacontenttype" in layout else None
     written = [n for n, name in enumerate(layout) if name != "datacontenttype"]
     values = ", ".join(f"v{n}" for n in range(len(layout)))
-    lines = ["def encode(event):",
+    code = ["def encode(event):",
              f"    {values}{',' if len(layout) == 1 else ''} = event._attributes.values()"]
     for n in written:
-        lines += [f"    if v{n}.__class__ is not str:", f"        v{n} = to_canonical(v{n})"]
+        code += [f"    if v{n}.__class__ is not str:", f"        v{n} = to_canonical(v{n})"]
     # The content type sent, `ct`, and the body: the data as JSON (with its bytes as
     # received, when it has them) or non-empty bytes; anything else is the binding's.
-    lines += ["    data = event._data",
+    code += ["    data = event._data",
               "    if not event._has_data:",
               "        return None"]
     if typed_index is None:
-        lines += ["    if data.__class__ is bytes:",
+        code += ["    if data.__class__ is bytes:",
                   "        if not data:",
                   "            return None",
                   "        ct = None",
@@ -128,7 +128,7 @@ def _generate(form: BinaryForm, layout: tuple[str, ...]) -> Encoder:
                   "    else:",
                   "        ct = JSON_CONTENT_TYPE"]
     else:
-        lines += [f"    ct = v{typed_index}",
+        code += [f"    ct = v{typed_index}",
                   "    if ct.__class__ is not str:",
                   "        return None",
                   "    if data.__class__ is bytes:",
@@ -145,18 +145,18 @@ def _generate(form: BinaryForm, layout: tuple[str, ...]) -> Encoder:
         # One check of every value, as `headers.write` makes it, over one string built
         # at once (an f-string: a chain of `+` made a string per value).
         joined = "".join(f"{{{value}}}" for value in checked)
-        lines += [f"    if needs_no_encoding(f{joined!r}) is None:",
+        code += [f"    if needs_no_encoding(f{joined!r}) is None:",
                   "        return None"]
     entries = [f"{{'name': h{n}, 'value': v{n}}}" for n in written]
-    lines.append(f"    entries = [{', '.join(entries)}]")
-    lines += ["    if ct is not None:",
+    code.append(f"    entries = [{', '.join(entries)}]")
+    code += ["    if ct is not None:",
               "        entries.append({'name': CT_HEADER, 'value': ct})"]
     if form.utf8:
         # Most values are the same text object as in the last event (the definition's
         # constants, a time stamp's cached text): their (name, UTF-8) pair, a tuple, is
         # the last one made. `LAST[n]` is (text, pair), replaced whole (thread-safe).
         for n in written:
-            lines += [f"    last = LAST[{n}]",
+            code += [f"    last = LAST[{n}]",
                       f"    if v{n} is last[0]:",
                       f"        u{n} = last[1]",
                       "    else:",
@@ -164,7 +164,7 @@ def _generate(form: BinaryForm, layout: tuple[str, ...]) -> Encoder:
                       f"        LAST[{n}] = (v{n}, u{n})"]
         utf8 = ", ".join(f"u{n}" for n in written)
         slot = len(layout)  # the content type's
-        lines += [f"    utf8 = [{utf8}]",
+        code += [f"    utf8 = [{utf8}]",
                   "    if ct is not None:",
                   f"        last = LAST[{slot}]",
                   "        if ct is last[0]:",
@@ -177,8 +177,8 @@ def _generate(form: BinaryForm, layout: tuple[str, ...]) -> Encoder:
     if form.key_field is not None and "partitionkey" in layout:
         fields.append(f"KEY_FIELD: v{layout.index('partitionkey')}")
     fields.append("'headers': entries")
-    lines.append(f"    fields = {{{', '.join(fields)}}}")
-    lines += ["    if data.__class__ is bytes:",
+    code.append(f"    fields = {{{', '.join(fields)}}}")
+    code += ["    if data.__class__ is bytes:",
               "        record = Record(PROTOCOL, fields, NO_DATA, data)",
               "    else:",
               "        raw = event._raw",
@@ -189,16 +189,16 @@ def _generate(form: BinaryForm, layout: tuple[str, ...]) -> Encoder:
     if form.lines and all(_TOKEN.fullmatch(name) for name in names):
         block = "block"
         made = "".join(f"{{h{n}}}: {{v{n}}}\r\n" for n in written)
-        lines += [f"    block = f{made!r}",
+        code += [f"    block = f{made!r}",
                   "    if ct is not None:",
                   "        block = f'{block}{CT_HEADER}: {ct}\\r\\n'",
                   "    block = block.encode()"]
     if form.pairs:
         typed = "ct is not None" if form.typed_pairs else "False"
         utf8_value = "utf8" if form.utf8 else "None"
-        lines.append("    record.__dict__['encoded_headers'] = "
+        code.append("    record.__dict__['encoded_headers'] = "
                      f"Encoded(entries, None, {utf8_value}, {typed}, {block})")
-    lines.append("    return record")
+    code.append("    return record")
     namespace: dict[str, Any] = {
         "to_canonical": to_canonical, "needs_no_encoding": needs_no_encoding,
         "is_json": is_json, "JSON_CONTENT_TYPE": JSON_CONTENT_TYPE,
@@ -209,6 +209,6 @@ def _generate(form: BinaryForm, layout: tuple[str, ...]) -> Encoder:
         "LAST": [(None, None)] * (len(layout) + 1),
     }
     namespace.update({f"h{n}": form.prefix + layout[n] for n in written})
-    exec("\n".join(lines), namespace)
+    exec("\n".join(code), namespace)
     encoder: Encoder = namespace["encode"]
     return encoder
