@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from adapters.http.paths import PathPrefixes
 from adapters.http.record import RequestDefaults
 from gateway.ports import EndpointSettings
 from gateway.ports.options import (
@@ -155,6 +156,7 @@ class HttpOptions(HttpValues):
     host: str
     port: int
     prefixes: tuple[tuple[str, bool], ...]  # (prefix, from a template)
+    served: PathPrefixes  # `prefixes`, indexed (`adapters/http/paths.py`)
     allowed_methods: frozenset[str]  # `methods`, upper case
     # producer: the endpoint's method, headers and query for every request
     request: RequestDefaults
@@ -168,13 +170,14 @@ class HttpOptions(HttpValues):
         scheme = "https" if wants_tls(url.scheme, _URIS, settings.tls) else "http"
         opts = OPTIONS.read_into(HttpValues, settings.options)
         paths = opts.paths or ([url.path] if url.path not in ("", "/") else [])
+        prefixes = tuple(_prefix(p) for p in ([paths] if isinstance(paths, str) else paths))
         return extend(
             cls, opts,
             scheme=scheme,
             host=url.hostname or "127.0.0.1",
             port=url.port if url.port is not None else (443 if url.scheme == "https" else 80),
-            prefixes=tuple(_prefix(p) for p in ([paths] if isinstance(paths, str) else
-                                                paths)),
+            prefixes=prefixes,
+            served=PathPrefixes(prefixes),
             allowed_methods=frozenset(m.upper() for m in opts.methods),
             max_headers=max(1, opts.max_headers),
             max_header_bytes=max(256, opts.max_header_bytes),
@@ -186,15 +189,7 @@ class HttpOptions(HttpValues):
         )
 
     def accepts_path(self, path: str) -> bool:
-        if not self.prefixes:
-            return True
-        for prefix, templated in self.prefixes:
-            if templated and path.startswith(prefix):
-                return True
-            # A literal prefix matches whole segments: /hooks takes /hooks/a, not /hooksx.
-            if path == prefix or path.startswith(prefix.rstrip("/") + "/"):
-                return True
-        return False
+        return self.served.accepts(path)
 
 
 def _pairs(value: object) -> tuple[tuple[str, str], ...]:
