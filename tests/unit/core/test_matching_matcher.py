@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from gateway.matching import matcher as matcher_module
 from gateway.matching.matcher import (
     Explanation,
     Matcher,
@@ -247,6 +248,31 @@ def test_explain_likeness_breaks_equal_scores() -> None:
     hints = Matcher([far, near]).explain(kafka("orders"))
     assert [h.definition for h in hints] == [near.xid, far.xid]
     assert [h.passed for h in hints] == [0, 0]
+
+
+def test_likeness_is_compared_within_the_first_of_a_large_equal_group(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Of definitions with equal scores, the first `LIKENESS_POOL` in order are ranked by
+    likeness; one past them is not reached, however like the value it is."""
+    monkeypatch.setattr(matcher_module, "LIKENESS_POOL", 3)
+    defs = [define(f"d{n}", "KAFKA", [opt("topic", f"zzzz{n}")]) for n in range(3)]
+    near = define("near", "KAFKA", [opt("topic", "orderz")])
+    m = Matcher([*defs, near])
+    assert [h.definition for h in m.explain(kafka("orders"), limit=2)] == [
+        defs[0].xid, defs[1].xid]
+    monkeypatch.setattr(matcher_module, "LIKENESS_POOL", 4)
+    assert [h.definition for h in m.explain(kafka("orders"), limit=2)] == [
+        near.xid, defs[0].xid]
+
+
+def test_explain_examines_a_bounded_number_of_definitions(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """At most `EXPLAIN_PER_CALL` definitions, the first in catalog order."""
+    monkeypatch.setattr(matcher_module, "EXPLAIN_PER_CALL", 2)
+    defs = [define(f"d{n}", "KAFKA", [opt("topic", f"t{n}")]) for n in range(5)]
+    near = define("near", "KAFKA", [opt("topic", "x")])
+    m = Matcher([*defs, near])
+    assert [h.definition for h in m.explain(kafka("x"), limit=5)] == [defs[0].xid, defs[1].xid]
 
 
 def test_explain_includes_cloudevents_definitions_only_for_events() -> None:
