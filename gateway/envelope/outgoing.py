@@ -59,6 +59,11 @@ class OutputFormat:
     deliver: Deliver = "cloudevent"
     defaults: Mapping[str, JSON] = field(default_factory=dict)
     definitions: Sequence[MessageDefinition] = ()
+    # `deliver: native`: the target definition found per event type (a scan of
+    # `definitions`, once per type rather than per event; bounded: passed-through events
+    # bring types of their own).
+    _targets: dict[object, MessageDefinition | None] = field(
+        default_factory=dict, init=False, compare=False, repr=False)
 
     def render(self, event: CloudEvent, context: Mapping[str, str],
                key: tuple[str, str] | None = None) -> NativeMessage:
@@ -88,7 +93,14 @@ class OutputFormat:
             raise RenderFailed(str(exc)) from exc
 
     def _native(self, event: CloudEvent, context: Mapping[str, str]) -> NativeMessage:
-        target = _target_definition(self.definitions, event)
+        kind = event.get_type()
+        targets = self._targets
+        if kind in targets:
+            target = targets[kind]
+        else:
+            target = _target_definition(self.definitions, event)
+            if len(targets) < _TARGETS_MAX:
+                targets[kind] = target
         if target is None:
             raise RenderFailed("no message definition of the producer endpoint fits "
                                f"CloudEvent type {event.get_type()!r}")
@@ -96,6 +108,9 @@ class OutputFormat:
         if isinstance(rendered, RenderError):
             raise RenderFailed(rendered.message)
         return rendered
+
+
+_TARGETS_MAX = 4096
 
 
 def _target_definition(definitions: Sequence[MessageDefinition],

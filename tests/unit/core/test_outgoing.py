@@ -71,6 +71,23 @@ def test_native_output_renders_the_definition_declaring_the_event_type() -> None
     assert record.data == {"amount": 1}
 
 
+def test_native_output_finds_the_target_of_a_type_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scan of the producer's definitions runs once per event type, not per event."""
+    from gateway.envelope import outgoing
+
+    scans: list[str] = []
+    scan = outgoing._target_definition
+
+    def counted(definitions: object, event: CloudEvent) -> object:
+        scans.append(event.get_type())
+        return scan(definitions, event)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(outgoing, "_target_definition", counted)
+    native = OutputFormat("KAFKA", deliver="native", definitions=(OTHER_TARGET, SALE_TARGET))
+    assert [native.render(_event(), {}).fields["topic"] for _ in range(3)] == ["sales.12"] * 3
+    assert scans == ["com.example.sale"]
+
+
 def test_native_output_takes_the_only_native_definition_when_none_declares_the_type() -> None:
     plain = define("plain", "KAFKA", [opt("topic", "all")])
     record = OutputFormat("KAFKA", deliver="native", definitions=(plain,)).render(_event(), {})
