@@ -62,7 +62,7 @@ class OutputFormat:
     # `deliver: native`: the target definition found per event type (a scan of
     # `definitions`, once per type rather than per event; bounded: passed-through events
     # bring types of their own).
-    _targets: dict[object, MessageDefinition | None] = field(
+    _targets: dict[str, MessageDefinition | None] = field(
         default_factory=dict, init=False, compare=False, repr=False)
 
     def render(self, event: CloudEvent, context: Mapping[str, str],

@@ -357,10 +357,10 @@ LIKENESS_POOL = 64
 def _nearest(scored: list[tuple[int, CompiledDefinition, Failure]], limit: int
              ) -> list[tuple[int, CompiledDefinition, Failure]]:
     """The `limit` nearest: most checks passed first; among equals, the failed value
-    most like what was expected, then definition order. Likeness is computed only for
-    the score group that decides the last places, and there for its first
-    `LIKENESS_POOL` definitions in order (all of them in any catalog of that size or
-    less: the same answer as ranking everything)."""
+    most like what was expected, then definition order. Likeness is computed only in
+    the score groups that fill the `limit` places, and there for the first
+    `LIKENESS_POOL` definitions of a group in order (all of them in any catalog of that
+    size or less: the same answer as ranking everything)."""
     scored.sort(key=lambda item: (-item[0], item[1].definition.order))
     out: list[tuple[int, CompiledDefinition, Failure]] = []
     start = 0
