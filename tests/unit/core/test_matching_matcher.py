@@ -7,8 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gateway.matching import matcher as matcher_module
+from gateway.matching.compiled import Failure
 from gateway.matching.matcher import (
     Explanation,
     Matcher,
@@ -400,3 +403,27 @@ def test_a_large_bucket_is_narrowed_by_the_record(topic: bool) -> None:
     assert m.candidates(miss) == []
     assert m.match(miss).status == "unmatched"
     assert m.match(kafka(**fields)).status == "unmatched"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.text("abz", max_size=5),
+                          st.text("abz", max_size=5)), max_size=30),
+       st.integers(1, 6))
+def test_nearest_ranks_as_a_full_sort_within_the_likeness_pool(
+        rows: list[tuple[int, str, str]], limit: int) -> None:
+    """With no score group larger than `LIKENESS_POOL`, `_nearest` is the full ranking:
+    score, then likeness, then definition order."""
+
+    class Definition:
+        def __init__(self, order: int) -> None:
+            self.order = order
+
+    class Compiled:
+        def __init__(self, order: int) -> None:
+            self.definition = Definition(order)
+
+    scored = [(score, Compiled(n), Failure("topic", expected, got))
+              for n, (score, expected, got) in enumerate(rows)]
+    full = sorted(scored, key=lambda item: (-item[0], -matcher_module._likeness(item[2]),
+                                            item[1].definition.order))
+    assert matcher_module._nearest(list(scored), limit) == full[:limit]  # type: ignore[arg-type]
