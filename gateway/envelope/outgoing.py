@@ -60,8 +60,8 @@ class OutputFormat:
     defaults: Mapping[str, JSON] = field(default_factory=dict)
     definitions: Sequence[MessageDefinition] = ()
     # `deliver: native`: the target definition found per event type (a scan of
-    # `definitions`, once per type rather than per event; bounded: passed-through events
-    # bring types of their own).
+    # `definitions`, once per type rather than per event; bounded in count and length:
+    # passed-through events bring types of their own).
     _targets: dict[str, MessageDefinition | None] = field(
         default_factory=dict, init=False, compare=False, repr=False)
 
@@ -99,7 +99,7 @@ class OutputFormat:
             target = targets[kind]
         else:
             target = _target_definition(self.definitions, event)
-            if len(targets) < _TARGETS_MAX:
+            if len(targets) < _TARGETS_MAX and len(kind) <= _TYPE_KEPT:
                 targets[kind] = target
         if target is None:
             raise RenderFailed("no message definition of the producer endpoint fits "
@@ -111,6 +111,7 @@ class OutputFormat:
 
 
 _TARGETS_MAX = 4096
+_TYPE_KEPT = 256  # characters: a sender's long types are not kept
 
 
 def _target_definition(definitions: Sequence[MessageDefinition],

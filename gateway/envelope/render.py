@@ -435,9 +435,11 @@ def _carry_trace_context(record: NativeMessage, attributes: dict[str, Any]) -> N
 
 # Content types read from messages, and whether each is a media type (`_MEDIA_TYPE`): a
 # source sends the same one or two on every message, and the expression cost a quarter of
-# a microsecond each time. Bounded against a sender of endless new ones.
+# a microsecond each time. Bounded against a sender of endless new ones, or of long ones
+# (a Kafka header may be as long as the record): only short texts are kept.
 _MEDIA_TYPES_SEEN: dict[str, bool] = {}
 _MEDIA_TYPES_MAX = 256
+_MEDIA_TYPE_KEPT = 128  # characters
 
 
 def media_type_seen(text: str) -> bool:
@@ -445,7 +447,7 @@ def media_type_seen(text: str) -> bool:
     known = _MEDIA_TYPES_SEEN.get(text)
     if known is None:
         known = _MEDIA_TYPE.match(text) is not None
-        if len(_MEDIA_TYPES_SEEN) < _MEDIA_TYPES_MAX:
+        if len(_MEDIA_TYPES_SEEN) < _MEDIA_TYPES_MAX and len(text) <= _MEDIA_TYPE_KEPT:
             _MEDIA_TYPES_SEEN[text] = known
     return known
 

@@ -172,3 +172,20 @@ def test_records_of_another_protocol_of_the_family_render_alike() -> None:
         assert isinstance(fast, CloudEvent)
         assert fast.get_attributes()["datacontenttype"] == (
             "text/plain" if protocol == "MQTT/5.0" else "application/json")
+
+
+def test_content_types_seen_are_remembered_short_and_bounded() -> None:
+    """The media-type memo keeps short texts only, and at most `_MEDIA_TYPES_MAX`: a
+    sender of long or ever new content types cannot grow it."""
+    from gateway.envelope import render
+
+    long_text = "application/" + "x" * 10_000
+    assert render.media_type_seen(long_text)
+    assert long_text not in render._MEDIA_TYPES_SEEN
+    assert render.media_type_seen("text/plain; charset=utf-8")
+    assert render._MEDIA_TYPES_SEEN.get("text/plain; charset=utf-8") is True
+    assert not render.media_type_seen("not a media type")
+    assert render._MEDIA_TYPES_SEEN.get("not a media type") is False
+    for n in range(render._MEDIA_TYPES_MAX + 10):
+        render.media_type_seen(f"a/b{n}")
+    assert len(render._MEDIA_TYPES_SEEN) <= render._MEDIA_TYPES_MAX
