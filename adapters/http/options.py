@@ -155,8 +155,7 @@ class HttpOptions(HttpValues):
     scheme: str
     host: str
     port: int
-    prefixes: tuple[tuple[str, bool], ...]  # (prefix, from a template)
-    served: PathPrefixes  # `prefixes`, indexed (`adapters/http/paths.py`)
+    served: PathPrefixes  # the paths it serves (`paths`, else the address's path)
     allowed_methods: frozenset[str]  # `methods`, upper case
     # producer: the endpoint's method, headers and query for every request
     request: RequestDefaults
@@ -170,14 +169,13 @@ class HttpOptions(HttpValues):
         scheme = "https" if wants_tls(url.scheme, _URIS, settings.tls) else "http"
         opts = OPTIONS.read_into(HttpValues, settings.options)
         paths = opts.paths or ([url.path] if url.path not in ("", "/") else [])
-        prefixes = tuple(_prefix(p) for p in ([paths] if isinstance(paths, str) else paths))
         return extend(
             cls, opts,
             scheme=scheme,
             host=url.hostname or "127.0.0.1",
             port=url.port if url.port is not None else (443 if url.scheme == "https" else 80),
-            prefixes=prefixes,
-            served=PathPrefixes(prefixes),
+            served=PathPrefixes(_prefix(p) for p in ([paths] if isinstance(paths, str)
+                                                     else paths)),
             allowed_methods=frozenset(m.upper() for m in opts.methods),
             max_headers=max(1, opts.max_headers),
             max_header_bytes=max(256, opts.max_header_bytes),

@@ -19,20 +19,18 @@ __all__ = ["PathPrefixes"]
 
 
 class PathPrefixes:
-    """(prefix, from a template) pairs, as `HttpOptions.prefixes` holds them; none
-    means every path is served."""
+    """(prefix, from a template) pairs, as `options._prefix` reads a path; none means
+    every path is served."""
 
-    __slots__ = ("_below", "_exact", "_heads", "empty")
+    __slots__ = ("_below", "_exact", "_heads")
 
     def __init__(self, prefixes: Iterable[tuple[str, bool]]) -> None:
         # length -> the templated heads of that length
         self._heads: dict[int, set[str]] = {}
-        # literal prefixes, exact; and by length, the ones a path below them starts with
+        # every prefix, exact; and by length, what a path below one starts with
         self._exact: set[str] = set()
         self._below: dict[int, set[str]] = {}
-        count = 0
         for prefix, templated in prefixes:
-            count += 1
             if templated:
                 self._heads.setdefault(len(prefix), set()).add(prefix)
             # Every prefix also takes itself and the paths below it (for a templated
@@ -40,10 +38,9 @@ class PathPrefixes:
             self._exact.add(prefix)
             parent = prefix.rstrip("/")  # `parent + "/"` starts the paths below it
             self._below.setdefault(len(parent), set()).add(parent)
-        self.empty = count == 0
 
     def accepts(self, path: str) -> bool:
-        if self.empty or path in self._exact:
+        if not self._exact or path in self._exact:  # every prefix is in `_exact`
             return True
         size = len(path)
         for length, heads in self._heads.items():

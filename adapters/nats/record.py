@@ -237,9 +237,9 @@ _VALUE_NEWLINES = str.maketrans({"\r": " ", "\n": " "})
 _CHECKED_NAMES: set[str] = set()
 _CHECKED_NAMES_MAX = 4096
 _NAME = itemgetter(0)
-_JSON_LINE = b"Content-Type: application/json\r\n"
 _JSON_PAIR = ("Content-Type", "application/json")
 _JSON_ADDED = (_JSON_PAIR,)
+_JSON_LINE = f"{_JSON_PAIR[0]}: {_JSON_PAIR[1]}\r\n".encode()  # the pair as a block line
 
 
 def publish_frame(args: PublishArgs, reply: str = "") -> bytes:
