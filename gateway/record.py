@@ -55,30 +55,51 @@ class EncodedHeaders:
     the UTF-8 `name: value` lines, each ended by CRLF, that a NATS header block holds,
     where the binding made them (NATS, for values that need no trimming or escaping).
 
-    `text` may be left to be read from the entries when first asked for (None): a
-    binding that wrote them as {name: str, value: str} and made the form its producer
-    sends (`utf8`, `lines`) need not make the pairs for every record, and usually no one
-    asks (they were 8 of a record's ~46 objects, made and freed per message)."""
+    `text` may be left to be read when first asked for (None): a binding that wrote the
+    headers as text and made the form its producer sends (`utf8`, `lines`) need not make
+    the pairs for every record, and usually no one asks (they were 8 of a record's ~46
+    objects, made and freed per message).
 
-    __slots__ = ("_text", "entries", "lines", "size", "typed", "utf8")
+    `entries`, the field's list of {name, value} objects these were made from (by
+    identity), is None while nobody has read the record's fields (`WireRecord`): then the
+    headers are `names` with `values`, one tuple each, the names shared by every record
+    of the same attribute layout."""
 
-    def __init__(self, entries: list[JSON], text: list[tuple[str, str]] | None,
+    __slots__ = ("_text", "entries", "lines", "names", "size", "typed", "utf8", "values")
+
+    def __init__(self, entries: list[JSON] | None, text: list[tuple[str, str]] | None,
                  utf8: list[tuple[str, bytes]] | None, typed: bool,
-                 lines: bytes | None = None) -> None:
+                 lines: bytes | None = None, names: tuple[str, ...] = (),
+                 values: tuple[str, ...] = ()) -> None:
         self.entries = entries  # the field's list they were made from (by identity)
         self._text = text
         self.utf8 = utf8
         self.typed = typed  # one of them is a content type
         self.lines = lines
-        self.size = len(entries)  # how many entries there were
+        self.names = names
+        self.values = values
+        # How many entries there were (are to be).
+        self.size = len(names) if entries is None else len(entries)
 
     @property
     def text(self) -> list[tuple[str, str]]:
         text = self._text
         if text is None:
-            entries = cast("list[dict[str, str]]", self.entries)  # as the binding wrote them
-            text = self._text = [(entry["name"], entry["value"]) for entry in entries]
+            entries = cast("list[dict[str, str]] | None", self.entries)  # as written
+            text = self._text = (list(zip(self.names, self.values, strict=True))
+                                 if entries is None
+                                 else [(entry["name"], entry["value"]) for entry in entries])
         return text
+
+    def make_entries(self) -> list[JSON]:
+        """The {name, value} objects of the headers (`WireRecord.fields`), made now if
+        the binding left them to be made."""
+        entries = self.entries
+        if entries is None:
+            entries = self.entries = [{"name": name, "value": value}
+                                      for name, value in zip(self.names, self.values,
+                                                             strict=True)]
+        return entries
 
 
 @dataclass(frozen=True, eq=False, init=False)
@@ -255,9 +276,16 @@ class NativeMessage:
         if encoded is None:
             return None
         entries = self.fields.get("headers")
-        if entries is encoded.entries and len(entries) == encoded.size:
+        if entries is encoded.entries and isinstance(entries, list) \
+                and len(entries) == encoded.size:
             return encoded
         return None
+
+    def wire_fields(self) -> Mapping[str, JSON]:
+        """The fields a producer reads besides the headers, which it takes from
+        `header_pairs()`: `fields` (a `WireRecord` has them without its headers until
+        someone reads `fields`)."""
+        return self.fields
 
     # -- JSON form ---------------------------------------------------------------------------
     def to_json(self) -> JSONObject:
@@ -344,6 +372,59 @@ class NativeMessage:
         return hash(self.to_line())
 
 
+
+class WireRecord(NativeMessage):
+    """A binary-mode record as a binding wrote it for its producer
+    (`cloudevents/bindings/wireform.py`): the producer sends its `encoded_headers` (Kafka's
+    UTF-8 pairs, NATS's header lines) and reads the other fields from `wire_fields()`, so
+    the `headers` field -- a {name, value} object per header, 7 of them and their list for
+    a usual CloudEvent, made and freed for every message -- is made only if something
+    reads `fields` (a dead letter, the tap, a trace header, a reply). It is then the same
+    field, in the same place among the others, as the binding's own steps write; the
+    record is the same record (`tests/unit/cloudevents/test_wireform.py`).
+
+    `head`: the fields the binding wrote before the headers (`lead` of them) and any a
+    renderer adds to `wire_fields()` before anyone reads `fields` (defaults, a key)."""
+
+    def __init__(self, protocol: str, head: dict[str, JSON], data: JSON,
+                 payload: bytes | None, raw: bytes | None,
+                 encoded: EncodedHeaders) -> None:
+        state = self.__dict__
+        state["protocol"] = protocol
+        state["_head"] = head
+        state["_lead"] = len(head)
+        state["data"] = data
+        state["payload"] = payload
+        state["received_at"] = None
+        state["raw"] = raw
+        state["encoded_headers"] = encoded
+
+    @property  # read-only, as the frozen field it stands for
+    def fields(self) -> Mapping[str, JSON]:
+        state = self.__dict__
+        made: dict[str, JSON] | None = state.get("_fields")
+        if made is None:
+            head: dict[str, JSON] = state["_head"]
+            encoded: EncodedHeaders = state["encoded_headers"]
+            items = list(head.items())
+            lead = state["_lead"]
+            made = dict(items[:lead])
+            made["headers"] = encoded.make_entries()
+            made.update(items[lead:])
+            state["_fields"] = made
+        return made
+
+    def wire_fields(self) -> Mapping[str, JSON]:
+        state = self.__dict__
+        made: dict[str, JSON] | None = state.get("_fields")
+        return state["_head"] if made is None else made
+
+    def current_encoded_headers(self) -> EncodedHeaders | None:
+        if "_fields" not in self.__dict__:  # nobody has read (or changed) the fields
+            return self.encoded_headers
+        return super().current_encoded_headers()
+
+
 def _json_bytes(data: JSON) -> bytes:
     text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
     try:
@@ -417,6 +498,6 @@ def read_records(lines: Iterator[str]) -> Iterator[tuple[int, NativeMessage | Re
 
 
 __all__ = [
-    "MQTT5", "MQTT311", "NATS", "NativeMessage", "RecordError", "is_json_media_type",
-    "read_records",
+    "MQTT5", "MQTT311", "NATS", "NativeMessage", "RecordError", "WireRecord",
+    "is_json_media_type", "read_records",
 ]

@@ -120,7 +120,7 @@ def to_send(record: NativeMessage, default_topic: str | None = None,
     """Send arguments for a record; raises ValueError when it cannot be sent.
     `default_headers` (the endpoint's `headers`) are added unless the record has a header
     of the same name (compared case-insensitively)."""
-    fields = record.fields  # read directly: this runs once per sent record
+    fields = record.wire_fields()  # read directly: this runs once per sent record
     topic = fields.get("topic")
     if topic is None:
         topic = default_topic

@@ -201,7 +201,7 @@ class PublishArgs:
 def to_publish(record: NativeMessage) -> PublishArgs:
     """Publish arguments for a record; raises ValueError when it cannot be sent.
     One pass over the headers (this runs for every published record)."""
-    fields = record.fields
+    fields = record.wire_fields()
     subject = fields.get("subject")
     if not isinstance(subject, str) or not subject:
         raise ValueError("record has no subject")

@@ -77,9 +77,11 @@ class OutputFormat:
                 record = record.replace_fields({**record.fields, key[0]: key[1]})
             return record
         record = self._binding(event)
-        fields = record.fields
         # The binding built these fields just now, for this record alone: the defaults
-        # and the key go into them, not into a copy under a second record.
+        # and the key go into them, not into a copy under a second record. Into those a
+        # producer reads (a `WireRecord` makes its headers only if someone asks), unless
+        # a default is for the headers themselves.
+        fields = record.fields if "headers" in self.defaults else record.wire_fields()
         assert isinstance(fields, dict)
         _add_defaults(fields, self.defaults, event, context)
         if key is not None and fields.get(key[0]) is None:

@@ -5,14 +5,17 @@ the field as soon as the field is no longer what the pairs were made from."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from types import ModuleType
 
 import pytest
 
 from adapters.kafka.record import to_send
 from adapters.nats.record import publish_frame, to_publish
+from gateway.cloudevents.bindings import kafka, nats
 from gateway.cloudevents.event import CloudEvent
 from gateway.envelope.outgoing import OutputFormat
-from gateway.record import NativeMessage
+from gateway.json.values import JSON
+from gateway.record import NativeMessage, WireRecord
 
 BASE = {"specversion": "1.0", "type": "com.example.sale", "source": "/stores/1",
         "id": "a-1", "time": datetime(2026, 11, 24, 12, 0, tzinfo=UTC)}
@@ -91,3 +94,36 @@ def test_headers_replaced_under_the_same_record_are_read_from_the_field() -> Non
     other = record.replace_fields({**record.fields, "headers": [{"name": "a", "value": "b"}]})
     assert other.current_encoded_headers() is None
     assert to_send(other).headers[0] == ("a", b"b")
+
+
+@pytest.mark.parametrize(("protocol", "binding", "defaults", "key"), [
+    ("KAFKA", kafka, {"topic": "t", "partition": 0}, ("key", "store-1")),
+    ("NATS", nats, {"subject": "s", "reply-to": "r"}, None),
+])
+def test_a_wire_record_makes_its_header_entries_where_the_binding_writes_them(
+        protocol: str, binding: ModuleType, defaults: dict[str, JSON],
+        key: tuple[str, str] | None) -> None:
+    """A `WireRecord` leaves its {name, value} entries unmade while only its producer reads
+    it; read, its fields are the binding's own, with the defaults and the key after them,
+    in the same order."""
+    record = OutputFormat(protocol, "binary", defaults=defaults).render(EVENTS[0], {}, key)
+    assert isinstance(record, WireRecord)
+    encoded = record.current_encoded_headers()
+    assert encoded is not None and encoded.entries is None  # the producer's view made none
+    reference = dict(binding.binary_record(EVENTS[0]).fields)
+    for name, value in [*defaults.items(), *([key] if key else [])]:
+        reference.setdefault(name, value)
+    assert list(record.fields.items()) == list(reference.items())
+    assert record.current_encoded_headers() is encoded  # the entries it made describe it
+    assert record.fields["headers"] is encoded.entries
+
+
+@pytest.mark.parametrize(("protocol", "binding"), [("KAFKA", kafka), ("NATS", nats)])
+def test_a_default_for_the_headers_does_not_replace_the_bindings_headers(
+        protocol: str, binding: ModuleType) -> None:
+    defaults: dict[str, JSON] = {"topic": "t", "subject": "s",
+                                 "headers": [{"name": "x-default", "value": "1"}]}
+    record = OutputFormat(protocol, "binary", defaults=defaults).render(EVENTS[0], {})
+    assert record.fields["headers"] == binding.binary_record(EVENTS[0]).fields["headers"]
+    assert to_send(record) == to_send(_plain(record)) if protocol == "KAFKA" else (
+        publish_frame(to_publish(record)) == publish_frame(to_publish(_plain(record))))
