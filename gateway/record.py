@@ -372,7 +372,6 @@ class NativeMessage:
         return hash(self.to_line())
 
 
-
 class WireRecord(NativeMessage):
     """A binary-mode record as a binding wrote it for its producer
     (`cloudevents/bindings/wireform.py`): the producer sends its `encoded_headers` (Kafka's
