@@ -31,7 +31,6 @@ Writer = Callable[[Mapping[str, Any], "list[tuple[str, str]] | None",
                    "list[tuple[str, bytes]] | None"], "list[JSON] | None"]
 
 
-
 class Unrolled:
     """The generated writers of one binding: its header prefix, and whether values are
     percent-encoded (HTTP, NATS) or not (Kafka)."""

@@ -53,7 +53,6 @@ _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 Encoder = Callable[[CloudEvent], "NativeMessage | None"]
 
 
-
 class BinaryForm:
     """How one binding writes a binary-mode record, and its generated encoders.
 
@@ -111,6 +110,10 @@ def _generate(form: BinaryForm, layout: tuple[str, ...]) -> Encoder:
     """The encoder of one layout (see the module docstring)."""
     typed_index = layout.index("datacontenttype") if "datacontenttype" in layout else None
     written = [n for n, name in enumerate(layout) if name != "datacontenttype"]
+    # The header of each written attribute (`h{n}` in the code), and all of them with the
+    # content-type header after them.
+    header = {n: form.prefix + layout[n] for n in written}
+    with_type = (*header.values(), form.content_type_header)
     values = ", ".join(f"v{n}" for n in range(len(layout)))
     code = ["def encode(event):",
              f"    {values}{',' if len(layout) == 1 else ''} = event._attributes.values()"]
@@ -203,8 +206,7 @@ def _generate(form: BinaryForm, layout: tuple[str, ...]) -> Encoder:
               "        if raw is not None and not plain_utf8(raw):",
               "            raw = None"]
     block = "None"
-    names = [form.prefix + layout[n] for n in written] + [form.content_type_header]
-    if form.lines and all(_TOKEN.fullmatch(name) for name in names):
+    if form.lines and all(_TOKEN.fullmatch(name) for name in with_type):
         block = "block"
         made = "".join(f"{{h{n}}}: {{v{n}}}\r\n" for n in written)
         code += [f"    block = f{made!r}",
@@ -223,15 +225,13 @@ def _generate(form: BinaryForm, layout: tuple[str, ...]) -> Encoder:
         "is_json": is_json, "JSON_CONTENT_TYPE": JSON_CONTENT_TYPE,
         "plain_utf8": _plain_utf8, "Record": NativeMessage, "Encoded": EncodedHeaders,
         "Wire": WireRecord,
-        "NAMES": tuple(form.prefix + layout[n] for n in written),
-        "NAMES_CT": tuple([*(form.prefix + layout[n] for n in written),
-                           form.content_type_header]),
+        "NAMES": with_type[:-1], "NAMES_CT": with_type,
         "NO_DATA": _NO_DATA,
         "PROTOCOL": form.protocol, "CT_HEADER": form.content_type_header,
         "FIXED": form.fixed, "KEY_FIELD": form.key_field,
         "LAST": [(None, None)] * (len(layout) + 1),
     }
-    namespace.update({f"h{n}": form.prefix + layout[n] for n in written})
+    namespace.update({f"h{n}": name for n, name in header.items()})
     exec("\n".join(code), namespace)
     encoder: Encoder = namespace["encode"]
     return encoder
