@@ -18,6 +18,8 @@ import difflib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import groupby, islice
+from operator import itemgetter
 from typing import Any, Literal
 from urllib.parse import unquote
 
@@ -363,18 +365,14 @@ def _nearest(scored: list[tuple[int, CompiledDefinition, Failure]], limit: int
     size or less: the same answer as ranking everything)."""
     scored.sort(key=lambda item: (-item[0], item[1].definition.order))
     out: list[tuple[int, CompiledDefinition, Failure]] = []
-    start = 0
-    while start < len(scored) and len(out) < limit:
-        end = start
-        while end < len(scored) and scored[end][0] == scored[start][0]:
-            end += 1
-        group = scored[start:end]
+    for _, same_score in groupby(scored, key=itemgetter(0)):
         wanted = limit - len(out)
-        if len(group) > 1:
-            group = sorted(group[:max(wanted, LIKENESS_POOL)],
-                           key=lambda item: (-_likeness(item[2]), item[1].definition.order))
+        if wanted <= 0:
+            break
+        group = list(islice(same_score, max(wanted, LIKENESS_POOL)))
+        if len(group) > 1:  # likeness only orders equals
+            group.sort(key=lambda item: (-_likeness(item[2]), item[1].definition.order))
         out += group[:wanted]
-        start = end
     return out
 
 
