@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import difflib
 import json
+from bisect import insort
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import groupby, islice
@@ -370,12 +371,35 @@ def _nearest(scored: list[tuple[int, CompiledDefinition, Failure]], limit: int
         if wanted <= 0:
             break
         group = list(islice(same_score, max(wanted, LIKENESS_POOL)))
-        if len(group) > 1:  # likeness only orders equals
-            group.sort(key=lambda item: (-_likeness(item[2]), item[1].definition.order))
-        out += group[:wanted]
+        out += _most_alike(group, wanted) if len(group) > 1 else group  # likeness orders equals
     return out
 
 
-def _likeness(failure: Failure) -> float:
+def _most_alike(group: list[tuple[int, CompiledDefinition, Failure]], wanted: int
+                ) -> list[tuple[int, CompiledDefinition, Failure]]:
+    """The `wanted` of `group` (in definition order) whose failed value is most like what
+    was expected, by likeness then order: the same as sorting the group by
+    (-likeness, order), but a definition whose likeness cannot beat the last of those
+    kept so far is not compared in full. difflib's two cheap upper bounds
+    (`real_quick_ratio`, `quick_ratio`) decide that; the full comparison (`ratio`) was
+    ~95% of an unmatched message's explanation, and most of a group loses."""
+    kept: list[tuple[float, int]] = []  # (-likeness, position), best first
+    for position, (_, _, failure) in enumerate(group):
+        compared = _comparison(failure)
+        if len(kept) == wanted:
+            # A later definition of equal likeness loses to the earlier ones kept.
+            floor = -kept[-1][0]
+            if compared.real_quick_ratio() <= floor or compared.quick_ratio() <= floor:
+                continue
+        insort(kept, (-compared.ratio(), position))
+        del kept[wanted:]
+    return [group[position] for _, position in kept]
+
+
+def _comparison(failure: Failure) -> difflib.SequenceMatcher[str]:
     window = max(_LIKENESS_WINDOW, 2 * len(failure.expected))
-    return difflib.SequenceMatcher(None, failure.expected, failure.got[:window]).ratio()
+    return difflib.SequenceMatcher(None, failure.expected, failure.got[:window])
+
+
+def _likeness(failure: Failure) -> float:
+    return _comparison(failure).ratio()

@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
 
 from gateway.cloudevents.jsonformat import event_to_json
-from gateway.convert import Converter
+from gateway.convert import Conversion, Converter
 from gateway.definitions.model import MessageDefinition
 from gateway.json.text import utf8_json
 from gateway.json.values import JSON, as_text
@@ -34,21 +34,33 @@ def convert_line(converter: Converter, line: str, explain: bool) -> dict[str, An
     try:
         record = NativeMessage.from_line(line)
     except RecordError as exc:
-        document: dict[str, JSON] = {"match": None, "reason": "invalid-record",
-                                     "detail": str(exc)}
-        try:
-            document["record"] = json.loads(line)
-        except ValueError:
-            document["record"] = line
-        return {"record": line, "outcome": "invalid-record", "match": None, "context": None,
-                "ce": None, "event": None, "deadletter": _dumps(document), "nearest": None,
-                "path": "python"}
-    conversion = converter.convert(record, explain=explain)
-    result = conversion.to_json()
+        return invalid_row(line, exc)
+    return outcome_row(line, record, converter.convert(record, explain=explain))
+
+
+def invalid_row(line: str, exc: RecordError) -> dict[str, Any]:
+    """The outcome row of a line that is not a native message record."""
+    document: dict[str, JSON] = {"match": None, "reason": "invalid-record",
+                                 "detail": str(exc)}
+    try:
+        document["record"] = json.loads(line)
+    except ValueError:
+        document["record"] = line
+    return {"record": line, "outcome": "invalid-record", "match": None, "context": None,
+            "ce": None, "event": None, "deadletter": _dumps(document), "nearest": None,
+            "path": "python"}
+
+
+def outcome_row(line: str, record: NativeMessage, conversion: Conversion) -> dict[str, Any]:
+    """The outcome row of `record` (read from `line`) converted as `conversion`. An
+    event's JSON form is made once, for the `ce` columns and the event's text; the
+    conversion's whole JSON form (the event again, the context as an object) only for a
+    dead letter, which carries it."""
     definition = conversion.match.definition
+    match = definition.xid if definition is not None else None
     row: dict[str, Any] = {
         "record": line,
-        "match": definition.xid if definition is not None else None,
+        "match": match,
         "context": list(conversion.match.context.items()),
         "path": "python",
         "ce": None, "event": None, "deadletter": None, "nearest": None,
@@ -58,12 +70,13 @@ def convert_line(converter: Converter, line: str, explain: bool) -> dict[str, An
         row["outcome"] = "event"
         row["ce"] = {k: _dumps(v) if k == "data" else v for k, v in event.items()}
         row["event"] = _dumps(event)
-        row["nearest"] = row["match"]
+        row["nearest"] = match
         return row
+    result = conversion.to_json()
     result["record"] = record.to_json()
     row["outcome"] = conversion.reason
     row["deadletter"] = _dumps(result)
-    nearest = row["match"]
+    nearest = match
     if nearest is None and conversion.explain:
         nearest = conversion.explain[0].definition
     if nearest is None and conversion.match.tied:
@@ -90,20 +103,14 @@ def python_stage(
 ) -> Callable[[pa.Array], pa.Array]:
     """The vectorized UDF body: records in (null where the compiled path settled the
     row), outcome structs out (null for those rows). A batch without work costs one
-    null check, so the compiled path never waits on Python for its own rows."""
-    ce_fields = {f.name: f.type for f in result.field("ce").type}
-    names = [f.name for f in result]
+    null check, so the compiled path never waits on Python for its own rows.
 
-    def fit(name: str, value: Any) -> Any:
-        column = ce_fields[name]
-        if pa.types.is_string(column):
-            # a typed value in the canonical string form (`5` -> "5")
-            return value if isinstance(value, str) else as_text(value)
-        if isinstance(value, str):
-            # a CloudEvent's text, in a column every definition types: the declared type
-            # (checked by the matcher) converts it exactly
-            return typed_value(column, value)
-        return value
+    The records of an Arrow batch are converted together (`Converter.convert_batch`:
+    one dispatch loop, one clock reading for those without a receive time, as the
+    daemon converts what it read together), and each `ce` column's kind is looked up
+    once per stage, not per value."""
+    fitters = {f.name: _fitter(f.type) for f in result.field("ce").type}
+    names = [f.name for f in result]
 
     def stage(records: pa.Array) -> pa.Array:
         if records.null_count == len(records):
@@ -114,15 +121,46 @@ def python_stage(
                                   validate_schema=validate_schema,
                                   schema=schema)  # type: ignore[arg-type]
             _CONVERTERS[token] = converter
-        rows: list[dict[str, Any] | None] = []
-        for line in records.to_pylist():
+        lines: list[str | None] = records.to_pylist()
+        rows: list[dict[str, Any] | None] = [None] * len(lines)
+        where: list[int] = []
+        parsed: list[NativeMessage] = []
+        for index, line in enumerate(lines):
             if line is None:
-                rows.append(None)
                 continue
-            row = convert_line(converter, line, explain)
-            if row["ce"] is not None:
-                row["ce"] = {k: fit(k, v) for k, v in row["ce"].items() if k in ce_fields}
-            rows.append({name: row[name] for name in names})
-        return pa.array(rows, type=result)
+            try:
+                parsed.append(NativeMessage.from_line(line))
+            except RecordError as exc:
+                rows[index] = invalid_row(line, exc)
+                continue
+            where.append(index)
+        converted = converter.convert_batch(parsed, explain=explain, split=False)
+        for index, record, (conversion,) in zip(where, parsed, converted, strict=True):
+            line = lines[index]
+            assert line is not None
+            row = outcome_row(line, record, conversion)
+            ce = row["ce"]
+            if ce is not None:
+                row["ce"] = {k: fit(v) for k, v in ce.items()
+                             if (fit := fitters.get(k)) is not None}
+            rows[index] = row
+        return pa.array([None if row is None else {name: row[name] for name in names}
+                         for row in rows], type=result)
 
     return stage
+
+
+def _fitter(column: pa.DataType) -> Callable[[Any], Any]:
+    """How a CloudEvent attribute's value goes into its `ce` column of type `column`."""
+    if pa.types.is_string(column):
+        # a typed value in the canonical string form (`5` -> "5")
+        return lambda value: value if isinstance(value, str) else as_text(value)
+
+    def typed(value: Any) -> Any:
+        if isinstance(value, str):
+            # a CloudEvent's text, in a column every definition types: the declared type
+            # (checked by the matcher) converts it exactly
+            return typed_value(column, value)
+        return value
+
+    return typed
