@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-SUBJECTS = ("bare", "job", "copy", "udf")
+SUBJECTS = ("bare", "job", "pyjob", "copy", "udf")
 
 
 def xreg_document(count: int) -> dict[str, object]:
@@ -81,12 +81,13 @@ def _session(master: str):  # type: ignore[no-untyped-def]
 
 def run_subject(subject: str, master: str, doc: str, source: str, sink: str) -> None:
     """One subject in this process (the child side of `timed_subject`)."""
-    if subject == "job":
+    if subject in ("job", "pyjob"):
         from gateway.cli import main as cli
 
+        engine = "python" if subject == "pyjob" else "compiled"
         code = cli(["spark", "-d", doc, "--source", f"file:{source}", "--sink",
                     f"file:{sink}/events", "--deadletter", f"file:{sink}/dead", "--batch",
-                    "--master", master])
+                    "--master", master, "--engine", engine])
         raise SystemExit(code)
     spark = _session(master)
     from pyspark.sql import functions as F
@@ -184,21 +185,23 @@ def report(times: dict[tuple[str, int], list[float]], subjects: list[str], recor
 
     for rep in range(repeat):
         line = [f"rep {rep}:"]
-        if "bare" in subjects and "job" in subjects:
-            fixed = times[("job", 1)][rep] - times[("bare", 1)][rep]
-            line.append(f"job fixed - bare = {fixed:+.1f} s (target <= ~5)")
-        for subject in ("job", "copy", "udf"):
+        jobs = [job for job in ("job", "pyjob") if job in subjects]
+        for job in jobs:
+            if "bare" in subjects:
+                fixed = times[(job, 1)][rep] - times[("bare", 1)][rep]
+                line.append(f"{job} fixed - bare = {fixed:+.1f} s (target <= ~5)")
+        for subject in ("job", "pyjob", "copy", "udf"):
             if subject in subjects:
                 line.append(f"{subject} marginal {marginal(subject, rep):.1f} s "
                             f"({records / max(marginal(subject, rep), 1e-3):,.0f} rec/s)")
-        if {"job", "udf"} <= set(subjects):
-            line.append(f"job/udf = {marginal('udf', rep) / marginal('job', rep):.2f}x "
-                        "(target >= 5)")
-        if {"job", "copy"} <= set(subjects):
-            line.append(f"job/copy = {marginal('copy', rep) / marginal('job', rep):.2f}x "
-                        "(target >= 0.5)")
+        for job in jobs:
+            if "udf" in subjects:
+                line.append(f"{job}/udf = {marginal('udf', rep) / marginal(job, rep):.2f}x "
+                            "(target >= 5)")
+            if "copy" in subjects:
+                line.append(f"{job}/copy = {marginal('copy', rep) / marginal(job, rep):.2f}x"
+                            " (target >= 0.5)")
         print("; ".join(line), flush=True)
-
 
 if __name__ == "__main__":
     main()

@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
-from gateway.json.body import loads_body
+from gateway.json.body import loads_body, loads_text
 from gateway.json.values import JSON, JSONObject, as_text
 from gateway.protocols import (
     MQTT5,
@@ -357,7 +357,7 @@ class NativeMessage:
     @classmethod
     def from_line(cls, line: str) -> NativeMessage:
         try:
-            obj = json.loads(line)
+            obj = loads_text(line)
         except json.JSONDecodeError as exc:
             raise RecordError(f"not JSON: {exc.msg} at column {exc.colno}") from exc
         return cls.from_json(obj)

@@ -56,6 +56,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "first route's, else off; --validate-schema means tiebreak)")
     parser.add_argument("--no-explain", action="store_true",
                         help="no explanations in dead letters")
+    parser.add_argument("--engine", choices=["compiled", "python"], default="compiled",
+                        help="compiled: Spark SQL expressions, the Python stage only for "
+                             "what they cannot judge (the default); python: the core "
+                             "converter over Arrow batches for every record (no plan to "
+                             "build; see docs/spark.md, \"Engines\")")
     parser.add_argument("--explain-plan", action="store_true",
                         help="print which path (sql / python) each definition takes")
 
@@ -104,7 +109,7 @@ def execute(args: argparse.Namespace) -> int:
         kafka_mode=args.kafka_mode, kafka_records=args.kafka_records,
         partition_key=policy,
         ambiguity=ambiguity, validate_schema=args.validate_schema, schema=args.schema,
-        explain_dead_letters=not args.no_explain,
+        explain_dead_letters=not args.no_explain, engine=args.engine,
     )
     try:
         spark = get_session(args.master)

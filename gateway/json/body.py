@@ -24,7 +24,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["loads_body"]
+__all__ = ["loads_body", "loads_text"]
 
 # Digits to "0", everything else to " ": 19 digits in a row are then a plain substring
 # search, a fifth of the cost of a regular expression over a 200-byte body.
@@ -32,11 +32,11 @@ _DIGITS_ONLY = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(25
 _NINETEEN = b"0" * 19
 
 
-def _load_fast() -> Callable[[bytes], Any]:
+def _load_fast() -> tuple[Callable[[bytes], Any], Callable[[str], Any]]:
     try:
         import orjson
     except ImportError:  # pragma: no cover - orjson is a dependency
-        return json.loads
+        return json.loads, json.loads
     fast_loads = orjson.loads
     refused = orjson.JSONDecodeError
 
@@ -48,9 +48,24 @@ def _load_fast() -> Callable[[bytes], Any]:
                 pass
         return json.loads(body)
 
-    return loads
+    def loads_str(text: str) -> Any:
+        # orjson reads the UTF-8 of the text; whatever it refuses (a byte order mark
+        # included, which `json.loads` refuses in a text) is the text's to answer.
+        try:
+            body = text.encode()
+        except UnicodeEncodeError:  # a lone surrogate in the text itself
+            return json.loads(text)
+        if _NINETEEN not in body.translate(_DIGITS_ONLY):
+            try:
+                return fast_loads(body)
+            except refused:
+                pass
+        return json.loads(text)
+
+    return loads, loads_str
 
 
-loads_body: Callable[[bytes], Any] = _load_fast()
-"""`json.loads(body)`: the same value or the same exception class (ValueError,
-UnicodeDecodeError or RecursionError)."""
+loads_body, loads_text = _load_fast()
+"""`loads_body(body)` is `json.loads(body)`, `loads_text(text)` is `json.loads(text)`:
+the same value or the same exception (ValueError -- `json.JSONDecodeError` with its
+message and position for a text --, UnicodeDecodeError or RecursionError)."""

@@ -51,11 +51,12 @@ def invalid_row(line: str, exc: RecordError) -> dict[str, Any]:
             "path": "python"}
 
 
-def outcome_row(line: str, record: NativeMessage, conversion: Conversion) -> dict[str, Any]:
-    """The outcome row of `record` (read from `line`) converted as `conversion`. An
-    event's JSON form is made once, for the `ce` columns and the event's text; the
-    conversion's whole JSON form (the event again, the context as an object) only for a
-    dead letter, which carries it."""
+def outcome_row(line: str, record: NativeMessage, conversion: Conversion,
+                with_ce: bool = True) -> dict[str, Any]:
+    """The outcome row of `record` (read from `line`) converted as `conversion`, with
+    the `ce` columns only `with_ce`. An event's JSON form is made once, for the `ce`
+    columns and the event's text; the conversion's whole JSON form (the event again, the
+    context as an object) only for a dead letter, which carries it."""
     definition = conversion.match.definition
     match = definition.xid if definition is not None else None
     row: dict[str, Any] = {
@@ -68,7 +69,8 @@ def outcome_row(line: str, record: NativeMessage, conversion: Conversion) -> dic
     if conversion.event is not None:
         event = event_to_json(conversion.event)
         row["outcome"] = "event"
-        row["ce"] = {k: _dumps(v) if k == "data" else v for k, v in event.items()}
+        if with_ce:
+            row["ce"] = {k: _dumps(v) if k == "data" else v for k, v in event.items()}
         row["event"] = _dumps(event)
         row["nearest"] = match
         return row
@@ -109,8 +111,11 @@ def python_stage(
     one dispatch loop, one clock reading for those without a receive time, as the
     daemon converts what it read together), and each `ce` column's kind is looked up
     once per stage, not per value."""
-    fitters = {f.name: _fitter(f.type) for f in result.field("ce").type}
     names = [f.name for f in result]
+    # The `ce` struct's columns, when the stage makes it (a job whose sinks read only the
+    # event's text does not).
+    fitters = ({f.name: _fitter(f.type) for f in result.field("ce").type}
+               if "ce" in names else None)
 
     def stage(records: pa.Array) -> pa.Array:
         if records.null_count == len(records):
@@ -138,9 +143,9 @@ def python_stage(
         for index, record, (conversion,) in zip(where, parsed, converted, strict=True):
             line = lines[index]
             assert line is not None
-            row = outcome_row(line, record, conversion)
+            row = outcome_row(line, record, conversion, with_ce=fitters is not None)
             ce = row["ce"]
-            if ce is not None:
+            if ce is not None and fitters is not None:
                 row["ce"] = {k: fit(v) for k, v in ce.items()
                              if (fit := fitters.get(k)) is not None}
             rows[index] = row

@@ -49,6 +49,9 @@ class JobOptions:
     report_window: str = "1 minute"
     trigger: Literal["continuous", "available-now"] = "continuous"
     trigger_interval: str = "1 second"
+    # compiled: the SQL path, the Python stage for the rows it flags; python: the Python
+    # stage for every row (docs/spark.md, "Engines").
+    engine: Literal["compiled", "python"] = "compiled"
 
 
 @dataclass
@@ -138,8 +141,57 @@ def _convert_batch(stage: Stage, lines: DataFrame, options: JobOptions,
     path runs first and keeps the record only of the rows it leaves to the Python
     stage, which then converts just those, from the cache: a batch that needs no Python
     starts no Python worker."""
+    if options.engine == "python":
+        return _convert_in_python(stage, lines, options, batch_id)
     with _job_codegen(stage.spark, lines):
         return _convert_persisted(stage, lines, options, batch_id)
+
+
+def _convert_in_python(stage: Stage, lines: DataFrame, options: JobOptions,
+                       batch_id: int | None) -> dict[str, int]:
+    """Every record through the Python stage (the core converter over Arrow batches).
+
+    The events are written in the first pass, which counts the outcomes (an
+    `Observation`); only when some record did not become an event does a second pass
+    convert again for the dead letters. Those carry no generated id, so the second pass
+    gives the same letters; an event's random id is made once, in the pass that writes
+    it; its letters are persisted while they are counted and written. A report or a
+    Kafka sink (counted from its rows) reads the outcomes persisted."""
+    columns = sink_columns(options)
+    outcomes = stage.python_outcomes(lines, columns).select(*columns)
+    is_event = F.col("outcome") == "event"
+    cached = bool(options.report) or parse_location(options.sink).kind != "file"
+    if cached:
+        outcomes = outcomes.persist()
+    try:
+        counters = (F.count_if(is_event).alias("event"), F.count_if(~is_event).alias("other"))
+        if cached:
+            write_events(outcomes.filter(is_event), options, batch_id)
+            totals = outcomes.agg(*counters).first()
+            seen = {"event": 0, "other": 0} if totals is None else totals.asDict()
+        else:
+            observed = Observation()
+            write_events(outcomes.observe(observed, *counters).filter(is_event), options,
+                         batch_id)
+            seen = observed.get
+        counts: dict[str, int] = {"event": int(seen["event"])} if seen["event"] else {}
+        dead = outcomes.filter(~is_event)
+        if seen["other"]:
+            dead = dead.persist()  # counted, then written: converted once more, not twice
+            for row in dead.groupBy("outcome").count().collect():
+                counts[row["outcome"]] = int(row["count"])
+        else:
+            dead = dead.filter(F.lit(False))  # empty: no second pass
+        try:
+            write_deadletters(dead, options, batch_id)
+        finally:
+            dead.unpersist()
+        if options.report:
+            write_report(outcomes, options, batch_id)
+    finally:
+        if cached:
+            outcomes.unpersist()
+    return counts
 
 
 # The compiled path fuses into one stage whose generated method is far over the size the
@@ -228,7 +280,7 @@ def _convert_persisted(stage: Stage, lines: DataFrame, options: JobOptions,
         counts: dict[str, int] = {"event": int(seen["sql"])} if seen["sql"] else {}
         if seen["python"]:
             python = stage.python_outcomes(
-                compiled.filter(py).select(F.col("_record").alias("record"))
+                compiled.filter(py).select(F.col("_record").alias("record")), columns
             ).select(*columns).persist()
             for row in python.groupBy("outcome").count().collect():
                 counts[row["outcome"]] = counts.get(row["outcome"], 0) + int(row["count"])
@@ -259,7 +311,8 @@ def run_job(
     for text in (options.sink, options.deadletter, options.report):
         if text is not None:
             parse_location(text)  # fail before the job starts, not in the first batch
-    stage = compile_stage(spark, catalog, explain_dead_letters=options.explain_dead_letters)
+    stage = compile_stage(spark, catalog, explain_dead_letters=options.explain_dead_letters,
+                          tables=options.engine == "compiled")
     source = read_source(spark, parse_location(options.source), options)
     if not options.stream:
         return JobResult(catalog, _convert_batch(stage, source, options, None))

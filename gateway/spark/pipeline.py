@@ -11,6 +11,7 @@ the records are read and matched once, with no cache and no second scan.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,11 +77,16 @@ class Stage:
             return F.lower("record")
         return F.col("record")
 
-    def python(self, record: Column | None = None) -> Column:
+    def python(self, record: Column | None = None,
+               columns: Sequence[str] | None = None) -> Column:
         """The Python stage as a column function of the record (null: nothing to do);
-        by default the record of the rows `sql` flags (`_py`)."""
+        by default the record of the rows `sql` flags (`_py`). `columns`: the outcome
+        columns to make (default: all but the record); a job makes only those its sinks
+        read, and the stage builds nothing else (no `ce` struct for a JSON Lines sink)."""
         schema = outcome_type(self.catalog)
-        result = type(schema)([f for f in schema.fields if f.name != "record"])
+        wanted = [f for f in schema.fields if f.name != "record"
+                  and (columns is None or f.name in columns)]
+        result = type(schema)(wanted)
         fn = python_stage(
             self.catalog.definitions, uuid.uuid4().hex, ambiguity=self.catalog.ambiguity,
             validate_schema=self.catalog.validate_schema, explain=self.explain_dead_letters,
@@ -116,12 +122,15 @@ class Stage:
                                          for name, column in _sql_outcome().items()],
                              F.coalesce(F.col("_py"), F.lit(True)).alias("_py"))
 
-    def python_outcomes(self, records: DataFrame) -> DataFrame:
+    def python_outcomes(self, records: DataFrame,
+                        columns: Sequence[str] | None = None) -> DataFrame:
         """The Python stage alone: one outcome row per row of `records` (a `record`
-        column), every one converted by the core."""
+        column), every one converted by the core; `columns`: only these outcome columns
+        (with the record), in the outcome's order."""
+        names = [name for name in OUTCOME_COLUMNS[1:] if columns is None or name in columns]
         out = F.col("_out")
-        return records.select("record", self.python(F.col("record")).alias("_out")).select(
-            "record", *[out[name].alias(name) for name in OUTCOME_COLUMNS[1:]])
+        return records.select("record", self.python(F.col("record"), names).alias("_out")
+                              ).select("record", *[out[name].alias(name) for name in names])
 
 
 def _sql_outcome() -> dict[str, Column]:
@@ -173,5 +182,8 @@ def _tune_codegen(spark: SparkSession) -> None:
 
 
 def compile_stage(spark: SparkSession, catalog: CompiledCatalog, *,
-                  explain_dead_letters: bool = True) -> Stage:
-    return Stage(spark, catalog, candidate_tables(spark, catalog), explain_dead_letters)
+                  explain_dead_letters: bool = True, tables: bool = True) -> Stage:
+    """The stage of `catalog`; `tables=False`: without the compiled path's broadcast
+    candidate tables (a job whose every record goes to the Python stage)."""
+    return Stage(spark, catalog, candidate_tables(spark, catalog) if tables else {},
+                 explain_dead_letters)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.json.body import loads_body
+from gateway.json.body import loads_body, loads_text
 
 
 def _typed(value: object) -> object:
@@ -34,6 +34,25 @@ def _answer(parse: object, body: bytes) -> object:
 
 def assert_same(body: bytes) -> None:
     assert _answer(loads_body, body) == _answer(json.loads, body), body[:80]
+    for text in _texts(body):
+        assert _text_answer(loads_text, text) == _text_answer(json.loads, text), text[:80]
+
+
+def _texts(body: bytes) -> list[str]:
+    """`body` as the texts a reader of lines may hand over: decoded as UTF-8, with any
+    byte that is not UTF-8 kept as a lone surrogate (surrogateescape), and as Latin-1."""
+    return [body.decode("utf-8", "surrogateescape"), body.decode("latin-1")]
+
+
+def _text_answer(parse: object, text: str) -> object:
+    """As `_answer`, and a refused text's message and position (`NativeMessage.from_line`
+    reports them)."""
+    try:
+        return ("value", _typed(parse(text)))  # type: ignore[operator]
+    except json.JSONDecodeError as exc:
+        return ("error", exc.msg, exc.pos)
+    except (ValueError, RecursionError) as exc:
+        return ("error", type(exc).__name__)
 
 
 @pytest.mark.parametrize("body", [
@@ -96,3 +115,15 @@ def test_damaged_json_answers_as_json_loads(value: object, noise: bytes, at: int
     body = json.dumps(value).encode()
     at = min(at, len(body))
     assert_same(body[:at] + noise + body[at:])
+
+
+@settings(max_examples=300)
+@given(st.text(max_size=40))
+def test_any_text_answers_as_json_loads(text: str) -> None:
+    assert _text_answer(loads_text, text) == _text_answer(json.loads, text)
+
+
+@pytest.mark.parametrize("text", ["\ufeff{}", "\ud800", '"\ud800"', '["\udfff"]', "1" * 19,
+                                  '{"a": 1} x', "[1,]"])
+def test_texts_orjson_reads_otherwise_answer_as_json_loads(text: str) -> None:
+    assert _text_answer(loads_text, text) == _text_answer(json.loads, text)
