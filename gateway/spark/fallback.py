@@ -29,15 +29,6 @@ def _dumps(value: Any) -> str:
     return utf8_json(value, separators=(",", ":"))
 
 
-def convert_line(converter: Converter, line: str, explain: bool) -> dict[str, Any]:
-    """One outcome row (as a dict of the outcome schema) for one record line."""
-    try:
-        record = NativeMessage.from_line(line)
-    except RecordError as exc:
-        return invalid_row(line, exc)
-    return outcome_row(line, record, converter.convert(record, explain=explain))
-
-
 def invalid_row(line: str, exc: RecordError) -> dict[str, Any]:
     """The outcome row of a line that is not a native message record."""
     document: dict[str, JSON] = {"match": None, "reason": "invalid-record",
