@@ -59,8 +59,12 @@ class JobResult:
     catalog: CompiledCatalog
     counts: dict[str, int] = field(default_factory=dict)  # batch: outcome -> records
     query: StreamingQuery | None = None  # stream: the running query
+    engine: Literal["compiled", "python"] = "compiled"
 
     def explain(self) -> list[str]:
+        if self.engine == "python":
+            return [f"{len(self.catalog.plans)} definition(s), every record through the "
+                    "Python stage (--engine python)"]
         return self.catalog.explain()
 
 
@@ -151,12 +155,13 @@ def _convert_in_python(stage: Stage, lines: DataFrame, options: JobOptions,
                        batch_id: int | None) -> dict[str, int]:
     """Every record through the Python stage (the core converter over Arrow batches).
 
-    The events are written in the first pass, which counts the outcomes (an
-    `Observation`); only when some record did not become an event does a second pass
-    convert again for the dead letters. Those carry no generated id, so the second pass
-    gives the same letters; an event's random id is made once, in the pass that writes
-    it; its letters are persisted while they are counted and written. A report or a
-    Kafka sink (counted from its rows) reads the outcomes persisted."""
+    File sinks: the events are written in the first pass, which also counts the outcomes
+    (an `Observation`). Only when some record did not become an event is the batch
+    converted again, for its dead letters, which are kept while they are counted and
+    written (one more conversion, not two). A dead letter carries no generated id, so
+    the second conversion gives the same letters, and each event (whose id may be
+    random) comes from the one pass that wrote it. A report or a Kafka sink reads the
+    outcomes of one conversion, persisted."""
     columns = sink_columns(options)
     outcomes = stage.python_outcomes(lines, columns).select(*columns)
     is_event = F.col("outcome") == "event"
@@ -315,7 +320,8 @@ def run_job(
                           tables=options.engine == "compiled")
     source = read_source(spark, parse_location(options.source), options)
     if not options.stream:
-        return JobResult(catalog, _convert_batch(stage, source, options, None))
+        return JobResult(catalog, _convert_batch(stage, source, options, None),
+                         engine=options.engine)
     if not options.checkpoint:
         raise ValueError("--stream needs --checkpoint DIR (offsets survive restarts there)")
 
@@ -328,4 +334,4 @@ def run_job(
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime=options.trigger_interval)
-    return JobResult(catalog, query=writer.start())
+    return JobResult(catalog, query=writer.start(), engine=options.engine)

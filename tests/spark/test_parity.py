@@ -352,6 +352,9 @@ def test_the_python_engine_writes_what_the_compiled_one_writes(
                            sorted(json.dumps(d, sort_keys=True) for d in dead))
         if report:
             assert _read_lines(out / "report")
+        if engine == "python":
+            assert result.explain() == [f"{len(definitions)} definition(s), every record "
+                                        "through the Python stage (--engine python)"]
     assert written["python"] == written["compiled"]
     counts = written["python"][0]
     assert counts["event"] >= 15 and sum(counts.values()) == len(_records())
