@@ -14,6 +14,9 @@ JSON Lines file, in one JVM started like `xrgw spark` starts it (with
 - convert (with `--convert`): `Stage.convert`, the one-pass API with the Python stage's
   Arrow UDF in the plan (it receives a null per row here);
 - udf: a plain (non-Arrow) Python UDF calling the core converter per record;
+- python: the conversion of `--engine python`, `Stage.python_outcomes` with the columns
+  a JSON Lines job keeps (outcome, event text, dead letter): the Python stage's Arrow UDF
+  over every record;
 - passthrough: `from_json` + `to_json` of the record, nothing else.
 
 Each definition count gets its own catalog, stage and input file in the same session;
@@ -119,6 +122,10 @@ def run_catalog(spark: SparkSession, args: argparse.Namespace, count: int) -> No
             parsed.select(F.to_json("r").alias("value")).write.format("noop") \
                 .mode("overwrite").save()
 
+        def python() -> None:
+            stage.python_outcomes(lines, ("outcome", "event", "deadletter")) \
+                .write.format("noop").mode("overwrite").save()
+
         def udf() -> None:
             from gateway.convert import Converter
             from gateway.record import NativeMessage
@@ -147,9 +154,12 @@ def run_catalog(spark: SparkSession, args: argparse.Namespace, count: int) -> No
         rate_compiled = timed("compiled", compiled, args.records, args.repeat)
         if args.convert:
             timed("convert", convert, args.records, args.repeat)
+        rate_python = timed("python", python, args.records, args.repeat)
         rate_udf = timed("python udf", udf, args.records, args.repeat)
         print(f"compiled / udf         = {rate_compiled / rate_udf:5.2f}x (target >= 5)")
         print(f"compiled / passthrough = {rate_compiled / rate_pass:5.2f}x (target >= 0.5)")
+        print(f"python / udf           = {rate_python / rate_udf:5.2f}x; "
+              f"compiled / python = {rate_compiled / rate_python:5.2f}x")
 
 
 def main() -> None:

@@ -8,7 +8,9 @@ file of one record and on a file of `--records` records, file to file (JSON Line
 JSON Lines out):
 
 - bare: start a PySpark session as `xrgw spark` does, run one trivial action, stop;
-- job: `xrgw spark -d DOC --source file:IN --sink file:OUT --deadletter file:DEAD --batch`;
+- job: `xrgw spark -d DOC --source file:IN --sink file:OUT --deadletter file:DEAD --batch
+  --engine compiled`;
+- pyjob: the same with `--engine python` (the default, `auto`, picks one by input size);
 - copy: the same session, `from_json` of the record with the job's parse schema and
   `to_json` back, written as text;
 - udf: the same session, a plain Python UDF calling the core `Converter` per record.

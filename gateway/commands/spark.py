@@ -56,11 +56,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "first route's, else off; --validate-schema means tiebreak)")
     parser.add_argument("--no-explain", action="store_true",
                         help="no explanations in dead letters")
-    parser.add_argument("--engine", choices=["compiled", "python"], default="compiled",
+    parser.add_argument("--engine", choices=["auto", "compiled", "python"], default="auto",
                         help="compiled: Spark SQL expressions, the Python stage only for "
-                             "what they cannot judge (the default); python: the core "
-                             "converter over Arrow batches for every record (no plan to "
-                             "build; see docs/spark.md, \"Engines\")")
+                             "what they cannot judge; python: the core converter over "
+                             "Arrow batches for every record (no plan to build); auto (the "
+                             "default): python for a batch job reading at most 128 MiB of "
+                             "files, else compiled (docs/spark.md, \"Engines\")")
     parser.add_argument("--explain-plan", action="store_true",
                         help="print which path (sql / python) each definition takes")
 
@@ -125,5 +126,5 @@ def execute(args: argparse.Namespace) -> int:
         return 0
     total = sum(result.counts.values())
     shown = ", ".join(f"{k}={v}" for k, v in sorted(result.counts.items()))
-    print(f"{total} record(s): {shown}", file=sys.stderr)
+    print(f"{total} record(s), {result.engine} engine: {shown}", file=sys.stderr)
     return 0

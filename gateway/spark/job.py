@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from pyspark.sql import DataFrame, Observation, SparkSession
@@ -50,8 +50,9 @@ class JobOptions:
     trigger: Literal["continuous", "available-now"] = "continuous"
     trigger_interval: str = "1 second"
     # compiled: the SQL path, the Python stage for the rows it flags; python: the Python
-    # stage for every row (docs/spark.md, "Engines").
-    engine: Literal["compiled", "python"] = "compiled"
+    # stage for every row; auto: python for a batch job of a known size up to
+    # `PYTHON_BATCH_BYTES`, else compiled (docs/spark.md, "Engines").
+    engine: Literal["auto", "compiled", "python"] = "auto"
 
 
 @dataclass
@@ -59,7 +60,7 @@ class JobResult:
     catalog: CompiledCatalog
     counts: dict[str, int] = field(default_factory=dict)  # batch: outcome -> records
     query: StreamingQuery | None = None  # stream: the running query
-    engine: Literal["compiled", "python"] = "compiled"
+    engine: Literal["compiled", "python"] = "compiled"  # the one that ran
 
     def explain(self) -> list[str]:
         if self.engine == "python":
@@ -307,6 +308,25 @@ def _convert_persisted(stage: Stage, lines: DataFrame, options: JobOptions,
     return counts
 
 
+# `--engine auto` runs a batch job whose input Spark knows to be at most this big in
+# Python. Below it a fresh JVM's compiled plan is still running interpreted or
+# C1-compiled code, and building it costs seconds of the driver; above it the compiled
+# plan's warm speed wins (measured crossover: docs/spark.md, "Engines").
+PYTHON_BATCH_BYTES = 128 << 20
+
+
+def choose_engine(options: JobOptions, source: DataFrame) -> Literal["compiled", "python"]:
+    """The engine a job runs: the one asked for, or for `auto` the python engine for a
+    batch job reading at most `PYTHON_BATCH_BYTES` (file sources; a Kafka batch's size
+    is unknown) and the compiled one for everything else (streams run long)."""
+    if options.engine != "auto":
+        return options.engine
+    if options.stream:
+        return "compiled"
+    size = input_bytes(source)
+    return "python" if size is not None and size <= PYTHON_BATCH_BYTES else "compiled"
+
+
 def run_job(
     spark: SparkSession, definitions: Iterable[MessageDefinition], options: JobOptions
 ) -> JobResult:
@@ -316,12 +336,13 @@ def run_job(
     for text in (options.sink, options.deadletter, options.report):
         if text is not None:
             parse_location(text)  # fail before the job starts, not in the first batch
-    stage = compile_stage(spark, catalog, explain_dead_letters=options.explain_dead_letters,
-                          tables=options.engine == "compiled")
     source = read_source(spark, parse_location(options.source), options)
+    engine = choose_engine(options, source)
+    options = replace(options, engine=engine)
+    stage = compile_stage(spark, catalog, explain_dead_letters=options.explain_dead_letters,
+                          tables=engine == "compiled")
     if not options.stream:
-        return JobResult(catalog, _convert_batch(stage, source, options, None),
-                         engine=options.engine)
+        return JobResult(catalog, _convert_batch(stage, source, options, None), engine=engine)
     if not options.checkpoint:
         raise ValueError("--stream needs --checkpoint DIR (offsets survive restarts there)")
 
@@ -334,4 +355,4 @@ def run_job(
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime=options.trigger_interval)
-    return JobResult(catalog, query=writer.start(), engine=options.engine)
+    return JobResult(catalog, query=writer.start(), engine=engine)

@@ -15,9 +15,11 @@ from gateway.spark.files import read_records
 from gateway.spark.job import (
     _FACTORY_MODE,
     _WHOLE_STAGE,
+    PYTHON_BATCH_BYTES,
     SMALL_BATCH_BYTES,
     JobOptions,
     _job_codegen,
+    choose_engine,
     input_bytes,
     run_job,
 )
@@ -64,7 +66,7 @@ def test_python_events_join_the_compiled_ones_and_a_clean_batch_clears_dead_lett
     (source / "a.jsonl").write_text("\n".join([compiled, python, unmatched]) + "\n",
                                     encoding="utf-8")
     options = JobOptions(source=f"file:{source}", sink=f"file:{tmp_path / 'out'}",
-                         deadletter=f"file:{tmp_path / 'dead'}")
+                         deadletter=f"file:{tmp_path / 'dead'}", engine="compiled")
     result = run_job(spark, definitions(3), options)
     assert result.counts == {"event": 2, "unmatched": 1}
     events = [json.loads(line) for line in _lines(tmp_path / "out")]
@@ -83,3 +85,25 @@ def test_the_parse_type_is_the_parse_schema(spark: SparkSession) -> None:
     # The pipeline parses with the type (no SQL parser in a fresh JVM), the docs and
     # benches name the DDL text: they must be one schema.
     assert T.StructType.fromDDL(PARSE_SCHEMA) == PARSE_TYPE
+
+
+def test_auto_runs_a_batch_of_known_small_size_in_python_and_the_rest_compiled(
+        spark: SparkSession, tmp_path: Path) -> None:
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.jsonl").write_text(record_line(1, 3) + "\n", encoding="utf-8")
+    small = read_records(spark, str(tmp_path / "in"), "json", stream=False)
+    big = spark.range(10**9).selectExpr("cast(id as string) as record")
+    assert (input_bytes(big) or 0) > PYTHON_BATCH_BYTES
+    batch = JobOptions(source="file:/in", sink="file:/out")
+    assert batch.engine == "auto"
+    assert choose_engine(batch, small) == "python"
+    assert choose_engine(batch, big) == "compiled"
+    stream = JobOptions(source="file:/in", sink="file:/out", stream=True)
+    assert choose_engine(stream, small) == "compiled"  # a long-lived JVM
+    for asked in ("compiled", "python"):
+        for frame in (small, big):
+            assert choose_engine(JobOptions(source="file:/in", sink="file:/out",
+                                            engine=asked), frame) == asked
+    result = run_job(spark, definitions(3), JobOptions(
+        source=f"file:{tmp_path / 'in'}", sink=f"file:{tmp_path / 'out'}"))
+    assert result.engine == "python" and result.counts == {"event": 1}

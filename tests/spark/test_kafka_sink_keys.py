@@ -44,13 +44,15 @@ async def _keys(servers: str, topic: str, count: int) -> list[str | None]:
         await consumer.stop()
 
 
-@pytest.mark.parametrize(("policy", "expected"), [
-    ("source", TOPICS * 2),
-    ("none", [None] * 6),
-    ("{storeid}-{cdid}", ["12-3", "12-4", "7-1"] * 2),
+@pytest.mark.parametrize(("policy", "expected", "engine"), [
+    ("source", TOPICS * 2, "compiled"),
+    ("source", TOPICS * 2, "python"),
+    ("none", [None] * 6, "auto"),
+    ("{storeid}-{cdid}", ["12-3", "12-4", "7-1"] * 2, "auto"),
 ])
 def test_kafka_sink_records_are_keyed_as_a_route_keys_them(
-        tmp_path: Path, spark: SparkSession, policy: str, expected: list[str | None]) -> None:
+        tmp_path: Path, spark: SparkSession, policy: str, expected: list[str | None],
+        engine: str) -> None:
     from harness.brokers import Tansu
 
     source = tmp_path / "in.jsonl"
@@ -60,7 +62,8 @@ def test_kafka_sink_records_are_keyed_as_a_route_keys_them(
     with Tansu() as kafka:
         servers = kafka.bootstrap_servers
         options = JobOptions(source=f"file:{source}", sink=f"kafka://{servers}/events",
-                             kafka_mode="binary", partition_key=policy)
+                             kafka_mode="binary", partition_key=policy,
+                             engine=engine)
         result = run_job(spark, definitions, options)
         assert result.counts.get("event") == 6, result.counts
         keys = asyncio.run(_keys(servers, "events", 6))

@@ -157,7 +157,7 @@ def test_a_job_without_python_rows_writes_the_compiled_events(
     (source / "part.jsonl").write_text("\n".join(sql_only) + "\n")
     result = run_job(spark, definitions, JobOptions(
         source=f"file:{source}", sink=f"file:{tmp_path / 'events'}",
-        deadletter=f"file:{tmp_path / 'dead'}"))
+        deadletter=f"file:{tmp_path / 'dead'}", engine="compiled"))
     assert result.counts == {"event": len(sql_only)}
     events = _read_lines(tmp_path / "events")
     assert not (tmp_path / "dead").exists() or not _read_lines(tmp_path / "dead")
@@ -205,14 +205,17 @@ def test_cli_batch_files(tmp_path: Path, spark: SparkSession) -> None:
     assert totals["/messagegroups/store/messages/cashierdesk"] == [3, 1, 0]
 
 
+@pytest.mark.parametrize("engine", ["compiled", "python"])
 def test_parquet_tables(tmp_path: Path, spark: SparkSession,
-                        definitions: list[MessageDefinition]) -> None:
+                        definitions: list[MessageDefinition], engine: str) -> None:
     source = tmp_path / "in"
     spark.createDataFrame([(line,) for line in _records()], "record string") \
         .write.parquet(str(source))
     result = run_job(spark, definitions, JobOptions(
         source=f"file:{source}", sink=f"file:{tmp_path / 'ce'}",
-        deadletter=f"file:{tmp_path / 'dead'}", format="parquet"))
+        deadletter=f"file:{tmp_path / 'dead'}", format="parquet",
+        engine=engine))
+    assert result.engine == engine
     table = spark.read.parquet(str(tmp_path / "ce"))
     assert {"specversion", "id", "type", "source", "time", "data", "count"} <= set(table.columns)
     assert table.count() == result.counts["event"]
@@ -343,7 +346,7 @@ def test_the_python_engine_writes_what_the_compiled_one_writes(
             source=f"file:{source}", sink=f"file:{out / 'events'}",
             deadletter=f"file:{out / 'dead'}",
             report=f"file:{out / 'report'}" if report else None,
-            engine=engine))  # type: ignore[arg-type]
+            engine=engine))
         events = _read_lines(out / "events")
         dead = _read_lines(out / "dead")
         written[engine] = (result.counts,
