@@ -40,18 +40,13 @@ def _load_fast() -> tuple[Callable[[bytes], Any], Callable[[str], Any]]:
     fast_loads = orjson.loads
     refused = orjson.JSONDecodeError
 
-    def parsed(body: bytes, source: str | bytes) -> Any:
-        """orjson's value of `body` where it agrees with `json.loads`, else
-        `json.loads(source)` (`source`: the body, or the text it is the UTF-8 of)."""
+    def loads(body: bytes) -> Any:
         if _NINETEEN not in body.translate(_DIGITS_ONLY):
             try:
                 return fast_loads(body)
             except refused:
                 pass
-        return json.loads(source)
-
-    def loads(body: bytes) -> Any:
-        return parsed(body, body)
+        return json.loads(body)
 
     def loads_str(text: str) -> Any:
         # orjson reads the UTF-8 of the text; whatever it refuses (a byte order mark
@@ -60,7 +55,12 @@ def _load_fast() -> tuple[Callable[[bytes], Any], Callable[[str], Any]]:
             body = text.encode()
         except UnicodeEncodeError:  # a lone surrogate in the text itself
             return json.loads(text)
-        return parsed(body, text)
+        if _NINETEEN not in body.translate(_DIGITS_ONLY):
+            try:
+                return fast_loads(body)
+            except refused:
+                pass
+        return json.loads(text)
 
     return loads, loads_str
 
