@@ -9,8 +9,7 @@ with `difflib`); the other rows reach it as nulls. It runs
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
@@ -18,6 +17,7 @@ import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
 from gateway.cloudevents.jsonformat import event_to_json
 from gateway.convert import Conversion, Converter
 from gateway.definitions.model import MessageDefinition
+from gateway.json.body import loads_text
 from gateway.json.text import utf8_json
 from gateway.json.values import JSON, as_text
 from gateway.record import NativeMessage, RecordError
@@ -34,7 +34,7 @@ def invalid_row(line: str, exc: RecordError) -> dict[str, Any]:
     document: dict[str, JSON] = {"match": None, "reason": "invalid-record",
                                  "detail": str(exc)}
     try:
-        document["record"] = json.loads(line)
+        document["record"] = loads_text(line)
     except ValueError:
         document["record"] = line
     return {"record": line, "outcome": "invalid-record", "match": None, "context": None,
@@ -43,11 +43,12 @@ def invalid_row(line: str, exc: RecordError) -> dict[str, Any]:
 
 
 def outcome_row(line: str, record: NativeMessage, conversion: Conversion,
-                with_ce: bool = True) -> dict[str, Any]:
+                fitters: Mapping[str, Callable[[Any], Any]] | None) -> dict[str, Any]:
     """The outcome row of `record` (read from `line`) converted as `conversion`, with
-    the `ce` columns only `with_ce`. An event's JSON form is made once, for the `ce`
-    columns and the event's text; the conversion's whole JSON form (the event again, the
-    context as an object) only for a dead letter, which carries it."""
+    the `ce` columns only where `fitters` (per column, how a value goes in) says there
+    are some. An event's JSON form is made once, for the `ce` columns and the event's
+    text; the conversion's whole JSON form (the event again, the context as an object)
+    only for a dead letter, which carries it."""
     definition = conversion.match.definition
     match = definition.xid if definition is not None else None
     row: dict[str, Any] = {
@@ -60,8 +61,9 @@ def outcome_row(line: str, record: NativeMessage, conversion: Conversion,
     if conversion.event is not None:
         event = event_to_json(conversion.event)
         row["outcome"] = "event"
-        if with_ce:
-            row["ce"] = {k: _dumps(v) if k == "data" else v for k, v in event.items()}
+        if fitters is not None:
+            row["ce"] = {k: fit(_dumps(v) if k == "data" else v) for k, v in event.items()
+                         if (fit := fitters.get(k)) is not None}
         row["event"] = _dumps(event)
         row["nearest"] = match
         return row
@@ -134,12 +136,7 @@ def python_stage(
         for index, record, (conversion,) in zip(where, parsed, converted, strict=True):
             line = lines[index]
             assert line is not None
-            row = outcome_row(line, record, conversion, with_ce=fitters is not None)
-            ce = row["ce"]
-            if ce is not None and fitters is not None:
-                row["ce"] = {k: fit(v) for k, v in ce.items()
-                             if (fit := fitters.get(k)) is not None}
-            rows[index] = row
+            rows[index] = outcome_row(line, record, conversion, fitters)
         return pa.array([None if row is None else {name: row[name] for name in names}
                          for row in rows], type=result)
 
