@@ -17,7 +17,7 @@ from gateway.cloudevents.event import CloudEvent
 from gateway.cloudevents.jsonformat import event_to_json
 from gateway.deadletter import reasons
 from gateway.definitions.model import MessageDefinition
-from gateway.envelope.render import EnvelopeRenderer, RenderError
+from gateway.envelope.render import EnvelopeRenderer, EnvelopeTemplate, RenderError
 from gateway.json.values import JSON, JSONObject
 from gateway.matching.matcher import AmbiguityPolicy, Explanation, Matcher, MatchResult
 from gateway.policies.schema import SchemaPolicy
@@ -131,9 +131,34 @@ class Converter:
         binding = self._bindings[protocol] = binding_for(protocol)
         return binding
 
+    def match_plain(self, record: NativeMessage) -> MatchResult | None:
+        """The match of a record that carries no CloudEvent, as `convert` matches it;
+        None for one that carries one (or claims to): `convert` decides those."""
+        binding = self._bindings.get(record.protocol) or self._binding(record.protocol)
+        if binding.detect(record) is not None:
+            return None
+        return self.matcher.match_native(record)
+
+    def convert_matched(self, record: NativeMessage, result: MatchResult, now: datetime,
+                        explain: bool = True) -> Conversion:
+        """The rest of `convert` for a record `match_plain` gave `result`: the same
+        conversion, without matching it again."""
+        return self._matched_native(record, result, explain, now)
+
+    def template(self, definition: MessageDefinition) -> EnvelopeTemplate:
+        """The envelope `definition` renders with (one given to this converter)."""
+        return self._envelopes[id(definition)]
+
+    def enforces(self, definition: MessageDefinition) -> bool:
+        """Whether a body matched by `definition` is checked against its schema."""
+        return id(definition) in self._enforced
+
     def _native(self, record: NativeMessage, explain: bool, now: datetime) -> Conversion:
         """A record that carries no CloudEvent: match, check, render (the hot path)."""
-        result = self.matcher.match_native(record)
+        return self._matched_native(record, self.matcher.match_native(record), explain, now)
+
+    def _matched_native(self, record: NativeMessage, result: MatchResult, explain: bool,
+                        now: datetime) -> Conversion:
         definition = result.definition
         if definition is None:  # unmatched or ambiguous
             return self._unconverted(record, result, None, explain)

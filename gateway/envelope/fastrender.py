@@ -70,14 +70,7 @@ def renderer(shape: Shape, protocol: str, helpers: Mapping[str, object]) -> Rend
     key = (shape.key(), protocol)
     made = _COMPILED.get(key)
     if made is None:
-        readers = ACCESSORS[protocol]
-        namespace: dict[str, Any] = {
-            **helpers, "NO_DATA": _NO_DATA, "trusted": CloudEvent.trusted,
-            "random_uuid": random_uuid, "name_uuid": name_uuid, "as_text": as_text,
-            "identity_of": readers.identity,
-            "content_type_of": readers.content_type,
-            "metadata_of": readers.metadata,
-        }
+        namespace = names(protocol, helpers)
         # Built from definitions' attribute names ([a-z0-9]+, checked when compiled) and
         # placeholder names ([A-Za-z0-9_]+), written with repr(); never from a message.
         exec("\n".join(source(shape, protocol)), namespace)
@@ -85,10 +78,35 @@ def renderer(shape: Shape, protocol: str, helpers: Mapping[str, object]) -> Rend
     return made
 
 
-def source(shape: Shape, protocol: str) -> list[str]:
+def names(protocol: str, helpers: Mapping[str, object]) -> dict[str, Any]:
+    """What the code of a renderer for records of `protocol` calls."""
+    readers = ACCESSORS[protocol]
+    return {**helpers, "NO_DATA": _NO_DATA, "trusted": CloudEvent.trusted,
+            "random_uuid": random_uuid, "name_uuid": name_uuid, "as_text": as_text,
+            "identity_of": readers.identity, "content_type_of": readers.content_type,
+            "metadata_of": readers.metadata}
+
+
+#: How the renderer ends: the event of the attributes rendered and the record's body.
+EVENT_TAIL = ("data = record.data",
+              "if data is not NO_DATA:",
+              "    return trusted(attributes, data, True, record.raw)",
+              "payload = record.payload",
+              "return trusted(attributes, payload, payload is not None)")
+
+
+def source(shape: Shape, protocol: str, tail: tuple[str, ...] = EVENT_TAIL,
+           *, remakeable: bool = False) -> list[str]:
     """The lines of the renderer (see the module docstring); `consts` holds the fixed
     attributes, then a format string and an exact test per templated attribute, then
-    the definition's content type and dataschema."""
+    the definition's content type and dataschema.
+
+    `tail`: the lines that end it, given `attributes` and `record` (the fused writer,
+    `envelope/wirewriter.py`, writes an output's record there instead of an event).
+    `remakeable`: return None, too, where the event could not be rendered again the same
+    (a random id: the record has no identity) or would carry a trace context (which the
+    output also writes as a header of its own): a fused writer leaves those to the
+    renderer and the binding."""
     names = ["fixed"]
     for n in range(len(shape.attributes)):
         names += [f"fmt{n}", f"accepts{n}"]
@@ -105,8 +123,12 @@ def source(shape: Shape, protocol: str) -> list[str]:
     body: list[str] = []
     if shape.fill_id:
         body += _identity(protocol)
-        body.append("attributes['id'] = random_uuid() if identity is None "
-                    "else name_uuid(identity)")
+        if remakeable:
+            body += ["if identity is None:", "    return None",
+                     "attributes['id'] = name_uuid(identity)"]
+        else:
+            body.append("attributes['id'] = random_uuid() if identity is None "
+                        "else name_uuid(identity)")
     if shape.fill_time:
         body += ["received = record.received_at",
                  "last = LAST_TIME[0]  # (text, time) of the last receive time parsed",
@@ -126,12 +148,8 @@ def source(shape: Shape, protocol: str) -> list[str]:
     if shape.has_dataschema:
         body.append("attributes['dataschema'] = dataschema")
     if shape.fill_trace:
-        body += _trace(protocol, "parent" in wanted)
-    body += ["data = record.data",
-             "if data is not NO_DATA:",
-             "    return trusted(attributes, data, True, record.raw)",
-             "payload = record.payload",
-             "return trusted(attributes, payload, payload is not None)"]
+        body += _trace(protocol, "parent" in wanted, remakeable)
+    body += tail
     return lines + ["    " + line for line in body]
 
 
@@ -235,13 +253,15 @@ def _content_type(protocol: str, has_content_type: bool, looked_up: bool) -> lis
     return lines
 
 
-def _trace(protocol: str, looked_up: bool) -> list[str]:
+def _trace(protocol: str, looked_up: bool, remakeable: bool = False) -> list[str]:
     """The W3C trace context (`render._carry_trace_context`); `parent` is set by the
     lookup of the header entries when the metadata is a {name, value} list."""
     prof = find_profile(protocol)
     if prof is None or prof.metadata is None:
         return []
     lines = [] if looked_up else ["parent = metadata_of(fields, 'traceparent')"]
+    if remakeable:
+        return [*lines, "if parent is not None and TRACEPARENT(parent):", "    return None"]
     return [*lines,
             "if parent is not None and TRACEPARENT(parent):",
             "    attributes['traceparent'] = parent",

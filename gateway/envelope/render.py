@@ -28,12 +28,15 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
+from gateway.cloudevents.bindings.layouts import Layout
+from gateway.cloudevents.bindings.wireform import BinaryForm
 from gateway.cloudevents.event import CloudEvent
 from gateway.cloudevents.timestamps import format_rfc3339, parse_rfc3339
 from gateway.cloudevents.uri import is_uri, is_uri_reference
 from gateway.definitions.model import MessageDefinition, Property
 from gateway.envelope.fastrender import AttributeShape, Renderer, Shape, renderer
 from gateway.envelope.ids import event_id
+from gateway.envelope.wirewriter import WireWriter, writer
 from gateway.json.values import JSON, as_text
 from gateway.record import NativeMessage
 from gateway.templates.template import Template, TemplateError
@@ -298,6 +301,16 @@ class EnvelopeTemplate:
         # template itself (other protocols of its family: `_by_protocol`).
         protocol = self.definition.protocol or ""
         self._own = (protocol, self._renderer(protocol))
+
+    def wire_writer(self, protocol: str, form: BinaryForm, layout: Layout
+                    ) -> tuple[WireWriter, tuple[Any, ...]] | None:
+        """The fused writer of this definition's records of `protocol` into `form`'s
+        binary records, for events of `layout` (`envelope.wirewriter`), and the constants
+        to call it with; None where `render_checked` renders every message."""
+        if self._shape is None or self._consts is None:
+            return None
+        made = writer(self._shape, protocol, form, layout, _HELPERS)
+        return None if made is None else (made, self._consts)
 
     def _renderer(self, protocol: str) -> Renderer:
         assert self._shape is not None

@@ -32,9 +32,10 @@ from gateway.protocols import find_profile
 from gateway.protocols.profile import FieldRef
 from gateway.record import NativeMessage
 from gateway.runtime.keys import PartitionKeys
-from gateway.runtime.ledger import Batch, Member, Message, Sent
+from gateway.runtime.ledger import Batch, Member, Message, Sent, WrittenMember
 from gateway.runtime.output import Output
 from gateway.runtime.stats import RouteStats
+from gateway.runtime.wirepath import WirePath
 
 #: Messages converted between two turns of the event loop.
 CONVERT_SLICE = 250
@@ -54,6 +55,8 @@ class BatchMaker:
              _key_place(o.protocol) if keys.enabled else None)
             for o in self.outputs]
         self._keyed = any(place is not None for _, place in self._render_plan)
+        # The fused path, where every output can take it (`runtime/wirepath.py`).
+        self._wire = WirePath.for_route(converter, self._render_plan, keys)
 
     async def make(self, deliveries: list[Delivery], started: float) -> Batch:
         """`convert` in slices, giving the event loop a turn between them."""
@@ -77,7 +80,11 @@ class BatchMaker:
         unmatched = 0
         # One receive time for the batch's messages that carry none: received together.
         now = datetime.now(UTC)
-        converted = self.converter.convert_batch([d.message for d in deliveries], now=now)
+        wire = self._wire
+        converter = self.converter
+        converted: Sequence[list[Conversion] | None] = (
+            converter.convert_batch([d.message for d in deliveries], now=now)
+            if wire is None else [None] * len(deliveries))
         self._stats.report_received(len(deliveries))
         for delivery, conversions in zip(deliveries, converted, strict=True):
             record = delivery.message
@@ -88,6 +95,28 @@ class BatchMaker:
             counts[1] += body_size(record)
             message = Message(delivery)
             messages.append(message)
+            if conversions is None:  # the fused path's to write, or to hand back
+                assert wire is not None
+                written = None if delivery.undecodable is not None else wire.write(record, now)
+                if delivery.undecodable is not None:
+                    conversions = []  # dead-lettered as undecodable below
+                elif written is None:
+                    conversions = converter.convert_all(record, now=now)
+                elif isinstance(written, MatchResult):
+                    conversions = [converter.convert_matched(record, written, now)]
+                else:
+                    match, records = written
+                    assert match.definition is not None
+                    fused = WrittenMember(record, match, converter, now, delivery)
+                    message.members.append(fused)
+                    xid = fused.definition = match.definition.xid
+                    matched[xid] = matched.get(xid, 0) + 1
+                    self._place(fused, records, sent, checked)
+                    if fused.reason is None:
+                        rendered[xid] = rendered.get(xid, 0) + 1
+                    else:
+                        self._stats.report_unrendered(fused, xid, now)
+                    continue
             if delivery.undecodable is not None:  # the adapter could not decode it
                 conversions = [Conversion(record, MatchResult("unmatched"), None,
                                           reasons.UNDECODABLE, delivery.undecodable)]
@@ -111,6 +140,8 @@ class BatchMaker:
                 self._render(member, event, conversion, sent, checked)
                 if member.reason is None:
                     rendered[xid] = rendered.get(xid, 0) + 1
+                    if wire is not None and conversion.source_event is None:
+                        wire.learn(conversion.match.definition, record, event)
                 else:
                     self._stats.report_unrendered(member, xid, now)
         self._stats.report_converted(matched, rendered, now)
@@ -146,6 +177,13 @@ class BatchMaker:
                 member.reason = reasons.UNDELIVERABLE
                 member.fail(f"{sent[len(rendered)].output.endpoint_id}: {exc}")
                 return
+        self._place(member, rendered, sent, limits)
+
+    @staticmethod
+    def _place(member: Member, rendered: list[NativeMessage], sent: list[Sent],
+               limits: list[int | None] | None) -> None:
+        """Give each output its record of `member`, unless one is over its output's size
+        limit (`limits`: None when no output has one): then none of them."""
         if limits is not None:
             for target, record, limit in zip(sent, rendered, limits, strict=True):
                 if limit is not None and (size := body_size(record)) > limit:

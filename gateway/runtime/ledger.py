@@ -21,12 +21,13 @@ Guarantees the route builds on:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import NamedTuple
 
-from gateway.convert import Conversion
+from gateway.convert import Conversion, Converter
 from gateway.deadletter import reasons
 from gateway.envelope.outgoing import member_record
-from gateway.matching.matcher import Explanation
+from gateway.matching.matcher import Explanation, MatchResult
 from gateway.ports import NO_REPLY_PREFIX, Confirmation, Delivery, Outcome
 from gateway.record import NativeMessage
 from gateway.runtime.output import Output
@@ -71,6 +72,42 @@ class Member:
             self._original = member_record(self.source,
                                            conversion.source_event or conversion.event)
         return self._original
+
+
+class WrittenMember(Member):
+    """A member the fused path wrote (`runtime/wirepath.py`): its records were written
+    from the source record with no event made. Its conversion is made when first asked
+    for (a dead letter, the tap, a reply), by rendering the record again with the same
+    match and receive time: the same event, as the writer takes only records whose event
+    is the same when rendered again (`envelope/wirewriter.py`)."""
+
+    __slots__ = ("_converter", "_made", "_match", "_now")
+
+    def __init__(self, source: NativeMessage, match: MatchResult, converter: Converter,
+                 now: datetime, delivery: Delivery | None) -> None:
+        # Not Member.__init__: `conversion` is made on demand here.
+        self.source = source
+        self.delivery = delivery
+        self.definition: str | None = None
+        self.reason: str | None = None
+        self._failures: list[str] | None = None
+        self._original: NativeMessage | None = None
+        self._match = match
+        self._converter = converter
+        self._now = now
+        self._made: Conversion | None = None
+
+    @property
+    def conversion(self) -> Conversion:
+        made = self._made
+        if made is None:
+            made = self._made = self._converter.convert_matched(self.source, self._match,
+                                                                self._now)
+        return made
+
+    @conversion.setter
+    def conversion(self, conversion: Conversion) -> None:
+        self._made = conversion
 
 
 class Message:
@@ -366,6 +403,6 @@ def member_answers(batch: Batch) -> list[tuple[Message, list[MemberAnswer]]]:
 
 
 __all__ = ["ABANDONED", "ACK", "REDELIVER", "Batch", "FailedPart", "Letter", "LetterRound",
-           "Member", "MemberAnswer", "Message", "Sent", "Verdict", "after_attempt", "answers",
-           "failed_parts", "failure_reason", "give_up", "member_answers", "sort_letters",
-           "still_awaited", "verdicts", "why_unanswered"]
+           "Member", "MemberAnswer", "Message", "Sent", "Verdict", "WrittenMember",
+           "after_attempt", "answers", "failed_parts", "failure_reason", "give_up",
+           "member_answers", "sort_letters", "still_awaited", "verdicts", "why_unanswered"]

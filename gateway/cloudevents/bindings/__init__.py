@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from gateway.cloudevents.bindings import amqp, http, kafka, mqtt, nats
 from gateway.cloudevents.bindings.common import Binding, EncodeMode, Mode
+from gateway.cloudevents.bindings.wireform import BinaryForm
 from gateway.cloudevents.event import CloudEvent
 from gateway.cloudevents.typesystem import ExtensionTypes
 from gateway.protocols import HTTP, find_profile, normalize_protocol, profile
@@ -25,6 +26,7 @@ __all__ = [
     "detect_mode",
     "encode",
     "encode_batch",
+    "wire_form",
     "with_extension",
 ]
 
@@ -39,6 +41,18 @@ BINDINGS: dict[str, Binding] = {
         nats.BINDING,
     )
 }
+
+
+# The bindings whose binary records are written whole by generated code (`wireform`), by
+# protocol: binary-mode `encode` of those is `wireform.encode` with this form first.
+_WIRE_FORMS: dict[str, BinaryForm] = {
+    form.protocol: form for form in (http.WIRE, kafka.WIRE, nats.WIRE)}
+
+
+def wire_form(protocol: str) -> BinaryForm | None:
+    """The wire form binary-mode `encode` tries first for `protocol` (a canonical name),
+    or None: its binding writes every record by its own steps (AMQP, MQTT)."""
+    return _WIRE_FORMS.get(protocol)
 
 
 def _binding(protocol: str) -> Binding:

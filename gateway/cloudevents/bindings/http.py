@@ -29,7 +29,7 @@ PREFIX = "ce-"
 # The headers of each attribute layout, written by generated code (`unrolled`).
 _UNROLLED = unrolled.Unrolled(PREFIX, percent_encode=True)
 # Whole binary records of the usual events, by generated code (`wireform`).
-_WIRE = wireform.BinaryForm(HTTP, PREFIX, True, "content-type", fixed={"method": METHOD})
+WIRE = wireform.BinaryForm(HTTP, PREFIX, True, "content-type", fixed={"method": METHOD})
 
 
 def _mode(content_type: str | None, entries: list[headers.Entry]) -> Mode | None:
@@ -91,13 +91,13 @@ def encode(event: CloudEvent, mode: EncodeMode) -> NativeMessage:
             "headers": [{"name": "content-type", "value": mediatype.STRUCTURED_JSON_CONTENT_TYPE}],
         }
         return structured_message(HTTP, fields, event)
-    record = wireform.encode(_WIRE, event)
+    record = wireform.encode(WIRE, event)
     return record if record is not None else binary_record(event)
 
 
 def binary_record(event: CloudEvent) -> NativeMessage:
     """The binary record of `event` by the binding's own steps, for what the wire form
-    (`_WIRE`) declines; also the reference it is held to."""
+    (`WIRE`) declines; also the reference it is held to."""
     content_type, body = binary_body(event)
     header_list = unrolled.write(_UNROLLED, event.get_attributes())
     if header_list is None:

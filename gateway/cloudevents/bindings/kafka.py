@@ -31,7 +31,7 @@ PREFIX = "ce_"
 _UNROLLED = unrolled.Unrolled(PREFIX, percent_encode=False)
 CONTENT_TYPE = "content-type"
 # Whole binary records of the usual events, by generated code (`wireform`).
-_WIRE = wireform.BinaryForm(KAFKA, PREFIX, False, CONTENT_TYPE, key_field="key", pairs=True,
+WIRE = wireform.BinaryForm(KAFKA, PREFIX, False, CONTENT_TYPE, key_field="key", pairs=True,
                              utf8=True, typed_pairs=True)
 
 
@@ -76,7 +76,7 @@ def encode(event: CloudEvent, mode: EncodeMode) -> NativeMessage:
             {"name": CONTENT_TYPE, "value": mediatype.STRUCTURED_JSON_CONTENT_TYPE}
         ]
         return structured_message(KAFKA, fields, event)
-    record = wireform.encode(_WIRE, event)
+    record = wireform.encode(WIRE, event)
     return record if record is not None else binary_record(event)
 
 
@@ -91,7 +91,7 @@ def _keyed(event: CloudEvent) -> dict[str, JSON]:
 
 def binary_record(event: CloudEvent) -> NativeMessage:
     """The binary record of `event` by the binding's own steps, for what the wire form
-    (`_WIRE`) declines; also the reference it is held to."""
+    (`WIRE`) declines; also the reference it is held to."""
     fields = _keyed(event)
     content_type, body = binary_body(event)
     # The producer's form of the headers is made here, in the same pass: the values are

@@ -34,7 +34,7 @@ PREFIX = "ce-"
 # The headers of each attribute layout, written by generated code (`unrolled`).
 _UNROLLED = unrolled.Unrolled(PREFIX, percent_encode=True)
 # Whole binary records of the usual events, by generated code (`wireform`).
-_WIRE = wireform.BinaryForm(NATS, PREFIX, True, "ce-datacontenttype", pairs=True, lines=True)
+WIRE = wireform.BinaryForm(NATS, PREFIX, True, "ce-datacontenttype", pairs=True, lines=True)
 
 
 def _scan(record: NativeMessage) -> tuple[str | None, list[headers.Entry]]:
@@ -76,13 +76,13 @@ def encode(event: CloudEvent, mode: EncodeMode) -> NativeMessage:
             "headers": [{"name": "Content-Type", "value": mediatype.STRUCTURED_JSON_CONTENT_TYPE}]
         }
         return structured_message(NATS, fields, event)
-    record = wireform.encode(_WIRE, event)
+    record = wireform.encode(WIRE, event)
     return record if record is not None else binary_record(event)
 
 
 def binary_record(event: CloudEvent) -> NativeMessage:
     """The binary record of `event` by the binding's own steps, for what the wire form
-    (`_WIRE`) declines; also the reference it is held to."""
+    (`WIRE`) declines; also the reference it is held to."""
     content_type, body = binary_body(event)
     # The producer's (name, value) pairs are made in the same pass (see
     # `NativeMessage.encoded_headers`); no `content-type` among them: the binding

@@ -106,8 +106,26 @@ def encode(form: BinaryForm, event: CloudEvent) -> NativeMessage | None:
     return None if encoder is None else encoder(event)
 
 
+#: Where the encoder's code reads the event: its attributes (in layout order), its data,
+#: whether it has data, and the bytes the data was parsed from.
+EVENT_SOURCE = ("event._attributes", "event._data", "event._has_data", "event._raw")
+
+
 def _generate(form: BinaryForm, layout: tuple[str, ...]) -> Encoder:
     """The encoder of one layout (see the module docstring)."""
+    body, namespace = write_lines(form, layout, EVENT_SOURCE)
+    exec("\n".join(["def encode(event):", *("    " + line for line in body)]), namespace)
+    encoder: Encoder = namespace["encode"]
+    return encoder
+
+
+def write_lines(form: BinaryForm, layout: tuple[str, ...],
+                source: tuple[str, str, str, str]) -> tuple[list[str], dict[str, Any]]:
+    """The encoder's body (unindented lines, ending in `return`), reading the event from
+    the expressions of `source` (see `EVENT_SOURCE`), and the names it needs. The fused
+    writer (`envelope/wirewriter.py`) runs the same lines on the attributes it has just
+    rendered, with no event made."""
+    attributes, data_of, has_data_of, raw_of = source
     typed_index = layout.index("datacontenttype") if "datacontenttype" in layout else None
     written = [n for n, name in enumerate(layout) if name != "datacontenttype"]
     # The header of each written attribute (`h{n}` in the code), and all of them with the
@@ -115,14 +133,13 @@ def _generate(form: BinaryForm, layout: tuple[str, ...]) -> Encoder:
     header = {n: form.prefix + layout[n] for n in written}
     with_type = (*header.values(), form.content_type_header)
     values = ", ".join(f"v{n}" for n in range(len(layout)))
-    code = ["def encode(event):",
-             f"    {values}{',' if len(layout) == 1 else ''} = event._attributes.values()"]
+    code = [f"    {values}{',' if len(layout) == 1 else ''} = {attributes}.values()"]
     for n in written:
         code += [f"    if v{n}.__class__ is not str:", f"        v{n} = to_canonical(v{n})"]
     # The content type sent, `ct`, and the body: the data as JSON (with its bytes as
     # received, when it has them) or non-empty bytes; anything else is the binding's.
-    code += ["    data = event._data",
-              "    if not event._has_data:",
+    code += [f"    data = {data_of}",
+              f"    if not {has_data_of}:",
               "        return None"]
     if typed_index is None:
         code += ["    if data.__class__ is bytes:",
@@ -202,7 +219,7 @@ def _generate(form: BinaryForm, layout: tuple[str, ...]) -> Encoder:
               "        raw = None",
               "    else:",
               "        payload = None",
-              "        raw = event._raw",
+              f"        raw = {raw_of}",
               "        if raw is not None and not plain_utf8(raw):",
               "            raw = None"]
     block = "None"
@@ -232,6 +249,4 @@ def _generate(form: BinaryForm, layout: tuple[str, ...]) -> Encoder:
         "LAST": [(None, None)] * (len(layout) + 1),
     }
     namespace.update({f"h{n}": name for n, name in header.items()})
-    exec("\n".join(code), namespace)
-    encoder: Encoder = namespace["encode"]
-    return encoder
+    return [line[4:] for line in code], namespace

@@ -62,11 +62,11 @@ def _producer_view(record: NativeMessage) -> tuple[object, ...]:
 def test_a_wire_form_record_is_the_bindings_own_record(
         event: CloudEvent, binding: ModuleType, raw: str) -> None:
     event = _with_raw(event, raw)
-    form = wireform.BinaryForm(binding._WIRE.protocol, binding._WIRE.prefix,
-                               binding._WIRE.percent_encode, binding._WIRE.content_type_header,
-                               fixed=binding._WIRE.fixed, key_field=binding._WIRE.key_field,
-                               pairs=binding._WIRE.pairs, utf8=binding._WIRE.utf8,
-                               typed_pairs=binding._WIRE.typed_pairs)
+    form = wireform.BinaryForm(binding.WIRE.protocol, binding.WIRE.prefix,
+                               binding.WIRE.percent_encode, binding.WIRE.content_type_header,
+                               fixed=binding.WIRE.fixed, key_field=binding.WIRE.key_field,
+                               pairs=binding.WIRE.pairs, utf8=binding.WIRE.utf8,
+                               typed_pairs=binding.WIRE.typed_pairs)
     written = wireform.encode(form, event)
     if written is None:
         return
@@ -94,7 +94,7 @@ def _usual_event(extra: dict[str, object] | None = None) -> CloudEvent:
 def test_the_usual_event_is_written_by_the_wire_form(binding: ModuleType) -> None:
     for event in (_usual_event(), _usual_event({"partitionkey": "1000"}),
                   CloudEvent.trusted({**_usual_event().get_attributes()}, b"\x00\x01", True)):
-        written = wireform.encode(binding._WIRE, event)
+        written = wireform.encode(binding.WIRE, event)
         assert written is not None
         assert _state(written) == _state(binding.binary_record(event))
 
@@ -118,17 +118,17 @@ def test_what_each_binding_writes_for_the_usual_event() -> None:
 
 def test_a_value_to_percent_encode_is_left_to_the_binding() -> None:
     event = _usual_event({"subject": "caf\u00e9 7"})
-    assert wireform.encode(nats._WIRE, event) is None
+    assert wireform.encode(nats.WIRE, event) is None
     assert ("ce-subject", "caf%C3%A9%207") in nats.encode(event, "binary").header_pairs().text
     # Kafka carries raw UTF-8: nothing to encode, so its wire form writes it.
-    written = wireform.encode(kafka._WIRE, event)
+    written = wireform.encode(kafka.WIRE, event)
     assert written is not None and ("ce_subject", "caf\u00e9 7") in written.header_pairs().text
 
 
 def test_kafka_pairs_of_repeated_values_are_made_once() -> None:
     """A value that is the same text object as in the last event (a constant of the
     definition) reuses its (name, UTF-8) pair; others get their own."""
-    form = wireform.BinaryForm(kafka._WIRE.protocol, "ce_", False, "content-type",
+    form = wireform.BinaryForm(kafka.WIRE.protocol, "ce_", False, "content-type",
                                key_field="key", pairs=True, utf8=True, typed_pairs=True)
     first, second = _usual_event(), _usual_event({"subject": "08"})
     one = wireform.encode(form, first)
@@ -145,7 +145,7 @@ def test_kafka_pairs_of_repeated_values_are_made_once() -> None:
 def test_past_the_bound_new_layouts_go_to_the_bindings_steps(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(layouts, "MAX_LAYOUTS", 1)
-    form = wireform.BinaryForm(nats._WIRE.protocol, "ce-", True, "ce-datacontenttype",
+    form = wireform.BinaryForm(nats.WIRE.protocol, "ce-", True, "ce-datacontenttype",
                                pairs=True, lines=True)
     assert wireform.encode(form, _usual_event()) is not None
     other = _usual_event({"region": "eu"})

@@ -1,0 +1,121 @@
+"""A native record straight to an output's binary record: render and encode fused into
+one generated function per definition shape, output binding and attribute layout, with
+no CloudEvent in between.
+
+The daemon's hot path renders an event from each matched record (`fastrender`) only to
+have the output's binding write it out again (`cloudevents/bindings/wireform.py`): a
+CloudEvent, its conversion, and a dispatch through the binding per message, all made
+and freed unread when nothing fails. A writer runs the renderer's lines, then, where the
+renderer would make the event, the wire form's lines on the attributes it has just
+rendered. It returns what the two would give together, or None wherever either would
+decline or the event could not be made again the same later (a random id, a trace
+context: `fastrender.source(remakeable=True)`), and the route then renders and encodes
+as before. So a record it writes is the record the two would write, and the event of a
+message it wrote can be rendered again, the same, when something needs it (a dead
+letter, the tap, a reply): `tests/unit/envelope/test_wirewriter.py` holds all three
+together.
+
+Only a layout the definition was seen to render is written: the caller learns it from
+an event the renderer made (`EnvelopeTemplate.wire_writer`); one of another length (a
+message without a content type, say) goes the general way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from gateway.cloudevents.bindings.layouts import MAX_LAYOUTS, Layout
+from gateway.cloudevents.bindings.wireform import BinaryForm, write_lines
+from gateway.envelope.fastrender import Shape, names, source
+from gateway.json.values import JSON
+from gateway.protocols import find_profile
+from gateway.record import NativeMessage
+
+__all__ = ["WireWriter", "own_defaults", "writer"]
+
+# (record, context, now, consts, defaults, key) -> the output's record, or None: the
+# general path's. `defaults`: the output's fields to add (those the binding does not
+# write); `key`: the partition key, added where the record has none (or None).
+WireWriter = Callable[[NativeMessage, Mapping[str, str], "datetime | None", tuple[Any, ...],
+                       "Mapping[str, JSON]", "str | None"], "NativeMessage | None"]
+
+# The renderer's end, fused: the body as the event would hold it (data, whether there
+# is any, the bytes it was parsed from), then the wire form's lines on `attributes`.
+_BODY = ("data = record.data",
+         "if data is not NO_DATA:",
+         "    has_data = True",
+         "    raw_in = record.raw",
+         "else:",
+         "    data = record.payload",
+         "    has_data = data is not None",
+         "    raw_in = None")
+_SOURCE = ("attributes", "data", "has_data", "raw_in")
+
+_MADE: dict[tuple[object, ...], WireWriter] = {}
+# The names the fused part itself binds (checked against the other parts' lines).
+_OWN = ("record_out", "defaults_out", "key_out")
+
+
+def writer(shape: Shape, protocol: str, form: BinaryForm, layout: Layout,
+           helpers: Mapping[str, object]) -> WireWriter | None:
+    """The writer of records of `protocol` rendered by `shape` with `layout`, into
+    `form`'s binary records (None once as many are kept as `MAX_LAYOUTS` allows per
+    binding: the general path writes the others)."""
+    key = (shape.key(), protocol, form.protocol, layout)
+    made = _MADE.get(key)
+    if made is None:
+        if len(_MADE) >= MAX_LAYOUTS * 4:
+            return None
+        wire, wire_names = write_lines(form, layout, _SOURCE)
+        namespace = names(protocol, helpers)
+        clash = (set(namespace) & set(wire_names)) - {"NO_DATA"}
+        if clash:  # a name both mean differently: a bug here, not in a message
+            raise RuntimeError(f"fused writer: both parts name {sorted(clash)}")
+        namespace.update(wire_names)
+        # The attributes are in render order; only their count differs between layouts
+        # of one definition (a content type or not), and a writer knows its layout's.
+        # The record made, the output's defaults and key go into the fields it was made
+        # with (after it: the record counts the fields the binding wrote), as
+        # `OutputFormat.render` adds them. The names of this part are its own: the
+        # other parts' locals (`key`, `made` ...) must not overwrite them.
+        assert wire[-1].startswith("return ")
+        tail = [*_BODY, f"if len(attributes) != {len(layout)}:", "    return None",
+                *wire[:-1], "record_out = " + wire[-1][len("return "):],
+                "if defaults_out:", "    fields.update(defaults_out)"]
+        place = _key_place(form.protocol)
+        if place is not None:
+            namespace["KEY_PLACE"] = place
+            tail += ["if key_out is not None and fields.get(KEY_PLACE) is None:",
+                     "    fields[KEY_PLACE] = key_out"]
+        if any(name in line for line in (*source(shape, protocol, (), remakeable=True), *wire)
+               for name in _OWN):
+            raise RuntimeError("fused writer: a part uses a name of this one")
+        code = source(shape, protocol, (*tail, "return record_out"), remakeable=True)
+        code[0] = "def write(record, context, now, consts, defaults_out, key_out):"
+        # As in `fastrender` and `wireform`: names from definitions (checked when
+        # compiled) and indexes, written with repr(); never anything of a message.
+        exec("\n".join(code), namespace)
+        made = _MADE[key] = namespace["write"]
+    return made
+
+
+def own_defaults(form: BinaryForm, layout: Layout,
+                 defaults: Mapping[str, JSON]) -> dict[str, JSON]:
+    """Of an output's `defaults`, those a writer of `form` and `layout` adds: a default
+    fills only a field the record lacks, and the binding writes some itself (HTTP's
+    method, Kafka's key from `partitionkey`, the headers where it writes them as a
+    field) before any default is added (`OutputFormat.render`)."""
+    own = set(form.fixed)
+    if form.key_field is not None and "partitionkey" in layout:
+        own.add(form.key_field)
+    if not form.pairs:
+        own.add("headers")
+    return {name: value for name, value in defaults.items() if name not in own}
+
+
+def _key_place(protocol: str) -> str | None:
+    """The field a record of `protocol` keeps its partition key in, if it has one."""
+    prof = find_profile(protocol)
+    return None if prof is None or prof.partition_key is None else prof.partition_key.field

@@ -1,0 +1,146 @@
+"""The fused writer (`envelope/wirewriter.py`) writes what rendering an event and encoding
+it for the output (`OutputFormat.render`) write, and writes only records whose event is
+rendered the same again (a dead letter, the tap and a reply render it later).
+
+Hypothesis draws the envelopes, records and contexts of `test_render_fast` (every rule
+the renderer checks, trace contexts, native content types, identities present or not),
+for each output binding with a wire form, with output defaults (some of them fields the
+binding writes itself) and partition keys.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gateway.cloudevents.bindings import wire_form
+from gateway.cloudevents.event import CloudEvent
+from gateway.definitions.model import MessageDefinition
+from gateway.envelope.outgoing import OutputFormat
+from gateway.envelope.render import EnvelopeTemplate
+from gateway.envelope.wirewriter import own_defaults
+from gateway.record import NativeMessage
+
+from .defs import define, opt, prop
+from .test_render_fast import NOW, VALUES, definitions, records, same_event
+
+OUTPUTS = ["KAFKA", "NATS", "HTTP"]
+DEFAULTS = st.sampled_from([{}, {"topic": "out"}, {"subject": "ce", "x": 1},
+                            {"method": "PUT", "path": "/p"}, {"key": "dflt"}])
+WRITTEN = {"count": 0}
+
+
+def wire_state(record: NativeMessage) -> tuple[Any, ...]:
+    """Everything a producer or a reader sees of a record: protocol, every field in
+    order, the body and its bytes, and the producer's form of the headers."""
+    encoded = record.current_encoded_headers()
+    return (record.protocol, list(record.fields.items()), record.data, record.payload,
+            record.raw, record.received_at,
+            None if encoded is None else (encoded.text, encoded.utf8, encoded.lines,
+                                          encoded.typed))
+
+
+def check(template: EnvelopeTemplate, record: NativeMessage, context: dict[str, str],
+          output: str, defaults: dict[str, Any], key: str | None) -> None:
+    event = template.render(record, context, NOW)
+    if not isinstance(event, CloudEvent):
+        return
+    form = wire_form(output)
+    assert form is not None
+    layout = tuple(event.get_attributes())
+    made = template.wire_writer(record.protocol, form, layout)
+    if made is None:  # no generated renderer: every message is `render_checked`'s
+        return
+    writer, consts = made
+    written = writer(record, context, NOW, consts, own_defaults(form, layout, defaults), key)
+    if written is None:
+        return
+    WRITTEN["count"] += 1
+    expected = OutputFormat(output, "binary", defaults=defaults).render(
+        event, context, None if key is None or output != "KAFKA" else ("key", key))
+    assert wire_state(written) == wire_state(expected)
+    # What a dead letter, the tap or a reply renders again is the event that was sent.
+    again = template.render(record, context, NOW)
+    assert isinstance(again, CloudEvent)
+    same_event(again, event)
+    assert again.get("id") == event.get("id")
+    assert "traceparent" not in layout
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.data(), definitions())
+def test_the_writer_writes_what_render_and_encode_write(
+        data: st.DataObject, definition: MessageDefinition) -> None:
+    template = EnvelopeTemplate(definition)
+    assert definition.protocol is not None
+    for _ in range(4):
+        record = data.draw(records(definition.protocol))
+        context = data.draw(st.dictionaries(st.sampled_from(["a", "b"]), VALUES))
+        check(template, record, context, data.draw(st.sampled_from(OUTPUTS)),
+              data.draw(DEFAULTS), data.draw(st.sampled_from([None, "k1"])))
+
+
+def test_the_usual_records_are_written() -> None:
+    """A plain JSON record with an identity is written for every output (the property
+    above then compares real records), and one without an identity (a random id, which
+    could not be rendered again the same) or with a trace context is not."""
+    definition = define("d", "KAFKA", [opt("topic", "t")],
+                        {"type": prop("t"), "source": prop("/s/{a}", type="uritemplate")})
+    template = EnvelopeTemplate(definition)
+    fields = {"topic": "t", "partition": 0, "offset": 7, "key": "k",
+              "headers": [{"name": "content-type", "value": "application/json"}]}
+    record = NativeMessage("KAFKA", fields, data={"v": 1}, raw=b'{"v": 1}',
+                           received_at="2026-11-21T09:00:00Z")
+    before = WRITTEN["count"]
+    for output in OUTPUTS:
+        check(template, record, {"a": "x"}, output, {"topic": "out"}, "k1")
+    assert WRITTEN["count"] == before + 3
+    form = wire_form("NATS")
+    assert form is not None
+    event = template.render(record, {"a": "x"}, NOW)
+    assert isinstance(event, CloudEvent)
+    made = template.wire_writer("KAFKA", form, tuple(event.get_attributes()))
+    assert made is not None
+    writer, consts = made
+    anonymous = NativeMessage("KAFKA", {"topic": "t"}, data={"v": 1}, raw=b'{"v": 1}')
+    assert writer(anonymous, {"a": "x"}, NOW, consts, {}, None) is None
+    traced = NativeMessage("KAFKA", {**fields, "headers": [
+        *fields["headers"],
+        {"name": "traceparent", "value": "00-" + "a" * 32 + "-" + "b" * 16 + "-01"}]},
+        data={"v": 1}, raw=b'{"v": 1}')
+    assert writer(traced, {"a": "x"}, NOW, consts, {}, None) is None
+    # The layout it was made for only: a body with no content type has one fewer.
+    bytes_body = NativeMessage("KAFKA", {"topic": "t", "partition": 0, "offset": 8},
+                               payload=b"\x01")
+    assert writer(bytes_body, {"a": "x"}, NOW, consts, {}, None) is None
+
+
+@st.composite
+def identified(draw: st.DrawFn) -> NativeMessage:
+    """A Kafka record as the adapter makes it (an identity always), with the drawn
+    headers, content type, receive time and body of `records`."""
+    record = draw(records("KAFKA"))
+    fields = {**record.fields, "topic": "t", "partition": 1,
+              "offset": draw(st.integers(0, 9))}
+    return NativeMessage("KAFKA", fields, data=record.data, payload=record.payload,
+                         received_at=record.received_at, raw=record.raw)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data(), definitions())
+def test_records_with_an_identity_are_written_as_render_and_encode_write(
+        data: st.DataObject, definition: MessageDefinition) -> None:
+    """As above, for records that have an identity (the Kafka adapter's always do), so
+    that most draws are written rather than declined."""
+    kafka = define("k", "KAFKA", [opt("topic", "t")], definition.envelope_metadata,
+                   datacontenttype=definition.datacontenttype,
+                   dataschemauri=definition.dataschemauri,
+                   dataschemaformat=definition.dataschemaformat)
+    template = EnvelopeTemplate(kafka)
+    for _ in range(4):
+        record = data.draw(identified())
+        context = data.draw(st.dictionaries(st.sampled_from(["a", "b"]), VALUES))
+        check(template, record, context, data.draw(st.sampled_from(OUTPUTS)),
+              data.draw(DEFAULTS), data.draw(st.sampled_from([None, "k1"])))

@@ -1,0 +1,152 @@
+"""A route's fused path (`runtime/wirepath.py`) changes nothing but the cost: a batch
+converted with it gives the outputs the same records, the members the same outcomes and
+conversions, and the route the same counts as the same batch converted without it.
+
+The batch mixes what a route meets: plain records of two definitions (one learned from
+the batch before, so written by the fused path; one of a layout not seen yet), bodies
+without a content type, records with a trace context, records that already carry a
+CloudEvent, unmatched and undecodable ones, and one over an output's size limit; two
+outputs, one keyed, both with defaults.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from gateway.cloudevents import encode
+from gateway.cloudevents.event import CloudEvent
+from gateway.convert import Converter
+from gateway.definitions import read_document
+from gateway.observability.metrics import Metrics
+from gateway.ports import Delivery
+from gateway.record import NativeMessage
+from gateway.runtime.batches import BatchMaker
+from gateway.runtime.keys import PartitionKeys
+from gateway.runtime.ledger import Batch, WrittenMember
+from gateway.runtime.output import Output
+from gateway.runtime.stats import RouteStats
+
+DOC = {"specversion": "1.0", "messagegroups": {"store": {
+    "envelope": "CloudEvents/1.0", "messages": {
+        "sale": {"protocol": "KAFKA", "envelope": "CloudEvents/1.0",
+                 "protocoloptions": {"topic": "t", "key": "store/{storeid}/desk/{desk}"},
+                 "envelopemetadata": {
+                     "type": {"value": "com.example.sale"},
+                     "source": {"type": "uritemplate", "value": "/stores/{storeid}"},
+                     "subject": {"type": "uritemplate", "value": "{desk}"}}},
+        "refund": {"protocol": "KAFKA", "envelope": "CloudEvents/1.0",
+                   "protocoloptions": {"topic": "t", "key": "refund/{storeid}"},
+                   "envelopemetadata": {
+                       "type": {"value": "com.example.refund"},
+                       "source": {"type": "uritemplate", "value": "/stores/{storeid}"}}}}}}}
+TRACE = "00-" + "a" * 32 + "-" + "b" * 16 + "-01"
+RECEIVED = "2026-11-21T09:00:00.25Z"
+
+
+class Producer:
+    connected = True
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.max_message_bytes = limit
+
+
+def kafka(offset: int, key: str, body: bytes | None = b'{"v": 1}',
+          headers: list[dict[str, Any]] | None = None) -> NativeMessage:
+    fields = {"topic": "t", "partition": 0, "offset": offset, "key": key,
+              "headers": headers or []}
+    if body is None:
+        return NativeMessage("KAFKA", fields, received_at=RECEIVED)
+    if body.startswith(b"{"):
+        return NativeMessage("KAFKA", fields, data={"v": len(body), "pad": body.decode()},
+                             raw=body, received_at=RECEIVED)
+    return NativeMessage("KAFKA", fields, payload=body, received_at=RECEIVED)
+
+
+def batch_of(offset: int) -> list[Delivery]:
+    carried = encode(CloudEvent({"id": "x", "source": "/stores/1", "type": "com.example.sale",
+                                 "specversion": "1.0"}, {"v": 1}), "KAFKA", "binary")
+    records = [
+        kafka(offset, "store/1/desk/01"),
+        kafka(offset + 1, "store/2/desk/02", b'{"v": 22, "pad": "' + b"x" * 3000 + b'"}'),
+        kafka(offset + 2, "refund/3"),
+        kafka(offset + 3, "store/4/desk/04", b"\x00\x01"),
+        kafka(offset + 4, "store/5/desk/05",
+              headers=[{"name": "traceparent", "value": TRACE}]),
+        NativeMessage("KAFKA", {**carried.fields, "topic": "t", "partition": 0,
+                                "offset": offset + 5, "key": "store/6/desk/06"},
+                      data=carried.data, payload=carried.payload, raw=carried.raw,
+                      received_at=RECEIVED),
+        kafka(offset + 6, "nobody/7"),
+        kafka(offset + 7, "store/8/desk/08", None),
+        kafka(offset + 8, "store/9/desk/09",
+              headers=[{"name": "content-type", "value": "application/json"}]),
+    ]
+    out = [Delivery(record, _settle) for record in records]
+    out.append(Delivery(NativeMessage("KAFKA", {"topic": "t", "offset": offset + 9}),
+                        _settle, undecodable="bad batch"))
+    return out
+
+
+async def _settle(ok: bool, reason: str, retry: bool) -> None:
+    return None
+
+
+def maker(fused: bool) -> tuple[BatchMaker, CollectorRegistry]:
+    outputs = [Output("nats", "NATS", Producer(), {"subject": "ce"}),  # type: ignore[arg-type]
+               Output("kafka", "KAFKA", Producer(2000),  # type: ignore[arg-type]
+                      {"topic": "out", "x": 1})]
+    registry = CollectorRegistry()
+    stats = RouteStats("r", "src", Metrics(registry), None, 4096, outputs)
+    made = BatchMaker(Converter(read_document(DOC).messages()), outputs, "binary",
+                      PartitionKeys("source"), stats)
+    if not fused:
+        made._wire = None
+    return made, registry
+
+
+def state(record: NativeMessage) -> tuple[Any, ...]:
+    encoded = record.current_encoded_headers()
+    return (record.protocol, list(record.fields.items()), record.data, record.payload,
+            record.raw, None if encoded is None else (encoded.text, encoded.utf8,
+                                                      encoded.lines))
+
+
+def outcome(batch: Batch) -> list[Any]:
+    out: list[Any] = [[[state(r) for r in sent.records] for sent in batch.sent],
+                      [[m.source.fields.get("offset") for m in sent.owners]
+                       for sent in batch.sent]]
+    for message in batch.messages:
+        members = [message.whole] if message.whole is not None else message.members
+        for member in members:
+            assert member is not None
+            conversion = member.conversion
+            event = None if conversion.event is None else (
+                dict(conversion.event.get_attributes()), conversion.event.get_data())
+            out.append((member.definition, member.reason, list(member.failures),
+                        conversion.reason, conversion.detail, event,
+                        state(member.original())))
+    return out
+
+
+def samples(registry: CollectorRegistry) -> dict[tuple[str, tuple[Any, ...]], float]:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for metric in registry.collect() for s in metric.samples
+            if s.name.startswith("xrgw_") and not s.name.endswith("_created")}
+
+
+def test_a_batch_converts_the_same_with_the_fused_path_and_without() -> None:
+    fused, fused_metrics = maker(True)
+    general, general_metrics = maker(False)
+    for first in (0, 100):  # the first batch teaches the fused path the layouts
+        with_it = fused.convert(batch_of(first), 0.0)
+        without = general.convert(batch_of(first), 0.0)
+        assert outcome(with_it) == outcome(without)
+    assert samples(fused_metrics) == samples(general_metrics)
+    # The fused path did write the second batch's plain records (and left the rest).
+    written = [m.members[0].source.fields["offset"] for m in with_it.messages
+               if m.members and isinstance(m.members[0], WrittenMember)]
+    assert written == [100, 101, 102, 108]
+    assert not any(isinstance(m.members[0], WrittenMember)
+                   for m in without.messages if m.members)
