@@ -19,6 +19,7 @@ from gateway.cloudevents import encode
 from gateway.cloudevents.event import CloudEvent
 from gateway.convert import Converter
 from gateway.definitions import read_document
+from gateway.envelope.outgoing import OutputFormat
 from gateway.observability.metrics import Metrics
 from gateway.ports import Delivery
 from gateway.record import NativeMessage
@@ -27,6 +28,7 @@ from gateway.runtime.keys import PartitionKeys
 from gateway.runtime.ledger import Batch, WrittenMember
 from gateway.runtime.output import Output
 from gateway.runtime.stats import RouteStats
+from gateway.runtime.wirepath import WirePath
 
 DOC = {"specversion": "1.0", "messagegroups": {"store": {
     "envelope": "CloudEvents/1.0", "messages": {
@@ -150,3 +152,25 @@ def test_a_batch_converts_the_same_with_the_fused_path_and_without() -> None:
     assert written == [100, 101, 102, 108]
     assert not any(isinstance(m.members[0], WrittenMember)
                    for m in without.messages if m.members)
+
+
+def test_a_route_takes_the_fused_path_only_where_every_output_can() -> None:
+    """Binary CloudEvents through a wire form (Kafka, NATS, HTTP) with constant defaults
+    on every output; anything else keeps the whole route on the general path."""
+    converter = Converter(read_document(DOC).messages())
+    keys = PartitionKeys("source")
+
+    def path(*formats: OutputFormat) -> WirePath | None:
+        return WirePath.for_route(converter, [(f, None) for f in formats], keys)
+
+    assert path(OutputFormat("NATS", defaults={"subject": "ce"}),
+                OutputFormat("KAFKA", defaults={"topic": "t"}),
+                OutputFormat("HTTP", defaults={"path": "/p"})) is not None
+    plain = OutputFormat("NATS", defaults={"subject": "ce"})
+    for other in (OutputFormat("KAFKA", "structured", defaults={"topic": "t"}),
+                  OutputFormat("KAFKA", deliver="native", defaults={"topic": "t"}),
+                  OutputFormat("KAFKA", defaults={"topic": "t.{storeid}"}),
+                  OutputFormat("HTTP", defaults={"headers": []}),
+                  OutputFormat("AMQP/1.0", defaults={"to": "/q"}),
+                  OutputFormat("MQTT/5.0", defaults={"topic_name": "t"})):
+        assert path(plain, other) is None
