@@ -28,7 +28,7 @@ from typing import Any
 
 from gateway.cloudevents.bindings.layouts import MAX_LAYOUTS, Layout
 from gateway.cloudevents.bindings.wireform import BinaryForm, write_lines
-from gateway.envelope.fastrender import Shape, names, source
+from gateway.envelope.fastrender import Shape, namespace_of, source
 from gateway.json.values import JSON
 from gateway.protocols import find_profile
 from gateway.record import NativeMessage
@@ -61,15 +61,19 @@ _OWN = ("record_out", "defaults_out", "key_out")
 def writer(shape: Shape, protocol: str, form: BinaryForm, layout: Layout,
            helpers: Mapping[str, object]) -> WireWriter | None:
     """The writer of records of `protocol` rendered by `shape` with `layout`, into
-    `form`'s binary records (None once as many are kept as `MAX_LAYOUTS` allows per
-    binding: the general path writes the others)."""
+    `form`'s binary records; None for a layout with a trace context, and once as many
+    are kept as `MAX_LAYOUTS` allows per binding: the general path writes those."""
+    if "traceparent" in layout:
+        # An event with a trace context also gets the protocol's own `traceparent`
+        # header (`outgoing.with_trace`), which a writer does not write.
+        return None
     key = (shape.key(), protocol, form.protocol, layout)
     made = _MADE.get(key)
     if made is None:
         if len(_MADE) >= MAX_LAYOUTS * 4:
             return None
         wire, wire_names = write_lines(form, layout, _SOURCE)
-        namespace = names(protocol, helpers)
+        namespace = namespace_of(protocol, helpers)
         clash = (set(namespace) & set(wire_names)) - {"NO_DATA"}
         if clash:  # a name both mean differently: a bug here, not in a message
             raise RuntimeError(f"fused writer: both parts name {sorted(clash)}")

@@ -121,12 +121,13 @@ class WirePath:
             return
         layout = tuple(event.get_attributes())
         if "traceparent" in layout:
-            return
+            return  # the record's own trace context: the next one may have none
         template = converter.template(definition)
         steps = []
         for form, defaults in self._outputs:
             made = template.wire_writer(record.protocol, form, layout)
-            if made is None:  # no generated renderer, or too many writers already
+            if made is None:  # no generated renderer, the definition's own trace context,
+                # or too many writers already
                 self._plans[id(definition)] = _NEVER
                 return
             steps.append((made[0], made[1], own_defaults(form, layout, defaults)))
