@@ -11,9 +11,11 @@ source adapter makes them goes through the stages the route runs between the cli
 library and the socket, each timed on its own (least of `--rounds`, µs per message):
 
 * `to_record`: the client's records (aiokafka's / nats-py's shape) -> native records;
-* `convert_batch`: match and render (`Converter.convert_batch`);
-* `BatchMaker.convert`: the same plus the output's records (binding, defaults, partition
-  key) and the batch's bookkeeping (`render+batch`: the difference);
+* `convert_batch`: match and render an event (`Converter.convert_batch`, the general
+  path);
+* `BatchMaker.convert`: match and write the output's records (binding, defaults,
+  partition key) and the batch's bookkeeping; the route's fused path writes them with no
+  event made (`runtime/wirepath.py`), so it does not run `convert_batch`;
 * `write`: what the producer turns each output record into (Kafka `to_send`; NATS
   `to_publish` + `publish_frame`).
 
@@ -153,7 +155,6 @@ def stages(route: str, size: int, rounds: int) -> dict[str, float]:
            "convert_batch": _least(lambda: converter.convert_batch(records), rounds, size),
            "BatchMaker.convert": _least(lambda: maker.convert(deliveries, 0.0), rounds, size),
            "write": _least(lambda: write(made), rounds, size)}
-    out["render+batch"] = out["BatchMaker.convert"] - out["convert_batch"]
     out["total"] = out["to_record"] + out["BatchMaker.convert"] + out["write"]
     return out
 

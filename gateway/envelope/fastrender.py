@@ -70,7 +70,7 @@ def renderer(shape: Shape, protocol: str, helpers: Mapping[str, object]) -> Rend
     key = (shape.key(), protocol)
     made = _COMPILED.get(key)
     if made is None:
-        namespace = names(protocol, helpers)
+        namespace = namespace_of(protocol, helpers)
         # Built from definitions' attribute names ([a-z0-9]+, checked when compiled) and
         # placeholder names ([A-Za-z0-9_]+), written with repr(); never from a message.
         exec("\n".join(source(shape, protocol)), namespace)
@@ -78,7 +78,7 @@ def renderer(shape: Shape, protocol: str, helpers: Mapping[str, object]) -> Rend
     return made
 
 
-def names(protocol: str, helpers: Mapping[str, object]) -> dict[str, Any]:
+def namespace_of(protocol: str, helpers: Mapping[str, object]) -> dict[str, Any]:
     """What the code of a renderer for records of `protocol` calls."""
     readers = ACCESSORS[protocol]
     return {**helpers, "NO_DATA": _NO_DATA, "trusted": CloudEvent.trusted,

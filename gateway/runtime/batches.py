@@ -95,12 +95,13 @@ class BatchMaker:
             counts[1] += body_size(record)
             message = Message(delivery)
             messages.append(message)
-            if conversions is None:  # the fused path's to write, or to hand back
+            if delivery.undecodable is not None:  # the adapter could not decode it
+                conversions = [Conversion(record, MatchResult("unmatched"), None,
+                                          reasons.UNDECODABLE, delivery.undecodable)]
+            elif conversions is None:  # the fused path's to write, or to hand back
                 assert wire is not None
-                written = None if delivery.undecodable is not None else wire.write(record, now)
-                if delivery.undecodable is not None:
-                    conversions = []  # dead-lettered as undecodable below
-                elif written is None:
+                written = wire.write(record, now)
+                if written is None:
                     conversions = converter.convert_all(record, now=now)
                 elif isinstance(written, MatchResult):
                     conversions = [converter.convert_matched(record, written, now)]
@@ -108,18 +109,11 @@ class BatchMaker:
                     match, records = written
                     assert match.definition is not None
                     fused = WrittenMember(record, match, converter, now, delivery)
+                    fused.definition = match.definition.xid
                     message.members.append(fused)
-                    xid = fused.definition = match.definition.xid
-                    matched[xid] = matched.get(xid, 0) + 1
                     self._place(fused, records, sent, checked)
-                    if fused.reason is None:
-                        rendered[xid] = rendered.get(xid, 0) + 1
-                    else:
-                        self._stats.report_unrendered(fused, xid, now)
+                    self._tally(fused, matched, rendered, now)
                     continue
-            if delivery.undecodable is not None:  # the adapter could not decode it
-                conversions = [Conversion(record, MatchResult("unmatched"), None,
-                                          reasons.UNDECODABLE, delivery.undecodable)]
             if len(conversions) == 1 and conversions[0].event is None:
                 whole = Member(record, conversions[0], delivery)
                 whole.reason = self._not_converted(record, conversions[0], now)
@@ -134,19 +128,29 @@ class BatchMaker:
                     member.reason = self._not_converted(record, conversion, now, member)
                     unmatched += member.reason == reasons.UNMATCHED
                     continue
-                assert conversion.match.definition is not None
-                xid = member.definition = conversion.match.definition.xid
-                matched[xid] = matched.get(xid, 0) + 1
+                definition = conversion.match.definition
+                assert definition is not None
+                member.definition = definition.xid
                 self._render(member, event, conversion, sent, checked)
-                if member.reason is None:
-                    rendered[xid] = rendered.get(xid, 0) + 1
-                    if wire is not None and conversion.source_event is None:
-                        wire.learn(conversion.match.definition, record, event)
-                else:
-                    self._stats.report_unrendered(member, xid, now)
+                if (self._tally(member, matched, rendered, now) and wire is not None
+                        and conversion.source_event is None):
+                    wire.learn(definition, record, event)
         self._stats.report_converted(matched, rendered, now)
         self._stats.intake(received, matched, unmatched)
         return Batch(messages, sent, started)
+
+    def _tally(self, member: Member, matched: dict[str, int], rendered: dict[str, int],
+               now: datetime) -> bool:
+        """Count `member` of a matched definition, placed or failed: matched, and
+        rendered for every output unless it failed (then reported as such)."""
+        xid = member.definition
+        assert xid is not None
+        matched[xid] = matched.get(xid, 0) + 1
+        if member.reason is not None:
+            self._stats.report_unrendered(member, xid, now)
+            return False
+        rendered[xid] = rendered.get(xid, 0) + 1
+        return True
 
     def _not_converted(self, record: NativeMessage, conversion: Conversion,
                        now: datetime, member: Member | None = None) -> str:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from gateway.convert import Conversion, Converter
 from gateway.deadletter import reasons
@@ -82,20 +82,15 @@ class WrittenMember(Member):
     is the same when rendered again (`envelope/wirewriter.py`)."""
 
     __slots__ = ("_converter", "_made", "_match", "_now")
+    _made: Conversion | None  # None until made
 
     def __init__(self, source: NativeMessage, match: MatchResult, converter: Converter,
                  now: datetime, delivery: Delivery | None) -> None:
-        # Not Member.__init__: `conversion` is made on demand here.
-        self.source = source
-        self.delivery = delivery
-        self.definition: str | None = None
-        self.reason: str | None = None
-        self._failures: list[str] | None = None
-        self._original: NativeMessage | None = None
         self._match = match
         self._converter = converter
         self._now = now
-        self._made: Conversion | None = None
+        # No conversion yet (the setter keeps None as "not made"): made on demand.
+        super().__init__(source, cast("Conversion", None), delivery)
 
     @property
     def conversion(self) -> Conversion:
