@@ -65,13 +65,25 @@ BODY = json.dumps({"storeid": "1000", "cdid": "01", "total": 12.5, "currency": "
                    "items": 3, "pad": "x" * 100}).encode()
 
 
+# The passthrough harness's records carry these two headers (its `common.headers_for`);
+# `--bare` drops them (no content type: the body's JSON-ness decides, so it is parsed).
+HEADERS = {"bare": False}
+
+
+def _headers(n: int) -> list[tuple[str, bytes]]:
+    if HEADERS["bare"]:
+        return []
+    return [("content-type", b"application/json"), ("x-message-id", f"run-{n}".encode())]
+
+
 class NatsMsg:
     """The attributes of nats-py's Msg the adapter reads (a JetStream delivery)."""
 
     def __init__(self, n: int) -> None:
         self.subject = f"store.{1000 + n % 97}.cashierdesk.{n % 12:02d}"
         self.data = BODY
-        self.headers: dict[str, str] | None = None
+        self.headers: dict[str, str] | None = {
+            name: value.decode() for name, value in _headers(n)} or None
         self.reply = f"$JS.ACK.s.d.1.{n}.{n}.1700000000000000000.0"
 
 
@@ -93,7 +105,7 @@ def _kafka_records(size: int) -> list[ConsumerRecord[bytes, bytes]]:
     for n in range(size):
         key = f"store/{1000 + n % 97}/cashierdesk/{n % 12:02d}".encode()
         out.append(ConsumerRecord("t", 0, n, 1_700_000_000_000 + n // 20, 0, key, BODY, None,
-                                  len(key), len(BODY), []))
+                                  len(key), len(BODY), _headers(n)))
     return out
 
 
@@ -244,7 +256,10 @@ def main() -> None:
     p.add_argument("--floor", action="store_true", help="also the hand-fused kafka-nats loop")
     p.add_argument("--fresh", action="store_true",
                    help="also to_record and convert of new records each round, batches of 1000")
+    p.add_argument("--bare", action="store_true",
+                   help="records without headers (no content type: bodies are parsed)")
     args = p.parse_args()
+    HEADERS["bare"] = args.bare
     settle_heap()  # as the daemon does (runtime/heap.py)
     for route in args.routes.split(","):
         if args.fresh:

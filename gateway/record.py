@@ -48,6 +48,22 @@ class RecordError(ValueError):
 _NO_DATA: Any = object()
 
 
+def parse_body(body: bytes, declared: bool) -> tuple[JSON, bytes | None, bytes | None]:
+    """(data, payload, raw) of a non-empty received body, by the body rule
+    (`NativeMessage.from_wire`); `declared`: it came with a JSON-family content type."""
+    try:
+        value: JSON = loads_body(body)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        # RecursionError: JSON nested deeper than the interpreter's recursion limit
+        # (`[[[[...` from a hostile sender). It used to escape every adapter's
+        # to_record (found by tests/fuzz); such a body is kept as bytes like any other
+        # body that does not parse, and the matcher/dead letter deal with it.
+        return _NO_DATA, body, None
+    if not declared and not isinstance(value, (dict, list)):
+        return _NO_DATA, body, None
+    return value, None, body
+
+
 class EncodedHeaders:
     """A record's `headers` field as (name, value) pairs, the way `record.pairs("headers")`
     reads it (`text`), and as UTF-8 bytes where the binding made those too (`utf8`,
@@ -226,17 +242,21 @@ class NativeMessage:
             return cls(protocol, fields, received_at=received_at)
         if content_type is not None and not is_json_media_type(content_type):
             return cls(protocol, fields, payload=body, received_at=received_at)
-        try:
-            value: JSON = loads_body(body)
-        except (ValueError, UnicodeDecodeError, RecursionError):
-            # RecursionError: JSON nested deeper than the interpreter's recursion limit
-            # (`[[[[...` from a hostile sender). It used to escape every adapter's
-            # to_record (found by tests/fuzz); such a body is kept as bytes like any other
-            # body that does not parse, and the matcher/dead letter deal with it.
-            return cls(protocol, fields, payload=body, received_at=received_at)
-        if content_type is None and not isinstance(value, (dict, list)):
-            return cls(protocol, fields, payload=body, received_at=received_at)
-        return cls(protocol, fields, data=value, received_at=received_at, raw=body)
+        # Parsed when first read, not here (`ReceivedRecord`): a binary-mode route whose
+        # definitions read only the address sends the bytes on and never needs the value
+        # (`envelope/wirewriter.py`); the parse and the value's objects were a tenth of
+        # such a route's work per message.
+        return ReceivedRecord(protocol, fields, body, content_type is not None, received_at)
+
+    def unparsed_body(self) -> bytes | None:
+        """The received body while it is not parsed yet (its bytes, whatever they parse
+        to: `ReceivedRecord`), else None. What needs only the bytes reads them here, not
+        through `raw`, which would parse them."""
+        return None
+
+    def unparsed_json(self) -> bytes | None:
+        """`unparsed_body()` of a body that came with a JSON-family content type."""
+        return None
 
     def replace_fields(self, fields: Mapping[str, JSON], protocol: str | None = None
                        ) -> NativeMessage:
@@ -424,6 +444,113 @@ class WireRecord(NativeMessage):
         return super().current_encoded_headers()
 
 
+class _ParsedWhenRead:
+    """A record's body as received, parsed by the body rule (`parse_body`) when its
+    `data`, `payload` or `raw` is first read; its bytes, their length and whether there
+    is a body are known without parsing. The record reads as the record `from_wire`
+    parsing at once would make (`tests/unit/test_record.py`).
+
+    Parsing makes it the plain record it stands for (`PARSED`, its class changed in
+    place): from then on its body is read as any record's is, from its own attributes,
+    not through these properties. A class of its own rather than a `__getattr__` on
+    every record: CPython specialises attribute reads only on classes without one."""
+
+    #: The class a record of this one becomes once parsed (set by each subclass).
+    PARSED: ClassVar[type[NativeMessage]]
+
+    @property
+    def data(self) -> JSON:
+        data: JSON = self._parse()["data"]
+        return data
+
+    @property
+    def payload(self) -> bytes | None:
+        payload: bytes | None = self._parse()["payload"]
+        return payload
+
+    @property
+    def raw(self) -> bytes | None:
+        raw: bytes | None = self._parse()["raw"]
+        return raw
+
+    def _parse(self) -> dict[str, Any]:
+        state = self.__dict__
+        data, payload, raw = parse_body(state["_body"], state["_declared"])
+        state["payload"] = payload
+        state["raw"] = raw
+        state["data"] = data
+        # A frozen dataclass refuses every attribute set, `__class__` included; the two
+        # classes have the same layout (both keep their state in the instance dict).
+        # Another thread that read the properties before this parses again, the same.
+        object.__setattr__(self, "__class__", self.PARSED)
+        return state
+
+    @property
+    def has_body(self) -> bool:
+        return True  # `from_wire` keeps no empty body
+
+    def body_bytes(self) -> bytes:
+        body: bytes = self.__dict__["_body"]  # `raw` or `payload`, whichever it parses to
+        return body
+
+    def unparsed_body(self) -> bytes | None:
+        body: bytes = self.__dict__["_body"]  # not parsed: the class changes when it is
+        return body
+
+    def unparsed_json(self) -> bytes | None:
+        state = self.__dict__
+        body: bytes | None = state["_body"] if state["_declared"] else None
+        return body
+
+
+class ReceivedRecord(_ParsedWhenRead, NativeMessage):
+    """A record `from_wire` made of a body it may have to parse (one with a JSON-family
+    content type, or none): parsed when first read, a `NativeMessage` from then on."""
+
+    PARSED = NativeMessage
+
+    def __init__(self, protocol: str, fields: Mapping[str, JSON], body: bytes,
+                 declared: bool, received_at: str | None = None) -> None:
+        state = self.__dict__
+        state["protocol"] = protocol
+        state["fields"] = fields
+        state["received_at"] = received_at
+        state["_body"] = body
+        state["_declared"] = declared
+
+    def replace_fields(self, fields: Mapping[str, JSON], protocol: str | None = None
+                       ) -> NativeMessage:
+        # The body stays unparsed (a parsed record is a NativeMessage).
+        state = self.__dict__
+        record = ReceivedRecord(protocol or self.protocol, fields, state["_body"],
+                                state["_declared"], self.received_at)
+        encoded = self.encoded_headers
+        if encoded is not None:
+            record.__dict__["encoded_headers"] = encoded
+        return record
+
+
+class UnparsedWireRecord(_ParsedWhenRead, WireRecord):
+    """A `WireRecord` whose body is a received one sent on unparsed (JSON declared, plain
+    UTF-8: `envelope/wirewriter.py`), given as `raw`; `data` and `payload` are not read.
+    It reads as the record made of the body's value would, and becomes a `WireRecord`
+    once parsed."""
+
+    PARSED = WireRecord
+
+    def __init__(self, protocol: str, head: dict[str, JSON], data: JSON,
+                 payload: bytes | None, raw: bytes | None,
+                 encoded: EncodedHeaders) -> None:
+        state = self.__dict__
+        state["protocol"] = protocol
+        state["_head"] = head
+        state["_lead"] = len(head)
+        state["received_at"] = None
+        state["_body"] = raw
+        state["_declared"] = True
+        state["encoded_headers"] = encoded
+
+
 def _json_bytes(data: JSON) -> bytes:
     text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
     try:
@@ -497,6 +624,6 @@ def read_records(lines: Iterator[str]) -> Iterator[tuple[int, NativeMessage | Re
 
 
 __all__ = [
-    "MQTT5", "MQTT311", "NATS", "NativeMessage", "RecordError", "WireRecord",
-    "is_json_media_type", "read_records",
+    "MQTT5", "MQTT311", "NATS", "NativeMessage", "ReceivedRecord", "RecordError",
+    "UnparsedWireRecord", "WireRecord", "is_json_media_type", "parse_body", "read_records",
 ]

@@ -209,7 +209,7 @@ def to_publish(record: NativeMessage) -> PublishArgs:
     reply = reply if isinstance(reply, str) else ""
     headers = record.header_pairs()
     # Say so, so that a consumer (ours included) reads the body back as JSON.
-    add_json = record.has_json_data and not headers.typed
+    add_json = not headers.typed and record.has_json_data  # a typed record is not parsed
     lines = headers.lines
     if lines:  # the binding's block; the pairs only when asked for
         if add_json:

@@ -31,7 +31,7 @@ from gateway.cloudevents.bindings.wireform import BinaryForm, write_lines
 from gateway.envelope.fastrender import Shape, namespace_of, source
 from gateway.json.values import JSON
 from gateway.protocols import find_profile
-from gateway.record import NativeMessage
+from gateway.record import NativeMessage, UnparsedWireRecord
 
 __all__ = ["WireWriter", "own_defaults", "writer"]
 
@@ -51,11 +51,34 @@ _BODY = ("data = record.data",
          "    data = record.payload",
          "    has_data = data is not None",
          "    raw_in = None")
+# A received body declared as JSON and not parsed yet goes on as its bytes, unparsed:
+# the event's data would be its value, written back as those same bytes (`raw`, plain
+# UTF-8), and the record the value of nothing else when no definition reads it (the
+# renderer's lines above have not: a record they read is parsed). Parsed or not, the
+# output's record then holds the same body (`NativeMessage.from_wire`'s rule).
+_UNPARSED_BODY = ("unparsed_in = record.unparsed_json()",
+                  "if unparsed_in is not None and plain_utf8(unparsed_in):",
+                  "    data = UNREAD",
+                  "    has_data = True",
+                  "    raw_in = unparsed_in",
+                  "else:",
+                  *(f"    {line}" for line in _BODY))
 _SOURCE = ("attributes", "data", "has_data", "raw_in")
+# The `data` of a body sent on unparsed (the wire form's lines only test its class).
+_UNREAD = object()
+
+
+def made_by(expression: str, form: BinaryForm) -> str:
+    """The wire form's record `expression`, made an `UnparsedWireRecord` (the same
+    arguments) where the body went on unparsed."""
+    if not form.typed_pairs:
+        return expression
+    assert expression.startswith("Wire(")
+    return "(Unparsed if data is UNREAD else Wire)(" + expression[len("Wire("):]
 
 _MADE: dict[tuple[object, ...], WireWriter] = {}
 # The names the fused part itself binds (checked against the other parts' lines).
-_OWN = ("record_out", "defaults_out", "key_out")
+_OWN = ("record_out", "defaults_out", "key_out", "unparsed_in")
 
 
 def writer(shape: Shape, protocol: str, form: BinaryForm, layout: Layout,
@@ -85,8 +108,14 @@ def writer(shape: Shape, protocol: str, form: BinaryForm, layout: Layout,
         # `OutputFormat.render` adds them. The names of this part are its own: the
         # other parts' locals (`key`, `made` ...) must not overwrite them.
         assert wire[-1].startswith("return ")
-        tail = [*_BODY, f"if len(attributes) != {len(layout)}:", "    return None",
-                *wire[:-1], "record_out = " + wire[-1][len("return "):],
+        # Only Kafka's records take a body unparsed: a NATS producer asks whether the
+        # body is JSON (it then adds a `content-type` line: `adapters/nats/record.py`),
+        # which would parse it at once, and HTTP's records are plain records.
+        body = _UNPARSED_BODY if form.typed_pairs else _BODY
+        namespace["UNREAD"] = _UNREAD
+        namespace["Unparsed"] = UnparsedWireRecord
+        tail = [*body, f"if len(attributes) != {len(layout)}:", "    return None",
+                *wire[:-1], "record_out = " + made_by(wire[-1][len("return "):], form),
                 "if defaults_out:", "    fields.update(defaults_out)"]
         place = _key_place(form.protocol)
         if place is not None:

@@ -241,6 +241,9 @@ def body_size(message: NativeMessage) -> int:
     records and the binary-mode events rendered from them carry their bytes (`raw`),
     and a record sent without them was serialised once by its producer, which kept the
     text (`NativeMessage.body_bytes`)."""
+    body = message.unparsed_body()
+    if body is not None:  # the bytes received, whatever they parse to: not parsed here
+        return len(body)
     raw = message.raw
     if raw is not None:
         return len(raw)

@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gateway.observability.metrics import body_size
 from gateway.record import NativeMessage, RecordError
 
 EXAMPLES = [
@@ -104,3 +105,83 @@ def test_the_one_body_rule(body, ctype, expect):
         assert record.has_json_data and record.data == value
     else:
         assert not record.has_json_data and record.payload == value
+
+
+# Bodies a sender may send: JSON of every kind, text that is not JSON, what `json.loads`
+# reads and orjson refuses (NaN, a BOM, UTF-16, 19-digit integers), bytes that are not
+# UTF-8, nesting deeper than the recursion limit.
+BODIES = st.one_of(
+    st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                 lambda inner: st.lists(inner, max_size=3)
+                 | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+                 max_leaves=6).map(lambda v: json.dumps(v).encode()),
+    st.sampled_from([b"21.5", b"NaN", b"\xef\xbb\xbf{}", '{"a":1}'.encode("utf-16"),
+                     b"12345678901234567890123", b"{bad", b"\xff\xfe\x00", b" [1] ",
+                     b"[" * 5000, b"\x00{}"]),
+    st.binary(min_size=1, max_size=12),
+)
+CONTENT_TYPES = st.sampled_from([None, "application/json", "text/json; charset=utf-8",
+                                 "application/x+json", "text/plain", "application/xml"])
+
+
+def eager_body(body: bytes, content_type: str | None) -> tuple[object, ...]:
+    """The body rule, written out with `json.loads` (what the record reads as data)."""
+    if not body:
+        return ("none",)
+    declared = content_type is not None
+    if declared and not (content_type.split(";")[0].strip() in ("application/json",
+                                                                 "text/json")
+                         or content_type.split(";")[0].strip().endswith("+json")):
+        return ("payload", body)
+    try:
+        value = json.loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return ("payload", body)
+    if not declared and not isinstance(value, (dict, list)):
+        return ("payload", body)
+    return ("data", value, body)
+
+
+def body_of(record: NativeMessage) -> tuple[object, ...]:
+    if not record.has_json_data and record.payload is None:
+        return ("none",)
+    if record.has_json_data:
+        return ("data", record.data, record.raw)
+    return ("payload", record.payload)
+
+
+@given(BODIES, CONTENT_TYPES)
+def test_a_body_parsed_when_first_read_is_the_body_rule(body, ctype):
+    """`from_wire` leaves the body to be parsed when first read; what is read is the
+    rule's answer whichever part is read first, and the bytes, their length and whether
+    there is a body are known without parsing."""
+    expected = eager_body(body, ctype)
+    for first in ("data", "payload", "raw", "has_json_data", "to_json"):
+        record = NativeMessage.from_wire("KAFKA", {"topic": "t"}, body, ctype)
+        assert record.body_bytes() == body
+        assert record.has_body == bool(body)
+        assert body_size(record) == len(body)
+        unparsed = record.unparsed_body()
+        if unparsed is not None:  # nothing above parsed it
+            assert unparsed is body
+            assert (record.unparsed_json() is not None) == (ctype is not None)
+            copy = record.replace_fields({"topic": "u"})
+            assert copy.unparsed_body() is body and copy.fields == {"topic": "u"}
+            assert body_of(copy) == expected
+        read = getattr(record, first)
+        if callable(read):
+            read()
+        assert record.unparsed_body() is None and record.unparsed_json() is None
+        assert type(record) is NativeMessage  # parsed: a plain record from then on
+        assert body_of(record) == expected
+        assert record.body_bytes() == body and body_size(record) == len(body)
+
+
+def test_an_unparsed_record_answers_like_a_parsed_one():
+    lazy = NativeMessage.from_wire("KAFKA", {"topic": "t"}, b'{"a":1}', "application/json")
+    eager = NativeMessage("KAFKA", {"topic": "t"}, data={"a": 1}, raw=b'{"a":1}')
+    assert lazy.unparsed_body() is not None
+    assert lazy.replace_fields({"topic": "u"}).unparsed_body() is not None
+    assert lazy == eager and lazy.to_line() == eager.to_line()
+    assert lazy.data == {"a": 1} and lazy.unparsed_body() is None
+    assert lazy.replace_fields({"topic": "u"}).raw == b'{"a":1}'

@@ -22,6 +22,7 @@ from gateway.envelope.outgoing import OutputFormat
 from gateway.envelope.render import EnvelopeTemplate
 from gateway.envelope.wirewriter import own_defaults
 from gateway.record import NativeMessage
+from tests.unit.test_record import BODIES, CONTENT_TYPES
 
 from .defs import define, opt, prop
 from .test_render_fast import NOW, VALUES, definitions, records, same_event
@@ -30,6 +31,7 @@ OUTPUTS = ["KAFKA", "NATS", "HTTP"]
 DEFAULTS = st.sampled_from([{}, {"topic": "out"}, {"subject": "ce", "x": 1},
                             {"method": "PUT", "path": "/p"}, {"key": "dflt"}])
 WRITTEN = {"count": 0}
+UNPARSED_WRITTEN = {"count": 0}
 
 
 def wire_state(record: NativeMessage) -> tuple[Any, ...]:
@@ -43,7 +45,10 @@ def wire_state(record: NativeMessage) -> tuple[Any, ...]:
 
 
 def check(template: EnvelopeTemplate, record: NativeMessage, context: dict[str, str],
-          output: str, defaults: dict[str, Any], key: str | None) -> None:
+          output: str, defaults: dict[str, Any], key: str | None,
+          received: NativeMessage | None = None) -> None:
+    """`received`: the record the writer is given instead, as an adapter made it (its
+    body not parsed yet); `record` is the same record, read by the renderer."""
     event = template.render(record, context, NOW)
     if not isinstance(event, CloudEvent):
         return
@@ -54,10 +59,17 @@ def check(template: EnvelopeTemplate, record: NativeMessage, context: dict[str, 
     if made is None:  # no generated renderer: every message is `render_checked`'s
         return
     writer, consts = made
-    written = writer(record, context, NOW, consts, own_defaults(form, layout, defaults), key)
+    source = record if received is None else received
+    written = writer(source, context, NOW, consts, own_defaults(form, layout, defaults), key)
     if written is None:
         return
     WRITTEN["count"] += 1
+    body = source.unparsed_json()
+    if received is not None and output == "KAFKA" and body is not None and body[:1] != b"\x00" \
+            and 0 < body[0] < 0x80 and body[1:2] != b"\x00":
+        # A JSON body in plain UTF-8 went on unparsed: nothing read its value.
+        UNPARSED_WRITTEN["count"] += 1
+        assert written.unparsed_body() is body
     expected = OutputFormat(output, "binary", defaults=defaults).render(
         event, context, None if key is None or output != "KAFKA" else ("key", key))
     assert wire_state(written) == wire_state(expected)
@@ -144,3 +156,56 @@ def test_records_with_an_identity_are_written_as_render_and_encode_write(
         context = data.draw(st.dictionaries(st.sampled_from(["a", "b"]), VALUES))
         check(template, record, context, data.draw(st.sampled_from(OUTPUTS)),
               data.draw(DEFAULTS), data.draw(st.sampled_from([None, "k1"])))
+
+
+@st.composite
+def received(draw: st.DrawFn) -> tuple[NativeMessage, NativeMessage]:
+    """A Kafka record as the adapter makes it from the wire (`from_wire`: its body parsed
+    when first read), twice: one for the renderer, one for the writer. The body is any a
+    sender may send (`test_record.BODIES`) under any content type or none."""
+    ctype = draw(CONTENT_TYPES)
+    headers = [] if ctype is None else [{"name": "content-type", "value": ctype}]
+    if draw(st.booleans()):
+        headers.append({"name": "x-other", "value": "v"})
+    fields = {"topic": "t", "partition": 1, "offset": draw(st.integers(0, 9)),
+              "headers": headers}
+    body = draw(BODIES)
+    at = draw(st.sampled_from([None, "2026-11-21T09:00:00Z"]))
+    return (NativeMessage.from_wire("KAFKA", fields, body, ctype, at),
+            NativeMessage.from_wire("KAFKA", fields, body, ctype, at))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data(), definitions())
+def test_records_from_the_wire_are_written_as_render_and_encode_write(
+        data: st.DataObject, definition: MessageDefinition) -> None:
+    """As above, for records as the adapters make them, whose bodies are parsed only
+    when read: a body the writer sends on unparsed is the body rendering and encoding
+    the parsed record sends, and its record reads as that record does."""
+    kafka = define("k", "KAFKA", [opt("topic", "t")], definition.envelope_metadata,
+                   datacontenttype=definition.datacontenttype,
+                   dataschemauri=definition.dataschemauri,
+                   dataschemaformat=definition.dataschemaformat)
+    template = EnvelopeTemplate(kafka)
+    for _ in range(4):
+        record, fresh = data.draw(received())
+        context = data.draw(st.dictionaries(st.sampled_from(["a", "b"]), VALUES))
+        check(template, record, context, data.draw(st.sampled_from(OUTPUTS)),
+              data.draw(DEFAULTS), data.draw(st.sampled_from([None, "k1"])), fresh)
+
+
+def test_a_declared_json_body_goes_on_unparsed() -> None:
+    """The usual received record (JSON declared) is written without parsing its body,
+    for the outputs whose records are `WireRecord`s, and its record reads as the
+    rendered one does."""
+    definition = define("d", "KAFKA", [opt("topic", "t")],
+                        {"type": prop("t"), "source": prop("/s/{a}", type="uritemplate")})
+    template = EnvelopeTemplate(definition)
+    fields = {"topic": "t", "partition": 0, "offset": 7,
+              "headers": [{"name": "content-type", "value": "application/json"}]}
+    before = UNPARSED_WRITTEN["count"]
+    for output in ("KAFKA", "KAFKA"):
+        check(template, NativeMessage.from_wire("KAFKA", fields, b'{"v": 1}', "application/json"),
+              {"a": "x"}, output, {}, None,
+              NativeMessage.from_wire("KAFKA", fields, b'{"v": 1}', "application/json"))
+    assert UNPARSED_WRITTEN["count"] == before + 2
