@@ -227,6 +227,8 @@ class NativeMessage:
         body: bytes,
         content_type: str | None,
         received_at: str | None = None,
+        *,
+        parse: bool = True,
     ) -> NativeMessage:
         """A record from a received body, by the one body rule every adapter follows.
 
@@ -237,16 +239,19 @@ class NativeMessage:
         - no content type (MQTT 3.1.1, bare Kafka or NATS): `data` only when it parses as a
           JSON object or array; bare scalars such as `21.5` stay bytes (sensors send those
           as plain text).
+
+        `parse=False`: a body the rule may parse is parsed when first read instead
+        (`ReceivedRecord`), for a route that may never read it (`ports.defer_bodies`).
         """
         if not body:
             return cls(protocol, fields, received_at=received_at)
         if content_type is not None and not is_json_media_type(content_type):
             return cls(protocol, fields, payload=body, received_at=received_at)
-        # Parsed when first read, not here (`ReceivedRecord`): a binary-mode route whose
-        # definitions read only the address sends the bytes on and never needs the value
-        # (`envelope/wirewriter.py`); the parse and the value's objects were a tenth of
-        # such a route's work per message.
-        return ReceivedRecord(protocol, fields, body, content_type is not None, received_at)
+        if not parse:
+            return ReceivedRecord(protocol, fields, body, content_type is not None,
+                                  received_at)
+        data, payload, raw = parse_body(body, content_type is not None)
+        return cls(protocol, fields, data, payload, received_at, raw)
 
     def unparsed_body(self) -> bytes | None:
         """The received body while it is not parsed yet (its bytes, whatever they parse

@@ -119,7 +119,7 @@ class Commits:
     at every settlement."""
 
     __slots__ = ("_dirty", "_lock", "_parts", "_task", "answerer", "changed", "client",
-                 "unsettled")
+                 "parse_bodies", "unsettled")
 
     def __init__(self) -> None:
         self.client: CommitClient | None = None
@@ -131,6 +131,8 @@ class Commits:
         self.changed = asyncio.Event()
         # Request-reply: the answer hook of a record that names a reply topic.
         self.answerer: Callable[[KafkaRecordLike], Answer | None] | None = None
+        # False once the route may never read the bodies (`ports.defer_bodies`).
+        self.parse_bodies = True
 
     def deliver(self, fetched: Mapping[Hashable, Sequence[KafkaRecordLike]],
                 received_at: str) -> list[Delivery]:
@@ -138,6 +140,7 @@ class Commits:
         (the only order Kafka defines)."""
         out: list[Delivery] = []
         answerer = self.answerer
+        parse = self.parse_bodies
         for tp, records in fetched.items():
             part = self._parts.get(tp)
             if part is None:
@@ -149,7 +152,7 @@ class Commits:
                     continue
                 slot = _Slot(self, part, record.offset)
                 slots.append(slot)
-                out.append(Delivery(to_record(record, received_at), slot,
+                out.append(Delivery(to_record(record, received_at, parse), slot,
                                     None if answerer is None else answerer(record)))
             last = records[-1]
             part.next = (last.last_offset if type(last) is Undecodable

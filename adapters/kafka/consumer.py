@@ -267,6 +267,10 @@ class KafkaConsumer:
         return end
 
     # -- delivery ----------------------------------------------------------------------------
+    def defer_bodies(self) -> None:
+        """Bodies parsed when first read (`ports.defer_bodies`)."""
+        self._commits.parse_bodies = False
+
     def _deliver(self, fetched: dict[Any, list[KafkaRecordLike]]) -> list[Delivery]:
         """Deliveries of a getmany() answer: partition by partition, each in offset order
         (the only order Kafka defines)."""

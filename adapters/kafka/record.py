@@ -68,9 +68,11 @@ def _text(raw: bytes) -> str:
         return base64.b64encode(raw).decode("ascii")
 
 
-def to_record(message: KafkaRecordLike, received_at: str | None = None) -> NativeMessage:
+def to_record(message: KafkaRecordLike, received_at: str | None = None,
+              parse: bool = True) -> NativeMessage:
     """The record of one consumed Kafka record; total (never raises on odd input).
-    Runs once per consumed record: attributes are read once each."""
+    Runs once per consumed record: attributes are read once each. `parse=False`: its
+    body is parsed when first read (`NativeMessage.from_wire`)."""
     fields: dict[str, JSON] = {
         "topic": message.topic,
         "partition": message.partition,
@@ -96,7 +98,7 @@ def to_record(message: KafkaRecordLike, received_at: str | None = None) -> Nativ
                 content_type = text
         fields["headers"] = headers
     return NativeMessage.from_wire(KAFKA, fields, message.value or b"", content_type,
-                                   received_at)
+                                   received_at, parse=parse)
 
 
 class SendArgs(NamedTuple):

@@ -55,6 +55,7 @@ class NatsConsumer(InboxCounts):
             ).hexdigest()[:16]
         )
         self._client: Client | None = None
+        self._parse_bodies = True  # False once the route may never read them
         self._subs: list[Subscription] = []
         self._inbox: Inbox[Msg] = Inbox(self._opts.max_in_flight)
         self._space = asyncio.Event()  # the buffer has room again
@@ -228,19 +229,24 @@ class NatsConsumer(InboxCounts):
         self._space.set()
         received_at = now()  # one clock read per batch: they arrived together
         jetstream = self.jetstream
+        parse = self._parse_bodies
         acks = self._acks
         if acks is not None:
             out = []
             for msg in msgs:
                 ack = jetstream_ack(msg.reply)  # read once: the record's and the ack's
-                out.append(Delivery(to_record(msg, True, received_at, ack),
+                out.append(Delivery(to_record(msg, True, received_at, ack, parse),
                                     self._ack_all_settler(msg, ack, acks)))
             return out
         return [
-            Delivery(to_record(msg, jetstream, received_at), self._settler(msg),
+            Delivery(to_record(msg, jetstream, received_at, None, parse), self._settler(msg),
                      None if jetstream or not msg.reply else self._answerer(msg.reply))
             for msg in msgs
         ]
+
+    def defer_bodies(self) -> None:
+        """Bodies parsed when first read (`ports.defer_bodies`)."""
+        self._parse_bodies = False
 
     def _answerer(self, reply_to: str) -> Answer:
         """Request-reply: publish the answer to the request's reply subject. No answer ->

@@ -142,9 +142,10 @@ def jetstream_ack(reply: str | None) -> JetStreamAck | None:
 
 
 def to_record(msg: Msg, jetstream: bool, received_at: str | None = None,
-              ack: JetStreamAck | None = None) -> NativeMessage:
+              ack: JetStreamAck | None = None, parse: bool = True) -> NativeMessage:
     """The record of one received message; total (never raises on odd input). `ack`: the
-    ack subject as the caller read it already (`jetstream_ack`)."""
+    ack subject as the caller read it already (`jetstream_ack`); `parse=False`: its body
+    is parsed when first read (`NativeMessage.from_wire`)."""
     fields: dict[str, JSON] = {"subject": msg.subject}
     if jetstream:
         # An odd ack subject must not lose the message: it just has no position.
@@ -158,7 +159,8 @@ def to_record(msg: Msg, jetstream: bool, received_at: str | None = None,
     if pairs:
         fields["headers"] = [{"name": n, "value": v} for n, v in pairs]
         content_type = next((v for n, v in pairs if n.lower() == "content-type"), None)
-    return NativeMessage.from_wire(NATS, fields, msg.data, content_type, received_at)
+    return NativeMessage.from_wire(NATS, fields, msg.data, content_type, received_at,
+                                   parse=parse)
 
 
 class PublishArgs:

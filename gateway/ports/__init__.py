@@ -67,6 +67,7 @@ from gateway.ports._adapter import (
 )
 from gateway.ports._admission import Admission
 from gateway.ports._backlog import Backlog, BacklogReporter, PartitionLag, StreamPending
+from gateway.ports._bodies import DefersBodies, defer_bodies
 from gateway.ports._delivery import Answer, Delivery, Settle
 from gateway.ports._endpoint import AdapterEndpoint, AddressTemplate, connection_repr
 from gateway.ports._errors import AdapterError, AlreadySettled, EndOfInput, NotConnected
@@ -98,6 +99,7 @@ __all__ = [
     "BacklogReporter",
     "Confirmation",
     "Consumer",
+    "DefersBodies",
     "Delivery",
     "EndOfInput",
     "EndpointSettings",
@@ -117,6 +119,7 @@ __all__ = [
     "confirmed",
     "connection_repr",
     "correlation_of",
+    "defer_bodies",
     "no_reply",
     "read_one",
     "size_limit",

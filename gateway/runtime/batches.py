@@ -58,6 +58,12 @@ class BatchMaker:
         # The fused path, where every output can take it (`runtime/wirepath.py`).
         self._wire = WirePath.for_route(converter, self._render_plan, keys)
 
+    @property
+    def reads_no_bodies(self) -> bool:
+        """The fast path may never read a received body's value (every output takes it
+        as its bytes): the source may leave bodies unparsed (`ports.defer_bodies`)."""
+        return self._wire is not None and self._wire.sends_bodies_unparsed
+
     async def make(self, deliveries: list[Delivery], started: float) -> Batch:
         """`convert` in slices, giving the event loop a turn between them."""
         batch = self.convert(deliveries[:CONVERT_SLICE], started)

@@ -64,7 +64,7 @@ from gateway.observability.logs import CLIENT_ENDPOINT
 from gateway.observability.metrics import Metrics
 from gateway.policies.reply import ReplyErrors
 from gateway.policies.retry import RetryPolicy
-from gateway.ports import Admission, Consumer, NotConnected, Producer
+from gateway.ports import Admission, Consumer, NotConnected, Producer, defer_bodies
 from gateway.protocols import HTTP
 from gateway.redaction.redactor import Redactor
 from gateway.runtime.backlog import watch_backlog
@@ -164,6 +164,8 @@ class Route:
         batches: asyncio.Queue[Batch] = asyncio.Queue()
         maker = BatchMaker(self.converter, self.outputs, self.mode,
                            PartitionKeys(partition_key), stats)
+        if maker.reads_no_bodies:
+            defer_bodies(self.consumer)
         self.intake = Intake(self.source_endpoint, self.consumer, maker, self.sender, window,
                              batches, connect=self._connect_source, retry=self.retry,
                              observe=self.observe, stats=stats, stalls=stalls, tap=self.tap)

@@ -83,6 +83,12 @@ class WirePath:
         keyed = any(place is not None for _, place in formats)
         return cls(converter, outputs, keys, keyed) if outputs else None
 
+    @property
+    def sends_bodies_unparsed(self) -> bool:
+        """Every output takes a received body as its bytes, unparsed (Kafka's records:
+        `wirewriter`): the path itself never reads a body's value."""
+        return all(form.typed_pairs for form, _ in self._outputs)
+
     def write(self, record: NativeMessage, now: datetime) -> Written | MatchResult | None:
         """`record`'s match and a record per output; or only its match, for the general
         path to finish (`Converter.convert_matched`); or None for a record that carries

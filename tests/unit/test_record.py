@@ -157,7 +157,7 @@ def test_a_body_parsed_when_first_read_is_the_body_rule(body, ctype):
     there is a body are known without parsing."""
     expected = eager_body(body, ctype)
     for first in ("data", "payload", "raw", "has_json_data", "to_json"):
-        record = NativeMessage.from_wire("KAFKA", {"topic": "t"}, body, ctype)
+        record = NativeMessage.from_wire("KAFKA", {"topic": "t"}, body, ctype, parse=False)
         assert record.body_bytes() == body
         assert record.has_body == bool(body)
         assert body_size(record) == len(body)
@@ -178,10 +178,22 @@ def test_a_body_parsed_when_first_read_is_the_body_rule(body, ctype):
 
 
 def test_an_unparsed_record_answers_like_a_parsed_one():
-    lazy = NativeMessage.from_wire("KAFKA", {"topic": "t"}, b'{"a":1}', "application/json")
+    lazy = NativeMessage.from_wire("KAFKA", {"topic": "t"}, b'{"a":1}', "application/json",
+                                   parse=False)
     eager = NativeMessage("KAFKA", {"topic": "t"}, data={"a": 1}, raw=b'{"a":1}')
     assert lazy.unparsed_body() is not None
     assert lazy.replace_fields({"topic": "u"}).unparsed_body() is not None
     assert lazy == eager and lazy.to_line() == eager.to_line()
     assert lazy.data == {"a": 1} and lazy.unparsed_body() is None
     assert lazy.replace_fields({"topic": "u"}).raw == b'{"a":1}'
+
+
+@given(BODIES, CONTENT_TYPES)
+def test_a_body_is_parsed_at_once_unless_deferred(body, ctype):
+    """By default `from_wire` parses as the body arrives (a plain record); deferred,
+    the record reads the same once parsed."""
+    eager = NativeMessage.from_wire("KAFKA", {"topic": "t"}, body, ctype)
+    assert type(eager) is NativeMessage and eager.unparsed_body() is None
+    assert body_of(eager) == eager_body(body, ctype)
+    deferred = NativeMessage.from_wire("KAFKA", {"topic": "t"}, body, ctype, parse=False)
+    assert body_of(deferred) == body_of(eager) and deferred == eager

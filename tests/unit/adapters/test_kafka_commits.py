@@ -26,7 +26,7 @@ from aiokafka.errors import (  # type: ignore[import-untyped]
 from adapters.kafka import KafkaConsumer
 from adapters.kafka import commits as _kafka_commits
 from adapters.kafka.commits import Commits
-from gateway.ports import Delivery, EndpointSettings, NotConnected
+from gateway.ports import Delivery, EndpointSettings, NotConnected, defer_bodies
 
 T0 = TopicPartition("orders", 0)
 T1 = TopicPartition("orders", 1)
@@ -618,3 +618,21 @@ def test_revocation_survives_a_failed_commit_and_a_partition_it_never_had() -> N
         assert client.attempts == [{T0: 1}]
 
     _bounded(scenario)
+
+
+def test_a_consumer_told_to_defer_bodies_leaves_them_unparsed() -> None:
+    """`ports.defer_bodies`: records made after it parse when first read, and read the
+    same as those parsed at once."""
+    async def scenario() -> None:
+        client = _FakeClient(batches=[{T0: [_Record("orders", 0, 0, value=b'{"a": 1}')]},
+                                      {T0: [_Record("orders", 0, 1, value=b'{"a": 1}')]}])
+        consumer = _consumer(client)
+        [at_once] = await consumer.read_batch(10)
+        assert defer_bodies(consumer)
+        [deferred] = await consumer.read_batch(10)
+        assert at_once.message.unparsed_body() is None
+        assert deferred.message.unparsed_body() == b'{"a": 1}'
+        assert deferred.message.data == at_once.message.data == {"a": 1}
+        assert not defer_bodies(object())  # a consumer that cannot: nothing happens
+
+    asyncio.run(scenario())

@@ -6,6 +6,8 @@ import itertools
 import time
 from pathlib import Path
 
+import pytest
+
 from adapters.memory import MemoryConsumer, MemoryProducer
 from gateway.convert import Converter
 from gateway.deadletter.format import deadletter_metadata, original_record
@@ -333,3 +335,26 @@ def test_stop_gives_back_every_batch_still_waiting_for_its_sink():
     assert not consumer.acked
     assert len(consumer.nacked) == 8 and all(n.retry for n in consumer.nacked)
     assert route.inflight == 0
+
+
+class _Deferring(MemoryConsumer):
+    deferred = False
+
+    def defer_bodies(self):
+        self.deferred = True
+
+
+@pytest.mark.parametrize(("protocol", "mode", "defaults", "deferred"), [
+    ("KAFKA", "binary", {"topic": "t"}, True),  # bodies go on as their bytes
+    ("KAFKA", "binary", {"topic": "store-{storeid}"}, False),  # no fused path
+    ("KAFKA", "structured", {"topic": "t"}, False),
+    ("NATS", "binary", {"subject": "s"}, False),  # its producer reads the value
+])
+def test_a_route_defers_parsing_only_where_its_outputs_never_read_bodies(
+        protocol, mode, defaults, deferred):
+    consumer = _Deferring([], close_when_empty=True)
+    Route("store", "store-mqtt", consumer, Converter(CATALOG.messages()),
+          [Output("out", protocol, MemoryProducer(), defaults=defaults)],
+          deadletter=Output("dlq", "KAFKA", MemoryProducer(), defaults={"topic": "dead"}),
+          metrics=Metrics(), mode=mode)
+    assert consumer.deferred is deferred

@@ -97,7 +97,8 @@ def batch_of(offset: int) -> list[Delivery]:
             (b'{"v": 15}', None)], start=10):
         fields = {"topic": "t", "partition": 0, "offset": offset + n,
                   "key": f"store/{n}/desk/{n}", "headers": json_type if ctype else []}
-        records.append(NativeMessage.from_wire("KAFKA", fields, body, ctype, RECEIVED))
+        records.append(NativeMessage.from_wire("KAFKA", fields, body, ctype, RECEIVED,
+                                               parse=False))
     out = [Delivery(record, _settle) for record in records]
     out.append(Delivery(NativeMessage("KAFKA", {"topic": "t", "offset": offset + 9}),
                         _settle, undecodable="bad batch"))
