@@ -109,16 +109,18 @@ def _kafka_records(size: int) -> list[ConsumerRecord[bytes, bytes]]:
     return out
 
 
-def _reader(source: str, size: int) -> Callable[[], list[NativeMessage]]:
+def _reader(source: str, size: int, parse: bool = True) -> Callable[[], list[NativeMessage]]:
+    """`parse=False`: bodies parsed when first read (`ports.defer_bodies`)."""
     if source == "kafka":
         from adapters.kafka.record import to_record as kafka_record
 
         raw = _kafka_records(size)
-        return lambda: [kafka_record(r) for r in raw]
+        return lambda: [kafka_record(r, None, parse) for r in raw]
     from adapters.nats.record import to_record as nats_record
 
     msgs = [NatsMsg(n) for n in range(size)]
-    return lambda: [nats_record(m, True) for m in msgs]  # type: ignore[arg-type]
+    return lambda: [nats_record(m, True, None, None, parse)  # type: ignore[arg-type]
+                    for m in msgs]
 
 
 def _writer(sink: str) -> Callable[[list[NativeMessage]], None]:

@@ -546,14 +546,12 @@ class UnparsedWireRecord(_ParsedWhenRead, WireRecord):
     def __init__(self, protocol: str, head: dict[str, JSON], data: JSON,
                  payload: bytes | None, raw: bytes | None,
                  encoded: EncodedHeaders) -> None:
+        # Until it is parsed, the body's parts are the properties' to give (they take
+        # precedence over the instance's own entries, which parsing then replaces).
+        super().__init__(protocol, head, _NO_DATA, None, None, encoded)
         state = self.__dict__
-        state["protocol"] = protocol
-        state["_head"] = head
-        state["_lead"] = len(head)
-        state["received_at"] = None
         state["_body"] = raw
         state["_declared"] = True
-        state["encoded_headers"] = encoded
 
 
 def _json_bytes(data: JSON) -> bytes:

@@ -129,6 +129,15 @@ def test_the_usual_records_are_written() -> None:
     assert writer(bytes_body, {"a": "x"}, NOW, consts, {}, None) is None
 
 
+def as_kafka(definition: MessageDefinition) -> EnvelopeTemplate:
+    """The template of `definition`'s envelope on a Kafka definition."""
+    return EnvelopeTemplate(define("k", "KAFKA", [opt("topic", "t")],
+                                   definition.envelope_metadata,
+                                   datacontenttype=definition.datacontenttype,
+                                   dataschemauri=definition.dataschemauri,
+                                   dataschemaformat=definition.dataschemaformat))
+
+
 @st.composite
 def identified(draw: st.DrawFn) -> NativeMessage:
     """A Kafka record as the adapter makes it (an identity always), with the drawn
@@ -146,11 +155,7 @@ def test_records_with_an_identity_are_written_as_render_and_encode_write(
         data: st.DataObject, definition: MessageDefinition) -> None:
     """As above, for records that have an identity (the Kafka adapter's always do), so
     that most draws are written rather than declined."""
-    kafka = define("k", "KAFKA", [opt("topic", "t")], definition.envelope_metadata,
-                   datacontenttype=definition.datacontenttype,
-                   dataschemauri=definition.dataschemauri,
-                   dataschemaformat=definition.dataschemaformat)
-    template = EnvelopeTemplate(kafka)
+    template = as_kafka(definition)
     for _ in range(4):
         record = data.draw(identified())
         context = data.draw(st.dictionaries(st.sampled_from(["a", "b"]), VALUES))
@@ -182,11 +187,7 @@ def test_records_from_the_wire_are_written_as_render_and_encode_write(
     """As above, for records as the adapters make them, whose bodies are parsed only
     when read: a body the writer sends on unparsed is the body rendering and encoding
     the parsed record sends, and its record reads as that record does."""
-    kafka = define("k", "KAFKA", [opt("topic", "t")], definition.envelope_metadata,
-                   datacontenttype=definition.datacontenttype,
-                   dataschemauri=definition.dataschemauri,
-                   dataschemaformat=definition.dataschemaformat)
-    template = EnvelopeTemplate(kafka)
+    template = as_kafka(definition)
     for _ in range(4):
         record, fresh = data.draw(received())
         context = data.draw(st.dictionaries(st.sampled_from(["a", "b"]), VALUES))
