@@ -20,7 +20,7 @@ import binascii
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, Literal, cast
 
 from gateway.json.body import loads_body, loads_text
 from gateway.json.values import JSON, JSONObject, as_text
@@ -46,6 +46,10 @@ class RecordError(ValueError):
 
 
 _NO_DATA: Any = object()
+#: What an adapter saw of a record's CloudEvent (`NativeMessage.event_mode`): its mode,
+#: None for none, or `UNDETECTED` (the binding looks).
+EventMode = Literal["structured", "binary", "undetected"] | None
+UNDETECTED: EventMode = "undetected"
 
 
 def parse_body(body: bytes, declared: bool) -> tuple[JSON, bytes | None, bytes | None]:
@@ -146,6 +150,12 @@ class NativeMessage:
     # of equality (the same headers). Set through `set_encoded_headers`, so it is an
     # instance attribute only where it was made.
     encoded_headers: ClassVar[EncodedHeaders | None] = None
+    # Whether the record carries a CloudEvent, and in which mode ("structured", "binary"
+    # or None), as the adapter that built it saw while it read the headers once anyway
+    # (`mark_event_mode`); `UNDETECTED` where it did not say, and the binding then looks
+    # (`detect`). Not part of the JSON form or of equality, and not copied by
+    # `replace_fields` (other fields may say otherwise).
+    event_mode: ClassVar[EventMode] = "undetected"
 
     def __init__(self, protocol: str, fields: Mapping[str, JSON] | None = None,
                  data: JSON = _NO_DATA, payload: bytes | None = None,
@@ -273,6 +283,10 @@ class NativeMessage:
         if encoded is not None:
             record.__dict__["encoded_headers"] = encoded
         return record
+
+    def mark_event_mode(self, mode: EventMode) -> None:
+        """Say whether this record carries a CloudEvent (`event_mode`)."""
+        self.__dict__["event_mode"] = mode
 
     def set_encoded_headers(self, text: list[tuple[str, str]], typed: bool,
                             utf8: list[tuple[str, bytes]] | None = None) -> None:
@@ -627,6 +641,7 @@ def read_records(lines: Iterator[str]) -> Iterator[tuple[int, NativeMessage | Re
 
 
 __all__ = [
-    "MQTT5", "MQTT311", "NATS", "NativeMessage", "ReceivedRecord", "RecordError",
-    "UnparsedWireRecord", "WireRecord", "is_json_media_type", "parse_body", "read_records",
+    "MQTT5", "MQTT311", "NATS", "UNDETECTED", "EventMode", "NativeMessage", "ReceivedRecord",
+    "RecordError", "UnparsedWireRecord", "WireRecord", "is_json_media_type", "parse_body",
+    "read_records",
 ]

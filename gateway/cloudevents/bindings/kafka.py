@@ -24,7 +24,7 @@ from gateway.cloudevents.event import CloudEvent
 from gateway.cloudevents.typesystem import ExtensionTypes, to_canonical
 from gateway.json.values import JSON
 from gateway.protocols import KAFKA
-from gateway.record import NativeMessage
+from gateway.record import UNDETECTED, NativeMessage
 
 PREFIX = "ce_"
 # The headers of each attribute layout, written by generated code (`unrolled`).
@@ -46,6 +46,11 @@ def _scan(record: NativeMessage) -> tuple[str | None, list[headers.Entry]]:
 
 
 def detect(record: NativeMessage) -> Mode | None:
+    marked = record.event_mode  # what the adapter saw reading the headers (`event_mode`)
+    if marked is None:
+        return None
+    if marked != UNDETECTED:
+        return "binary" if marked == "binary" else "structured"
     content_type, specversion = headers.peek(record.fields.get("headers"), PREFIX,
                                              lower_names=False)
     if content_type is not None and mediatype.is_cloudevents(content_type):
