@@ -34,22 +34,12 @@ BATCH = 1000
 
 
 def child(route: str, batches: int, bodies: str) -> None:
-    from prometheus_client import CollectorRegistry
-
     from bench import bench_stages as bs
-    from gateway.observability.metrics import Metrics
     from gateway.ports import Delivery
-    from gateway.runtime.batches import BatchMaker
     from gateway.runtime.heap import settle_heap
-    from gateway.runtime.keys import PartitionKeys
-    from gateway.runtime.output import Output
-    from gateway.runtime.stats import RouteStats
 
     source, sink = route.split("-")
-    output = Output("dst", bs.PROTOCOL[sink], bs._Producer(), bs.DEFAULTS[sink])  # type: ignore[arg-type]
-    stats = RouteStats("bench", "src", Metrics(CollectorRegistry()), None, 4096, [output])
-    maker = BatchMaker(bs._definition(source), [output], "binary", PartitionKeys("source"),
-                       stats)
+    maker = bs.route_maker(bs._definition(source), sink)
     write = bs._writer(sink)
     read = bs._reader(source, BATCH, parse=bodies == "parsed")
     settle_heap()

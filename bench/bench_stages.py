@@ -144,6 +144,13 @@ class _Producer:
     connected = True
 
 
+def route_maker(converter: Converter, sink: str) -> BatchMaker:
+    """The route's batch maker: binary CloudEvents to one `sink` output."""
+    output = Output("dst", PROTOCOL[sink], _Producer(), DEFAULTS[sink])  # type: ignore[arg-type]
+    stats = RouteStats("bench", "src", Metrics(CollectorRegistry()), None, 4096, [output])
+    return BatchMaker(converter, [output], "binary", PartitionKeys("source"), stats)
+
+
 def _least(fn: Callable[[], object], rounds: int, size: int) -> float:
     best = float("inf")
     for _ in range(rounds):
@@ -156,9 +163,7 @@ def _least(fn: Callable[[], object], rounds: int, size: int) -> float:
 def stages(route: str, size: int, rounds: int) -> dict[str, float]:
     source, sink = route.split("-")
     converter = _definition(source)
-    output = Output("dst", PROTOCOL[sink], _Producer(), DEFAULTS[sink])  # type: ignore[arg-type]
-    stats = RouteStats("bench", "src", Metrics(CollectorRegistry()), None, 4096, [output])
-    maker = BatchMaker(converter, [output], "binary", PartitionKeys("source"), stats)
+    maker = route_maker(converter, sink)
     read, write = _reader(source, size), _writer(sink)
     records = read()
     deliveries = [Delivery(r, _settle) for r in records]
@@ -181,9 +186,7 @@ def fresh(route: str, size: int, rounds: int) -> dict[str, float]:
     converted (the timings above reuse one hot batch). Least of `rounds`."""
     source, sink = route.split("-")
     converter = _definition(source)
-    output = Output("dst", PROTOCOL[sink], _Producer(), DEFAULTS[sink])  # type: ignore[arg-type]
-    stats = RouteStats("bench", "src", Metrics(CollectorRegistry()), None, 4096, [output])
-    maker = BatchMaker(converter, [output], "binary", PartitionKeys("source"), stats)
+    maker = route_maker(converter, sink)
     kept: list[object] = []
     best = {"to_record (fresh)": float("inf"), "BatchMaker.convert (fresh)": float("inf")}
     for _ in range(rounds):

@@ -32,7 +32,7 @@ import binascii
 from collections.abc import Sequence
 from typing import NamedTuple, Protocol
 
-from gateway.cloudevents.mediatype import is_cloudevents
+from gateway.cloudevents.bindings.kafka import is_marker, mode_of
 from gateway.json.values import JSON
 from gateway.protocols import KAFKA
 from gateway.record import NativeMessage
@@ -41,9 +41,6 @@ from gateway.record import is_json_media_type as is_json_type
 __all__ = ["KafkaRecordLike", "SendArgs", "is_json_type", "to_record", "to_send"]
 
 CONTENT_TYPE = "content-type"
-# The binary-mode marker header of the Kafka binding (`ce_specversion`, prefix in any case).
-PREFIX = "ce_"
-_SPECVERSION_SIZE = len("ce_specversion")
 
 
 class KafkaRecordLike(Protocol):
@@ -101,18 +98,14 @@ def to_record(message: KafkaRecordLike, received_at: str | None = None,
             headers.append({"name": name, "value": text})
             if content_type is None and name.lower() == CONTENT_TYPE:
                 content_type = text
-            # The binary-mode marker, as the binding reads it (`kafka.detect`): a length
-            # comparison for the usual header.
-            elif len(name) == _SPECVERSION_SIZE and name[3:] == "specversion" \
-                    and name[:3].lower() == PREFIX:
+            elif not specversion and is_marker(name):  # as the binding reads it
                 specversion = True
         fields["headers"] = headers
     record = NativeMessage.from_wire(KAFKA, fields, message.value or b"", content_type,
                                      received_at, parse=parse)
     # Whether it carries a CloudEvent, seen here once rather than by a second pass over
     # the headers for every record (`NativeMessage.event_mode`).
-    record.mark_event_mode("structured" if is_cloudevents(content_type)
-                           else "binary" if specversion else None)
+    record.mark_event_mode(mode_of(content_type, specversion))
     return record
 
 

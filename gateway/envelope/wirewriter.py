@@ -33,7 +33,7 @@ from gateway.json.values import JSON
 from gateway.protocols import find_profile
 from gateway.record import NativeMessage, UnparsedWireRecord
 
-__all__ = ["WireWriter", "own_defaults", "writer"]
+__all__ = ["WireWriter", "own_defaults", "sends_unparsed", "writer"]
 
 # (record, context, now, consts, defaults, key) -> the output's record, or None: the
 # general path's. `defaults`: the output's fields to add (those the binding does not
@@ -68,10 +68,19 @@ _SOURCE = ("attributes", "data", "has_data", "raw_in")
 _UNREAD = object()
 
 
+def sends_unparsed(form: BinaryForm) -> bool:
+    """Whether `form`'s writers send a received JSON body on unparsed. Only Kafka's: its
+    producer asks whether a body is JSON only for a record without a content-type pair
+    (`typed_pairs`), and such a body always has one; a NATS producer asks every record
+    (it adds a `content-type` line for JSON data: `adapters/nats/record.py`), which
+    would parse it at once, and HTTP's records are plain records."""
+    return form.typed_pairs
+
+
 def made_by(expression: str, form: BinaryForm) -> str:
     """The wire form's record `expression`, made an `UnparsedWireRecord` (the same
     arguments) where the body went on unparsed."""
-    if not form.typed_pairs:
+    if not sends_unparsed(form):
         return expression
     assert expression.startswith("Wire(")
     return "(Unparsed if data is UNREAD else Wire)(" + expression[len("Wire("):]
@@ -108,10 +117,7 @@ def writer(shape: Shape, protocol: str, form: BinaryForm, layout: Layout,
         # `OutputFormat.render` adds them. The names of this part are its own: the
         # other parts' locals (`key`, `made` ...) must not overwrite them.
         assert wire[-1].startswith("return ")
-        # Only Kafka's records take a body unparsed: a NATS producer asks whether the
-        # body is JSON (it then adds a `content-type` line: `adapters/nats/record.py`),
-        # which would parse it at once, and HTTP's records are plain records.
-        body = _UNPARSED_BODY if form.typed_pairs else _BODY
+        body = _UNPARSED_BODY if sends_unparsed(form) else _BODY
         namespace["UNREAD"] = _UNREAD
         namespace["Unparsed"] = UnparsedWireRecord
         tail = [*body, f"if len(attributes) != {len(layout)}:", "    return None",

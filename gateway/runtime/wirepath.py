@@ -26,7 +26,7 @@ from gateway.convert import Converter
 from gateway.definitions.model import MessageDefinition
 from gateway.envelope.outgoing import OutputFormat
 from gateway.envelope.partitioning import PartitionKeys
-from gateway.envelope.wirewriter import WireWriter, own_defaults
+from gateway.envelope.wirewriter import WireWriter, own_defaults, sends_unparsed
 from gateway.json.values import JSON
 from gateway.matching.matcher import MatchResult
 from gateway.protocols.profile import FieldRef
@@ -87,7 +87,7 @@ class WirePath:
     def sends_bodies_unparsed(self) -> bool:
         """Every output takes a received body as its bytes, unparsed (Kafka's records:
         `wirewriter`): the path itself never reads a body's value."""
-        return all(form.typed_pairs for form, _ in self._outputs)
+        return all(sends_unparsed(form) for form, _ in self._outputs)
 
     def write(self, record: NativeMessage, now: datetime) -> Written | MatchResult | None:
         """`record`'s match and a record per output; or only its match, for the general

@@ -7,6 +7,8 @@ alone: turning a key into `partitionkey` would add an attribute the sender never
 
 from __future__ import annotations
 
+from typing import Literal
+
 from gateway.cloudevents import mediatype
 from gateway.cloudevents.bindings import headers, unrolled, wireform
 from gateway.cloudevents.bindings.common import (
@@ -27,6 +29,8 @@ from gateway.protocols import KAFKA
 from gateway.record import UNDETECTED, NativeMessage
 
 PREFIX = "ce_"
+_PREFIX_SIZE = len(PREFIX)
+_MARKER_SIZE = len(PREFIX + "specversion")
 # The headers of each attribute layout, written by generated code (`unrolled`).
 _UNROLLED = unrolled.Unrolled(PREFIX, percent_encode=False)
 CONTENT_TYPE = "content-type"
@@ -53,9 +57,24 @@ def detect(record: NativeMessage) -> Mode | None:
         return "binary" if marked == "binary" else "structured"
     content_type, specversion = headers.peek(record.fields.get("headers"), PREFIX,
                                              lower_names=False)
+    return mode_of(content_type, specversion)
+
+
+def mode_of(content_type: str | None,
+            specversion: bool) -> Literal["structured", "binary"] | None:
+    """A record's mode from its content type and whether it has the binary-mode marker
+    (`is_marker`): what `detect` looks for, and what the adapter tells it
+    (`NativeMessage.event_mode`) after its own pass over the headers."""
     if content_type is not None and mediatype.is_cloudevents(content_type):
         return "structured"
     return "binary" if specversion else None
+
+
+def is_marker(name: str) -> bool:
+    """Whether a header `name` is the binary-mode marker (`ce_specversion`, the prefix
+    in any case, as `headers.peek` reads it); a length comparison for the usual one."""
+    return (len(name) == _MARKER_SIZE and name[_PREFIX_SIZE:] == "specversion"
+            and name[:_PREFIX_SIZE].lower() == PREFIX)
 
 
 def decode(record: NativeMessage, extension_types: ExtensionTypes | None) -> CloudEvent | None:
