@@ -87,6 +87,11 @@ class _Slot:
         # superseded by a rewind (the offset is delivered again under a new slot).
         self.live = True
 
+    @property
+    def bulk(self) -> Commits:
+        """What acks a settled run of slots at once (`ports.ack_all`)."""
+        return self.commits
+
     async def __call__(self, ack: bool, reason: str, retry: bool) -> None:
         # No I/O here: the engine settles a whole batch in a burst; the commit runs in the
         # background task, once for the burst.
@@ -174,6 +179,25 @@ class Commits:
             "dead-lettered as undecodable, the partition goes on",
             fields(reason="undecodable", error=record.why))
         return Delivery(to_record(record, received_at), slot, undecodable=record.why)
+
+    def ack_bulk(self, slots: Sequence[_Slot]) -> None:
+        """Ack each of `slots` as its own ack would, in order (`ports.BulkAcker`): each
+        partition's commit point moves once for the run instead of once per slot."""
+        self.unsettled -= len(slots)
+        self.changed.set()
+        moved: list[_Partition] = []
+        last: _Partition | None = None
+        for slot in slots:
+            if not slot.live:
+                continue  # no longer ours to settle (as in `_Slot.__call__`)
+            slot.acked = True
+            part = slot.part
+            if part is not last:
+                last = part
+                if part not in moved:
+                    moved.append(part)
+        for part in moved:
+            self._advance(part)
 
     def first_unsettled(self, tp: Hashable) -> int | None:
         """The first offset of `tp` this member has not settled: its first delivery still

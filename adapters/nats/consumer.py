@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+from collections.abc import Sequence
 from typing import Any
 
 import nats.errors
@@ -15,7 +16,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
 
-from adapters.nats.acks import AckFrontier
+from adapters.nats.acks import AckFrontier, AckSlot
 from adapters.nats.client import Client
 from adapters.nats.connection import await_reconnect, log, now, open_client
 from adapters.nats.options import NatsOptions
@@ -32,6 +33,34 @@ from gateway.ports import (
 )
 from gateway.ports.inbox import Inbox, InboxCounts
 from gateway.record import NativeMessage
+
+
+class _FrontierHook:
+    """The settle hook of one delivery under AckPolicy.ALL (`_ack_all_settler`): an
+    object rather than a closure, so that a settled run of them is acked in one call to
+    the consumer (`bulk`, `ports.ack_all`)."""
+
+    __slots__ = ("acks", "consumer", "msg", "slot")
+
+    def __init__(self, consumer: NatsConsumer, msg: Msg, acks: AckFrontier[Msg],
+                 slot: AckSlot[Msg]) -> None:
+        self.consumer = consumer
+        self.msg = msg
+        self.acks = acks
+        self.slot = slot
+
+    @property
+    def bulk(self) -> NatsConsumer:
+        return self.consumer
+
+    # The consumer's private parts are this module's: the hook is the consumer's own.
+    async def __call__(self, ack: bool, reason: str, retry: bool) -> None:
+        consumer = self.consumer
+        consumer._inbox.settled()
+        if not ack and retry:
+            await consumer._nak(self.msg)
+        elif self.acks.settle(self.slot):
+            consumer._ack_soon(self.acks)
 
 
 class NatsConsumer(InboxCounts):
@@ -286,17 +315,24 @@ class NatsConsumer(InboxCounts):
         this message, which keeps its place until its redelivery settles."""
         if ack is None:
             return self._settler(msg)  # no position to order by: settle it on its own
-        slot = acks.track(ack.sequence, ack.delivery, msg)
+        return _FrontierHook(self, msg, acks, acks.track(ack.sequence, ack.delivery, msg))
 
-        async def settle(ack: bool, reason: str, retry: bool) -> None:
-            self._inbox.settled()
-            if not ack and retry:
-                await self._nak(msg)
-            elif acks.settle(slot) and not self._ack_scheduled:
-                self._ack_scheduled = True
-                asyncio.get_running_loop().call_soon(self._send_ack, acks)
+    def ack_bulk(self, hooks: Sequence[_FrontierHook]) -> None:
+        """Ack each of `hooks` as its own ack would, in order (`ports.BulkAcker`): the
+        frontier moves per message, the window and the +ACK once for the run."""
+        self._inbox.settled(len(hooks))
+        ready: AckFrontier[Msg] | None = None
+        for hook in hooks:
+            if hook.acks.settle(hook.slot):
+                ready = hook.acks
+        if ready is not None:
+            self._ack_soon(ready)
 
-        return settle
+    def _ack_soon(self, acks: AckFrontier[Msg]) -> None:
+        """Send the frontier's +ACK once the settling burst yields (once per burst)."""
+        if not self._ack_scheduled:
+            self._ack_scheduled = True
+            asyncio.get_running_loop().call_soon(self._send_ack, acks)
 
     def _send_ack(self, acks: AckFrontier[Msg]) -> None:
         self._ack_scheduled = False

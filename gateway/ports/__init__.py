@@ -36,6 +36,10 @@ salvaged (raw bytes, where it was) and `Delivery.undecodable` saying why: the ro
 dead-letters it as `undecodable` and acks it, so the source moves past it. Only transient
 trouble (the broker unreachable) is `NotConnected`.
 
+A consumer whose acks do no I/O of their own (Kafka's commit point, JetStream's ack
+frontier) may ack a settled batch in one call: its settle hooks name a `BulkAcker`, and
+the route acks through `ack_all`.
+
 A consumer that knows how far it is behind its source (Kafka partition lag, JetStream
 pending messages) also implements `BacklogReporter`; the route exports it as metrics.
 
@@ -68,6 +72,7 @@ from gateway.ports._adapter import (
 from gateway.ports._admission import Admission
 from gateway.ports._backlog import Backlog, BacklogReporter, PartitionLag, StreamPending
 from gateway.ports._bodies import DefersBodies, defer_bodies
+from gateway.ports._bulk import BulkAcker, ack_all
 from gateway.ports._delivery import Answer, Delivery, Settle
 from gateway.ports._endpoint import AdapterEndpoint, AddressTemplate, connection_repr
 from gateway.ports._errors import AdapterError, AlreadySettled, EndOfInput, NotConnected
@@ -97,6 +102,7 @@ __all__ = [
     "Answer",
     "Backlog",
     "BacklogReporter",
+    "BulkAcker",
     "Confirmation",
     "Consumer",
     "DefersBodies",
@@ -116,6 +122,7 @@ __all__ = [
     "StrayListener",
     "StreamPending",
     "TlsSettings",
+    "ack_all",
     "confirmed",
     "connection_repr",
     "correlation_of",

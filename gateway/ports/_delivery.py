@@ -53,14 +53,21 @@ class Delivery:
         return self._waiting is not None and not self._waiting()
 
     async def ack(self) -> None:
-        self._mark()
+        self.mark_settled()
         await self._settle(True, "", False)
 
     async def nack(self, reason: str, retry: bool = True) -> None:
-        self._mark()
+        self.mark_settled()
         await self._settle(False, reason, retry)
 
-    def _mark(self) -> None:
+    @property
+    def settle_hook(self) -> Settle:
+        """The adapter's hook (for `ack_all`, which acks runs of hooks in bulk)."""
+        return self._settle
+
+    def mark_settled(self) -> None:
+        """Settled from now on (raises `AlreadySettled` if it was): `ack` and `nack` do
+        it first; `ack_all` does it for the hooks it acks in bulk."""
         if self.settled:
             raise AlreadySettled("delivery already settled")
         self.settled = True

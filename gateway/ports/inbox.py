@@ -45,9 +45,10 @@ class Inbox(Generic[T]):
         self.buffer.extend(items)
         self._changed.set()
 
-    def settled(self) -> None:
-        """One handed-out delivery was settled: the window has room for one more."""
-        self.unsettled -= 1
+    def settled(self, count: int = 1) -> None:
+        """`count` handed-out deliveries were settled: the window has room for as many
+        more."""
+        self.unsettled -= count
         self._changed.set()
 
     def wake(self) -> None:

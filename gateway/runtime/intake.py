@@ -20,7 +20,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from gateway.policies.retry import RetryPolicy
-from gateway.ports import Consumer, Delivery, EndOfInput, NotConnected
+from gateway.ports import Consumer, Delivery, EndOfInput, NotConnected, ack_all
 from gateway.runtime.batches import BatchMaker
 from gateway.runtime.ledger import Batch
 from gateway.runtime.sender import Sender
@@ -119,8 +119,7 @@ class Intake:
         subscription only (its own group, session or ephemeral consumer), which takes
         nothing from the endpoint's real consumers."""
         try:
-            for message in batch.messages:
-                await message.delivery.ack()
+            await ack_all(batch.deliveries())
         finally:
             self._window.release(batch)
         tap = self._tap

@@ -21,9 +21,9 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
-from gateway.ports import Delivery
+from gateway.ports import Delivery, ack_all
 from gateway.runtime.deadletters import DeadLetters
-from gateway.runtime.ledger import Batch, Message, Sent, give_up, verdicts
+from gateway.runtime.ledger import Batch, Message, Sent, Verdict, give_up, verdicts
 from gateway.runtime.reply import Replies
 from gateway.runtime.sender import Sender, outcomes
 from gateway.runtime.stats import RouteStats
@@ -78,12 +78,11 @@ class Settler:
             await self._replies.hand_back(batch)
         dropped: dict[Message, str] = {}
         unwritten = await self._deadletters.write(batch.messages, dropped)
-        for message, verdict in zip(batch.messages, verdicts(batch.messages, unwritten,
-                                                             dropped), strict=True):
-            if verdict.ack:
-                await message.delivery.ack()
-            else:
-                await message.delivery.nack(verdict.reason, retry=verdict.retry)
+        if not unwritten and not dropped:
+            # Every message acked (nearly every batch): in bulk where the source can.
+            await ack_all(batch.deliveries())
+        else:
+            await _settle_each(batch.messages, verdicts(batch.messages, unwritten, dropped))
         tap = self._tap
         if tap is not None and tap.hub.attached:  # one check per batch when nobody taps
             tap.offer(batch)
@@ -104,6 +103,14 @@ class Settler:
         if self._replies is not None:
             sent.replies = {i: o for i, o in enumerate(results) if o.reply is not None}
         sender.follow(output)
+
+
+async def _settle_each(messages: Sequence[Message], settled: Sequence[Verdict]) -> None:
+    for message, verdict in zip(messages, settled, strict=True):
+        if verdict.ack:
+            await message.delivery.ack()
+        else:
+            await message.delivery.nack(verdict.reason, retry=verdict.retry)
 
 
 async def give_back(deliveries: Sequence[Delivery], reason: str) -> None:

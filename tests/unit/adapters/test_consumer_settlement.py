@@ -13,6 +13,8 @@ from typing import Any, cast
 import nats.errors
 import paho.mqtt.client as paho
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from adapters.mqtt.consumer import MqttConsumer
 from adapters.mqtt.paho_loop import PahoLink
@@ -20,7 +22,10 @@ from adapters.nats.acks import AckFrontier
 from adapters.nats.connection import log
 from adapters.nats.consumer import NatsConsumer
 from adapters.nats.record import JetStreamAck
-from gateway.ports import Delivery, EndpointSettings
+from gateway.ports import Delivery, EndpointSettings, ack_all
+from gateway.record import NativeMessage
+
+_RECORD = NativeMessage("NATS", {}, None)
 
 # -- MQTT --------------------------------------------------------------------------------
 
@@ -323,3 +328,47 @@ def test_nats_ack_all_an_ack_or_nak_the_server_cannot_take_is_logged_and_left(
     said = [r.getMessage() for r in caplog.records if r.name == log.name]
     assert said == [f"NATS nak not sent ({_CLOSED!r}); redelivery after ack_wait",
                     f"NATS ack not sent ({_CLOSED!r}); redelivery after ack_wait"]
+
+
+@given(st.lists(st.sampled_from(["ack", "retry", "later"]), min_size=1, max_size=8))
+def test_nats_ack_all_in_bulk_says_what_acking_each_in_order_says(hows: list[str]) -> None:
+    """`NatsConsumer.ack_bulk` (the route's `ports.ack_all`) against each delivery's own
+    ack: the same +ACK and -NAKs, the same window. "retry": nacked for redelivery first;
+    "later": left unsettled; "ack": acked with the batch."""
+    def said(bulk: bool) -> tuple[object, ...]:
+        async def main() -> tuple[object, ...]:
+            consumer = _nats(stream="S")
+            consumer._inbox.unsettled = len(hows)
+            _, msgs, settle = _ack_all(consumer, *(f"m{n}" for n in range(len(hows))))
+            deliveries = [Delivery(_RECORD, hook) for hook in settle]
+            for delivery, how in zip(deliveries, hows, strict=True):
+                if how == "retry":
+                    await delivery.nack("later", retry=True)
+            batch = [d for d, how in zip(deliveries, hows, strict=True) if how == "ack"]
+            if bulk:
+                await ack_all(batch)
+            else:
+                for delivery in batch:
+                    await delivery.ack()
+            await _spin()
+            return [m.said for m in msgs], consumer.unsettled
+        return asyncio.run(main())
+
+    assert said(bulk=True) == said(bulk=False)
+
+
+def test_nats_ack_all_hooks_name_their_consumer_for_bulk_acks() -> None:
+    async def main() -> None:
+        consumer = _nats(stream="S")
+        _, msgs, settle = _ack_all(consumer, "one", "two", "three")
+        assert all(getattr(hook, "bulk", None) is consumer for hook in settle)
+        await ack_all([Delivery(_RECORD, hook) for hook in settle])
+        await _spin()
+        assert [m.said for m in msgs] == [[], [], [("ack", None)]]  # one +ACK for all
+        assert consumer.unsettled == 0
+    asyncio.run(main())
+
+
+async def _spin(rounds: int = 6) -> None:
+    for _ in range(rounds):
+        await asyncio.sleep(0)

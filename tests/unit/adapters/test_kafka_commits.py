@@ -22,11 +22,13 @@ from aiokafka.errors import (  # type: ignore[import-untyped]
     IllegalStateError,
     KafkaError,
 )
+from hypothesis import given
+from hypothesis import strategies as st
 
 from adapters.kafka import KafkaConsumer
 from adapters.kafka import commits as _kafka_commits
 from adapters.kafka.commits import Commits
-from gateway.ports import Delivery, EndpointSettings, NotConnected, defer_bodies
+from gateway.ports import Delivery, EndpointSettings, NotConnected, ack_all, defer_bodies
 
 T0 = TopicPartition("orders", 0)
 T1 = TopicPartition("orders", 1)
@@ -636,3 +638,52 @@ def test_a_consumer_told_to_defer_bodies_leaves_them_unparsed() -> None:
         assert not defer_bodies(object())  # a consumer that cannot: nothing happens
 
     asyncio.run(scenario())
+
+
+# Per delivered offset (two partitions, 0..5 each): settled before the batch's ack (an
+# ack, or a nack for retry: a rewind voids it and the later ones), or left to the batch.
+_EARLIER = st.lists(st.tuples(st.sampled_from([0, 1]), st.integers(0, 5),
+                              st.sampled_from(["ack", "retry"])), max_size=6)
+
+
+@given(_EARLIER)
+def test_acking_a_batch_in_bulk_leaves_what_acking_each_in_order_leaves(
+        earlier: list[tuple[int, int, str]]) -> None:
+    """`Commits.ack_bulk` (the route's `ports.ack_all`) against each delivery's own ack:
+    the same offsets to commit, slots kept and count of unsettled deliveries."""
+    def state(bulk: bool) -> tuple[object, ...]:
+        async def main() -> tuple[object, ...]:
+            client = _Committer()
+            client.held = asyncio.Event()  # nothing committed: `_dirty` is the outcome
+            commits, delivered = _tracking(client, {T0: _records(T0, *range(6)),
+                                                   T1: _records(T1, *range(6))})
+            for partition, offset, how in earlier:
+                delivery = delivered.pop((partition, offset), None)
+                if delivery is not None:
+                    await (delivery.ack() if how == "ack" else delivery.nack("x", retry=True))
+            rest = list(delivered.values())
+            if bulk:
+                await ack_all(rest)
+            else:
+                for delivery in rest:
+                    await delivery.ack()
+            return (dict(commits._dirty), commits.unsettled,
+                    {tp: [s.offset for s in part.slots] for tp, part in commits._parts.items()},
+                    client.seeks)
+        return asyncio.run(main())
+
+    assert state(bulk=True) == state(bulk=False)
+
+
+def test_a_batch_acked_in_bulk_is_one_call_and_one_commit() -> None:
+    async def main() -> None:
+        client = _Committer()
+        commits, delivered = _tracking(client, {T0: _records(T0, 0, 1, 2),
+                                               T1: _records(T1, 7)})
+        hooks = [d.settle_hook for d in delivered.values()]
+        assert all(getattr(h, "bulk", None) is commits for h in hooks)
+        await ack_all(list(delivered.values()))
+        await _spin()
+        assert client.commits == [{T0: 3, T1: 8}]
+        assert commits.unsettled == 0
+    _bounded(main)
