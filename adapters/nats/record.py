@@ -30,6 +30,7 @@ from typing import NamedTuple
 
 from nats.aio.msg import Msg
 
+from gateway.cloudevents.bindings.nats import is_marker, mode_of
 from gateway.json.values import JSON
 from gateway.protocols import NATS
 from gateway.record import EncodedHeaders, NativeMessage
@@ -154,13 +155,24 @@ def to_record(msg: Msg, jetstream: bool, received_at: str | None = None,
             fields["stream"], fields["sequence"] = ack.stream, ack.sequence
     elif msg.reply:
         fields["reply-to"] = msg.reply
-    pairs = header_pairs(msg.headers)
     content_type: str | None = None
+    specversion = False
+    pairs = header_pairs(msg.headers)
     if pairs:
-        fields["headers"] = [{"name": n, "value": v} for n, v in pairs]
-        content_type = next((v for n, v in pairs if n.lower() == "content-type"), None)
-    return NativeMessage.from_wire(NATS, fields, msg.data, content_type, received_at,
-                                   parse=parse)
+        entries: list[JSON] = []
+        for name, value in pairs:
+            entries.append({"name": name, "value": value})
+            if content_type is None and name.lower() == "content-type":
+                content_type = value
+            elif not specversion and is_marker(name):  # as the binding reads it
+                specversion = True
+        fields["headers"] = entries
+    record = NativeMessage.from_wire(NATS, fields, msg.data, content_type, received_at,
+                                     parse=parse)
+    # Whether it carries a CloudEvent, seen here once rather than by a second pass over
+    # the headers for every message (`NativeMessage.event_mode`).
+    record.mark_event_mode(mode_of(content_type, specversion))
+    return record
 
 
 class PublishArgs:

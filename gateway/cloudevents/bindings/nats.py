@@ -28,9 +28,11 @@ from gateway.cloudevents.jsonformat import event_from_json
 from gateway.cloudevents.typesystem import ExtensionTypes
 from gateway.json.values import JSON
 from gateway.protocols import NATS
-from gateway.record import NativeMessage
+from gateway.record import UNDETECTED, EventMode, NativeMessage
 
 PREFIX = "ce-"
+_MARKER = PREFIX + "specversion"
+_MARKER_SIZE = len(_MARKER)
 # The headers of each attribute layout, written by generated code (`unrolled`).
 _UNROLLED = unrolled.Unrolled(PREFIX, percent_encode=True)
 # Whole binary records of the usual events, by generated code (`wireform`).
@@ -42,15 +44,34 @@ def _scan(record: NativeMessage) -> tuple[str | None, list[headers.Entry]]:
 
 
 def detect(record: NativeMessage) -> Mode | None:
-    content_type, specversion = headers.peek(record.fields.get("headers"), PREFIX,
-                                             lower_names=True)
+    mode = record.event_mode  # what the adapter saw reading the headers (`event_mode`)
+    if mode == UNDETECTED:
+        content_type, specversion = headers.peek(record.fields.get("headers"), PREFIX,
+                                                 lower_names=True)
+        mode = mode_of(content_type, specversion)
+    if mode == UNDETECTED:  # only the body can tell
+        return "structured" if sniff_structured(record) is not None else None
+    if mode is None:
+        return None
+    return "binary" if mode == "binary" else "structured"
+
+
+def mode_of(content_type: str | None, specversion: bool) -> EventMode:
+    """A message's mode from its content type and whether it has the binary-mode marker
+    (`is_marker`); `UNDETECTED` where neither is there and only its body can tell (a
+    structured event from before NATS 2.2 headers). What `detect` looks for, and what the
+    adapter tells it (`NativeMessage.event_mode`) after its own pass over the headers."""
     if content_type is not None and mediatype.is_cloudevents(content_type):
         return "structured"
     if specversion:
         return "binary"
-    if content_type is None and sniff_structured(record) is not None:
-        return "structured"
-    return None
+    return None if content_type is not None else UNDETECTED
+
+
+def is_marker(name: str) -> bool:
+    """Whether a header `name` is the binary-mode marker (`ce-specversion` in any case,
+    as `headers.peek` reads it); a length comparison for the usual one."""
+    return len(name) == _MARKER_SIZE and name.lower() == _MARKER
 
 
 def decode(record: NativeMessage, extension_types: ExtensionTypes | None) -> CloudEvent | None:

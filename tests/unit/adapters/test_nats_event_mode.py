@@ -1,0 +1,49 @@
+"""The NATS adapter says, while it reads a message's headers, whether the message carries
+a CloudEvent (`NativeMessage.event_mode`), or that only its body can tell; the binding's
+`detect` then takes its word instead of reading the headers again. What it says is what
+the binding's own look at the message finds, for any headers and body a sender may send."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+from nats.aio.msg import Msg
+
+from adapters.nats.record import to_record
+from gateway.cloudevents.bindings import nats
+from gateway.record import UNDETECTED, NativeMessage
+
+
+def _record(data: bytes, headers: list[tuple[str, str]] | None) -> NativeMessage:
+    """The record the adapter makes of nats-py's own message."""
+    msg = Msg(None, subject="s", reply="", data=data,  # type: ignore[arg-type]
+              headers=dict(headers) if headers is not None else None)
+    return to_record(msg, jetstream=False)
+
+
+NAMES = st.sampled_from(["content-type", "Content-Type", "ce-specversion", "Ce-SpecVersion",
+                         "CE-SPECVERSION", "ce_specversion", "ce-specversio", "ce-type",
+                         "x-message-id", "specversion", "ce-specversionx"])
+VALUES = st.sampled_from(["application/json", "application/cloudevents+json",
+                          "Application/CloudEvents-Batch+JSON; charset=utf-8", "1.0",
+                          "text/plain", ""])
+BODIES = st.sampled_from([b"{}", b"x", b"", b'{"specversion": "1.0", "id": "1", '
+                          b'"source": "/s", "type": "t"}'])
+
+
+@given(st.none() | st.lists(st.tuples(NAMES, VALUES), max_size=4), BODIES)
+def test_the_adapter_says_what_the_binding_finds(headers: list[tuple[str, str]] | None,
+                                                 body: bytes) -> None:
+    record = _record(body, headers)
+    looked = record.replace_fields(dict(record.fields))  # not marked: the binding looks
+    assert looked.event_mode == UNDETECTED
+    assert nats.detect(record) == nats.detect(looked)
+
+
+def test_the_usual_messages_are_marked_and_only_a_bare_one_is_left_to_its_body() -> None:
+    plain = _record(b"{}", [("content-type", "application/json")])
+    binary = _record(b"{}", [("ce-specversion", "1.0")])
+    structured = _record(b"{}", [("Content-Type", "application/cloudevents+json")])
+    bare = _record(b"{}", None)
+    assert (plain.event_mode, binary.event_mode, structured.event_mode, bare.event_mode) == (
+        None, "binary", "structured", UNDETECTED)
