@@ -18,6 +18,11 @@ message, without the interpreter's start-up and the first batch.
 `deferred` (parsed when first read, what a route tells its source where its outputs
 never read them: `gateway/ports/_bodies.py`).
 
+`--settle each,bulk`: instead, what settling a read batch of a Kafka partition costs per
+message (1,000 records delivered by the consumer's commit tracking, then acked): `each`
+through every delivery's own `ack`, the way the route settled before, `bulk` through
+`ports.ack_all` (one call to the tracking per batch: `gateway/ports/_bulk.py`).
+
 Instructions are not time: a cache miss costs no instruction (a body parsed late, when its
 bytes are no longer in cache, counts the same as one parsed early). Use it to compare
 two ways of doing the same work, and the passthrough harness for what a route costs.
@@ -52,6 +57,32 @@ def child(route: str, batches: int, bodies: str) -> None:
         del kept[:-4]
 
 
+def settle_child(how: str, batches: int) -> None:
+    import asyncio
+
+    from aiokafka import TopicPartition  # type: ignore[import-untyped]
+
+    from adapters.kafka.commits import Commits
+    from bench import bench_stages as bs
+    from gateway.ports import ack_all
+
+    async def main() -> None:
+        commits = Commits()  # no client: the offsets wait for one, no request is made
+        records = bs._kafka_records(BATCH)
+        tp = TopicPartition("t", 0)
+        for batch in range(batches):
+            for record in records:  # the next offsets of the partition
+                record.offset += BATCH if batch else 0
+            deliveries = commits.deliver({tp: records}, "")
+            if how == "bulk":
+                await ack_all(deliveries)
+            else:
+                for delivery in deliveries:
+                    await delivery.ack()
+
+    asyncio.run(main())
+
+
 def count(route: str, batches: int, bodies: str) -> int:
     done = subprocess.run(
         ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
@@ -65,12 +96,21 @@ def count(route: str, batches: int, bodies: str) -> int:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        child(sys.argv[2], int(sys.argv[3]), sys.argv[4])
+        if sys.argv[2] == "settle":
+            settle_child(sys.argv[4], int(sys.argv[3]))
+        else:
+            child(sys.argv[2], int(sys.argv[3]), sys.argv[4])
         return
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--routes", default="kafka-nats,nats-kafka,kafka-kafka")
     p.add_argument("--bodies", default="parsed,deferred")
+    p.add_argument("--settle", default="", help="each,bulk: settling instead of the routes")
     args = p.parse_args()
+    if args.settle:
+        for how in args.settle.split(","):
+            per = (count("settle", 8, how) - count("settle", 2, how)) / (6 * BATCH)
+            print(f"kafka settle {how:5s} {per:10,.0f} instructions/msg", flush=True)
+        return
     for route in args.routes.split(","):
         for bodies in args.bodies.split(","):
             per = (count(route, 8, bodies) - count(route, 2, bodies)) / (6 * BATCH)
