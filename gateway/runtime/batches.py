@@ -79,82 +79,116 @@ class BatchMaker:
         # reconnect: NATS max_payload comes with the server's INFO).
         limits = [size_limit(output.producer) for output in self.outputs]
         checked = limits if any(limit is not None for limit in limits) else None
-        messages: list[Message] = []
-        received: dict[str, list[int]] = {}  # protocol -> [messages, bytes]
-        matched: dict[str, int] = {}
-        rendered: dict[str, int] = {}  # of the matched: rendered for every output
-        unmatched = 0
+        tally = _Tally()
         # One receive time for the batch's messages that carry none: received together.
         now = datetime.now(UTC)
-        wire = self._wire
-        converter = self.converter
-        converted: Sequence[list[Conversion] | None] = (
-            converter.convert_batch([d.message for d in deliveries], now=now)
-            if wire is None else [None] * len(deliveries))
         self._stats.report_received(len(deliveries))
-        for delivery, conversions in zip(deliveries, converted, strict=True):
-            record = delivery.message
-            counts = received.get(record.protocol)
-            if counts is None:
-                counts = received[record.protocol] = [0, 0]
-            counts[0] += 1
-            counts[1] += body_size(record)
-            message = Message(delivery)
-            messages.append(message)
-            if delivery.undecodable is not None:  # the adapter could not decode it
-                conversions = [Conversion(record, MatchResult("unmatched"), None,
-                                          reasons.UNDECODABLE, delivery.undecodable)]
-            elif conversions is None:  # the fused path's to write, or to hand back
-                assert wire is not None
-                written = wire.write(record, now)
-                if written is None:
-                    conversions = converter.convert_all(record, now=now)
-                elif isinstance(written, MatchResult):
-                    conversions = [converter.convert_matched(record, written, now)]
-                else:
-                    match, records = written
-                    assert match.definition is not None
-                    fused = WrittenMember(record, match, converter, now, delivery)
-                    fused.definition = match.definition.xid
-                    message.members.append(fused)
-                    self._place(fused, records, sent, checked)
-                    self._tally(fused, matched, rendered, now)
-                    continue
-            if len(conversions) == 1 and conversions[0].event is None:
-                whole = Member(record, conversions[0], delivery)
-                whole.reason = self._not_converted(record, conversions[0], now)
-                unmatched += whole.reason == reasons.UNMATCHED
-                message.whole = whole
-                continue
-            for conversion in conversions:
-                member = Member(record, conversion, delivery)
-                message.members.append(member)
-                event = conversion.event
-                if event is None:
-                    member.reason = self._not_converted(record, conversion, now, member)
-                    unmatched += member.reason == reasons.UNMATCHED
-                    continue
-                definition = conversion.match.definition
-                assert definition is not None
-                member.definition = definition.xid
-                self._render(member, event, conversion, sent, checked)
-                if (self._tally(member, matched, rendered, now) and wire is not None
-                        and conversion.source_event is None):
-                    wire.learn(definition, record, event)
-        self._stats.report_converted(matched, rendered, now)
-        self._stats.intake(received, matched, unmatched)
+        messages = (self._convert(deliveries, sent, checked, tally, now) if self._wire is None
+                    else self._write(self._wire, deliveries, sent, checked, tally, now))
+        self._stats.report_converted(tally.matched, tally.rendered, now)
+        self._stats.intake(tally.received, tally.matched, tally.unmatched)
         return Batch(messages, sent, started)
 
-    def _tally(self, member: Member, matched: dict[str, int], rendered: dict[str, int],
-               now: datetime) -> bool:
+    def _convert(self, deliveries: list[Delivery], sent: list[Sent],
+                 checked: list[int | None] | None, tally: _Tally,
+                 now: datetime) -> list[Message]:
+        """The general path: each message converted to events, rendered per output."""
+        messages: list[Message] = []
+        converted = self.converter.convert_batch([d.message for d in deliveries], now=now)
+        for delivery, conversions in zip(deliveries, converted, strict=True):
+            tally.count(delivery.message)
+            message = Message(delivery)
+            messages.append(message)
+            self._place_conversions(message, conversions, sent, checked, tally, now)
+        return messages
+
+    def _write(self, wire: WirePath, deliveries: list[Delivery], sent: list[Sent],
+               checked: list[int | None] | None, tally: _Tally,
+               now: datetime) -> list[Message]:
+        """The fused path (`runtime/wirepath.py`): each record written straight into the
+        outputs' records where it can be, else converted as on the general path with the
+        match made. Its loop is the route's hottest: per message, one call to the path
+        and the ledger's objects, the counts kept in locals."""
+        messages: list[Message] = []
+        converter = self.converter
+        write = wire.write
+        single = sent[0] if len(sent) == 1 and checked is None else None
+        written_counts: dict[str, int] = {}  # per definition: members written
+        for delivery in deliveries:
+            record = delivery.message
+            tally.count(record)
+            if delivery.undecodable is not None:
+                conversions = None
+            elif (written := write(record, now)) is None:
+                conversions = converter.convert_all(record, now=now)
+            elif isinstance(written, MatchResult):
+                conversions = [converter.convert_matched(record, written, now)]
+            else:
+                match, records = written
+                xid = match.definition.xid  # type: ignore[union-attr]  # written: matched
+                member = WrittenMember(record, match, converter, now, delivery, xid)
+                messages.append(Message(delivery, [member]))
+                if single is not None:
+                    single.records.append(records[0])
+                    single.owners.append(member)
+                else:
+                    self._place(member, records, sent, checked)
+                    if member.reason is not None:
+                        self._tally(member, tally, now)
+                        continue
+                written_counts[xid] = written_counts.get(xid, 0) + 1
+                continue
+            message = Message(delivery)
+            messages.append(message)
+            self._place_conversions(message, conversions, sent, checked, tally, now, wire)
+        tally.add_rendered(written_counts)
+        return messages
+
+    def _place_conversions(self, message: Message, conversions: list[Conversion] | None,
+                           sent: list[Sent], checked: list[int | None] | None,
+                           tally: _Tally, now: datetime, wire: WirePath | None = None) -> None:
+        """Render and place the events of `message` (`conversions`; None: the adapter
+        could not decode it); `wire`: the fused path, which learns from what rendered."""
+        delivery = message.delivery
+        record = delivery.message
+        undecodable = delivery.undecodable
+        if undecodable is not None:  # the adapter could not decode it
+            conversions = [Conversion(record, MatchResult("unmatched"), None,
+                                      reasons.UNDECODABLE, undecodable)]
+        assert conversions is not None
+        if len(conversions) == 1 and conversions[0].event is None:
+            whole = Member(record, conversions[0], delivery)
+            whole.reason = self._not_converted(record, conversions[0], now)
+            tally.unmatched += whole.reason == reasons.UNMATCHED
+            message.whole = whole
+            return
+        for conversion in conversions:
+            member = Member(record, conversion, delivery)
+            message.members.append(member)
+            event = conversion.event
+            if event is None:
+                member.reason = self._not_converted(record, conversion, now, member)
+                tally.unmatched += member.reason == reasons.UNMATCHED
+                continue
+            definition = conversion.match.definition
+            assert definition is not None
+            member.definition = definition.xid
+            self._render(member, event, conversion, sent, checked)
+            if (self._tally(member, tally, now) and wire is not None
+                    and conversion.source_event is None):
+                wire.learn(definition, record, event)
+
+    def _tally(self, member: Member, tally: _Tally, now: datetime) -> bool:
         """Count `member` of a matched definition, placed or failed: matched, and
         rendered for every output unless it failed (then reported as such)."""
         xid = member.definition
         assert xid is not None
+        matched = tally.matched
         matched[xid] = matched.get(xid, 0) + 1
         if member.reason is not None:
             self._stats.report_unrendered(member, xid, now)
             return False
+        rendered = tally.rendered
         rendered[xid] = rendered.get(xid, 0) + 1
         return True
 
@@ -205,6 +239,38 @@ class BatchMaker:
         for target, record in zip(sent, rendered, strict=True):
             target.records.append(record)
             target.owners.append(member)
+
+
+class _Tally:
+    """What a batch counts for the metrics and the conformance report: messages and
+    bytes received per protocol, members matched and rendered per definition, messages
+    that matched none."""
+
+    __slots__ = ("_counts", "_protocol", "matched", "received", "rendered", "unmatched")
+
+    def __init__(self) -> None:
+        self.received: dict[str, list[int]] = {}  # protocol -> [messages, bytes]
+        self.matched: dict[str, int] = {}
+        self.rendered: dict[str, int] = {}  # of the matched: rendered for every output
+        self.unmatched = 0
+        # The counts of the protocol counted last (a batch has one source's records).
+        self._protocol: str | None = None
+        self._counts = [0, 0]
+
+    def count(self, record: NativeMessage) -> None:
+        """One message received."""
+        counts = self._counts
+        if record.protocol != self._protocol:
+            self._protocol = record.protocol
+            counts = self._counts = self.received.setdefault(record.protocol, [0, 0])
+        counts[0] += 1
+        counts[1] += body_size(record)
+
+    def add_rendered(self, written: dict[str, int]) -> None:
+        """Members matched and rendered for every output, per definition, at once."""
+        for xid, count in written.items():
+            self.matched[xid] = self.matched.get(xid, 0) + count
+            self.rendered[xid] = self.rendered.get(xid, 0) + count
 
 
 def _key_place(protocol: str) -> FieldRef | None:

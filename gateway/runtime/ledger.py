@@ -85,12 +85,14 @@ class WrittenMember(Member):
     _made: Conversion | None  # None until made
 
     def __init__(self, source: NativeMessage, match: MatchResult, converter: Converter,
-                 now: datetime, delivery: Delivery | None) -> None:
+                 now: datetime, delivery: Delivery | None,
+                 definition: str | None = None) -> None:
         self._match = match
         self._converter = converter
         self._now = now
         # No conversion yet (the setter keeps None as "not made"): made on demand.
         super().__init__(source, cast("Conversion", None), delivery)
+        self.definition = definition
 
     @property
     def conversion(self) -> Conversion:
@@ -110,9 +112,9 @@ class Message:
 
     __slots__ = ("delivery", "members", "whole")
 
-    def __init__(self, delivery: Delivery) -> None:
+    def __init__(self, delivery: Delivery, members: list[Member] | None = None) -> None:
         self.delivery = delivery
-        self.members: list[Member] = []
+        self.members: list[Member] = [] if members is None else members
         # The whole message failed to convert: dead-letter it as it came.
         self.whole: Member | None = None
 
