@@ -112,7 +112,10 @@ class BatchMaker:
         messages: list[Message] = []
         converter = self.converter
         write = wire.write
-        single = sent[0] if len(sent) == 1 and checked is None else None
+        # One output (the usual route): its records and owners appended here, its size
+        # limit (if it has one) checked here; `_place` for several.
+        single = sent[0] if len(sent) == 1 else None
+        limit = checked[0] if checked is not None else None
         written_counts: dict[str, int] = {}  # per definition: members written
         for delivery in deliveries:
             record = delivery.message
@@ -128,10 +131,10 @@ class BatchMaker:
                 xid = match.definition.xid  # type: ignore[union-attr]  # written: matched
                 member = WrittenMember(record, match, converter, now, delivery, xid)
                 messages.append(Message(delivery, [member]))
-                if single is not None:
+                if single is not None and (limit is None or body_size(records[0]) <= limit):
                     single.records.append(records[0])
                     single.owners.append(member)
-                else:
+                else:  # several outputs, or over the one's limit (`_place` says so)
                     self._place(member, records, sent, checked)
                     if member.reason is not None:
                         self._tally(member, tally, now)

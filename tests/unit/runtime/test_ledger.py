@@ -25,6 +25,7 @@ from gateway.runtime.ledger import (
     Message,
     Sent,
     Verdict,
+    WrittenMember,
     after_attempt,
     answers,
     failed_parts,
@@ -252,3 +253,19 @@ def test_a_later_slice_extends_the_batch_per_output_in_order() -> None:
     assert batch.messages == [a, b] and batch.started == 1.0
     assert batch.sent[0].owners == [a.members[0], b.members[0]]
     assert batch.deliveries() == [a.delivery, b.delivery]
+
+
+def test_a_written_member_has_every_slot_of_a_member_set_as_a_new_member_has_it() -> None:
+    """`WrittenMember.__init__` writes `Member`'s state itself (the fused path's hot
+    loop): a slot added to `Member` must be set there too."""
+    record = NativeMessage("KAFKA", {"topic": "t"})
+    written = WrittenMember(record, MatchResult("matched"), None,  # type: ignore[arg-type]
+                            None, None, "xid")  # type: ignore[arg-type]
+    plain = Member(record, None, None)  # type: ignore[arg-type]
+    for name in Member.__slots__:
+        if name == "conversion":  # a property of the written member: made when read
+            continue
+        assert hasattr(written, name), name
+        if name != "definition":
+            assert getattr(written, name) == getattr(plain, name), name
+    assert written.definition == "xid"
