@@ -99,6 +99,8 @@ class BatchMaker:
             tally.count(delivery.message)
             message = Message(delivery)
             messages.append(message)
+            if delivery.undecodable is not None:
+                conversions = _undecodable(delivery)
             self._place_conversions(message, conversions, sent, checked, tally, now)
         return messages
 
@@ -121,7 +123,7 @@ class BatchMaker:
             record = delivery.message
             tally.count(record)
             if delivery.undecodable is not None:
-                conversions = None
+                conversions = _undecodable(delivery)
             elif (written := write(record, now)) is None:
                 conversions = converter.convert_all(record, now=now)
             elif isinstance(written, MatchResult):
@@ -147,18 +149,13 @@ class BatchMaker:
         tally.add_rendered(written_counts)
         return messages
 
-    def _place_conversions(self, message: Message, conversions: list[Conversion] | None,
+    def _place_conversions(self, message: Message, conversions: list[Conversion],
                            sent: list[Sent], checked: list[int | None] | None,
                            tally: _Tally, now: datetime, wire: WirePath | None = None) -> None:
-        """Render and place the events of `message` (`conversions`; None: the adapter
-        could not decode it); `wire`: the fused path, which learns from what rendered."""
+        """Render and place the events of `message` (its `conversions`); `wire`: the
+        fused path, which learns from what rendered."""
         delivery = message.delivery
         record = delivery.message
-        undecodable = delivery.undecodable
-        if undecodable is not None:  # the adapter could not decode it
-            conversions = [Conversion(record, MatchResult("unmatched"), None,
-                                      reasons.UNDECODABLE, undecodable)]
-        assert conversions is not None
         if len(conversions) == 1 and conversions[0].event is None:
             whole = Member(record, conversions[0], delivery)
             whole.reason = self._not_converted(record, conversions[0], now)
@@ -244,28 +241,31 @@ class BatchMaker:
             target.owners.append(member)
 
 
+def _undecodable(delivery: Delivery) -> list[Conversion]:
+    """The conversion of a message the adapter could not decode (dead-lettered whole,
+    with the adapter's words for why)."""
+    return [Conversion(delivery.message, MatchResult("unmatched"), None,
+                       reasons.UNDECODABLE, delivery.undecodable or "")]
+
+
 class _Tally:
     """What a batch counts for the metrics and the conformance report: messages and
     bytes received per protocol, members matched and rendered per definition, messages
     that matched none."""
 
-    __slots__ = ("_counts", "_protocol", "matched", "received", "rendered", "unmatched")
+    __slots__ = ("matched", "received", "rendered", "unmatched")
 
     def __init__(self) -> None:
         self.received: dict[str, list[int]] = {}  # protocol -> [messages, bytes]
         self.matched: dict[str, int] = {}
         self.rendered: dict[str, int] = {}  # of the matched: rendered for every output
         self.unmatched = 0
-        # The counts of the protocol counted last (a batch has one source's records).
-        self._protocol: str | None = None
-        self._counts = [0, 0]
 
     def count(self, record: NativeMessage) -> None:
         """One message received."""
-        counts = self._counts
-        if record.protocol != self._protocol:
-            self._protocol = record.protocol
-            counts = self._counts = self.received.setdefault(record.protocol, [0, 0])
+        counts = self.received.get(record.protocol)
+        if counts is None:
+            counts = self.received[record.protocol] = [0, 0]
         counts[0] += 1
         counts[1] += body_size(record)
 
