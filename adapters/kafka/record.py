@@ -32,7 +32,7 @@ import binascii
 from collections.abc import Sequence
 from typing import NamedTuple, Protocol
 
-from gateway.cloudevents.bindings.kafka import is_marker, mode_of
+from gateway.cloudevents.bindings.kafka import MARKER_SIZE, is_marker, mode_of
 from gateway.json.values import JSON
 from gateway.protocols import KAFKA
 from gateway.record import NativeMessage
@@ -41,6 +41,7 @@ from gateway.record import is_json_media_type as is_json_type
 __all__ = ["KafkaRecordLike", "SendArgs", "is_json_type", "to_record", "to_send"]
 
 CONTENT_TYPE = "content-type"
+_CONTENT_TYPE_SIZE = len(CONTENT_TYPE)
 
 
 class KafkaRecordLike(Protocol):
@@ -60,13 +61,6 @@ class KafkaRecordLike(Protocol):
     def value(self) -> bytes | None: ...
     @property
     def headers(self) -> Sequence[tuple[str, bytes | None]]: ...
-
-
-def _text(raw: bytes) -> str:
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return base64.b64encode(raw).decode("ascii")
 
 
 def to_record(message: KafkaRecordLike, received_at: str | None = None,
@@ -94,12 +88,20 @@ def to_record(message: KafkaRecordLike, received_at: str | None = None,
     if raw_headers:
         headers: list[JSON] = []
         for name, value in raw_headers:
-            text = "" if value is None else _text(value)
+            if value is None:
+                text = ""
+            else:  # valid UTF-8 as text, other bytes as base64 (no call per header)
+                try:
+                    text = value.decode("utf-8")
+                except UnicodeDecodeError:
+                    text = base64.b64encode(value).decode("ascii")
             headers.append({"name": name, "value": text})
-            if content_type is None and name.lower() == CONTENT_TYPE:
+            # Lengths first: most names are neither, and are not lower-cased then.
+            if (content_type is None and len(name) == _CONTENT_TYPE_SIZE
+                    and name.lower() == CONTENT_TYPE):
                 content_type = text
-            elif not specversion and is_marker(name):  # as the binding reads it
-                specversion = True
+            elif not specversion and len(name) == MARKER_SIZE and is_marker(name):
+                specversion = True  # as the binding reads it
         fields["headers"] = headers
     record = NativeMessage.from_wire(KAFKA, fields, message.value or b"", content_type,
                                      received_at, parse=parse)

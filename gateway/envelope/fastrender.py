@@ -205,7 +205,9 @@ def _pairs_lookup(protocol: str, wanted: dict[str, str]) -> list[str]:
     assert prof is not None and prof.metadata is not None
     place = prof.metadata
     key = "key.lower()" if place.ignore_case else "key"
-    value = ("as_text(entry.get('value'))" if place.text_values
+    # A str value (nearly every one) is its own text: no call for it.
+    value = ("(found if isinstance(found := entry.get('value'), str) else as_text(found))"
+             if place.text_values
              else "(found if isinstance(found := entry.get('value'), str) else None)")
     lines = [f"{var} = None" for var in wanted]
     lines += [f"{var}_seen = False" for var in wanted]

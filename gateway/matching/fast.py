@@ -184,6 +184,9 @@ def _check_test(check: Check) -> CheckTest:
         if access.kind == "pairs" and access.name is not None:
             return _pairs_capture(access.field, access.name, access.case_insensitive,
                                   template.names[0])
+    if (access is not None and access.kind == "scalar" and template is not None
+            and not check.decode and not check.check_type):
+        return _scalar_template(access.field, check, absent_ok)
     if access is not None and access.kind == "scalar":
         field = access.field
 
@@ -225,6 +228,32 @@ def _scalar_capture(field: str, name: str) -> CheckTest:
             context[name] = text
             return True
         return seen == text
+
+    return test
+
+
+def _scalar_template(field: str, check: Check, absent_ok: bool) -> CheckTest:
+    """`check_test` of a template on a scalar field (`_template_test` of its value) in
+    one function: a Kafka key or an HTTP path with its captures, checked for every
+    message, without a call per value and a merge into a still empty context."""
+    match_fn: Callable[[str], dict[str, str] | None] | None = None
+
+    def test(record: NativeMessage, context: dict[str, str]) -> bool:
+        nonlocal match_fn
+        fields = record.fields
+        if field not in fields:
+            return absent_ok
+        value = fields[field]
+        text = value if isinstance(value, str) else as_text(value)
+        if match_fn is None:  # built when first needed, as `_template_test` does
+            match_fn = check.matcher()
+        captures = match_fn(text)
+        if captures is None:
+            return False
+        if not context:
+            context.update(captures)
+            return True
+        return _merge(context, captures) == PASS
 
     return test
 

@@ -43,3 +43,22 @@ def test_the_usual_records_are_marked():
     structured = _record(b"{}", [("content-type", b"application/cloudevents+json")])
     assert (plain.event_mode, binary.event_mode, structured.event_mode) == (
         None, "binary", "structured")
+
+
+@given(st.lists(st.tuples(NAMES, st.one_of(VALUES, st.binary(max_size=6))), max_size=4))
+def test_header_values_are_text_base64_or_empty(headers):
+    """The module's rule for header values, read in the same pass: valid UTF-8 as text,
+    other bytes as base64 text, a header without a value as ""."""
+    import base64
+
+    def text(value: bytes | None) -> str:
+        if value is None:
+            return ""
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return base64.b64encode(value).decode("ascii")
+
+    record = _record(b"{}", headers)
+    expected = [{"name": name, "value": text(value)} for name, value in headers]
+    assert record.fields.get("headers", []) == expected

@@ -70,7 +70,10 @@ def same(a: MatchResult, b: MatchResult) -> None:
 
 # -- catalogs ---------------------------------------------------------------------------------
 SEGMENTS = ["a", "b", "{x}", "{y}", "{x}-{y}", "c{x}", "{x}{y}", "%2F", "a b"]
-TEXT = st.sampled_from(["a", "b", "1", "true", "", "a-b", "ca", "a%2Fb", "a b", "%", "A"])
+# "p-b" and "b/a" meet the field templates below ("p-{x}", "{x}/{y}") with a capture
+# that disagrees with one made before.
+TEXT = st.sampled_from(["a", "b", "1", "true", "", "a-b", "ca", "a%2Fb", "a b", "%", "A",
+                        "p-b", "b/a", "p-a"])
 CONSTANTS = st.sampled_from(["a", "b", "1", "true", 1, 2, True, "application/json"])
 TYPES = st.sampled_from(["string", "uritemplate", "integer", "boolean", "number", "uri", "any"])
 # protocol -> (address field, separator, entry fields: (field, names, case-insensitive))
