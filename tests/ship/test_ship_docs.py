@@ -18,7 +18,7 @@ from gateway.observability.metrics import Metrics
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 PAGES = ["architecture.md", "configuration.md", "deployment.md", "operations.md",
-         "troubleshooting.md", "request-reply.md"]
+         "troubleshooting.md", "request-reply.md", "performance.md"]
 
 
 def test_configuration_reference_is_generated_from_the_schema() -> None:
