@@ -32,7 +32,7 @@ import binascii
 from collections.abc import Sequence
 from typing import NamedTuple, Protocol
 
-from gateway.cloudevents.bindings.kafka import MARKER_SIZE, is_marker, mode_of
+from gateway.cloudevents.bindings.kafka import is_marker, mode_of
 from gateway.json.values import JSON
 from gateway.protocols import KAFKA
 from gateway.record import NativeMessage
@@ -96,12 +96,12 @@ def to_record(message: KafkaRecordLike, received_at: str | None = None,
                 except UnicodeDecodeError:
                     text = base64.b64encode(value).decode("ascii")
             headers.append({"name": name, "value": text})
-            # Lengths first: most names are neither, and are not lower-cased then.
+            # Length first: most names are not it, and are not lower-cased then.
             if (content_type is None and len(name) == _CONTENT_TYPE_SIZE
                     and name.lower() == CONTENT_TYPE):
                 content_type = text
-            elif not specversion and len(name) == MARKER_SIZE and is_marker(name):
-                specversion = True  # as the binding reads it
+            elif not specversion and is_marker(name):  # as the binding reads it
+                specversion = True
         fields["headers"] = headers
     record = NativeMessage.from_wire(KAFKA, fields, message.value or b"", content_type,
                                      received_at, parse=parse)

@@ -43,6 +43,9 @@ def _merge(context: dict[str, str], captures: dict[str, str]) -> int:
     """A placeholder has one value: captures that disagree with the context leave it
     unchanged and send the check to the field's next value (a repeated user property
     or header passes when any entry agrees)."""
+    if not context:  # the first capture of a message: nothing to disagree with
+        context.update(captures)
+        return PASS
     for name, value in captures.items():
         seen = context.get(name)
         if seen is not None and seen != value:
@@ -234,8 +237,8 @@ def _scalar_capture(field: str, name: str) -> CheckTest:
 
 def _scalar_template(field: str, check: Check, absent_ok: bool) -> CheckTest:
     """`check_test` of a template on a scalar field (`_template_test` of its value) in
-    one function: a Kafka key or an HTTP path with its captures, checked for every
-    message, without a call per value and a merge into a still empty context."""
+    one function (a Kafka key with its captures, say, checked for every message), without
+    a call per value."""
     match_fn: Callable[[str], dict[str, str] | None] | None = None
 
     def test(record: NativeMessage, context: dict[str, str]) -> bool:
@@ -248,12 +251,7 @@ def _scalar_template(field: str, check: Check, absent_ok: bool) -> CheckTest:
         if match_fn is None:  # built when first needed, as `_template_test` does
             match_fn = check.matcher()
         captures = match_fn(text)
-        if captures is None:
-            return False
-        if not context:
-            context.update(captures)
-            return True
-        return _merge(context, captures) == PASS
+        return captures is not None and _merge(context, captures) == PASS
 
     return test
 

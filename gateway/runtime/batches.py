@@ -94,13 +94,15 @@ class BatchMaker:
                  now: datetime) -> list[Message]:
         """The general path: each message converted to events, rendered per output."""
         messages: list[Message] = []
-        converted = self.converter.convert_batch([d.message for d in deliveries], now=now)
-        for delivery, conversions in zip(deliveries, converted, strict=True):
+        # A message the adapter could not decode is not converted: it has its own.
+        converted = iter(self.converter.convert_batch(
+            [d.message for d in deliveries if d.undecodable is None], now=now))
+        for delivery in deliveries:
             tally.count(delivery.message)
             message = Message(delivery)
             messages.append(message)
-            if delivery.undecodable is not None:
-                conversions = _undecodable(delivery)
+            conversions = (next(converted) if delivery.undecodable is None
+                           else _undecodable(delivery))
             self._place_conversions(message, conversions, sent, checked, tally, now)
         return messages
 

@@ -30,9 +30,7 @@ from gateway.record import UNDETECTED, NativeMessage
 
 PREFIX = "ce_"
 _PREFIX_SIZE = len(PREFIX)
-# The length of the binary-mode marker `ce_specversion` (a length test spares most names
-# the comparison).
-MARKER_SIZE = len(PREFIX + "specversion")
+_MARKER_SIZE = len(PREFIX + "specversion")
 # The headers of each attribute layout, written by generated code (`unrolled`).
 _UNROLLED = unrolled.Unrolled(PREFIX, percent_encode=False)
 CONTENT_TYPE = "content-type"
@@ -75,7 +73,7 @@ def mode_of(content_type: str | None,
 def is_marker(name: str) -> bool:
     """Whether a header `name` is the binary-mode marker (`ce_specversion`, the prefix
     in any case, as `headers.peek` reads it); a length comparison for the usual one."""
-    return (len(name) == MARKER_SIZE and name[_PREFIX_SIZE:] == "specversion"
+    return (len(name) == _MARKER_SIZE and name[_PREFIX_SIZE:] == "specversion"
             and name[:_PREFIX_SIZE].lower() == PREFIX)
 
 

@@ -201,6 +201,25 @@ def test_definitions_found_by_shape_read_their_captures_by_position() -> None:
     assert test(record, ["", "i", "", "z", ""]) is None  # a placeholder needs a value
 
 
+def test_a_field_template_keeps_a_capture_made_before() -> None:
+    """A Kafka key template whose capture disagrees with the topic's fails the check and
+    leaves the context as it was; one that agrees passes and adds its other captures."""
+    d = define("d", "KAFKA", [opt("topic", "{x}", type="uritemplate"),
+                              opt("key", "{x}/{y}", type="uritemplate")])
+    [compiled] = Matcher([d]).compiled
+    [key_check] = [c for c in compiled.protocol_checks
+                   if c.access is not None and c.access.field == "key"]
+    test = check_test(key_check)
+    context = {"x": "a"}
+    assert test(NativeMessage("KAFKA", {"topic": "a", "key": "b/c"}), context) is False
+    assert context == {"x": "a"}
+    assert test(NativeMessage("KAFKA", {"topic": "a", "key": "a/c"}), context) is True
+    assert context == {"x": "a", "y": "c"}
+    empty: dict[str, str] = {}
+    assert test(NativeMessage("KAFKA", {"key": "b/c"}), empty) is True
+    assert empty == {"x": "b", "y": "c"}
+
+
 @pytest.mark.parametrize("count", [1, 100, 2_000])
 def test_large_catalogs_match_what_the_general_path_matches(count: int) -> None:
     from bench.bench_matcher import (
