@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 from nats.aio.msg import Msg
 
-from gateway.cloudevents.bindings.nats import is_marker, mode_of
+from gateway.cloudevents.bindings.nats import WIRE, is_marker, mode_of
 from gateway.json.values import JSON
 from gateway.protocols import NATS
 from gateway.record import EncodedHeaders, NativeMessage
@@ -223,7 +223,7 @@ def to_publish(record: NativeMessage) -> PublishArgs:
     reply = reply if isinstance(reply, str) else ""
     headers = record.header_pairs()
     # Say so, so that a consumer (ours included) reads the body back as JSON.
-    add_json = not headers.typed and record.has_json_data  # a typed record is not parsed
+    add_json = not headers.typed and _says_json(record, headers)  # a typed one: not parsed
     lines = headers.lines
     if lines:  # the binding's block; the pairs only when asked for
         if add_json:
@@ -236,6 +236,33 @@ def to_publish(record: NativeMessage) -> PublishArgs:
     if add_json:
         pairs.append(_JSON_PAIR)
     return PublishArgs(subject, reply, record.body_bytes(), pairs or None)
+
+
+#: Where a binary CloudEvent's record declares its body's content type (the binding's).
+_DECLARED = WIRE.content_type_header
+
+
+def _says_json(record: NativeMessage, headers: EncodedHeaders) -> bool:
+    """Whether `record`'s body is JSON for a reader of its `Content-Type`: JSON data, or
+    a body its record declares JSON (`ce-datacontenttype`, a binary CloudEvent's): the
+    sender's word, as a receiver's body rule takes it. The declaration is read before
+    the body: a body received declared JSON and sent on unparsed (`envelope/wirewriter.
+    py`) is not parsed for this, and either path to the record gives the same answer."""
+    if not record.has_body:
+        return False
+    if record.unparsed_body() is None and record.has_json_data:
+        return True  # parsed already: the common answer, without reading the headers
+    return _declares_json(headers) or record.has_json_data
+
+
+def _declares_json(headers: EncodedHeaders) -> bool:
+    names = headers.names
+    if names:  # as the binding wrote them: the content type, when there is one, is last
+        return names[-1] == _DECLARED and is_json_type(headers.values[-1])
+    for name, value in headers.text:
+        if name.lower() == _DECLARED:
+            return is_json_type(value)
+    return False
 
 
 # What nats-py's `publish` checks and writes, for `publish_frame` (nats-py 2.x,

@@ -69,12 +69,13 @@ _UNREAD = object()
 
 
 def sends_unparsed(form: BinaryForm) -> bool:
-    """Whether `form`'s writers send a received JSON body on unparsed. Only Kafka's: its
-    producer asks whether a body is JSON only for a record without a content-type pair
-    (`typed_pairs`), and such a body always has one; a NATS producer asks every record
-    (it adds a `content-type` line for JSON data: `adapters/nats/record.py`), which
-    would parse it at once, and HTTP's records are plain records."""
-    return form.typed_pairs
+    """Whether `form`'s writers send a received JSON body on unparsed: those whose records
+    are `WireRecord`s (Kafka's, NATS's), whose producers need not read a declared JSON
+    body's value. Kafka's asks whether a body is JSON only for a record without a
+    content-type pair (`typed_pairs`), and such a body always has one; NATS's takes a
+    body its record declares JSON (`ce-datacontenttype`) as JSON (`adapters/nats/
+    record.py`). HTTP's records are plain records."""
+    return form.pairs
 
 
 def made_by(expression: str, form: BinaryForm) -> str:

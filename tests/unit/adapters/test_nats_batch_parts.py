@@ -7,6 +7,7 @@ import asyncio
 from typing import Any
 
 import nats.errors
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from nats.aio.msg import Msg
@@ -197,6 +198,22 @@ def test_the_usual_event_goes_out_with_the_block_its_binding_wrote() -> None:
                           b"ce-type: t\r\nce-datacontenttype: application/json\r\n"
                           b"Content-Type: application/json\r\n\r\n")
     assert publish_frame(args) == _nats_py_frame("ce", "", b'{"a":1}', HeaderPairs(args.pairs))
+
+
+@pytest.mark.parametrize(("content_type", "line"), [("application/json", True),
+                                                    ("application/vnd.x+json", True),
+                                                    ("text/plain", False)])
+def test_a_body_declared_json_is_said_to_be_json_parsed_or_not(content_type: str,
+                                                                line: bool) -> None:
+    """`Content-Type: application/json` goes with a body its event declares JSON, even
+    one that does not parse (the sender's word, as a receiver takes it): the producer
+    need not parse a body to say so (`_says_json`)."""
+    event = CloudEvent.trusted({"specversion": "1.0", "id": "1", "source": "/s", "type": "t",
+                                "datacontenttype": content_type}, b"{not json", True, None)
+    record = nats_binding.encode(event, "binary")
+    args = to_publish(record.replace_fields({**record.fields, "subject": "ce"}))
+    said = b"Content-Type: application/json\r\n" in publish_frame(args)
+    assert said is line
 
 
 # ====================================================================== PubAcks

@@ -15,6 +15,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from adapters.nats.record import publish_frame, to_publish
 from gateway.cloudevents.bindings import wire_form
 from gateway.cloudevents.event import CloudEvent
 from gateway.definitions.model import MessageDefinition
@@ -44,6 +45,14 @@ def wire_state(record: NativeMessage) -> tuple[Any, ...]:
                                           encoded.typed))
 
 
+def nats_frame(record: NativeMessage) -> bytes | str:
+    """The frame the NATS producer publishes for `record`, or why it refuses it."""
+    try:
+        return publish_frame(to_publish(record))
+    except ValueError as exc:
+        return str(exc)
+
+
 def check(template: EnvelopeTemplate, record: NativeMessage, context: dict[str, str],
           output: str, defaults: dict[str, Any], key: str | None,
           received: NativeMessage | None = None) -> None:
@@ -52,6 +61,8 @@ def check(template: EnvelopeTemplate, record: NativeMessage, context: dict[str, 
     event = template.render(record, context, NOW)
     if not isinstance(event, CloudEvent):
         return
+    if output == "NATS":  # a subject always, so that every draw reaches the frame
+        defaults = {"subject": "ce", **defaults}
     form = wire_form(output)
     assert form is not None
     layout = tuple(event.get_attributes())
@@ -64,14 +75,18 @@ def check(template: EnvelopeTemplate, record: NativeMessage, context: dict[str, 
     if written is None:
         return
     WRITTEN["count"] += 1
+    expected = OutputFormat(output, "binary", defaults=defaults).render(
+        event, context, None if key is None or output != "KAFKA" else ("key", key))
+    # What the NATS producer writes, read first: it must not parse a body sent on
+    # unparsed, and must write what it writes for the rendered record.
+    frame = nats_frame(written) if output == "NATS" else None
     body = source.unparsed_json()
-    if received is not None and output == "KAFKA" and body is not None and body[:1] != b"\x00" \
-            and 0 < body[0] < 0x80 and body[1:2] != b"\x00":
+    if received is not None and output != "HTTP" and body is not None \
+            and body[:1] != b"\x00" and 0 < body[0] < 0x80 and body[1:2] != b"\x00":
         # A JSON body in plain UTF-8 went on unparsed: nothing read its value.
         UNPARSED_WRITTEN["count"] += 1
         assert written.unparsed_body() is body
-    expected = OutputFormat(output, "binary", defaults=defaults).render(
-        event, context, None if key is None or output != "KAFKA" else ("key", key))
+    assert frame == (nats_frame(expected) if output == "NATS" else None)
     assert wire_state(written) == wire_state(expected)
     # What a dead letter, the tap or a reply renders again is the event that was sent.
     again = template.render(record, context, NOW)

@@ -348,7 +348,8 @@ class _Deferring(MemoryConsumer):
     ("KAFKA", "binary", {"topic": "t"}, True),  # bodies go on as their bytes
     ("KAFKA", "binary", {"topic": "store-{storeid}"}, False),  # no fused path
     ("KAFKA", "structured", {"topic": "t"}, False),
-    ("NATS", "binary", {"subject": "s"}, False),  # its producer reads the value
+    ("NATS", "binary", {"subject": "s"}, True),  # a declared JSON body: its declaration
+    ("HTTP", "binary", {"path": "/p"}, False),  # plain records: their producer reads them
 ])
 def test_a_route_defers_parsing_only_where_its_outputs_never_read_bodies(
         protocol, mode, defaults, deferred):
