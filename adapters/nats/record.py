@@ -14,6 +14,12 @@ matched case-insensitively):
 * no content type -> `data` only when the payload parses as a JSON object or array
   (bare scalars stay bytes: guessing would change the type a schema sees).
 
+Send: a record without a `Content-Type` header gets `Content-Type: application/json`
+when its body is JSON data or is declared JSON by its own `ce-datacontenttype` (a binary
+CloudEvent's), so that a receiver's body rule reads it back as JSON. The declaration is
+read before the body: a body received declared JSON and sent on unparsed
+(`envelope/wirewriter.py`) is not parsed for it.
+
 Repeated headers. nats-py keeps headers in a plain dict (last value wins). `HeaderPairs`
 is a dict that also remembers every (name, value) pair: `parse_header_block` builds one
 on receive (the adapter's client subclass plugs it in), and on send nats-py writes the
