@@ -150,6 +150,13 @@ class CloudEvent(_SdkCloudEvent):
                 attributes[name] = value
         return CloudEvent.create(attributes, self.data, has_data=self._has_data)
 
+    def with_id(self, event_id: str) -> CloudEvent:
+        """The same event under another id, as it was (not validated again: an id is
+        valid wherever an id is; the data's `raw` bytes kept)."""
+        attributes = dict(self._attributes)
+        attributes["id"] = event_id
+        return CloudEvent.trusted(attributes, self._data, self._has_data, self._raw)
+
     # -- equality ---------------------------------------------------------------------------
     def __eq__(self, other: object) -> bool:
         """Same attributes (typed; Timestamps as instants) and the same data content."""

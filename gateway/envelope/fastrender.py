@@ -103,9 +103,10 @@ def source(shape: Shape, protocol: str, tail: tuple[str, ...] = EVENT_TAIL,
 
     `tail`: the lines that end it, given `attributes` and `record` (the fused writer,
     `envelope/wirewriter.py`, writes an output's record there instead of an event).
-    `remakeable`: return None, too, where the event could not be rendered again the same
-    (a random id: the record has no identity) or would carry a trace context (which the
-    output also writes as a header of its own): a fused writer leaves those to the
+    `remakeable`: return None, too, where the event would carry a trace context (which
+    the output also writes as a header of its own), and give a record without an
+    identity the id `id_in` (the caller's random one, which it keeps to render the event
+    again the same), or None when there is none: a fused writer leaves those to the
     renderer and the binding."""
     names = ["fixed"]
     for n in range(len(shape.attributes)):
@@ -124,8 +125,12 @@ def source(shape: Shape, protocol: str, tail: tuple[str, ...] = EVENT_TAIL,
     if shape.fill_id:
         body += _identity(protocol)
         if remakeable:
-            body += ["if identity is None:", "    return None",
-                     "attributes['id'] = name_uuid(identity)"]
+            body += ["if identity is not None:",
+                     "    attributes['id'] = name_uuid(identity)",
+                     "elif id_in is not None:",
+                     "    attributes['id'] = id_in",
+                     "else:",
+                     "    return None"]
         else:
             body.append("attributes['id'] = random_uuid() if identity is None "
                         "else name_uuid(identity)")

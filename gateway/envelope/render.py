@@ -302,6 +302,12 @@ class EnvelopeTemplate:
         protocol = self.definition.protocol or ""
         self._own = (protocol, self._renderer(protocol))
 
+    @property
+    def ids_from_records(self) -> bool:
+        """Whether an event's id comes from its record (a name-based id of its identity,
+        or a random one without), not from the definition."""
+        return "id" not in self.fixed and all(a.name != "id" for a in self.attributes)
+
     def wire_writer(self, protocol: str, form: BinaryForm, layout: Layout
                     ) -> tuple[WireWriter, tuple[Any, ...]] | None:
         """The fused writer of this definition's records of `protocol` into `form`'s

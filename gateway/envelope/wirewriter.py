@@ -8,9 +8,12 @@ CloudEvent, its conversion, and a dispatch through the binding per message, all 
 and freed unread when nothing fails. A writer runs the renderer's lines, then, where the
 renderer would make the event, the wire form's lines on the attributes it has just
 rendered. It returns what the two would give together, or None wherever either would
-decline or the event could not be made again the same later (a random id, a trace
-context: `fastrender.source(remakeable=True)`), and the route then renders and encodes
-as before. So a record it writes is the record the two would write, and the event of a
+decline or the event could not be made again the same later (a trace context, or a
+record without an identity when the caller gave no id for it:
+`fastrender.source(remakeable=True)`), and the route then renders and encodes as
+before. A record without an identity gets the caller's random id, which the caller
+keeps: rendered again, the event is given that id back (`runtime/ledger.py`,
+`WrittenMember`). So a record it writes is the record the two would write, and the event of a
 message it wrote can be rendered again, the same, when something needs it (a dead
 letter, the tap, a reply): `tests/unit/envelope/test_wirewriter.py` holds all three
 together.
@@ -35,11 +38,13 @@ from gateway.record import NativeMessage, UnparsedWireRecord
 
 __all__ = ["WireWriter", "own_defaults", "sends_unparsed", "writer"]
 
-# (record, context, now, consts, defaults, key) -> the output's record, or None: the
+# (record, context, now, consts, defaults, key, id) -> the output's record, or None: the
 # general path's. `defaults`: the output's fields to add (those the binding does not
-# write); `key`: the partition key, added where the record has none (or None).
+# write); `key`: the partition key, added where the record has none (or None); `id`: the
+# event id of a record without an identity (None: such a record is the general path's).
 WireWriter = Callable[[NativeMessage, Mapping[str, str], "datetime | None", tuple[Any, ...],
-                       "Mapping[str, JSON]", "str | None"], "NativeMessage | None"]
+                       "Mapping[str, JSON]", "str | None", "str | None"],
+                      "NativeMessage | None"]
 
 # The renderer's end, fused: the body as the event would hold it (data, whether there
 # is any, the bytes it was parsed from), then the wire form's lines on `attributes`.
@@ -133,7 +138,7 @@ def writer(shape: Shape, protocol: str, form: BinaryForm, layout: Layout,
                for name in _OWN):
             raise RuntimeError("fused writer: a part uses a name of this one")
         code = source(shape, protocol, (*tail, "return record_out"), remakeable=True)
-        code[0] = "def write(record, context, now, consts, defaults_out, key_out):"
+        code[0] = "def write(record, context, now, consts, defaults_out, key_out, id_in):"
         # As in `fastrender` and `wireform`: names from definitions (checked when
         # compiled) and indexes, written with repr(); never anything of a message.
         exec("\n".join(code), namespace)

@@ -131,9 +131,9 @@ class BatchMaker:
             elif isinstance(written, MatchResult):
                 conversions = [converter.convert_matched(record, written, now)]
             else:
-                match, records = written
+                match, records, made_id = written
                 xid = match.definition.xid  # type: ignore[union-attr]  # written: matched
-                member = WrittenMember(record, match, converter, now, delivery, xid)
+                member = WrittenMember(record, match, converter, now, delivery, xid, made_id)
                 messages.append(Message(delivery, [member]))
                 if single is not None and (limit is None or body_size(records[0]) <= limit):
                     single.records.append(records[0])

@@ -21,6 +21,7 @@ Guarantees the route builds on:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import NamedTuple
 
@@ -29,6 +30,7 @@ from gateway.deadletter import reasons
 from gateway.envelope.outgoing import member_record
 from gateway.matching.matcher import Explanation, MatchResult
 from gateway.ports import NO_REPLY_PREFIX, Confirmation, Delivery, Outcome
+from gateway.protocols.accessors import ACCESSORS
 from gateway.record import NativeMessage
 from gateway.runtime.output import Output
 
@@ -79,18 +81,20 @@ class WrittenMember(Member):
     from the source record with no event made. Its conversion is made when first asked
     for (a dead letter, the tap, a reply), by rendering the record again with the same
     match and receive time: the same event, as the writer takes only records whose event
-    is the same when rendered again (`envelope/wirewriter.py`)."""
+    is the same when rendered again (`envelope/wirewriter.py`), once a record without an
+    identity gets back the random id it was written with (`made_id`)."""
 
-    __slots__ = ("_converter", "_made", "_match", "_now")
+    __slots__ = ("_converter", "_made", "_made_id", "_match", "_now")
     _made: Conversion | None  # None until made
 
     def __init__(self, source: NativeMessage, match: MatchResult, converter: Converter,
                  now: datetime, delivery: Delivery | None,
-                 definition: str | None = None) -> None:
+                 definition: str | None = None, made_id: str | None = None) -> None:
         self._match = match
         self._converter = converter
         self._now = now
         self._made = None  # no conversion yet: made on demand
+        self._made_id = made_id
         # `Member.__init__`'s state, written here: this runs for every message the fused
         # path writes, and going through it (and the `conversion` setter) was nearly half
         # of building the member (625 against 345 ns, measured). Every slot of `Member`
@@ -106,8 +110,13 @@ class WrittenMember(Member):
     def conversion(self) -> Conversion:
         made = self._made
         if made is None:
-            made = self._made = self._converter.convert_matched(self.source, self._match,
-                                                                self._now)
+            made = self._converter.convert_matched(self.source, self._match, self._now)
+            event = made.event
+            if (self._made_id is not None and event is not None
+                    and ACCESSORS[self.source.protocol].identity(self.source.fields) is None):
+                # Rendered again it got another random id: the one it was sent with.
+                made = replace(made, event=event.with_id(self._made_id))
+            self._made = made
         return made
 
     @conversion.setter

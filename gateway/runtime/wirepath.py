@@ -11,6 +11,12 @@ records, the output's defaults and the partition key added as `OutputFormat.rend
 them. Anything else -- a record it declines, a layout it has not seen, a definition not
 learned yet -- is the general path's, with the match already made (`Converter.
 convert_matched`), so the outcome never depends on which path a message took.
+
+A record without an identity (an HTTP request without an `Idempotency-Key`, an MQTT
+3.1.1 message) gets a random event id. For a definition learned from such a record the
+path makes that id, once for all outputs, and hands it back with the records: the
+ledger keeps it, and an event rendered again later (a dead letter, the tap, a reply)
+gets it back, so it is the event that was sent.
 """
 
 from __future__ import annotations
@@ -24,30 +30,36 @@ from gateway.cloudevents.bindings.wireform import BinaryForm
 from gateway.cloudevents.event import CloudEvent
 from gateway.convert import Converter
 from gateway.definitions.model import MessageDefinition
+from gateway.envelope.ids import random_uuid
 from gateway.envelope.outgoing import OutputFormat
 from gateway.envelope.partitioning import PartitionKeys
 from gateway.envelope.wirewriter import WireWriter, own_defaults, sends_unparsed
 from gateway.json.values import JSON
 from gateway.matching.matcher import MatchResult
+from gateway.protocols.accessors import ACCESSORS
 from gateway.protocols.profile import FieldRef
 from gateway.record import NativeMessage
 
 __all__ = ["WirePath", "Written"]
 
-#: What `write` gives for a record it wrote: the match, and a record per output.
-Written = tuple[MatchResult, list[NativeMessage]]
+#: What `write` gives for a record it wrote: the match, a record per output, and the
+#: random id it gave the event if the record has no identity (else None, or an id the
+#: writers did not use: the record's identity made its own).
+Written = tuple[MatchResult, list[NativeMessage], "str | None"]
 
 # Per output: its writer, and the constants and the defaults to call it with (those of
 # the output's defaults the binding does not write itself).
 _Step = tuple[WireWriter, tuple[Any, ...], dict[str, JSON]]
-# Per definition: the protocol of the records it was learned from, and a step per output.
-_Plan = tuple[str, tuple[_Step, ...]]
+# Per definition: the protocol of the records it was learned from, a step per output, and
+# whether its records come without an identity (the one it was learned from did): those
+# get a random id made here, once for every output.
+_Plan = tuple[str, tuple[_Step, ...], bool]
 
 #: Definitions with a plan at most (a catalog's; bounded all the same).
 MAX_PLANS = 65536
 # The plan of a definition the fused path never writes (its body is checked against a
 # schema, or every message of it is rendered by `render_checked`): no record's protocol.
-_NEVER: _Plan = ("", ())
+_NEVER: _Plan = ("", (), False)
 
 
 class WirePath:
@@ -105,13 +117,15 @@ class WirePath:
             return result
         context = result.context
         key = self._keys.key(record, context) if self._keyed else None
+        # A random id, for a record without an identity (the writers use it only then).
+        made_id = random_uuid() if plan[2] else None
         records = []
         for writer, consts, defaults in plan[1]:
-            made = writer(record, context, now, consts, defaults, key)
+            made = writer(record, context, now, consts, defaults, key, made_id)
             if made is None:
                 return result
             records.append(made)
-        return result, records
+        return result, records, made_id
 
     def learn(self, definition: MessageDefinition, record: NativeMessage,
               event: CloudEvent) -> None:
@@ -137,4 +151,6 @@ class WirePath:
                 self._plans[id(definition)] = _NEVER
                 return
             steps.append((made[0], made[1], own_defaults(form, layout, defaults)))
-        self._plans[id(definition)] = (record.protocol, tuple(steps))
+        anonymous = (template.ids_from_records
+                     and ACCESSORS[record.protocol].identity(record.fields) is None)
+        self._plans[id(definition)] = (record.protocol, tuple(steps), anonymous)

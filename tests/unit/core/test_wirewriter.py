@@ -22,6 +22,7 @@ from gateway.definitions.model import MessageDefinition
 from gateway.envelope.outgoing import OutputFormat
 from gateway.envelope.render import EnvelopeTemplate
 from gateway.envelope.wirewriter import own_defaults
+from gateway.protocols.accessors import ACCESSORS
 from gateway.record import NativeMessage
 from tests.unit.test_record import BODIES, CONTENT_TYPES
 
@@ -32,7 +33,13 @@ OUTPUTS = ["KAFKA", "NATS", "HTTP"]
 DEFAULTS = st.sampled_from([{}, {"topic": "out"}, {"subject": "ce", "x": 1},
                             {"method": "PUT", "path": "/p"}, {"key": "dflt"}])
 WRITTEN = {"count": 0}
+ANONYMOUS_WRITTEN = {"count": 0}
+# The random id a caller gives a record without an identity.
+MADE_ID = "5a1f0c9e-3b2d-4e8f-9a7b-6c5d4e3f2a1b"
 UNPARSED_WRITTEN = {"count": 0}
+ANONYMOUS_WRITTEN = {"count": 0}
+# The random id a caller gives a record without an identity.
+MADE_ID = "5a1f0c9e-3b2d-4e8f-9a7b-6c5d4e3f2a1b"
 
 
 def wire_state(record: NativeMessage) -> tuple[Any, ...]:
@@ -71,10 +78,20 @@ def check(template: EnvelopeTemplate, record: NativeMessage, context: dict[str, 
         return
     writer, consts = made
     source = record if received is None else received
-    written = writer(source, context, NOW, consts, own_defaults(form, layout, defaults), key)
+    # A record without an identity, whose event gets a random id, is written with the
+    # caller's id, or not at all.
+    anonymous = (template.ids_from_records
+                 and ACCESSORS[record.protocol].identity(record.fields) is None)
+    if anonymous:
+        assert writer(source, context, NOW, consts, own_defaults(form, layout, defaults),
+                      key, None) is None
+        event = event.with_id(MADE_ID)
+    written = writer(source, context, NOW, consts, own_defaults(form, layout, defaults), key,
+                     MADE_ID)
     if written is None:
         return
     WRITTEN["count"] += 1
+    ANONYMOUS_WRITTEN["count"] += anonymous
     expected = OutputFormat(output, "binary", defaults=defaults).render(
         event, context, None if key is None or output != "KAFKA" else ("key", key))
     # What the NATS producer writes, read first: it must not parse a body sent on
@@ -88,9 +105,12 @@ def check(template: EnvelopeTemplate, record: NativeMessage, context: dict[str, 
         assert written.unparsed_body() is body
     assert frame == (nats_frame(expected) if output == "NATS" else None)
     assert wire_state(written) == wire_state(expected)
-    # What a dead letter, the tap or a reply renders again is the event that was sent.
+    # What a dead letter, the tap or a reply renders again is the event that was sent
+    # (with the id it was sent with: `WrittenMember`).
     again = template.render(record, context, NOW)
     assert isinstance(again, CloudEvent)
+    if anonymous:
+        again = again.with_id(MADE_ID)
     same_event(again, event)
     assert again.get("id") == event.get("id")
     assert "traceparent" not in layout
@@ -132,16 +152,21 @@ def test_the_usual_records_are_written() -> None:
     assert made is not None
     writer, consts = made
     anonymous = NativeMessage("KAFKA", {"topic": "t"}, data={"v": 1}, raw=b'{"v": 1}')
-    assert writer(anonymous, {"a": "x"}, NOW, consts, {}, None) is None
+    assert writer(anonymous, {"a": "x"}, NOW, consts, {}, None, None) is None
+    with_id = writer(anonymous, {"a": "x"}, NOW, consts, {}, None, MADE_ID)
+    assert with_id is not None and ("ce-id", MADE_ID) in with_id.header_pairs().text
+    before = ANONYMOUS_WRITTEN["count"]
+    check(template, anonymous, {"a": "x"}, "NATS", {}, None)
+    assert ANONYMOUS_WRITTEN["count"] == before + 1
     traced = NativeMessage("KAFKA", {**fields, "headers": [
         *fields["headers"],
         {"name": "traceparent", "value": "00-" + "a" * 32 + "-" + "b" * 16 + "-01"}]},
         data={"v": 1}, raw=b'{"v": 1}')
-    assert writer(traced, {"a": "x"}, NOW, consts, {}, None) is None
+    assert writer(traced, {"a": "x"}, NOW, consts, {}, None, MADE_ID) is None
     # The layout it was made for only: a body with no content type has one fewer.
     bytes_body = NativeMessage("KAFKA", {"topic": "t", "partition": 0, "offset": 8},
                                payload=b"\x01")
-    assert writer(bytes_body, {"a": "x"}, NOW, consts, {}, None) is None
+    assert writer(bytes_body, {"a": "x"}, NOW, consts, {}, None, MADE_ID) is None
 
 
 def as_kafka(definition: MessageDefinition) -> EnvelopeTemplate:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from adapters.http.record import to_record as http_record
 from gateway.cloudevents import encode
 from gateway.cloudevents.event import CloudEvent
 from gateway.convert import Converter
@@ -194,3 +195,55 @@ def test_a_route_takes_the_fused_path_only_where_every_output_can() -> None:
                   OutputFormat("AMQP/1.0", defaults={"to": "/q"}),
                   OutputFormat("MQTT/5.0", defaults={"topic_name": "t"})):
         assert path(plain, other) is None
+
+
+HTTP_DOC = {"specversion": "1.0", "messagegroups": {"store": {
+    "envelope": "CloudEvents/1.0", "messages": {
+        "sale": {"protocol": "HTTP", "envelope": "CloudEvents/1.0",
+                 "protocoloptions": {"method": "POST", "path": "/store/{storeid}"},
+                 "envelopemetadata": {
+                     "type": {"value": "com.example.sale"},
+                     "source": {"type": "uritemplate", "value": "/stores/{storeid}"}}}}}}}
+
+
+def _request(n: int, key: str | None = None) -> Delivery:
+    headers = [(b"Content-Type", b"application/json"), (b"Host", b"gw")]
+    if key is not None:
+        headers.append((b"Idempotency-Key", key.encode()))
+    return Delivery(http_record("POST", f"/store/{n}", headers, b'{"v": %d}' % n, RECEIVED),
+                    _settle)
+
+
+def _ids(record: NativeMessage) -> list[str]:
+    return [value for name, value in record.header_pairs().text if name in ("ce-id", "ce_id")]
+
+
+def test_records_without_an_identity_are_written_with_the_id_they_keep() -> None:
+    """An HTTP request has no identity unless it brings an Idempotency-Key: its event's
+    id is random. The fused path writes it all the same, with one id for every output,
+    and the event rendered again later (a dead letter, the tap, a reply) has that id;
+    a request with a key keeps its name-based id."""
+    outputs = [Output("nats", "NATS", Producer(), {"subject": "ce"}),  # type: ignore[arg-type]
+               Output("kafka", "KAFKA", Producer(), {"topic": "out"})]  # type: ignore[arg-type]
+    stats = RouteStats("r", "src", Metrics(CollectorRegistry()), None, 4096, outputs)
+    converter = Converter(read_document(HTTP_DOC).messages())
+    made = BatchMaker(converter, outputs, "binary", PartitionKeys("source"), stats)
+    made.convert([_request(0)], 0.0)  # learns the layout
+    batch = made.convert([_request(1), _request(2), _request(3, key="k-3")], 0.0)
+    members = [m.members[0] for m in batch.messages]
+    assert all(isinstance(m, WrittenMember) for m in members)
+    nats_records, kafka_records = (sent.records for sent in batch.sent)
+    sent_ids = []
+    for member, nats_record, kafka_record in zip(members, nats_records, kafka_records,
+                                                 strict=True):
+        [sent_id] = _ids(nats_record)
+        assert _ids(kafka_record) == [sent_id]  # one id for every output
+        event = member.conversion.event
+        assert event is not None and event.get("id") == sent_id
+        again = converter.convert(member.source, now=None).event
+        assert again is not None
+        assert event.with_id("x") == again.with_id("x")  # all else as rendered
+        sent_ids.append(sent_id)
+    assert len(set(sent_ids)) == 3
+    keyed = converter.convert(members[2].source, now=None).event
+    assert keyed is not None and keyed.get("id") == sent_ids[2]  # name-based, kept
