@@ -305,8 +305,9 @@ class EnvelopeTemplate:
     @property
     def ids_from_records(self) -> bool:
         """Whether an event's id comes from its record (a name-based id of its identity,
-        or a random one without), not from the definition."""
-        return "id" not in self.fixed and all(a.name != "id" for a in self.attributes)
+        or a random one without), not from the definition; asked of a template that has
+        a fused writer (`wire_writer`)."""
+        return self._shape is not None and self._shape.fill_id
 
     def wire_writer(self, protocol: str, form: BinaryForm, layout: Layout
                     ) -> tuple[WireWriter, tuple[Any, ...]] | None:
