@@ -256,9 +256,9 @@ def _says_json(record: NativeMessage, headers: EncodedHeaders) -> bool:
     py`) is not parsed for this, and either path to the record gives the same answer."""
     if not record.has_body:
         return False
-    if record.unparsed_body() is None and record.has_json_data:
-        return True  # parsed already: the common answer, without reading the headers
-    return _declares_json(headers) or record.has_json_data
+    if record.unparsed_body() is not None:  # not parsed yet: the declaration first
+        return _declares_json(headers) or record.has_json_data
+    return record.has_json_data or _declares_json(headers)
 
 
 def _declares_json(headers: EncodedHeaders) -> bool:

@@ -32,19 +32,25 @@ from gateway.runtime.output import Output
 from gateway.runtime.stats import RouteStats
 from gateway.runtime.wirepath import WirePath
 
-DOC = {"specversion": "1.0", "messagegroups": {"store": {
-    "envelope": "CloudEvents/1.0", "messages": {
-        "sale": {"protocol": "KAFKA", "envelope": "CloudEvents/1.0",
-                 "protocoloptions": {"topic": "t", "key": "store/{storeid}/desk/{desk}"},
-                 "envelopemetadata": {
-                     "type": {"value": "com.example.sale"},
-                     "source": {"type": "uritemplate", "value": "/stores/{storeid}"},
-                     "subject": {"type": "uritemplate", "value": "{desk}"}}},
-        "refund": {"protocol": "KAFKA", "envelope": "CloudEvents/1.0",
-                   "protocoloptions": {"topic": "t", "key": "refund/{storeid}"},
-                   "envelopemetadata": {
-                       "type": {"value": "com.example.refund"},
-                       "source": {"type": "uritemplate", "value": "/stores/{storeid}"}}}}}}}
+
+def document(protocol: str, messages: dict[str, tuple[dict[str, Any], dict[str, Any]]]
+             ) -> dict[str, Any]:
+    """A catalog of `protocol` definitions: per message id, its protocol options and
+    envelope metadata."""
+    return {"specversion": "1.0", "messagegroups": {"store": {
+        "envelope": "CloudEvents/1.0", "messages": {
+            mid: {"protocol": protocol, "envelope": "CloudEvents/1.0",
+                  "protocoloptions": options, "envelopemetadata": metadata}
+            for mid, (options, metadata) in messages.items()}}}}
+
+
+STORE_SOURCE = {"type": "uritemplate", "value": "/stores/{storeid}"}
+DOC = document("KAFKA", {
+    "sale": ({"topic": "t", "key": "store/{storeid}/desk/{desk}"},
+             {"type": {"value": "com.example.sale"}, "source": STORE_SOURCE,
+              "subject": {"type": "uritemplate", "value": "{desk}"}}),
+    "refund": ({"topic": "t", "key": "refund/{storeid}"},
+               {"type": {"value": "com.example.refund"}, "source": STORE_SOURCE})})
 TRACE = "00-" + "a" * 32 + "-" + "b" * 16 + "-01"
 RECEIVED = "2026-11-21T09:00:00.25Z"
 
@@ -197,13 +203,9 @@ def test_a_route_takes_the_fused_path_only_where_every_output_can() -> None:
         assert path(plain, other) is None
 
 
-HTTP_DOC = {"specversion": "1.0", "messagegroups": {"store": {
-    "envelope": "CloudEvents/1.0", "messages": {
-        "sale": {"protocol": "HTTP", "envelope": "CloudEvents/1.0",
-                 "protocoloptions": {"method": "POST", "path": "/store/{storeid}"},
-                 "envelopemetadata": {
-                     "type": {"value": "com.example.sale"},
-                     "source": {"type": "uritemplate", "value": "/stores/{storeid}"}}}}}}}
+HTTP_DOC = document("HTTP", {
+    "sale": ({"method": "POST", "path": "/store/{storeid}"},
+             {"type": {"value": "com.example.sale"}, "source": STORE_SOURCE})})
 
 
 def _request(n: int, key: str | None = None) -> Delivery:
