@@ -118,10 +118,12 @@ OPTIONS = OptionSpec(
                  "producer"),
         milliseconds("linger_ms", 5,
                      "producer: milliseconds a partition's batch waits for more records "
-                     "before it is sent. The default 5 lets small submits (AMQP, HTTP "
-                     "sources at moderate rates) share produce requests; 0 sends at once, "
-                     "for more produce requests (Kafka broker CPU) and no lower latency "
-                     "measured (bench/README.md)", "producer", low=0),
+                     "before it is sent. The default 5 lets small submits (an AMQP source "
+                     "at moderate rates) share produce requests; 0 sends at once, for more "
+                     "produce requests (Kafka broker CPU). Unset, a route whose senders "
+                     "each wait for their message (an HTTP source, request-reply) waits "
+                     "2: the wait adds to each of their round trips (bench/README.md)",
+                     "producer", low=0),
         count("max_batch_size", 1048576,
               "producer: bytes of records per partition in one produce request; stay at or "
               "below the broker's message.max.bytes (Kafka's default: 1 MiB + 12)",

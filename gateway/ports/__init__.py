@@ -30,6 +30,11 @@ A producer whose sink has a size limit implements `SizeLimited` (`max_message_by
 the route dead-letters a larger message as `too-large` before sending it, and the
 producer refuses one that its exact wire size puts over with `Outcome.oversize`.
 
+A producer that waits for more records before it sends a batch (Kafka's `linger_ms`)
+implements `Lingers`: a route whose senders each wait for their message (an HTTP ingress,
+a request-reply route) tells it so (`for_waiting_senders`), and it waits only as long as
+such a burst takes to arrive.
+
 A message the consumer cannot decode (a Kafka record batch in a codec nobody knows, a
 failed CRC, a header name that is not UTF-8) is handed over anyway, with what could be
 salvaged (raw bytes, where it was) and `Delivery.undecodable` saying why: the route
@@ -76,6 +81,7 @@ from gateway.ports._bulk import BulkAcker, ack_all
 from gateway.ports._delivery import Answer, Delivery, Settle
 from gateway.ports._endpoint import AdapterEndpoint, AddressTemplate, connection_repr
 from gateway.ports._errors import AdapterError, AlreadySettled, EndOfInput, NotConnected
+from gateway.ports._lingering import Lingers, for_waiting_senders
 from gateway.ports._outcome import Outcome
 from gateway.ports._reply import (
     CORRELATION_ATTRIBUTE,
@@ -109,6 +115,7 @@ __all__ = [
     "Delivery",
     "EndOfInput",
     "EndpointSettings",
+    "Lingers",
     "NotConnected",
     "Opened",
     "Outcome",
@@ -127,6 +134,7 @@ __all__ = [
     "connection_repr",
     "correlation_of",
     "defer_bodies",
+    "for_waiting_senders",
     "no_reply",
     "read_one",
     "size_limit",

@@ -47,6 +47,8 @@ a batch and the settlement decisions), `stats` (metrics, report, log lines) and
   `Requester.request` instead of `submit`, and before a source message is settled its
   sender gets the answer (or is told none came), judged and rendered by the route's
   reply definitions when it has some -- see `gateway.runtime.reply`.
+- Senders that wait (an HTTP ingress, request-reply): the outputs are told so
+  (`ports.Lingers`), and a Kafka output then lingers 2 ms for more records rather than 5.
 - Back-pressure: the pump stops reading while `inflight` messages are unsettled, and the
   adapter passes that on to the broker (credit, receive maximum, paused partitions ...).
 """
@@ -64,7 +66,14 @@ from gateway.observability.logs import CLIENT_ENDPOINT
 from gateway.observability.metrics import Metrics
 from gateway.policies.reply import ReplyErrors
 from gateway.policies.retry import RetryPolicy
-from gateway.ports import Admission, Consumer, NotConnected, Producer, defer_bodies
+from gateway.ports import (
+    Admission,
+    Consumer,
+    NotConnected,
+    Producer,
+    defer_bodies,
+    for_waiting_senders,
+)
 from gateway.protocols import HTTP
 from gateway.redaction.redactor import Redactor
 from gateway.runtime.backlog import watch_backlog
@@ -166,6 +175,12 @@ class Route:
                            PartitionKeys(partition_key), stats)
         if maker.reads_no_bodies:
             defer_bodies(self.consumer)
+        if self.reply_timeout is not None or isinstance(self.consumer, Admission):
+            # Each sender waits for its own message (on the line, or for its reply): an
+            # output holding records back for more would add the wait to every round
+            # trip, as nothing more comes until those senders are answered.
+            for output in self.outputs:
+                for_waiting_senders(output.producer)
         self.intake = Intake(self.source_endpoint, self.consumer, maker, self.sender, window,
                              batches, connect=self._connect_source, retry=self.retry,
                              observe=self.observe, stats=stats, stalls=stalls, tap=self.tap)

@@ -265,6 +265,25 @@ async def test_submit_returns_before_the_broker_confirmed(tansu: Tansu) -> None:
     assert await _topic_numbers(tansu, topic, 51) == list(range(51))
 
 
+@asyncio_test
+async def test_a_producer_whose_senders_wait_connects_with_the_shorter_linger(
+        tansu: Tansu) -> None:
+    topic = await _topic(tansu)
+    producer = _producer(tansu.url)
+    producer.for_waiting_senders()
+    await producer.connect()
+    try:
+        # aiokafka keeps it in seconds on its accumulator (read here only: the gateway
+        # passes `linger_ms` to the client and reads nothing of it back).
+        assert producer._client._message_accumulator._linger_time == pytest.approx(
+            producer.linger_ms / 1000)
+        assert producer.linger_ms < 5
+        assert all(o.delivered for o in await write(producer, _numbered(topic, [0, 1])))
+    finally:
+        await producer.aclose()
+    assert await _topic_numbers(tansu, topic, 2) == [0, 1]
+
+
 def _yielding_sends(producer: KafkaProducer) -> None:
     """Make every send() of the producer's client yield to the loop first, as a send that
     waits for metadata or for room in a full batch does."""

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from adapters.kafka import KafkaOptions
+from adapters.kafka.producer import WAITING_SENDERS_LINGER_MS, KafkaProducer
 from gateway.ports import EndpointSettings
 
 
@@ -51,3 +52,19 @@ def test_the_consumer_reads_committed_records_unless_told_otherwise() -> None:
     assert _parse(isolation_level="read_uncommitted").isolation_level == "read_uncommitted"
     with pytest.raises(ValueError, match="isolation_level"):
         _parse(isolation_level="dirty")
+
+
+def _producer(**options: Any) -> KafkaProducer:
+    return KafkaProducer(EndpointSettings("kafka://127.0.0.1:9092", options=options))
+
+
+def test_a_producer_whose_senders_wait_lingers_less_unless_the_endpoint_says() -> None:
+    producer = _producer()
+    assert producer.linger_ms == 5
+    producer.for_waiting_senders()
+    assert producer.linger_ms == WAITING_SENDERS_LINGER_MS < 5
+    # The operator's word wins, the default's value included.
+    for given in (0, 5, 7):
+        producer = _producer(linger_ms=given)
+        producer.for_waiting_senders()
+        assert producer.linger_ms == given

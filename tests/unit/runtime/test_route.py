@@ -359,3 +359,34 @@ def test_a_route_defers_parsing_only_where_its_outputs_never_read_bodies(
           deadletter=Output("dlq", "KAFKA", MemoryProducer(), defaults={"topic": "dead"}),
           metrics=Metrics(), mode=mode)
     assert consumer.deferred is deferred
+
+
+class _Lingering(MemoryProducer):
+    told = False
+
+    def for_waiting_senders(self):
+        self.told = True
+
+
+class _OnTheLine(MemoryConsumer):
+    """A consumer whose senders wait on the line (`ports.Admission`)."""
+
+    def hold(self, reason):
+        pass
+
+
+@pytest.mark.parametrize(("consumer_kind", "reply_timeout", "told"), [
+    (MemoryConsumer, None, False),  # a broker source: records keep coming, lingering pays
+    (_OnTheLine, None, True),  # an HTTP ingress: each sender waits for its message
+    (MemoryConsumer, 1.0, True),  # request-reply: each sender waits for its reply
+])
+def test_a_route_tells_its_outputs_when_its_senders_wait(consumer_kind, reply_timeout, told):
+    consumer = consumer_kind([], close_when_empty=True)
+    outputs = [_Lingering(), _Lingering()]
+    dlq = _Lingering()
+    Route("store", "store-mqtt", consumer, Converter(CATALOG.messages()),
+          [Output(f"out{i}", "KAFKA", p, defaults={"topic": "t"}) for i, p in enumerate(outputs)],
+          deadletter=Output("dlq", "KAFKA", dlq, defaults={"topic": "dead"}),
+          metrics=Metrics(), reply_timeout=reply_timeout)
+    assert [p.told for p in outputs] == [told, told]
+    assert not dlq.told  # nobody waits for a dead letter
