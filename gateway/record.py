@@ -250,16 +250,19 @@ class NativeMessage:
           JSON object or array; bare scalars such as `21.5` stay bytes (sensors send those
           as plain text).
 
-        `parse=False`: a body the rule may parse is parsed when first read instead
-        (`ReceivedRecord`), for a route that may never read it (`ports.defer_bodies`).
+        `parse=False`: a body declared JSON is parsed when first read instead
+        (`ReceivedRecord`), for a route that may never read it (`ports.defer_bodies`). A
+        body with no content type is parsed at once all the same: only parsing tells
+        whether it is JSON, which every route that converts it must know (the event's
+        content type depends on it), and parsed now its bytes are still in the
+        processor's caches.
         """
         if not body:
             return cls(protocol, fields, received_at=received_at)
         if content_type is not None and not is_json_media_type(content_type):
             return cls(protocol, fields, payload=body, received_at=received_at)
-        if not parse:
-            return ReceivedRecord(protocol, fields, body, content_type is not None,
-                                  received_at)
+        if not parse and content_type is not None:
+            return ReceivedRecord(protocol, fields, body, True, received_at)
         data, payload, raw = parse_body(body, content_type is not None)
         return cls(protocol, fields, data, payload, received_at, raw)
 

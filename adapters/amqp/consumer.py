@@ -32,7 +32,7 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def _decoded(note: Note) -> list[tuple[NativeMessage, str | None]]:
+def _decoded(note: Note, parse: bool = True) -> list[tuple[NativeMessage, str | None]]:
     """The records of a burst the proton thread handed over still encoded, each with why
     it could not be read (None: it could).
 
@@ -57,7 +57,7 @@ def _decoded(note: Note) -> list[tuple[NativeMessage, str | None]]:
             if msg is None:
                 msg = Message()
                 msg.decode(encoded)
-            records.append((to_record(msg, received_at=received_at), None))
+            records.append((to_record(msg, received_at, parse), None))
         except Exception as exc:  # any failure is this message's alone
             why = f"the AMQP message cannot be read: {type(exc).__name__}: {exc}"
             records.append((NativeMessage(AMQP, {}, payload=bytes(encoded),
@@ -252,6 +252,7 @@ class AmqpConsumer(InboxCounts):
             self._opts.max_in_flight)
         # Request-reply: a message with a reply-to is answered there (reply.py).
         self._answers = AnswerSender(settings)
+        self._parse_bodies = True  # False once the route may never read them
 
     @property
     def connected(self) -> bool:
@@ -293,6 +294,11 @@ class AmqpConsumer(InboxCounts):
     async def read_batch(self, limit: int) -> list[Delivery]:
         return await self._inbox.read_batch(limit, self._hand_out, lambda: self._connected)
 
+    def defer_bodies(self) -> None:
+        """`ports.DefersBodies`: from now on a data body is parsed only if something reads
+        its value (a route whose outputs take it as its bytes never does)."""
+        self._parse_bodies = False
+
     async def aclose(self) -> None:
         self._inbox.close()
         await self._drop()
@@ -322,7 +328,8 @@ class AmqpConsumer(InboxCounts):
             return  # an old connection's last words
         for note in batch:
             if note.kind == "messages":
-                self._inbox.buffer.extend(enumerate(_decoded(note), note.first))
+                self._inbox.buffer.extend(enumerate(_decoded(note, self._parse_bodies),
+                                                    note.first))
             elif note.kind == "ready":
                 if self._ready is not None and not self._ready.done():
                     self._ready.set_result(None)

@@ -147,9 +147,11 @@ def _header(msg: Message | Decoded) -> dict[str, JSON]:
     return header
 
 
-def to_record(msg: Message | Decoded, received_at: str | None = None) -> NativeMessage:
+def to_record(msg: Message | Decoded, received_at: str | None = None,
+              parse: bool = True) -> NativeMessage:
     """The record of one received message (proton's, or as `wire.decoded` read it); total
-    (never raises on odd input)."""
+    (never raises on odd input). `parse=False`: a data body is parsed when first read
+    (`NativeMessage.from_wire`)."""
     props = _properties(msg)
     fields: dict[str, JSON] = {}
     if props:
@@ -167,7 +169,7 @@ def to_record(msg: Message | Decoded, received_at: str | None = None) -> NativeM
     body = msg.body
     if isinstance(body, (bytes, memoryview, str)):  # proton decodes binary as memoryview
         raw = body.encode("utf-8") if isinstance(body, str) else bytes(body)
-        return NativeMessage.from_wire(AMQP, fields, raw, ctype, received_at)
+        return NativeMessage.from_wire(AMQP, fields, raw, ctype, received_at, parse=parse)
     if body is not None:  # an amqp-value map, list or scalar is JSON data already
         return NativeMessage(AMQP, fields, to_json(body), received_at=received_at)
     return NativeMessage(AMQP, fields, received_at=received_at)

@@ -139,6 +139,7 @@ class HttpConsumer:
         self._admitted = 0
         self._received_at = _ReceiveTime()
         self._held: str | None = None  # why new requests get 503 (Admission)
+        self._parse_bodies = True  # False once the route may never read them
         self.port: int | None = None
 
     @property
@@ -192,6 +193,11 @@ class HttpConsumer:
         self._runner = runner
         address = runner.addresses[0]
         self.port = int(address[1])
+
+    def defer_bodies(self) -> None:
+        """`ports.DefersBodies`: from now on a request's body is parsed only if something
+        reads its value (a route whose outputs take it as its bytes never does)."""
+        self._parse_bodies = False
 
     def hold(self, reason: str | None) -> None:
         """Admission: while `reason` is set, answer new requests 503 + Retry-After (after
@@ -285,7 +291,7 @@ class HttpConsumer:
             # message, so no dead letter, report or output ever carries it.
             headers = tuple(pair for pair in headers if pair[0].lower() != b"authorization")
         record = request_record(request.method, path, query, headers, body,
-                                self._received_at())
+                                self._received_at(), parse=self._parse_bodies)
         pending.delivery = Delivery(record, pending.settle, pending.answer, pending.waiting)
         self._inbox.put(pending)
         self._watch(pending)

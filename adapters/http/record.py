@@ -131,9 +131,12 @@ def request_record(
     raw_headers: Sequence[tuple[bytes, bytes]],
     body: bytes,
     received_at: str | None = None,
+    *,
+    parse: bool = True,
 ) -> NativeMessage:
     """`to_record` for a target already split (`split_target`): the server splits it once
-    to check the path and passes the parts on."""
+    to check the path and passes the parts on. `parse=False`: its body is parsed when
+    first read (`NativeMessage.from_wire`)."""
     headers: list[JSON] = []
     content_type: str | None = None
     for raw_name, raw_value in raw_headers:
@@ -150,7 +153,7 @@ def request_record(
         if query:
             fields["query"] = query
     fields["headers"] = headers
-    return NativeMessage.from_wire(HTTP, fields, body, content_type, received_at)
+    return NativeMessage.from_wire(HTTP, fields, body, content_type, received_at, parse=parse)
 
 
 class RequestArgs:

@@ -42,6 +42,7 @@ class MqttConsumer(InboxCounts):
         # (connection generation, message): a message of an older connection is not acked
         self._inbox: Inbox[tuple[int, paho.MQTTMessage]] = Inbox(self._opts.max_in_flight)
         self._subscribing = False  # connect() is waiting for SUBACK: never pause reading
+        self._parse_bodies = True  # False once the route may never read them
         self.session_present = False
 
     @property
@@ -108,6 +109,11 @@ class MqttConsumer(InboxCounts):
     async def read_batch(self, limit: int) -> list[Delivery]:
         return await self._inbox.read_batch(limit, self._take, lambda: self.connected)
 
+    def defer_bodies(self) -> None:
+        """`ports.DefersBodies`: from now on a body is parsed only if something reads its
+        value (a route whose outputs take it as its bytes never does)."""
+        self._parse_bodies = False
+
     async def aclose(self) -> None:
         self._inbox.close()
         await self._drop_link()
@@ -127,7 +133,7 @@ class MqttConsumer(InboxCounts):
     def _deliver(self, generation: int, message: paho.MQTTMessage,
                  received_at: str) -> Delivery:
         try:
-            record = to_record(message, self._opts.v5, received_at)
+            record = to_record(message, self._opts.v5, received_at, self._parse_bodies)
         except (UnicodeDecodeError, ValueError):
             # A non-compliant broker can pass a topic that is not UTF-8 (paho's `topic`
             # then raises). Keep the message so it can be dead-lettered, with the topic's

@@ -60,8 +60,10 @@ def _text(raw: bytes) -> str:
         return base64.b64encode(raw).decode("ascii")
 
 
-def to_record(message: paho.MQTTMessage, v5: bool, received_at: str | None = None) -> NativeMessage:
-    """The record of one received PUBLISH; total (never raises on odd input)."""
+def to_record(message: paho.MQTTMessage, v5: bool, received_at: str | None = None,
+              parse: bool = True) -> NativeMessage:
+    """The record of one received PUBLISH; total (never raises on odd input). `parse=False`:
+    its body is parsed when first read (`NativeMessage.from_wire`)."""
     fields: dict[str, JSON] = {
         "topic_name": message.topic,
         "qos": int(message.qos),
@@ -88,7 +90,7 @@ def to_record(message: paho.MQTTMessage, v5: bool, received_at: str | None = Non
     payload = message.payload
     return NativeMessage.from_wire(
         protocol, fields, payload if type(payload) is bytes else bytes(payload), content_type,
-        received_at)
+        received_at, parse=parse)
 
 
 class PublishArgs:

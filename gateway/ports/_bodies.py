@@ -7,9 +7,12 @@ route first reads the value, they are not, and that parse cost a Kafka -> NATS r
 more than the early one (measured with the passthrough harness: bench/README). So an
 adapter parses at once unless the route tells it that its fast path may never read the
 values: a route whose every output takes a received body as its bytes (binary
-CloudEvents to Kafka, `runtime/wirepath.py`). Its records then parse when first read
-(`ReceivedRecord`), which a definition that reads the body, a dead letter or the tap
-still may.
+CloudEvents to Kafka or NATS, `runtime/wirepath.py`). Its records with a body declared
+JSON then parse when first read (`ReceivedRecord`), which a definition that reads the
+body, a dead letter or the tap still may; a body with no content type is parsed at once
+all the same, as only parsing tells whether it is JSON, and every conversion must know
+(`NativeMessage.from_wire`). Every adapter's consumer can (Kafka, NATS, MQTT, AMQP,
+HTTP).
 """
 
 from __future__ import annotations

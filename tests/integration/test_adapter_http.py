@@ -27,7 +27,14 @@ from gateway.convert import Converter
 from gateway.definitions import load_catalog
 from gateway.observability.metrics import Metrics
 from gateway.policies.retry import RetryPolicy
-from gateway.ports import AlreadySettled, Delivery, EndpointSettings, read_one, write
+from gateway.ports import (
+    AlreadySettled,
+    Delivery,
+    EndpointSettings,
+    defer_bodies,
+    read_one,
+    write,
+)
 from gateway.record import NativeMessage
 from gateway.runtime.route import Output, Route
 from harness.brokers import free_port
@@ -160,6 +167,43 @@ async def test_ingress_body_rule() -> None:
                 assert record.data == json.loads(body)
             else:
                 assert not record.has_body
+    finally:
+        await consumer.aclose()
+
+
+@asyncio_test
+async def test_ingress_told_to_defer_bodies_leaves_a_declared_json_body_unparsed() -> None:
+    """`ports.defer_bodies` (a route whose outputs take bodies as their bytes): a body
+    declared JSON is parsed only when read, and reads as the one parsed at once; a body
+    without a content type is parsed at once all the same. The sender is curl."""
+    consumer = await _consumer()
+    try:
+        bodies = [(b'{"a": 1}', "application/json"), (b'{"a": 1}', None)]
+        got = []
+        for told in (False, True):
+            if told:
+                assert defer_bodies(consumer)
+            for body, ctype in bodies:
+                args = ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
+                        "--data-binary", "@-", f"{consumer.url}/x"]
+                args += ["-H", f"Content-Type: {ctype}" if ctype else "Content-Type:"]
+                curl = await asyncio.create_subprocess_exec(
+                    *args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+                assert curl.stdin is not None
+                curl.stdin.write(body)
+                curl.stdin.close()
+                delivery = await _read(consumer)
+                await delivery.ack()
+                async with asyncio.timeout(TIMEOUT):
+                    out, _ = await curl.communicate()
+                assert out == b"202"
+                got.append(delivery.message)
+        at_once, bare_at_once, deferred, bare = got
+        assert at_once.unparsed_body() is None and bare_at_once.unparsed_body() is None
+        assert deferred.unparsed_body() == b'{"a": 1}'
+        assert bare.unparsed_body() is None  # only parsing tells whether it is JSON
+        assert deferred == at_once and bare == bare_at_once
+        assert deferred.data == {"a": 1} and deferred.unparsed_body() is None
     finally:
         await consumer.aclose()
 

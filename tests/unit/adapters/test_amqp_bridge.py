@@ -17,7 +17,7 @@ from adapters.amqp import AmqpConsumer, AmqpProducer
 from adapters.amqp.consumer import _ReceiverHandler, _Settler
 from adapters.amqp.link import Note
 from adapters.amqp.proton_loop import ProtonThread
-from gateway.ports import EndpointSettings, NotConnected, Outcome
+from gateway.ports import EndpointSettings, NotConnected, Outcome, defer_bodies
 from gateway.record import NativeMessage
 
 URL = "amqp://127.0.0.1:1"  # never connected to
@@ -122,10 +122,11 @@ def test_a_message_that_cannot_be_read_is_handed_out_undecodable_and_its_burst_g
 
     real = consumer_module.to_record
 
-    def to_record(msg: Any, received_at: str | None = None) -> NativeMessage:
+    def to_record(msg: Any, received_at: str | None = None, parse: bool = True
+                  ) -> NativeMessage:
         if msg.subject == "poison":
             raise ValueError("year 2285384 is out of range")
-        return real(msg, received_at=received_at)
+        return real(msg, received_at, parse)
 
     monkeypatch.setattr(consumer_module, "to_record", to_record)
 
@@ -309,3 +310,23 @@ def test_connect_attaches_again_only_to_an_existing_transient_queue(
     else:
         asyncio.run(run())
     assert asked == attaches
+
+
+def test_a_consumer_told_to_defer_bodies_leaves_a_declared_json_body_unparsed() -> None:
+    """`ports.defer_bodies`: a data body declared JSON is parsed only when read, and
+    reads as one parsed at once; one without a content type is parsed at once."""
+    async def run() -> None:
+        consumer, thread, _ = _consumer(max_in_flight=10)
+        bare = Message(body=b'{"n": 3}').encode()
+        consumer._on_batch(cast(ProtonThread[Note], thread),
+                           [Note("messages", 0, encoded=[_encoded(1)])])
+        assert defer_bodies(consumer)
+        consumer._on_batch(cast(ProtonThread[Note], thread),
+                           [Note("messages", 1, encoded=[_encoded(1), bare])])
+        at_once, deferred, undeclared = await consumer.read_batch(10)
+        assert at_once.message.unparsed_body() is None
+        assert deferred.message.unparsed_body() == json.dumps({"n": 1}).encode()
+        assert undeclared.message.unparsed_body() is None
+        assert deferred.message == at_once.message
+        assert (deferred.message.data, undeclared.message.data) == ({"n": 1}, {"n": 3})
+    asyncio.run(run())

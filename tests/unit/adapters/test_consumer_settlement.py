@@ -15,6 +15,8 @@ import paho.mqtt.client as paho
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
 
 from adapters.mqtt.consumer import MqttConsumer
 from adapters.mqtt.paho_loop import PahoLink
@@ -22,7 +24,7 @@ from adapters.nats.acks import AckFrontier
 from adapters.nats.connection import log
 from adapters.nats.consumer import NatsConsumer
 from adapters.nats.record import JetStreamAck
-from gateway.ports import Delivery, EndpointSettings, ack_all
+from gateway.ports import Delivery, EndpointSettings, ack_all, defer_bodies
 from gateway.record import NativeMessage
 
 _RECORD = NativeMessage("NATS", {}, None)
@@ -372,3 +374,35 @@ def test_nats_ack_all_hooks_name_their_consumer_for_bulk_acks() -> None:
 async def _spin(rounds: int = 6) -> None:
     for _ in range(rounds):
         await asyncio.sleep(0)
+
+
+def test_mqtt_a_consumer_told_to_defer_bodies_leaves_a_declared_json_body_unparsed() -> None:
+    """`ports.defer_bodies`: an MQTT 5 body declared JSON (its Content Type) is parsed
+    only when read, and reads as one parsed at once; one without is parsed at once."""
+    async def main() -> None:
+        consumer = MqttConsumer(EndpointSettings(
+            "mqtt://127.0.0.1:1",
+            options={"topicfilter": "t/#", "max_in_flight": 8, "protocol": "5.0"}))
+        consumer._link = cast(PahoLink, _Link())
+        consumer._generation = 1
+
+        def publish(mid: int, declared: bool) -> None:
+            message = paho.MQTTMessage(mid, b"t/x")
+            message.qos = 1
+            message.payload = b'{"a": 1}'
+            message.properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+            if declared:
+                message.properties.ContentType = "application/json"
+            consumer._inbox.put((1, message))
+
+        publish(1, True)
+        [at_once] = await _read(consumer, 1)
+        assert defer_bodies(consumer)
+        publish(2, True)
+        publish(3, False)
+        deferred, bare = await _read(consumer, 2)
+        assert at_once.message.unparsed_body() is None
+        assert deferred.message.unparsed_body() == b'{"a": 1}'
+        assert bare.message.unparsed_body() is None
+        assert deferred.message.data == at_once.message.data == bare.message.data == {"a": 1}
+    asyncio.run(main())

@@ -625,16 +625,22 @@ def test_revocation_survives_a_failed_commit_and_a_partition_it_never_had() -> N
 def test_a_consumer_told_to_defer_bodies_leaves_them_unparsed() -> None:
     """`ports.defer_bodies`: records made after it parse when first read, and read the
     same as those parsed at once."""
+    declared = (("content-type", b"application/json"),)
+
     async def scenario() -> None:
-        client = _FakeClient(batches=[{T0: [_Record("orders", 0, 0, value=b'{"a": 1}')]},
-                                      {T0: [_Record("orders", 0, 1, value=b'{"a": 1}')]}])
+        client = _FakeClient(batches=[
+            {T0: [_Record("orders", 0, 0, value=b'{"a": 1}', headers=declared)]},
+            {T0: [_Record("orders", 0, 1, value=b'{"a": 1}', headers=declared),
+                  _Record("orders", 0, 2, value=b'{"a": 1}')]}])
         consumer = _consumer(client)
         [at_once] = await consumer.read_batch(10)
         assert defer_bodies(consumer)
-        [deferred] = await consumer.read_batch(10)
+        [deferred, bare] = await consumer.read_batch(10)
         assert at_once.message.unparsed_body() is None
         assert deferred.message.unparsed_body() == b'{"a": 1}'
-        assert deferred.message.data == at_once.message.data == {"a": 1}
+        # No content type: only parsing tells whether it is JSON, so it is parsed at once.
+        assert bare.message.unparsed_body() is None
+        assert deferred.message.data == at_once.message.data == bare.message.data == {"a": 1}
         assert not defer_bodies(object())  # a consumer that cannot: nothing happens
 
     asyncio.run(scenario())
