@@ -3,6 +3,7 @@
 Not a test: run by hand (from the repository root), e.g.
 
     python -m bench.bench_stages                       # kafka-nats, nats-kafka, kafka-kafka
+    python -m bench.bench_stages --routes http-kafka   # an HTTP request as the ingress reads it
     python -m bench.bench_stages --routes kafka-nats --batch 250 --rounds 40
 
 For one route of the passthrough harness's store example (one definition: context `storeid` and
@@ -57,9 +58,10 @@ from gateway.runtime.keys import PartitionKeys
 from gateway.runtime.output import Output
 from gateway.runtime.stats import RouteStats
 
-PROTOCOL = {"kafka": "KAFKA", "nats": "NATS"}
+PROTOCOL = {"kafka": "KAFKA", "nats": "NATS", "http": "HTTP"}
 MATCH = {"kafka": {"topic": "t", "key": "store/{storeid}/cashierdesk/{cdid}"},
-         "nats": {"subject": "store.{storeid}.cashierdesk.{cdid}"}}
+         "nats": {"subject": "store.{storeid}.cashierdesk.{cdid}"},
+         "http": {"method": "POST", "path": "/store/{storeid}/cashierdesk/{cdid}"}}
 DEFAULTS = {"kafka": {"topic": "out"}, "nats": {"subject": "ce"}}
 BODY = json.dumps({"storeid": "1000", "cdid": "01", "total": 12.5, "currency": "EUR",
                    "items": 3, "pad": "x" * 100}).encode()
@@ -109,8 +111,26 @@ def _kafka_records(size: int) -> list[ConsumerRecord[bytes, bytes]]:
     return out
 
 
+def _http_requests(size: int) -> list[tuple[str, list[tuple[bytes, bytes]]]]:
+    """(path, raw headers) of the harness's load generator's requests, as aiohttp hands
+    them to the ingress."""
+    out = []
+    for n in range(size):
+        headers = [(b"Host", b"127.0.0.1:18080"), *((name.title().encode(), value)
+                                                   for name, value in _headers(n)),
+                   (b"Content-Length", str(len(BODY)).encode())]
+        out.append((f"/store/{1000 + n % 97}/cashierdesk/{n % 12:02d}", headers))
+    return out
+
+
 def _reader(source: str, size: int, parse: bool = True) -> Callable[[], list[NativeMessage]]:
     """`parse=False`: bodies parsed when first read (`ports.defer_bodies`)."""
+    if source == "http":
+        from adapters.http.record import request_record
+
+        requests = _http_requests(size)
+        return lambda: [request_record("POST", path, "", headers, BODY, None, parse=parse)
+                        for path, headers in requests]
     if source == "kafka":
         from adapters.kafka.record import to_record as kafka_record
 
