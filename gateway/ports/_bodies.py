@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+from gateway.ports._optional import tell
+
 
 @runtime_checkable
 class DefersBodies(Protocol):
@@ -31,9 +33,4 @@ class DefersBodies(Protocol):
 
 def defer_bodies(consumer: object) -> bool:
     """Tell `consumer` to leave its bodies unparsed, if it can; whether it can."""
-    # Not `isinstance(consumer, DefersBodies)`: see `size_limit`.
-    defer = getattr(consumer, "defer_bodies", None)
-    if defer is None:
-        return False
-    defer()
-    return True
+    return tell(consumer, "defer_bodies")

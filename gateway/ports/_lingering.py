@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+from gateway.ports._optional import tell
+
 
 @runtime_checkable
 class Lingers(Protocol):
@@ -33,9 +35,4 @@ class Lingers(Protocol):
 
 def for_waiting_senders(producer: object) -> bool:
     """Tell `producer` that its senders wait, if it lingers; whether it does."""
-    # Not `isinstance(producer, Lingers)`: see `size_limit`.
-    told = getattr(producer, "for_waiting_senders", None)
-    if told is None:
-        return False
-    told()
-    return True
+    return tell(producer, "for_waiting_senders")
