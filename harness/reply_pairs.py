@@ -184,7 +184,9 @@ async def http_service(url: str, address: str, late_by: float) -> AsyncIterator[
             await asyncio.sleep(delay)
         return web.Response(body=answer, content_type="application/json")
 
-    runner = web.ServerRunner(web.Server(handle))
+    # The silent request's handler never ends on its own: the server's shutdown waits
+    # for it no longer than this (aiohttp's default is 60 s, per test).
+    runner = web.ServerRunner(web.Server(handle), shutdown_timeout=0.5)
     await runner.setup()
     port = free_port()
     await web.TCPSite(runner, "127.0.0.1", port).start()
