@@ -262,18 +262,15 @@ class NativeMessage:
         if content_type is not None and not is_json_media_type(content_type):
             return cls(protocol, fields, payload=body, received_at=received_at)
         if not parse and content_type is not None:
-            return ReceivedRecord(protocol, fields, body, True, received_at)
+            return ReceivedRecord(protocol, fields, body, received_at)
         data, payload, raw = parse_body(body, content_type is not None)
         return cls(protocol, fields, data, payload, received_at, raw)
 
     def unparsed_body(self) -> bytes | None:
         """The received body while it is not parsed yet (its bytes, whatever they parse
         to: `ReceivedRecord`), else None. What needs only the bytes reads them here, not
-        through `raw`, which would parse them."""
-        return None
-
-    def unparsed_json(self) -> bytes | None:
-        """`unparsed_body()` of a body that came with a JSON-family content type."""
+        through `raw`, which would parse them. Only a body declared JSON is left
+        unparsed (`from_wire`)."""
         return None
 
     def replace_fields(self, fields: Mapping[str, JSON], protocol: str | None = None
@@ -497,7 +494,7 @@ class _ParsedWhenRead:
 
     def _parse(self) -> dict[str, Any]:
         state = self.__dict__
-        data, payload, raw = parse_body(state["_body"], state["_declared"])
+        data, payload, raw = parse_body(state["_body"], True)  # declared JSON: `from_wire`
         state["payload"] = payload
         state["raw"] = raw
         state["data"] = data
@@ -519,33 +516,28 @@ class _ParsedWhenRead:
         body: bytes = self.__dict__["_body"]  # not parsed: the class changes when it is
         return body
 
-    def unparsed_json(self) -> bytes | None:
-        state = self.__dict__
-        body: bytes | None = state["_body"] if state["_declared"] else None
-        return body
-
 
 class ReceivedRecord(_ParsedWhenRead, NativeMessage):
-    """A record `from_wire` made of a body it may have to parse (one with a JSON-family
-    content type, or none): parsed when first read, a `NativeMessage` from then on."""
+    """A record `from_wire` made of a body declared JSON (a JSON-family content type) for
+    a route that may never read it: parsed when first read, a `NativeMessage` from then
+    on."""
 
     PARSED = NativeMessage
 
     def __init__(self, protocol: str, fields: Mapping[str, JSON], body: bytes,
-                 declared: bool, received_at: str | None = None) -> None:
+                 received_at: str | None = None) -> None:
         state = self.__dict__
         state["protocol"] = protocol
         state["fields"] = fields
         state["received_at"] = received_at
         state["_body"] = body
-        state["_declared"] = declared
 
     def replace_fields(self, fields: Mapping[str, JSON], protocol: str | None = None
                        ) -> NativeMessage:
         # The body stays unparsed (a parsed record is a NativeMessage).
         state = self.__dict__
         record = ReceivedRecord(protocol or self.protocol, fields, state["_body"],
-                                state["_declared"], self.received_at)
+                                self.received_at)
         encoded = self.encoded_headers
         if encoded is not None:
             record.__dict__["encoded_headers"] = encoded
@@ -568,7 +560,6 @@ class UnparsedWireRecord(_ParsedWhenRead, WireRecord):
         super().__init__(protocol, head, _NO_DATA, None, None, encoded)
         state = self.__dict__
         state["_body"] = raw
-        state["_declared"] = True
 
 
 def _json_bytes(data: JSON) -> bytes:

@@ -31,7 +31,7 @@ from aiokafka.record.default_records import (  # type: ignore[import-untyped]
 )
 
 from adapters.kafka.connection import explain, stop_quietly
-from adapters.kafka.options import KafkaOptions
+from adapters.kafka.options import OPTIONS, KafkaOptions
 from adapters.kafka.record import SendArgs, to_send
 from adapters.kafka.reply import ReplyReader, requesting
 from gateway.ports import (
@@ -161,7 +161,7 @@ class KafkaProducer:
         # How long a batch waits for more records: the endpoint's `linger_ms`, or the
         # default for the route's kind of senders (`for_waiting_senders`).
         self._linger_ms = self._opts.linger_ms
-        self._linger_given = "linger_ms" in settings.options
+        self._linger_given = "linger_ms" in OPTIONS.canonical(settings.options)
         self.client_id = settings.client_id or f"xrgw-pub-{uuid.uuid4().hex[:12]}"
         self._client: Any = None  # AIOKafkaProducer
         self._partitioner = _Partitioner()
@@ -193,7 +193,7 @@ class KafkaProducer:
         """The route's senders each wait for their message (`ports.Lingers`): linger only
         as long as one burst of theirs takes to arrive, unless the endpoint says."""
         if not self._linger_given:
-            self._linger_ms = min(self._linger_ms, WAITING_SENDERS_LINGER_MS)
+            self._linger_ms = WAITING_SENDERS_LINGER_MS
 
     @property
     def max_message_bytes(self) -> int | None:

@@ -61,7 +61,7 @@ _BODY = ("data = record.data",
 # UTF-8), and the record the value of nothing else when no definition reads it (the
 # renderer's lines above have not: a record they read is parsed). Parsed or not, the
 # output's record then holds the same body (`NativeMessage.from_wire`'s rule).
-_UNPARSED_BODY = ("unparsed_in = record.unparsed_json()",
+_UNPARSED_BODY = ("unparsed_in = record.unparsed_body()",
                   "if unparsed_in is not None and plain_utf8(unparsed_in):",
                   "    data = UNREAD",
                   "    has_data = True",

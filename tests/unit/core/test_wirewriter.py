@@ -97,7 +97,7 @@ def check(template: EnvelopeTemplate, record: NativeMessage, context: dict[str, 
     # What the NATS producer writes, read first: it must not parse a body sent on
     # unparsed, and must write what it writes for the rendered record.
     frame = nats_frame(written) if output == "NATS" else None
-    body = source.unparsed_json()
+    body = source.unparsed_body()
     if received is not None and output != "HTTP" and body is not None \
             and body[:1] != b"\x00" and 0 < body[0] < 0x80 and body[1:2] != b"\x00":
         # A JSON body in plain UTF-8 went on unparsed: nothing read its value.
