@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from gateway.json.knowntypes import KnownTypes
+
 _TOKEN = r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
 _QUOTED = r'"(?:[^"\\\x00-\x08\x0a-\x1f\x7f]|\\[^\x00-\x08\x0a-\x1f\x7f])*"'
 _MEDIA_TYPE = re.compile(
@@ -82,8 +84,18 @@ def is_text(content_type: str | None) -> bool:
 
 
 def is_cloudevents(content_type: str | None) -> bool:
-    """Structured-mode (or batch) marker, compared case-insensitively."""
-    return content_type is not None and essence(content_type).startswith(CLOUDEVENTS_PREFIX)
+    """Structured-mode (or batch) marker, compared case-insensitively. Asked of every
+    received record with a content type: each type's answer is kept (`KnownTypes`)."""
+    if content_type is None:
+        return False
+    known = _CLOUDEVENTS.get(content_type)
+    if known is None:
+        known = essence(content_type).startswith(CLOUDEVENTS_PREFIX)
+        _CLOUDEVENTS.keep(content_type, known)
+    return known
+
+
+_CLOUDEVENTS = KnownTypes()
 
 
 def is_cloudevents_batch(content_type: str | None) -> bool:

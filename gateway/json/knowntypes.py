@@ -1,0 +1,25 @@
+"""What is known of the content types received so far: a fact per type, worked out once.
+
+A sender's content types repeat (one per topic or client, as a rule), and every received
+record with one is asked whether it is JSON (`record.from_wire`) and whether it is a
+CloudEvent (`cloudevents.mediatype`): split, stripped and lower-cased per record, that was
+about a third of a microsecond of each Kafka record's making. The tables are bounded in
+number and in length, as the keys are a sender's text: past the bound a type is worked
+out each time, as before.
+"""
+
+from __future__ import annotations
+
+__all__ = ["KnownTypes"]
+
+
+class KnownTypes(dict[str, bool]):
+    """One fact (a bool) per content type seen, up to `MAX_TYPES` types of at most
+    `MAX_LENGTH` characters."""
+
+    MAX_TYPES = 1024
+    MAX_LENGTH = 200
+
+    def keep(self, content_type: str, fact: bool) -> None:
+        if len(self) < self.MAX_TYPES and len(content_type) <= self.MAX_LENGTH:
+            self[content_type] = fact
