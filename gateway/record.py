@@ -51,6 +51,9 @@ _NO_DATA: Any = object()
 #: None for none, or `UNDETECTED` (the binding looks).
 EventMode = Literal["structured", "binary", "undetected"] | None
 UNDETECTED: EventMode = "undetected"
+#: The first `content-type` and `traceparent` header values of a record, as the adapter
+#: saw them (`NativeMessage.header_facts`).
+HeaderFacts = tuple["str | None", "str | None"]
 
 
 def parse_body(body: bytes, declared: bool) -> tuple[JSON, bytes | None, bytes | None]:
@@ -153,10 +156,15 @@ class NativeMessage:
     encoded_headers: ClassVar[EncodedHeaders | None] = None
     # Whether the record carries a CloudEvent, and in which mode ("structured", "binary"
     # or None), as the adapter that built it saw while it read the headers once anyway
-    # (`mark_event_mode`); `UNDETECTED` where it did not say, and the binding then looks
+    # (`mark_headers_read`); `UNDETECTED` where it did not say, and the binding then looks
     # (`detect`). Not part of the JSON form or of equality, and not copied by
     # `replace_fields` (other fields may say otherwise).
     event_mode: ClassVar[EventMode] = "undetected"
+    # The first `content-type` and `traceparent` header values (names compared ignoring
+    # case; values as the entries' text), or None for one the headers lack, as the same
+    # adapter saw them in that pass; None where it did not say, and a renderer then reads
+    # the entries (`envelope/fastrender.py`). Not copied by `replace_fields` either.
+    header_facts: ClassVar[HeaderFacts | None] = None
 
     def __init__(self, protocol: str, fields: Mapping[str, JSON] | None = None,
                  data: JSON = _NO_DATA, payload: bytes | None = None,
@@ -287,12 +295,17 @@ class NativeMessage:
             _own(record).encoded_headers = encoded
         return record
 
-    def mark_event_mode(self, mode: EventMode) -> None:
-        """Say whether this record carries a CloudEvent (`event_mode`)."""
+    def mark_headers_read(self, mode: EventMode, content_type: str | None,
+                          traceparent: str | None) -> None:
+        """Say what the adapter saw reading the record's headers: whether it carries a
+        CloudEvent (`event_mode`), and its content type and trace parent
+        (`header_facts`)."""
         if TYPE_CHECKING:
-            _own(self).event_mode = mode
+            state = _own(self)
         else:  # once per record received: no call
-            self.event_mode = mode
+            state = self
+        state.event_mode = mode
+        state.header_facts = (content_type, traceparent)
 
     def set_encoded_headers(self, text: list[tuple[str, str]], typed: bool,
                             utf8: list[tuple[str, bytes]] | None = None) -> None:
@@ -445,6 +458,7 @@ class _OwnState(Protocol):
     raw: bytes | None
     encoded_headers: EncodedHeaders | None
     event_mode: EventMode
+    header_facts: HeaderFacts | None
 
 
 def _own(record: NativeMessage) -> _OwnState:

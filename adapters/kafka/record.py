@@ -42,6 +42,8 @@ __all__ = ["KafkaRecordLike", "SendArgs", "is_json_type", "to_record", "to_send"
 
 CONTENT_TYPE = "content-type"
 _CONTENT_TYPE_SIZE = len(CONTENT_TYPE)
+TRACEPARENT = "traceparent"
+_TRACEPARENT_SIZE = len(TRACEPARENT)
 
 
 class KafkaRecordLike(Protocol):
@@ -83,6 +85,7 @@ def to_record(message: KafkaRecordLike, received_at: str | None = None,
         except UnicodeDecodeError:
             fields["key_base64"] = base64.b64encode(key).decode("ascii")
     content_type: str | None = None
+    traceparent: str | None = None
     specversion = False
     raw_headers = message.headers
     if raw_headers:
@@ -102,12 +105,16 @@ def to_record(message: KafkaRecordLike, received_at: str | None = None,
                 content_type = text
             elif not specversion and is_marker(name):  # as the binding reads it
                 specversion = True
+            elif (traceparent is None and len(name) == _TRACEPARENT_SIZE
+                  and name.lower() == TRACEPARENT):
+                traceparent = text
         fields["headers"] = headers
     record = NativeMessage.from_wire(KAFKA, fields, message.value or b"", content_type,
                                      received_at, parse=parse)
-    # Whether it carries a CloudEvent, seen here once rather than by a second pass over
-    # the headers for every record (`NativeMessage.event_mode`).
-    record.mark_event_mode(mode_of(content_type, specversion))
+    # Whether it carries a CloudEvent, its content type and trace parent, seen here once
+    # rather than by a second pass over the headers for every record
+    # (`NativeMessage.event_mode`, `header_facts`).
+    record.mark_headers_read(mode_of(content_type, specversion), content_type, traceparent)
     return record
 
 

@@ -162,6 +162,7 @@ def to_record(msg: Msg, jetstream: bool, received_at: str | None = None,
     elif msg.reply:
         fields["reply-to"] = msg.reply
     content_type: str | None = None
+    traceparent: str | None = None
     specversion = False
     pairs = header_pairs(msg.headers)
     if pairs:
@@ -172,12 +173,15 @@ def to_record(msg: Msg, jetstream: bool, received_at: str | None = None,
                 content_type = value
             elif not specversion and is_marker(name):  # as the binding reads it
                 specversion = True
+            elif traceparent is None and name.lower() == "traceparent":
+                traceparent = value
         fields["headers"] = entries
     record = NativeMessage.from_wire(NATS, fields, msg.data, content_type, received_at,
                                      parse=parse)
-    # Whether it carries a CloudEvent, seen here once rather than by a second pass over
-    # the headers for every message (`NativeMessage.event_mode`).
-    record.mark_event_mode(mode_of(content_type, specversion))
+    # Whether it carries a CloudEvent, its content type and trace parent, seen here once
+    # rather than by a second pass over the headers for every message
+    # (`NativeMessage.event_mode`, `header_facts`).
+    record.mark_headers_read(mode_of(content_type, specversion), content_type, traceparent)
     return record
 
 

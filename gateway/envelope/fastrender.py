@@ -214,6 +214,11 @@ def _pairs_lookup(protocol: str, wanted: dict[str, str]) -> list[str]:
     value = ("(found if isinstance(found := entry.get('value'), str) else as_text(found))"
              if place.text_values
              else "(found if isinstance(found := entry.get('value'), str) else None)")
+    # What the adapter saw of them already, when it says (`NativeMessage.header_facts`):
+    # then no pass over the entries here.
+    facts = {"native": 0, "parent": 1}
+    known = ["facts = record.header_facts", "if facts is not None:"]
+    known += [f"    {var} = facts[{facts[var]}]" for var in wanted]
     lines = [f"{var} = None" for var in wanted]
     lines += [f"{var}_seen = False" for var in wanted]
     lines += [f"entries = fields.get({place.field!r})",
@@ -230,7 +235,7 @@ def _pairs_lookup(protocol: str, wanted: dict[str, str]) -> list[str]:
                   f" and {key} == {name.lower() if place.ignore_case else name!r}:",
                   f"            {var} = {value}",
                   f"            {var}_seen = True"]
-    return lines
+    return [*known, "else:", *("    " + line for line in lines)]
 
 
 def _content_type(protocol: str, has_content_type: bool, looked_up: bool) -> list[str]:

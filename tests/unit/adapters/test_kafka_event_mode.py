@@ -62,3 +62,41 @@ def test_header_values_are_text_base64_or_empty(headers):
     record = _record(b"{}", headers)
     expected = [{"name": name, "value": text(value)} for name, value in headers]
     assert record.fields.get("headers", []) == expected
+
+
+FACT_NAMES = st.sampled_from(["content-type", "Content-Type", "CONTENT-TYPE", "content-typ",
+                              "traceparent", "TraceParent", "traceparentx", "tracestate",
+                              "ce_specversion", "x-message-id"])
+TRACES = st.sampled_from([b"00-" + b"a" * 32 + b"-" + b"b" * 16 + b"-01", b"not-a-trace",
+                          b"application/json", b"text/plain; charset=utf-8", b"\xff", None])
+
+
+@given(st.lists(st.tuples(FACT_NAMES, TRACES), max_size=5))
+def test_the_adapter_says_the_content_type_and_trace_parent_the_entries_hold(headers):
+    """`header_facts` is what a look at the entries finds: the first value of each name,
+    compared ignoring case, as the entries' text (`fastrender` then skips its look)."""
+    record = _record(b"{}", headers)
+    assert record.header_facts == (record.header("content-type", True),
+                                   record.header("traceparent", True))
+
+
+@given(st.lists(st.tuples(FACT_NAMES, TRACES), max_size=5),
+       st.sampled_from([b'{"a": 1}', b"plain", b""]))
+def test_a_record_renders_the_same_with_the_adapters_word_or_without(headers, body):
+    from datetime import UTC, datetime
+
+    from gateway.convert import Converter
+    from gateway.definitions import read_document
+
+    doc = {"specversion": "1.0", "messagegroups": {"g": {
+        "envelope": "CloudEvents/1.0", "messages": {"m": {
+            "protocol": "KAFKA", "protocoloptions": {"topic": "t"},
+            "envelope": "CloudEvents/1.0",
+            "envelopemetadata": {"type": {"value": "t"}, "source": {"value": "/s"}}}}}}}
+    converter = Converter(read_document(doc).messages())
+    record = _record(body, headers)
+    unmarked = record.replace_fields(dict(record.fields))
+    assert unmarked.header_facts is None  # read from the entries
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    marked_event = converter.convert(record, now=now).event
+    assert marked_event == converter.convert(unmarked, now=now).event

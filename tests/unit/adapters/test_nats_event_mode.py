@@ -47,3 +47,19 @@ def test_the_usual_messages_are_marked_and_only_a_bare_one_is_left_to_its_body()
     bare = _record(b"{}", None)
     assert (plain.event_mode, binary.event_mode, structured.event_mode, bare.event_mode) == (
         None, "binary", "structured", UNDETECTED)
+
+
+FACT_NAMES = st.sampled_from(["content-type", "Content-Type", "traceparent", "TRACEPARENT",
+                              "traceparentx", "ce-specversion", "x-message-id"])
+FACT_VALUES = st.sampled_from(["00-" + "a" * 32 + "-" + "b" * 16 + "-01", "not-a-trace",
+                               "application/json", "text/plain", ""])
+
+
+@given(st.none() | st.lists(st.tuples(FACT_NAMES, FACT_VALUES), max_size=5))
+def test_the_adapter_says_the_content_type_and_trace_parent_the_entries_hold(
+        headers: list[tuple[str, str]] | None) -> None:
+    """`header_facts` is what a look at the entries finds: the first value of each name,
+    compared ignoring case (`fastrender` then skips its look)."""
+    record = _record(b"{}", headers)
+    assert record.header_facts == (record.header("content-type", True),
+                                   record.header("traceparent", True))
