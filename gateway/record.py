@@ -18,8 +18,8 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, cast
 
 from gateway.json.body import loads_body, loads_text
@@ -137,6 +137,12 @@ class NativeMessage:
 
     protocol: str
     fields: Mapping[str, JSON]
+    # Every field but perhaps the metadata entries (`ENTRY_FIELDS`): `fields` itself on
+    # most records; on one that makes its entries when first read
+    # (`BytePairsRecord`), the other fields alone. What the hot path reads of a record's
+    # scalar fields (its address, identity, a key) it reads here, so that it never makes
+    # those entries (docs/performance.md).
+    head: Mapping[str, JSON] = field(repr=False)
     data: JSON
     payload: bytes | None
     received_at: str | None
@@ -165,6 +171,9 @@ class NativeMessage:
     # adapter saw them in that pass; None where it did not say, and a renderer then reads
     # the entries (`envelope/fastrender.py`). Not copied by `replace_fields` either.
     header_facts: ClassVar[HeaderFacts | None] = None
+    #: The class `from_wire` makes of a body it leaves unparsed (`ReceivedRecord`, or
+    #: its counterpart of a subclass that makes its entries when read).
+    DEFERRED: ClassVar[Callable[[str, Mapping[str, JSON], bytes, str | None], NativeMessage]]
 
     def __init__(self, protocol: str, fields: Mapping[str, JSON] | None = None,
                  data: JSON = _NO_DATA, payload: bytes | None = None,
@@ -176,7 +185,7 @@ class NativeMessage:
         else:
             state = self
         state.protocol = protocol
-        state.fields = {} if fields is None else fields
+        state.head = state.fields = {} if fields is None else fields
         state.data = data
         state.payload = payload
         state.received_at = received_at
@@ -273,7 +282,7 @@ class NativeMessage:
         if content_type is not None and not is_json_media_type(content_type):
             return cls(protocol, fields, payload=body, received_at=received_at)
         if not parse and content_type is not None:
-            return ReceivedRecord(protocol, fields, body, received_at)
+            return cls.DEFERRED(protocol, fields, body, received_at)
         data, payload, raw = parse_body(body, content_type is not None)
         return cls(protocol, fields, data, payload, received_at, raw)
 
@@ -452,6 +461,7 @@ class _OwnState(Protocol):
 
     protocol: str
     fields: Mapping[str, JSON]
+    head: Mapping[str, JSON]
     data: JSON
     payload: bytes | None
     received_at: str | None
@@ -508,6 +518,7 @@ class WireRecord(NativeMessage):
         state.protocol = protocol
         state.received_at = None
         state.encoded_headers = encoded
+        state.head = head
         self._head = head
         self._lead = len(head)
 
@@ -603,7 +614,7 @@ class ReceivedRecord(_ParsedWhenRead, NativeMessage):
         else:  # once per record received: no call
             state = self
         state.protocol = protocol
-        state.fields = fields
+        state.head = state.fields = fields
         state.received_at = received_at
         self._body = body
 
@@ -634,6 +645,71 @@ class UnparsedWireRecord(_ParsedWhenRead, WireRecord):
         self._wire(protocol, head, encoded)
         assert raw is not None  # a received body, sent on unparsed
         self._body = raw
+
+
+#: The fields a record may make when they are first read (`BytePairsRecord`): never in
+#: its `head`.
+ENTRY_FIELDS = frozenset({"headers"})
+
+
+class BytePairsRecord(NativeMessage):
+    """A received record whose headers came as the client's (name, bytes) pairs
+    (Kafka's) and whose `headers` field -- a {name, value} object per header and their
+    list, each value decoded -- is made when its fields are first read (the general path,
+    a dead letter, the tap), from `keep_pairs`. The hot path reads `head` and the
+    adapter's `header_facts` and never makes them: 3 objects and a decode per header of
+    every record, made and freed unread. The field it makes is the one the adapter made
+    before (valid UTF-8 as text, other bytes as base64 text, a header without a value as
+    ""), after the other fields (`tests/unit/adapters/test_kafka_event_mode.py`)."""
+
+    _pairs: Sequence[tuple[str, bytes | None]] = ()
+    _made: Mapping[str, JSON] | None = None
+
+    @property  # read-only to the type checker, as the frozen field it stands for
+    def fields(self) -> Mapping[str, JSON]:
+        made = self._made
+        if made is None:
+            pairs = self._pairs
+            if not pairs:
+                made = self.head
+            else:
+                whole = dict(self.head)
+                whole["headers"] = [{"name": name, "value": byte_text(value)}
+                                    for name, value in pairs]
+                made = whole
+            self._made = made
+        return made
+
+    @fields.setter
+    def fields(self, fields: Mapping[str, JSON]) -> None:
+        # Only the record's own constructors set it (`_inline`): what they are given is
+        # its head, the entries come later.
+        if TYPE_CHECKING:
+            _own(self).head = fields
+        else:
+            self.head = fields
+
+    def keep_pairs(self, pairs: Sequence[tuple[str, bytes | None]]) -> None:
+        """The client's header pairs, to make the `headers` field of when it is read."""
+        self._pairs = pairs
+
+
+class BytePairsReceivedRecord(ReceivedRecord, BytePairsRecord):
+    """A `BytePairsRecord` whose body is a declared JSON one, parsed when first read
+    (`ReceivedRecord`), a `BytePairsRecord` from then on."""
+
+    PARSED = BytePairsRecord
+
+
+def byte_text(value: bytes | None) -> str:
+    """A header value that came as bytes, as its entry's text: valid UTF-8 as text, other
+    bytes as base64 text, no value as ""."""
+    if value is None:
+        return ""
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return base64.b64encode(value).decode("ascii")
 
 
 def _json_bytes(data: JSON) -> bytes:
@@ -722,3 +798,7 @@ __all__ = [
     "RecordError", "UnparsedWireRecord", "WireRecord", "is_json_media_type", "parse_body",
     "read_records",
 ]
+
+
+NativeMessage.DEFERRED = ReceivedRecord
+BytePairsRecord.DEFERRED = BytePairsReceivedRecord

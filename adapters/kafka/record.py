@@ -30,12 +30,12 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Sequence
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, cast
 
 from gateway.cloudevents.bindings.kafka import is_marker, mode_of
 from gateway.json.values import JSON
 from gateway.protocols import KAFKA
-from gateway.record import NativeMessage
+from gateway.record import BytePairsRecord, NativeMessage, byte_text
 from gateway.record import is_json_media_type as is_json_type
 
 __all__ = ["KafkaRecordLike", "SendArgs", "is_json_type", "to_record", "to_send"]
@@ -89,28 +89,22 @@ def to_record(message: KafkaRecordLike, received_at: str | None = None,
     specversion = False
     raw_headers = message.headers
     if raw_headers:
-        headers: list[JSON] = []
+        # Only the names are read here, and the values of the two headers the route needs
+        # at once: the `headers` field is made when someone reads it (`BytePairsRecord`).
         for name, value in raw_headers:
-            if value is None:
-                text = ""
-            else:  # valid UTF-8 as text, other bytes as base64 (no call per header)
-                try:
-                    text = value.decode("utf-8")
-                except UnicodeDecodeError:
-                    text = base64.b64encode(value).decode("ascii")
-            headers.append({"name": name, "value": text})
             # Length first: most names are not it, and are not lower-cased then.
             if (content_type is None and len(name) == _CONTENT_TYPE_SIZE
                     and name.lower() == CONTENT_TYPE):
-                content_type = text
+                content_type = byte_text(value)
             elif not specversion and is_marker(name):  # as the binding reads it
                 specversion = True
             elif (traceparent is None and len(name) == _TRACEPARENT_SIZE
                   and name.lower() == TRACEPARENT):
-                traceparent = text
-        fields["headers"] = headers
-    record = NativeMessage.from_wire(KAFKA, fields, message.value or b"", content_type,
-                                     received_at, parse=parse)
+                traceparent = byte_text(value)
+    record = BytePairsRecord.from_wire(KAFKA, fields, message.value or b"", content_type,
+                                       received_at, parse=parse)
+    if raw_headers:
+        cast(BytePairsRecord, record).keep_pairs(raw_headers)
     # Whether it carries a CloudEvent, its content type and trace parent, seen here once
     # rather than by a second pass over the headers for every record
     # (`NativeMessage.event_mode`, `header_facts`).

@@ -120,7 +120,9 @@ def source(shape: Shape, protocol: str, tail: tuple[str, ...] = EVENT_TAIL,
         for n, (name, whole, quick) in enumerate(shape.attributes):
             lines += ["        " + line for line in _attribute(n, name, whole, quick)]
         lines += ["    except KeyError:", "        return None"]
-    lines.append("    fields = record.fields")
+    # The scalar fields (identity, a content type field): where reading them makes no
+    # header entries (`NativeMessage.head`); what reads the entries reads `record.fields`.
+    lines.append("    fields = record.head")
     body: list[str] = []
     if shape.fill_id:
         body += _identity(protocol)
@@ -183,7 +185,7 @@ def _identity(protocol: str) -> list[str]:
         return ["identity = None"]
     if ACCESSORS[protocol].scalar_identity:
         return scalar_identity_code(prof.identity.prefix, prof.identity.parts)
-    return ["identity = identity_of(fields)"]
+    return ["identity = identity_of(record.fields)"]
 
 
 def _metadata_pairs(protocol: str) -> bool:
@@ -221,7 +223,7 @@ def _pairs_lookup(protocol: str, wanted: dict[str, str]) -> list[str]:
     known += [f"    {var} = facts[{facts[var]}]" for var in wanted]
     lines = [f"{var} = None" for var in wanted]
     lines += [f"{var}_seen = False" for var in wanted]
-    lines += [f"entries = fields.get({place.field!r})",
+    lines += [f"entries = record.fields.get({place.field!r})",
               "if isinstance(entries, list):",
               "    for entry in entries:",
               "        if not isinstance(entry, dict):",
@@ -250,7 +252,7 @@ def _content_type(protocol: str, has_content_type: bool, looked_up: bool) -> lis
                  "if native.__class__ is not str and not isinstance(native, str):",
                  "    native = None"]
     else:
-        lines = ["native = content_type_of(fields)"]
+        lines = ["native = content_type_of(record.fields)"]
     lines += ["if native is not None:",
               # The same one or two types come with every message: each text checked
               # once (`render.media_type_seen`).
@@ -271,12 +273,12 @@ def _trace(protocol: str, looked_up: bool, remakeable: bool = False) -> list[str
     prof = find_profile(protocol)
     if prof is None or prof.metadata is None:
         return []
-    lines = [] if looked_up else ["parent = metadata_of(fields, 'traceparent')"]
+    lines = [] if looked_up else ["parent = metadata_of(record.fields, 'traceparent')"]
     if remakeable:
         return [*lines, "if parent is not None and TRACEPARENT(parent):", "    return None"]
     return [*lines,
             "if parent is not None and TRACEPARENT(parent):",
             "    attributes['traceparent'] = parent",
-            "    state = metadata_of(fields, 'tracestate')",
+            "    state = metadata_of(record.fields, 'tracestate')",
             "    if state:",
             "        attributes['tracestate'] = state"]

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from gateway.json.values import JSON
 from gateway.protocols import find_profile
 from gateway.protocols.profile import FieldRef
-from gateway.record import NativeMessage
+from gateway.record import ENTRY_FIELDS, NativeMessage
 from gateway.templates.template import Template, TemplateError
 
 __all__ = ["NONE", "SOURCE", "PartitionKeys", "check_policy"]
@@ -69,7 +69,8 @@ class PartitionKeys:
         if prof is None:
             return None
         for ref in prof.ordering.source_key:
-            value = _text_at(source.fields, ref)
+            # A scalar field is read where reading it makes no header entries.
+            value = _text_at(source.fields if ref.field in ENTRY_FIELDS else source.head, ref)
             if value:
                 return value
         return None

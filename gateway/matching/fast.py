@@ -23,7 +23,7 @@ from gateway.cloudevents.mediatype import comparable
 from gateway.json.values import JSON, as_text
 from gateway.matching.compiled import Check, CompiledDefinition, Failure, NativeTest, search
 from gateway.matching.values import conforms, same_value
-from gateway.record import NativeMessage
+from gateway.record import ENTRY_FIELDS, NativeMessage
 
 # The verdict on one value of a field: accept the check, or try the field's next value
 # (also when a placeholder captured a different value before: another entry of a
@@ -192,9 +192,10 @@ def _check_test(check: Check) -> CheckTest:
         return _scalar_template(access.field, check, absent_ok)
     if access is not None and access.kind == "scalar":
         field = access.field
+        in_head = field not in ENTRY_FIELDS
 
         def scalar(record: NativeMessage, context: dict[str, str]) -> bool:
-            fields = record.fields
+            fields = record.head if in_head else record.fields
             if field not in fields:
                 return absent_ok
             return per_value(fields[field], context) == PASS
@@ -217,9 +218,10 @@ def _check_test(check: Check) -> CheckTest:
 
 def _scalar_capture(field: str, name: str) -> CheckTest:
     """`check_test` of `{name}` on a scalar field (`_whole_value_test` of its value)."""
+    in_head = field not in ENTRY_FIELDS  # read where no entries are made for it
 
     def test(record: NativeMessage, context: dict[str, str]) -> bool:
-        fields = record.fields
+        fields = record.head if in_head else record.fields
         if field not in fields:
             return False
         value = fields[field]
@@ -240,10 +242,11 @@ def _scalar_template(field: str, check: Check, absent_ok: bool) -> CheckTest:
     one function (a Kafka key with its captures, say, checked for every message), without
     a call per value."""
     match_fn: Callable[[str], dict[str, str] | None] | None = None
+    in_head = field not in ENTRY_FIELDS  # read where no entries are made for it
 
     def test(record: NativeMessage, context: dict[str, str]) -> bool:
         nonlocal match_fn
-        fields = record.fields
+        fields = record.head if in_head else record.fields
         if field not in fields:
             return absent_ok
         value = fields[field]

@@ -191,7 +191,7 @@ class Matcher:
         if index is None:
             return MatchResult("unmatched")
         if field is not None:  # a scalar address (topic, subject, path): read it here
-            address = record.fields.get(field)
+            address = record.head.get(field)
             if address.__class__ is not str and not isinstance(address, str):
                 address = None
         else:

@@ -100,3 +100,24 @@ def test_a_record_renders_the_same_with_the_adapters_word_or_without(headers, bo
     now = datetime(2026, 1, 1, tzinfo=UTC)
     marked_event = converter.convert(record, now=now).event
     assert marked_event == converter.convert(unmarked, now=now).event
+
+
+@given(st.lists(st.tuples(NAMES, st.one_of(VALUES, st.binary(max_size=6))), max_size=4),
+       st.sampled_from([b'{"a": 1}', b"x", b""]), st.booleans())
+def test_a_record_reads_as_the_one_made_with_its_entries_up_front(headers, body, parse):
+    """The adapter's record makes its `headers` field when first read
+    (`BytePairsRecord`), parsed body or not: it reads, compares and serialises as the
+    record made with the field up front, and `head` is its fields without the entries."""
+    from adapters.kafka.record import to_record as kafka_record
+    from gateway.record import ENTRY_FIELDS
+
+    consumed = ConsumerRecord("t", 0, 1, 0, 0, b"k", body, None, 1, len(body), headers)
+    record = kafka_record(consumed, "2026-01-01T00:00:00Z", parse=parse)
+    head = dict(record.head)
+    whole = dict(record.fields)  # made now
+    assert {k: v for k, v in whole.items() if k not in ENTRY_FIELDS} == head
+    eager = NativeMessage.from_wire("KAFKA", whole, body, record.header("content-type", True),
+                                    "2026-01-01T00:00:00Z")
+    assert record == eager and record.to_json() == eager.to_json()
+    assert record.data == eager.data and record.payload == eager.payload  # parses now
+    assert dict(record.fields) == whole

@@ -181,6 +181,58 @@ def test_a_batch_converts_the_same_with_the_fused_path_and_without(nats: bool) -
                    for m in without.messages if m.members)
 
 
+def _consumed(offset: int, key: str, headers: list[tuple[str, bytes | None]],
+              body: bytes = b'{"v": 1}') -> Delivery:
+    """A record as the Kafka adapter makes it of aiokafka's own (body deferred)."""
+    from aiokafka.structs import ConsumerRecord  # type: ignore[import-untyped]
+
+    from adapters.kafka.record import to_record as kafka_record
+    consumed = ConsumerRecord("t", 0, offset, 1_700_000_000_000, 0, key.encode(), body,
+                              None, len(key), len(body), headers)
+    return Delivery(kafka_record(consumed, RECEIVED, parse=False), _settle)
+
+
+def _consumed_batch(offset: int) -> list[Delivery]:
+    json_type = ("content-type", b"application/json")
+    return [
+        _consumed(offset, "store/1/desk/01", [json_type, ("x-message-id", b"m-1")]),
+        _consumed(offset + 1, "store/2/desk/02", [("Content-Type", b"application/json"),
+                                                  ("x-raw", b"\xff\xfe"), ("x-none", None)]),
+        _consumed(offset + 2, "store/3/desk/03", [json_type, ("TraceParent", TRACE.encode())]),
+        _consumed(offset + 3, "store/4/desk/04", [json_type, ("traceparent", b"not-one")]),
+        _consumed(offset + 4, "store/5/desk/05", [("ce_specversion", b"1.0"), json_type]),
+        _consumed(offset + 5, "store/6/desk/06", [json_type], b"plain"),
+        _consumed(offset + 6, "store/7/desk/07", []),
+    ]
+
+
+@pytest.mark.parametrize("nats", [True, False])
+def test_the_kafka_adapters_records_convert_the_same_and_keep_their_entries_unmade(
+        nats: bool) -> None:
+    """Records as the Kafka adapter makes them (`BytePairsRecord`: header entries made
+    when `fields` is read): the fused path writes them without making the entries, and
+    the batch converts as it does where the entries were read first."""
+    fused, fused_metrics = maker(True, nats)
+    general, general_metrics = maker(False, nats)
+    for first in (0, 100):  # the first batch teaches the fused path the layouts
+        deliveries = _consumed_batch(first)
+        with_it = fused.convert(deliveries, 0.0)
+        written = [m for m in with_it.messages
+                   if m.members and isinstance(m.members[0], WrittenMember)]
+        unmade = [m.delivery.message.head["offset"] for m in written
+                  if vars(m.delivery.message).get("_made") is None]
+        read_first = _consumed_batch(first)
+        for delivery in read_first:
+            assert isinstance(delivery.message.fields, dict)  # entries made up front
+        without = general.convert(read_first, 0.0)
+        assert outcome(with_it) == outcome(without)
+    # Written (not those with a trace context or a CloudEvent marker), none of them with
+    # their entries made.
+    assert [m.delivery.message.head["offset"] for m in written] == unmade
+    assert unmade == [100, 101, 103, 105, 106]
+    assert samples(fused_metrics) == samples(general_metrics)
+
+
 def test_a_route_takes_the_fused_path_only_where_every_output_can() -> None:
     """Binary CloudEvents through a wire form (Kafka, NATS, HTTP) with constant defaults
     on every output; anything else keeps the whole route on the general path."""
