@@ -492,8 +492,8 @@ class WireRecord(NativeMessage):
     `head`: the fields the binding wrote before the headers (`lead` of them) and any a
     renderer adds to `wire_fields()` before anyone reads `fields` (defaults, a key)."""
 
-    # Its own state (plain attributes: `_inline`), besides the record's.
-    _head: dict[str, JSON]
+    # Its own state (plain attributes: `_inline`), besides the record's; its `head` is the
+    # `head` above (the binding's fields and those added before `fields` is read).
     _lead: int
     _fields: dict[str, JSON] | None = None  # made when first read
 
@@ -519,14 +519,13 @@ class WireRecord(NativeMessage):
         state.received_at = None
         state.encoded_headers = encoded
         state.head = head
-        self._head = head
         self._lead = len(head)
 
     @property  # read-only, as the frozen field it stands for
     def fields(self) -> Mapping[str, JSON]:
         made = self._fields
         if made is None:
-            items = list(self._head.items())
+            items = list(self.head.items())
             lead = self._lead
             made = dict(items[:lead])
             encoded = self.encoded_headers
@@ -538,7 +537,7 @@ class WireRecord(NativeMessage):
 
     def wire_fields(self) -> Mapping[str, JSON]:
         made = self._fields
-        return self._head if made is None else made
+        return self.head if made is None else made
 
     def current_encoded_headers(self) -> EncodedHeaders | None:
         if self._fields is None:  # nobody has read (or changed) the fields
