@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, cast
 
+from gateway.json import knowntypes
 from gateway.json.body import loads_body, loads_text
-from gateway.json.knowntypes import KnownTypes
 from gateway.json.values import JSON, JSONObject, as_text
 from gateway.protocols import (
     MQTT5,
@@ -724,16 +724,16 @@ def _json_bytes(data: JSON) -> bytes:
 
 def is_json_media_type(content_type: str) -> bool:
     """Whether a content type is of the JSON family; asked of every received record
-    with one (`from_wire`), so each type's answer is kept (`KnownTypes`)."""
+    with one (`from_wire`), so each type's answer is kept (`knowntypes`)."""
     known = _JSON_TYPES.get(content_type)
     if known is None:
         essence = content_type.split(";", 1)[0].strip().lower()
         known = essence in ("application/json", "text/json") or essence.endswith("+json")
-        _JSON_TYPES.keep(content_type, known)
+        knowntypes.keep(_JSON_TYPES, content_type, known)
     return known
 
 
-_JSON_TYPES = KnownTypes()
+_JSON_TYPES: dict[str, bool] = {}
 
 
 def _first_entry(entries: JSON, name: str, case_insensitive: bool) -> dict[str, JSON] | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from gateway.json.knowntypes import KnownTypes
+from gateway.json import knowntypes
 
 _TOKEN = r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
 _QUOTED = r'"(?:[^"\\\x00-\x08\x0a-\x1f\x7f]|\\[^\x00-\x08\x0a-\x1f\x7f])*"'
@@ -85,17 +85,17 @@ def is_text(content_type: str | None) -> bool:
 
 def is_cloudevents(content_type: str | None) -> bool:
     """Structured-mode (or batch) marker, compared case-insensitively. Asked of every
-    received record with a content type: each type's answer is kept (`KnownTypes`)."""
+    received record with a content type: each type's answer is kept (`knowntypes`)."""
     if content_type is None:
         return False
     known = _CLOUDEVENTS.get(content_type)
     if known is None:
         known = essence(content_type).startswith(CLOUDEVENTS_PREFIX)
-        _CLOUDEVENTS.keep(content_type, known)
+        knowntypes.keep(_CLOUDEVENTS, content_type, known)
     return known
 
 
-_CLOUDEVENTS = KnownTypes()
+_CLOUDEVENTS: dict[str, bool] = {}
 
 
 def is_cloudevents_batch(content_type: str | None) -> bool:

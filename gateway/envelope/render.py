@@ -37,7 +37,7 @@ from gateway.definitions.model import MessageDefinition, Property
 from gateway.envelope.fastrender import AttributeShape, Renderer, Shape, renderer
 from gateway.envelope.ids import event_id
 from gateway.envelope.wirewriter import WireWriter, writer
-from gateway.json.knowntypes import KnownTypes
+from gateway.json import knowntypes
 from gateway.json.values import JSON, as_text
 from gateway.record import NativeMessage
 from gateway.templates.template import Template, TemplateError
@@ -460,7 +460,7 @@ def _carry_trace_context(record: NativeMessage, attributes: dict[str, Any]) -> N
 # (a Kafka header may be as long as the record): only short texts are kept.
 _MEDIA_TYPES_MAX = 256
 _MEDIA_TYPE_KEPT = 128  # characters
-_MEDIA_TYPES_SEEN = KnownTypes(_MEDIA_TYPES_MAX, _MEDIA_TYPE_KEPT)
+_MEDIA_TYPES_SEEN: dict[str, bool] = {}
 
 
 def media_type_seen(text: str) -> bool:
@@ -468,7 +468,7 @@ def media_type_seen(text: str) -> bool:
     known = _MEDIA_TYPES_SEEN.get(text)
     if known is None:
         known = _MEDIA_TYPE.match(text) is not None
-        _MEDIA_TYPES_SEEN.keep(text, known)
+        knowntypes.keep(_MEDIA_TYPES_SEEN, text, known, _MEDIA_TYPES_MAX, _MEDIA_TYPE_KEPT)
     return known
 
 

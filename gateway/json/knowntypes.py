@@ -11,21 +11,17 @@ past the bound a type is worked out each time, as before.
 
 from __future__ import annotations
 
-__all__ = ["KnownTypes"]
+__all__ = ["MAX_LENGTH", "MAX_TYPES", "keep"]
+
+MAX_TYPES = 1024
+MAX_LENGTH = 200
 
 
-class KnownTypes(dict[str, bool]):
-    """One fact (a bool) per content type seen, up to `max_types` types of at most
-    `max_length` characters (by default `MAX_TYPES` and `MAX_LENGTH`)."""
-
-    MAX_TYPES = 1024
-    MAX_LENGTH = 200
-
-    def __init__(self, max_types: int = MAX_TYPES, max_length: int = MAX_LENGTH) -> None:
-        super().__init__()
-        self.max_types = max_types
-        self.max_length = max_length
-
-    def keep(self, content_type: str, fact: bool) -> None:
-        if len(self) < self.max_types and len(content_type) <= self.max_length:
-            self[content_type] = fact
+def keep(table: dict[str, bool], content_type: str, fact: bool, max_types: int = MAX_TYPES,
+         max_length: int = MAX_LENGTH) -> None:
+    """Remember `fact` of `content_type` in `table`, unless the table holds `max_types`
+    already or the type is longer than `max_length` characters. The tables are plain
+    dicts, read with `.get` where they are asked: CPython specialises that call for a dict
+    and not for a subclass of one."""
+    if len(table) < max_types and len(content_type) <= max_length:
+        table[content_type] = fact
