@@ -18,6 +18,14 @@ message, without the interpreter's start-up and the first batch.
 `deferred` (parsed when first read, what a route tells its source where its outputs
 never read them: `gateway/ports/_bodies.py`).
 
+`--whole` (Kafka sources): the consumer's part and the settler's too, as the daemon
+runs them between the client library and the sockets: the commit tracking's deliveries
+(`Commits.deliver`), the conversion and the producer's form as above, then what
+settling a batch does when nothing failed (the dead letters' check of each message,
+`ports.ack_all`) and freeing it. Only the event loop, the clients and the metrics' own
+work are left out. `--answerer` adds the reply-topic hook the consumer made for every
+record before a route that answers nobody could say so (`ports.answer_nobody`).
+
 `--settle each,bulk`: instead, what settling a read batch of a Kafka partition costs per
 message (1,000 records delivered by the consumer's commit tracking, then acked): `each`
 through every delivery's own `ack`, the way the route settled before, `bulk` through
@@ -83,10 +91,57 @@ def settle_child(how: str, batches: int) -> None:
     asyncio.run(main())
 
 
-def count(route: str, batches: int, bodies: str) -> int:
+def whole_child(route: str, batches: int, bodies: str) -> None:
+    import asyncio
+
+    from aiokafka import TopicPartition
+
+    from adapters.kafka.commits import Commits
+    from adapters.kafka.options import KafkaOptions
+    from adapters.kafka.reply import AnswerSender
+    from bench import bench_stages as bs
+    from gateway.ports import EndpointSettings, ack_all
+    from gateway.runtime.heap import settle_heap
+    from gateway.runtime.ledger import failed_parts
+
+    source, sink = route.split("-")
+    assert source == "kafka", "--whole: Kafka sources only"
+    maker = bs.route_maker(bs._definition(source), sink)
+    write = bs._writer(sink)
+    settings = EndpointSettings(uri="kafka://127.0.0.1:9092",
+                                options={"topics": ["t"], "consumergroup": "g"})
+    answers = AnswerSender(KafkaOptions.parse(settings), "bench")
+
+    async def main() -> None:
+        commits = Commits()  # no client: the offsets wait for one, no request is made
+        # A route that answers nobody tells its consumer so (`ports.answer_nobody`);
+        # `--answerer` keeps the hook every record was looked at for before that.
+        commits.answerer = answers.answerer if "--answerer" in sys.argv else None
+        commits.parse_bodies = bodies == "parsed"
+        records = bs._kafka_records(BATCH)
+        tp = TopicPartition("t", 0)
+        settle_heap()
+        kept: list[object] = []
+        for number in range(batches):
+            for record in records:  # the next offsets of the partition
+                record.offset += BATCH if number else 0
+            batch = maker.convert(commits.deliver({tp: records}, ""), 0.0)
+            write(batch.sent[0].records)
+            kept.append(batch)
+            if len(kept) > 4:  # settled in order, a window of 4 batches kept alive
+                oldest = kept.pop(0)
+                assert not any(failed_parts(m) for m in oldest.messages)  # type: ignore[attr-defined]
+                await ack_all(oldest.deliveries())  # type: ignore[attr-defined]
+                del oldest
+
+    asyncio.run(main())
+
+
+def count(route: str, batches: int, bodies: str, mode: str = "--child",
+          extra: tuple[str, ...] = ()) -> int:
     done = subprocess.run(
         ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
-         "-m", "bench.bench_instructions", "--child", route, str(batches), bodies],
+         "-m", "bench.bench_instructions", mode, route, str(batches), bodies, *extra],
         capture_output=True, text=True, check=True)
     found = re.search(r"Collected : (\d+)", done.stderr)
     if found is None:
@@ -101,9 +156,16 @@ def main() -> None:
         else:
             child(sys.argv[2], int(sys.argv[3]), sys.argv[4])
         return
+    if len(sys.argv) > 1 and sys.argv[1] == "--whole-child":
+        whole_child(sys.argv[2], int(sys.argv[3]), sys.argv[4])
+        return
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--routes", default="kafka-nats,nats-kafka,kafka-kafka")
     p.add_argument("--bodies", default="parsed,deferred")
+    p.add_argument("--whole", action="store_true",
+                   help="Kafka sources: the consumer's and the settler's part too")
+    p.add_argument("--answerer", action="store_true",
+                   help="--whole: with the consumer's reply-topic hook per record")
     p.add_argument("--settle", default="", help="each,bulk: settling instead of the routes")
     args = p.parse_args()
     if args.settle:
@@ -111,10 +173,14 @@ def main() -> None:
             per = (count("settle", 8, how) - count("settle", 2, how)) / (6 * BATCH)
             print(f"kafka settle {how:5s} {per:10,.0f} instructions/msg", flush=True)
         return
+    mode, what = ("--whole-child", "whole") if args.whole else ("--child", "stages")
     for route in args.routes.split(","):
         for bodies in args.bodies.split(","):
-            per = (count(route, 8, bodies) - count(route, 2, bodies)) / (6 * BATCH)
-            print(f"{route:12s} bodies {bodies:8s} {per:10,.0f} instructions/msg", flush=True)
+            extra = ("--answerer",) if args.answerer else ()
+            per = (count(route, 8, bodies, mode, extra)
+                   - count(route, 2, bodies, mode, extra)) / (6 * BATCH)
+            print(f"{route:12s} {what} bodies {bodies:8s} {per:10,.0f} instructions/msg",
+                  flush=True)
 
 
 if __name__ == "__main__":

@@ -267,6 +267,11 @@ class KafkaConsumer:
         return end
 
     # -- delivery ----------------------------------------------------------------------------
+    def answer_nobody(self) -> None:
+        """No answer hooks (`ports.answer_nobody`): the records' headers go unsearched for
+        a reply topic."""
+        self._commits.answerer = None
+
     def defer_bodies(self) -> None:
         """Bodies parsed when first read (`ports.defer_bodies`)."""
         self._commits.parse_bodies = False

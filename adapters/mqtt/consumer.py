@@ -43,6 +43,7 @@ class MqttConsumer(InboxCounts):
         self._inbox: Inbox[tuple[int, paho.MQTTMessage]] = Inbox(self._opts.max_in_flight)
         self._subscribing = False  # connect() is waiting for SUBACK: never pause reading
         self._parse_bodies = True  # False once the route may never read them
+        self._answers = True  # False once the route answers nobody
         self.session_present = False
 
     @property
@@ -114,6 +115,11 @@ class MqttConsumer(InboxCounts):
         value (a route whose outputs take it as its bytes never does)."""
         self._parse_bodies = False
 
+    def answer_nobody(self) -> None:
+        """`ports.AnswersSenders`: from now on no answer hooks (no response topic looked
+        for): the route answers nobody."""
+        self._answers = False
+
     async def aclose(self) -> None:
         self._inbox.close()
         await self._drop_link()
@@ -144,7 +150,7 @@ class MqttConsumer(InboxCounts):
                 {"topic_name": topic, "qos": int(message.qos), "retain": bool(message.retain)},
                 payload=bytes(message.payload) or None, received_at=received_at)
         return Delivery(record, partial(self._settle, generation, message.mid, message.qos),
-                        self._answerer(message))
+                        self._answerer(message) if self._answers else None)
 
     def _answerer(self, message: paho.MQTTMessage) -> Answer | None:
         """Request-reply (MQTT 5): publish the answer to the request's response topic with

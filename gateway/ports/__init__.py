@@ -21,7 +21,9 @@ per message and write; retrying is the route's job (`gateway.policies.retry`).
 
 Request-reply (`routes[].reply: true`): a Delivery whose sender waits for an answer
 carries an `answer` hook, and a producer that can wait for one implements `Requester`
-(`request(messages, timeout)`, the answer in `Outcome.reply`).
+(`request(messages, timeout)`, the answer in `Outcome.reply`). A route that answers
+nobody tells a consumer that makes such hooks (`AnswersSenders`) to stop
+(`answer_nobody`): finding out whether a sender waits costs per message.
 
 A consumer whose senders wait on the line (the HTTP ingress) implements `Admission`: it
 listens from the start and refuses messages (503 + Retry-After) while the route holds it.
@@ -75,6 +77,7 @@ from gateway.ports._adapter import (
     write,
 )
 from gateway.ports._admission import Admission
+from gateway.ports._answers import AnswersSenders, answer_nobody
 from gateway.ports._backlog import Backlog, BacklogReporter, PartitionLag, StreamPending
 from gateway.ports._bodies import DefersBodies, defer_bodies
 from gateway.ports._bulk import BulkAcker, ack_all
@@ -106,6 +109,7 @@ __all__ = [
     "Admission",
     "AlreadySettled",
     "Answer",
+    "AnswersSenders",
     "Backlog",
     "BacklogReporter",
     "BulkAcker",
@@ -130,6 +134,7 @@ __all__ = [
     "StreamPending",
     "TlsSettings",
     "ack_all",
+    "answer_nobody",
     "confirmed",
     "connection_repr",
     "correlation_of",

@@ -71,6 +71,7 @@ from gateway.ports import (
     Consumer,
     NotConnected,
     Producer,
+    answer_nobody,
     defer_bodies,
     for_waiting_senders,
 )
@@ -170,6 +171,8 @@ class Route:
         self.replies = (None if self.reply_timeout is None else
                         Replies(self.outputs, self.deadletters.stray, stats,
                                 reply_definitions, reply_errors))
+        if self.replies is None:
+            answer_nobody(self.consumer)  # its answer hooks would go unused
         batches: asyncio.Queue[Batch] = asyncio.Queue()
         maker = BatchMaker(self.converter, self.outputs, self.mode,
                            PartitionKeys(partition_key), stats)

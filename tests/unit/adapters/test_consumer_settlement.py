@@ -24,7 +24,7 @@ from adapters.nats.acks import AckFrontier
 from adapters.nats.connection import log
 from adapters.nats.consumer import NatsConsumer
 from adapters.nats.record import JetStreamAck
-from gateway.ports import Delivery, EndpointSettings, ack_all, defer_bodies
+from gateway.ports import Delivery, EndpointSettings, ack_all, answer_nobody, defer_bodies
 from gateway.record import NativeMessage
 
 _RECORD = NativeMessage("NATS", {}, None)
@@ -52,6 +52,34 @@ class _Link:
 
     def pause_reading(self) -> None:
         pass
+
+
+def test_mqtt_a_consumer_told_to_answer_nobody_makes_no_answer_hooks() -> None:
+    """`ports.answer_nobody`: an MQTT 5 request (a response topic) gets an answer hook
+    until the route says it answers nobody, then none."""
+    async def main() -> None:
+        consumer = MqttConsumer(EndpointSettings(
+            "mqtt://127.0.0.1:1",
+            options={"topicfilter": "t/#", "max_in_flight": 8, "protocol": "5.0"}))
+        consumer._link = cast(PahoLink, _Link())
+        consumer._generation = 1
+
+        def request(mid: int) -> None:
+            message = paho.MQTTMessage(mid, b"t/x")
+            message.qos = 1
+            message.payload = b"{}"
+            message.properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+            message.properties.ResponseTopic = "answers/1"
+            consumer._inbox.put((1, message))
+
+        request(1)
+        [asked] = await _read(consumer, 1)
+        assert answer_nobody(consumer)
+        request(2)
+        [unasked] = await _read(consumer, 1)
+        assert asked.answer is not None
+        assert unasked.answer is None
+    asyncio.run(main())
 
 
 def _mqtt(link: _Link) -> MqttConsumer:

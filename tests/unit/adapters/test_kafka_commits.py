@@ -28,7 +28,14 @@ from hypothesis import strategies as st
 from adapters.kafka import KafkaConsumer
 from adapters.kafka import commits as _kafka_commits
 from adapters.kafka.commits import Commits
-from gateway.ports import Delivery, EndpointSettings, NotConnected, ack_all, defer_bodies
+from gateway.ports import (
+    Delivery,
+    EndpointSettings,
+    NotConnected,
+    ack_all,
+    answer_nobody,
+    defer_bodies,
+)
 
 T0 = TopicPartition("orders", 0)
 T1 = TopicPartition("orders", 1)
@@ -354,6 +361,16 @@ def test_each_delivery_carries_the_answer_its_record_asks_for() -> None:
         assert [d.answer for d in plain] == [None]
 
     _bounded(scenario)
+
+
+def test_a_consumer_told_to_answer_nobody_stops_looking_for_reply_topics() -> None:
+    """`ports.answer_nobody`: the consumer's commit tracking has the reply sender's
+    answerer (records naming a reply topic get a hook) until the route says it answers
+    nobody; then it has none, and no delivery carries an answer."""
+    consumer = _consumer(_FakeClient())
+    assert consumer._commits.answerer is not None
+    assert answer_nobody(consumer)
+    assert consumer._commits.answerer is None
 
 
 def test_first_unsettled_is_the_first_open_offset_then_the_next_one() -> None:

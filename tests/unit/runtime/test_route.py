@@ -361,6 +361,26 @@ def test_a_route_defers_parsing_only_where_its_outputs_never_read_bodies(
     assert consumer.deferred is deferred
 
 
+class _Answering(MemoryConsumer):
+    answers = True
+
+    def answer_nobody(self):
+        self.answers = False
+
+
+@pytest.mark.parametrize(("reply_timeout", "answers"), [
+    (None, False),  # nobody is answered: no hooks to look for per message
+    (1.0, True),  # request-reply: the senders' answer hooks are what it answers with
+])
+def test_a_route_that_answers_nobody_tells_its_consumer(reply_timeout, answers):
+    consumer = _Answering([], close_when_empty=True)
+    Route("store", "store-mqtt", consumer, Converter(CATALOG.messages()),
+          [Output("out", "KAFKA", MemoryProducer(), defaults={"topic": "t"})],
+          deadletter=Output("dlq", "KAFKA", MemoryProducer(), defaults={"topic": "dead"}),
+          metrics=Metrics(), reply_timeout=reply_timeout)
+    assert consumer.answers is answers
+
+
 class _Lingering(MemoryProducer):
     told = False
 
