@@ -44,6 +44,7 @@ import subprocess
 import sys
 
 BATCH = 1000
+RECEIVED = "2026-11-29T12:00:00Z"
 
 
 def child(route: str, batches: int, bodies: str) -> None:
@@ -125,7 +126,8 @@ def whole_child(route: str, batches: int, bodies: str) -> None:
         for number in range(batches):
             for record in records:  # the next offsets of the partition
                 record.offset += BATCH if number else 0
-            batch = maker.convert(commits.deliver({tp: records}, ""), 0.0)
+            # The consumer's receive time: one text per batch (`KafkaConsumer._deliver`).
+            batch = maker.convert(commits.deliver({tp: records}, RECEIVED), 0.0)
             write(batch.sent[0].records)
             kept.append(batch)
             if len(kept) > 4:  # settled in order, a window of 4 batches kept alive
