@@ -21,10 +21,10 @@ never read them: `gateway/ports/_bodies.py`).
 `--whole` (Kafka sources): the consumer's part and the settler's too, as the daemon
 runs them between the client library and the sockets: the commit tracking's deliveries
 (`Commits.deliver`), the conversion and the producer's form as above, then what
-settling a batch does when nothing failed (the dead letters' check of each message,
-`ports.ack_all`) and freeing it. Only the event loop, the clients and the metrics' own
-work are left out. `--answerer` adds the reply-topic hook the consumer made for every
-record before a route that answers nobody could say so (`ports.answer_nobody`).
+settling a batch does when nothing failed (`DeadLetters.write`, `ports.ack_all`) and
+freeing it. Only the event loop, the clients and the metrics' own work are left out.
+`--answerer` adds the reply-topic hook the consumer made for every record before a
+route that answers nobody could say so (`ports.answer_nobody`).
 
 `--settle each,bulk`: instead, what settling a read batch of a Kafka partition costs per
 message (1,000 records delivered by the consumer's commit tracking, then acked): `each`
@@ -96,14 +96,21 @@ def whole_child(route: str, batches: int, bodies: str) -> None:
     import asyncio
 
     from aiokafka import TopicPartition
+    from prometheus_client import CollectorRegistry
 
     from adapters.kafka.commits import Commits
     from adapters.kafka.options import KafkaOptions
     from adapters.kafka.reply import AnswerSender
     from bench import bench_stages as bs
+    from gateway.observability.metrics import Metrics
+    from gateway.policies.retry import RetryPolicy
     from gateway.ports import EndpointSettings, ack_all
+    from gateway.redaction.redactor import Redactor
+    from gateway.runtime.deadletters import DeadLetters
     from gateway.runtime.heap import settle_heap
-    from gateway.runtime.ledger import failed_parts
+    from gateway.runtime.sender import Sender
+    from gateway.runtime.stalls import Stalls
+    from gateway.runtime.window import Window
 
     source, sink = route.split("-")
     assert source == "kafka", "--whole: Kafka sources only"
@@ -112,6 +119,12 @@ def whole_child(route: str, batches: int, bodies: str) -> None:
     settings = EndpointSettings(uri="kafka://127.0.0.1:9092",
                                 options={"topics": ["t"], "consumergroup": "g"})
     answers = AnswerSender(KafkaOptions.parse(settings), "bench")
+    # The settler's dead letters (none configured: nothing fails here anyway).
+    stats = maker._stats
+    stalls = Stalls("bench", Metrics(CollectorRegistry()), 60.0)
+    window = Window(4096, BATCH, stats, stalls)
+    sender = Sender(maker.outputs, None, RetryPolicy(), None, stats, stalls)
+    deadletters = DeadLetters(None, "src", Redactor(), sender, window, stats, stalls)
 
     async def main() -> None:
         commits = Commits()  # no client: the offsets wait for one, no request is made
@@ -132,7 +145,7 @@ def whole_child(route: str, batches: int, bodies: str) -> None:
             kept.append(batch)
             if len(kept) > 4:  # settled in order, a window of 4 batches kept alive
                 oldest = kept.pop(0)
-                assert not any(failed_parts(m) for m in oldest.messages)  # type: ignore[attr-defined]
+                assert not await deadletters.write(oldest.messages, {})  # type: ignore[attr-defined]
                 await ack_all(oldest.deliveries())  # type: ignore[attr-defined]
                 del oldest
 

@@ -56,6 +56,9 @@ class DeadLetters:
         letters: list[Letter] = []
         deadletter = self.output
         for message in messages:
+            members = message.members
+            if message.whole is None and len(members) == 1 and members[0].reason is None:
+                continue  # nearly every message (`failed_parts` gives none): no call for it
             for part in failed_parts(message):
                 letter = self._letter(message, part)
                 if deadletter is None:
