@@ -71,15 +71,17 @@ def to_canonical(value: AttributeValue) -> str:
 
 # The receive times of a burst are one datetime object (`envelope.render` reuses the
 # parsed `received_at`): each output of each event writes it, so its text is remembered.
-_last_time: tuple[datetime | None, str] = (None, "")
+# A list holding the (time, text) pair: the generated writers read it in place
+# (`bindings/wireform.py`), with no call for the time every message has.
+LAST_TIME_TEXT: list[tuple[datetime | None, str]] = [(None, "")]
 
 
 def _format_time(value: datetime) -> str:
-    global _last_time
-    if value is _last_time[0]:
-        return _last_time[1]
+    last = LAST_TIME_TEXT[0]
+    if value is last[0]:
+        return last[1]
     text = format_rfc3339(value)
-    _last_time = (value, text)
+    LAST_TIME_TEXT[0] = (value, text)
     return text
 
 

@@ -40,7 +40,7 @@ from gateway.cloudevents.bindings.layouts import ByLayout
 from gateway.cloudevents.event import CloudEvent
 from gateway.cloudevents.headercodec import needs_no_encoding
 from gateway.cloudevents.mediatype import JSON_CONTENT_TYPE, is_json
-from gateway.cloudevents.typesystem import to_canonical
+from gateway.cloudevents.typesystem import LAST_TIME_TEXT, to_canonical
 from gateway.json.values import JSON
 from gateway.record import _NO_DATA, EncodedHeaders, NativeMessage, WireRecord
 
@@ -135,7 +135,11 @@ def write_lines(form: BinaryForm, layout: tuple[str, ...],
     values = ", ".join(f"v{n}" for n in range(len(layout)))
     code = [f"    {values}{',' if len(layout) == 1 else ''} = {attributes}.values()"]
     for n in written:
-        code += [f"    if v{n}.__class__ is not str:", f"        v{n} = to_canonical(v{n})"]
+        # Not text: nearly always the time, the burst's one receive time, whose text
+        # `to_canonical` remembers; read here first.
+        code += [f"    if v{n}.__class__ is not str:",
+                 f"        v{n} = (time_text[1] if v{n} is (time_text := TIME_TEXT[0])[0]"
+                 f" else to_canonical(v{n}))"]
     # The content type sent, `ct`, and the body: the data as JSON (with its bytes as
     # received, when it has them) or non-empty bytes; anything else is the binding's.
     code += [f"    data = {data_of}",
@@ -238,7 +242,8 @@ def write_lines(form: BinaryForm, layout: tuple[str, ...],
     else:
         code.append("    return Record(PROTOCOL, fields, data, payload, None, raw)")
     namespace: dict[str, Any] = {
-        "to_canonical": to_canonical, "needs_no_encoding": needs_no_encoding,
+        "to_canonical": to_canonical, "TIME_TEXT": LAST_TIME_TEXT,
+        "needs_no_encoding": needs_no_encoding,
         "is_json": is_json, "JSON_CONTENT_TYPE": JSON_CONTENT_TYPE,
         "plain_utf8": _plain_utf8, "Record": NativeMessage, "Encoded": EncodedHeaders,
         "Wire": WireRecord,
