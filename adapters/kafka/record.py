@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from typing import NamedTuple, Protocol, cast
 
 from gateway.cloudevents.bindings.kafka import is_marker, mode_of
+from gateway.json import knowntypes
 from gateway.json.values import JSON
 from gateway.protocols import KAFKA
 from gateway.record import BytePairsRecord, NativeMessage, byte_text
@@ -95,7 +96,9 @@ def to_record(message: KafkaRecordLike, received_at: str | None = None,
             # Length first: most names are not it, and are not lower-cased then.
             if (content_type is None and len(name) == _CONTENT_TYPE_SIZE
                     and name.lower() == CONTENT_TYPE):
-                content_type = byte_text(value)
+                content_type = _TYPE_TEXT.get(value) if value is not None else None
+                if content_type is None:
+                    content_type = _type_text(value)
             elif not specversion and is_marker(name):  # as the binding reads it
                 specversion = True
             elif (traceparent is None and len(name) == _TRACEPARENT_SIZE
@@ -110,6 +113,18 @@ def to_record(message: KafkaRecordLike, received_at: str | None = None,
     # (`NativeMessage.event_mode`, `header_facts`).
     record.mark_headers_read(mode_of(content_type, specversion), content_type, traceparent)
     return record
+
+
+#: The text of each content-type header value seen: a sender's few types, decoded once.
+_TYPE_TEXT: dict[bytes, str] = {}
+
+
+def _type_text(value: bytes | None) -> str:
+    """`byte_text(value)`, remembered (`knowntypes.keep`: bounded)."""
+    text = byte_text(value)
+    if value is not None:
+        knowntypes.keep(_TYPE_TEXT, value, text)
+    return text
 
 
 class SendArgs(NamedTuple):

@@ -5,11 +5,14 @@ record with one is asked whether it is JSON (`record.from_wire`) and whether it 
 CloudEvent (`cloudevents.mediatype`): split, stripped and lower-cased per record, that was
 about a third of a microsecond of each Kafka record's making. The renderers ask whether it
 is a media type at all (`envelope/render.py`, `media_type_seen`), in a table of their
-own. The tables are bounded in number and in length, as the keys are a sender's text:
+own, and the Kafka consumer keeps the text of each content-type header value (bytes on
+the wire). The tables are bounded in number and in length, as the keys are a sender's text:
 past the bound a type is worked out each time, as before.
 """
 
 from __future__ import annotations
+
+from typing import TypeVar
 
 __all__ = ["MAX_LENGTH", "MAX_TYPES", "keep"]
 
@@ -17,7 +20,11 @@ MAX_TYPES = 1024
 MAX_LENGTH = 200
 
 
-def keep(table: dict[str, bool], content_type: str, fact: bool, max_types: int = MAX_TYPES,
+Key = TypeVar("Key", str, bytes)
+Fact = TypeVar("Fact")
+
+
+def keep(table: dict[Key, Fact], content_type: Key, fact: Fact, max_types: int = MAX_TYPES,
          max_length: int = MAX_LENGTH) -> None:
     """Remember `fact` of `content_type` in `table`, unless the table holds `max_types`
     already or the type is longer than `max_length` characters. The tables are plain

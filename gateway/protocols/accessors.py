@@ -223,7 +223,9 @@ def scalar_identity_code(prefix: str, parts: tuple[IdentityPart, ...]) -> list[s
         lines.append(f"id_v{n} = fields.get({name})")
         conditions.append(f"id_v{n} is not None" if part.need == "present" else f"id_v{n}")
     text = "/".join(f"{{id_v{n}!s}}" for n in range(len(parts)))
-    value = f"{prefix + ':'!r} + f{text!r}"
+    # One f-string, the prefix in it (braces doubled): `prefix + f"..."` made two strings.
+    escaped = (prefix + ":").replace("{", "{{").replace("}", "}}")
+    value = f"f{escaped + text!r}"
     if not conditions:
         return [*lines, f"identity = {value}"]
     return [*lines, f"identity = {value} if {' and '.join(conditions)} else None"]

@@ -43,3 +43,26 @@ def test_a_long_type_is_worked_out_but_not_kept() -> None:
     assert is_json_media_type(long_type)
     record = NativeMessage.from_wire("KAFKA", {}, b'{"a": 1}', long_type)
     assert record.data == {"a": 1}
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    (b"application/json", "application/json"),
+    (b"\xff\xfejson", "//5qc29u"),  # not UTF-8: its base64, as the entry's text says it
+])
+def test_a_kafka_content_type_reads_the_same_seen_once_or_again(
+        monkeypatch: pytest.MonkeyPatch, value: bytes, text: str) -> None:
+    """The Kafka consumer keeps each content-type value's text (bytes on the wire): the
+    record's content type and its `headers` entry agree, the first time and after."""
+    from aiokafka.structs import ConsumerRecord  # type: ignore[import-untyped]
+
+    from adapters.kafka import record as kafka_record
+
+    table: dict[bytes, str] = {}
+    monkeypatch.setattr(kafka_record, "_TYPE_TEXT", table)
+    for offset in range(2):
+        consumed = ConsumerRecord("t", 0, offset, 0, 0, b"k", b"{}", None, 1, 2,
+                                  (("content-type", value),))
+        record = kafka_record.to_record(consumed)
+        assert record.header_facts == (text, None)
+        assert record.fields["headers"] == [{"name": "content-type", "value": text}]
+    assert table == {value: text}

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from nats.aio.msg import Msg
 
+from adapters.nats import record as nats_record
 from adapters.nats.publish import Batch, PubAcks, _pub_ack_outcome, publish_all
 from adapters.nats.record import (
     HeaderPairs,
@@ -171,6 +172,26 @@ def test_publish_frame_is_what_nats_py_queues(subject: str, reply: str, payload:
     except ValueError:
         got = "refused"
     assert got == expected
+
+
+def test_the_subjects_remembered_are_valid_ones_and_bounded(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A subject found valid is remembered as its bytes (the same frame the second time);
+    one refused never is, and past the bound new subjects are checked every time."""
+    table: dict[str, bytes] = {}
+    monkeypatch.setattr(nats_record, "_SUBJECT_BYTES", table)
+    monkeypatch.setattr(nats_record, "_SUBJECT_BYTES_MAX", 2)
+    first = publish_frame(PublishArgs("orders.1", "", b"{}", None))
+    assert publish_frame(PublishArgs("orders.1", "", b"{}", None)) == first
+    assert table == {"orders.1": b"orders.1"}
+    for bad in ("a b", "a\tb", ""):
+        with pytest.raises(ValueError, match="invalid NATS subject"):
+            publish_frame(PublishArgs(bad, "", b"{}", None))
+    publish_frame(PublishArgs("orders.2", "_INBOX.x", b"{}", None))  # replies: not kept
+    publish_frame(PublishArgs("orders.3", "", b"{}", None))
+    assert table == {"orders.1": b"orders.1", "orders.2": b"orders.2"}
+    with pytest.raises(ValueError, match="invalid NATS reply subject"):
+        publish_frame(PublishArgs("orders.1", "r 1", b"{}", None))
 
 
 @settings(max_examples=300, deadline=None)
