@@ -139,7 +139,7 @@ class NativeMessage:
     fields: Mapping[str, JSON]
     # Every field but perhaps the metadata entries (`ENTRY_FIELDS`): `fields` itself on
     # most records; on one that makes its entries when first read
-    # (`BytePairsRecord`), the other fields alone. What the hot path reads of a record's
+    # (`PairsRecord`), the other fields alone. What the hot path reads of a record's
     # scalar fields (its address, identity, a key) it reads here, so that it never makes
     # those entries (docs/performance.md).
     head: Mapping[str, JSON] = field(repr=False)
@@ -646,22 +646,23 @@ class UnparsedWireRecord(_ParsedWhenRead, WireRecord):
         self._body = raw
 
 
-#: The fields a record may make when they are first read (`BytePairsRecord`): never in
+#: The fields a record may make when they are first read (`PairsRecord`): never in
 #: its `head`.
 ENTRY_FIELDS = frozenset({"headers"})
 
 
-class BytePairsRecord(NativeMessage):
-    """A received record whose headers came as the client's (name, bytes) pairs
-    (Kafka's) and whose `headers` field -- a {name, value} object per header and their
-    list, each value decoded -- is made when its fields are first read (the general path,
-    a dead letter, the tap), from `keep_pairs`. The hot path reads `head` and the
-    adapter's `header_facts` and never makes them: 3 objects and a decode per header of
-    every record, made and freed unread. The field it makes is the one the adapter made
-    before (valid UTF-8 as text, other bytes as base64 text, a header without a value as
-    ""), after the other fields (`tests/unit/adapters/test_kafka_event_mode.py`)."""
+class PairsRecord(NativeMessage):
+    """A received record whose headers came as the client's (name, value) pairs (Kafka's,
+    values as bytes; NATS's, as text) and whose `headers` field -- a {name, value} object
+    per header and their list, each value as text -- is made when its fields are first
+    read (the general path, a dead letter, the tap), from `keep_pairs`. The hot path
+    reads `head` and the adapter's `header_facts` and never makes them: 2 objects (and a
+    decode) per header of every record, made and freed unread. The field it makes is the
+    one the adapters made before (text as it came, valid UTF-8 bytes as text, other bytes
+    as base64 text, a header without a value as ""), after the other fields
+    (`tests/unit/adapters/test_kafka_event_mode.py`, `test_nats_event_mode.py`)."""
 
-    _pairs: Sequence[tuple[str, bytes | None]] = ()
+    _pairs: Sequence[tuple[str, bytes | str | None]] = ()
     _made: Mapping[str, JSON] | None = None
 
     @property  # read-only to the type checker, as the frozen field it stands for
@@ -673,8 +674,10 @@ class BytePairsRecord(NativeMessage):
                 made = self.head
             else:
                 whole = dict(self.head)
-                whole["headers"] = [{"name": name, "value": byte_text(value)}
-                                    for name, value in pairs]
+                whole["headers"] = [
+                    {"name": name,
+                     "value": value if isinstance(value, str) else byte_text(value)}
+                    for name, value in pairs]
                 made = whole
             self._made = made
         return made
@@ -688,16 +691,16 @@ class BytePairsRecord(NativeMessage):
         else:
             self.head = fields
 
-    def keep_pairs(self, pairs: Sequence[tuple[str, bytes | None]]) -> None:
+    def keep_pairs(self, pairs: Sequence[tuple[str, bytes | str | None]]) -> None:
         """The client's header pairs, to make the `headers` field of when it is read."""
         self._pairs = pairs
 
 
-class BytePairsReceivedRecord(ReceivedRecord, BytePairsRecord):
-    """A `BytePairsRecord` whose body is a declared JSON one, parsed when first read
-    (`ReceivedRecord`), a `BytePairsRecord` from then on."""
+class PairsReceivedRecord(ReceivedRecord, PairsRecord):
+    """A `PairsRecord` whose body is a declared JSON one, parsed when first read
+    (`ReceivedRecord`), a `PairsRecord` from then on."""
 
-    PARSED = BytePairsRecord
+    PARSED = PairsRecord
 
 
 def byte_text(value: bytes | None) -> str:
@@ -800,4 +803,4 @@ __all__ = [
 
 
 NativeMessage.DEFERRED = ReceivedRecord
-BytePairsRecord.DEFERRED = BytePairsReceivedRecord
+PairsRecord.DEFERRED = PairsReceivedRecord

@@ -36,7 +36,7 @@ from gateway.cloudevents.bindings.kafka import is_marker, mode_of
 from gateway.json import knowntypes
 from gateway.json.values import JSON
 from gateway.protocols import KAFKA
-from gateway.record import BytePairsRecord, NativeMessage, byte_text
+from gateway.record import PairsRecord, NativeMessage, byte_text
 from gateway.record import is_json_media_type as is_json_type
 
 __all__ = ["KafkaRecordLike", "SendArgs", "is_json_type", "to_record", "to_send"]
@@ -91,7 +91,7 @@ def to_record(message: KafkaRecordLike, received_at: str | None = None,
     raw_headers = message.headers
     if raw_headers:
         # Only the names are read here, and the values of the two headers the route needs
-        # at once: the `headers` field is made when someone reads it (`BytePairsRecord`).
+        # at once: the `headers` field is made when someone reads it (`PairsRecord`).
         for name, value in raw_headers:
             # Length first: most names are not it, and are not lower-cased then.
             if (content_type is None and len(name) == _CONTENT_TYPE_SIZE
@@ -104,10 +104,10 @@ def to_record(message: KafkaRecordLike, received_at: str | None = None,
             elif (traceparent is None and len(name) == _TRACEPARENT_SIZE
                   and name.lower() == TRACEPARENT):
                 traceparent = byte_text(value)
-    record = BytePairsRecord.from_wire(KAFKA, fields, message.value or b"", content_type,
+    record = PairsRecord.from_wire(KAFKA, fields, message.value or b"", content_type,
                                        received_at, parse=parse)
     if raw_headers:
-        cast(BytePairsRecord, record).keep_pairs(raw_headers)
+        cast(PairsRecord, record).keep_pairs(raw_headers)
     # Whether it carries a CloudEvent, its content type and trace parent, seen here once
     # rather than by a second pass over the headers for every record
     # (`NativeMessage.event_mode`, `header_facts`).

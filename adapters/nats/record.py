@@ -32,14 +32,14 @@ import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from operator import itemgetter
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from nats.aio.msg import Msg
 
 from gateway.cloudevents.bindings.nats import WIRE, is_marker, mode_of
 from gateway.json.values import JSON
 from gateway.protocols import NATS
-from gateway.record import EncodedHeaders, NativeMessage
+from gateway.record import EncodedHeaders, NativeMessage, PairsRecord
 from gateway.record import is_json_media_type as is_json_type
 
 __all__ = [
@@ -166,18 +166,19 @@ def to_record(msg: Msg, jetstream: bool, received_at: str | None = None,
     specversion = False
     pairs = header_pairs(msg.headers)
     if pairs:
-        entries: list[JSON] = []
+        # Only the names are read here, and the values of the headers the route needs at
+        # once: the `headers` field is made when someone reads it (`PairsRecord`).
         for name, value in pairs:
-            entries.append({"name": name, "value": value})
             if content_type is None and name.lower() == "content-type":
                 content_type = value
             elif not specversion and is_marker(name):  # as the binding reads it
                 specversion = True
             elif traceparent is None and name.lower() == "traceparent":
                 traceparent = value
-        fields["headers"] = entries
-    record = NativeMessage.from_wire(NATS, fields, msg.data, content_type, received_at,
-                                     parse=parse)
+    record = PairsRecord.from_wire(NATS, fields, msg.data, content_type, received_at,
+                                   parse=parse)
+    if pairs:
+        cast(PairsRecord, record).keep_pairs(pairs)
     # Whether it carries a CloudEvent, its content type and trace parent, seen here once
     # rather than by a second pass over the headers for every message
     # (`NativeMessage.event_mode`, `header_facts`).

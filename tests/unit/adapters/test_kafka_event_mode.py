@@ -106,7 +106,7 @@ def test_a_record_renders_the_same_with_the_adapters_word_or_without(headers, bo
        st.sampled_from([b'{"a": 1}', b"x", b""]), st.booleans())
 def test_a_record_reads_as_the_one_made_with_its_entries_up_front(headers, body, parse):
     """The adapter's record makes its `headers` field when first read
-    (`BytePairsRecord`), parsed body or not: it reads, compares and serialises as the
+    (`PairsRecord`), parsed body or not: it reads, compares and serialises as the
     record made with the field up front, and `head` is its fields without the entries."""
     from adapters.kafka.record import to_record as kafka_record
     from gateway.record import ENTRY_FIELDS

@@ -63,3 +63,31 @@ def test_the_adapter_says_the_content_type_and_trace_parent_the_entries_hold(
     record = _record(b"{}", headers)
     assert record.header_facts == (record.header("content-type", True),
                                    record.header("traceparent", True))
+
+
+@given(st.none() | st.lists(st.tuples(NAMES, VALUES), max_size=4), BODIES, st.booleans())
+def test_a_record_reads_as_the_one_made_with_its_entries_up_front(
+        headers: list[tuple[str, str]] | None, body: bytes, parse: bool) -> None:
+    """The adapter's record makes its `headers` field when first read (`PairsRecord`),
+    parsed body or not: it reads, compares and serialises as the record made with the
+    field up front, with the entries after the other fields, and `head` is its fields
+    without them."""
+    from gateway.record import ENTRY_FIELDS
+
+    msg = Msg(None, subject="s", reply="r.1", data=body,  # type: ignore[arg-type]
+              headers=dict(headers) if headers is not None else None)
+    record = to_record(msg, False, "2026-01-01T00:00:00Z", parse=parse)
+    head = dict(record.head)
+    assert "headers" not in head
+    whole = dict(record.fields)  # made now
+    assert {k: v for k, v in whole.items() if k not in ENTRY_FIELDS} == head
+    entries = [{"name": n, "value": v} for n, v in (dict(headers) if headers else {}).items()]
+    if entries:
+        assert list(whole) == [*head, "headers"] and whole["headers"] == entries
+    else:
+        assert whole == head
+    eager = NativeMessage.from_wire("NATS", whole, body, record.header("content-type", True),
+                                    "2026-01-01T00:00:00Z")
+    assert record == eager and record.to_json() == eager.to_json()
+    assert record.data == eager.data and record.payload == eager.payload  # parses now
+    assert dict(record.fields) == whole

@@ -209,7 +209,7 @@ def _consumed_batch(offset: int) -> list[Delivery]:
 @pytest.mark.parametrize("nats", [True, False])
 def test_the_kafka_adapters_records_convert_the_same_and_keep_their_entries_unmade(
         nats: bool) -> None:
-    """Records as the Kafka adapter makes them (`BytePairsRecord`: header entries made
+    """Records as the Kafka adapter makes them (`PairsRecord`: header entries made
     when `fields` is read): the fused path writes them without making the entries, and
     the batch converts as it does where the entries were read first."""
     fused, fused_metrics = maker(True, nats)
