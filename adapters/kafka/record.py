@@ -36,7 +36,7 @@ from gateway.cloudevents.bindings.kafka import is_marker, mode_of
 from gateway.json import knowntypes
 from gateway.json.values import JSON
 from gateway.protocols import KAFKA
-from gateway.record import PairsRecord, NativeMessage, byte_text
+from gateway.record import NativeMessage, PairsRecord, byte_text
 from gateway.record import is_json_media_type as is_json_type
 
 __all__ = ["KafkaRecordLike", "SendArgs", "is_json_type", "to_record", "to_send"]
