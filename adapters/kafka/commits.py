@@ -77,7 +77,7 @@ class _Offset(Delivery):
     freed with it: 1.5% of a Kafka -> NATS route's instructions, `bench_instructions
     --whole`)."""
 
-    __slots__ = ("acked", "live", "offset", "part")
+    __slots__ = ("acked", "bulk", "live", "offset", "part")
 
     #: How many offsets settling it settles (a class attribute: one, read on commit).
     span = 1
@@ -92,6 +92,9 @@ class _Offset(Delivery):
         self._waiting = None
         self.undecodable = undecodable
         self.part = part
+        # What acks a settled run of offsets at once (`ports.ack_all`): an attribute, not
+        # a property, as `ack_all` reads it per message.
+        self.bulk: Commits = part.commits
         self.offset = offset
         self.acked = False
         # False once the offset is no longer ours to settle: revoked, reconnected, or
@@ -101,11 +104,6 @@ class _Offset(Delivery):
     @property
     def settle_hook(self) -> Settle:
         return self
-
-    @property
-    def bulk(self) -> Commits:
-        """What acks a settled run of offsets at once (`ports.ack_all`)."""
-        return self.part.commits
 
     async def ack(self) -> None:
         self.mark_settled()

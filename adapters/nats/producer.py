@@ -133,6 +133,8 @@ class NatsProducer:
                 self._unconfirmed = None
                 log.info("NATS server %s confirms publishes again",
                          ", ".join(shown(s) for s in self._opts.servers))
+            if outcomes.count(None) == len(outcomes):  # nothing refused before sending
+                return [Outcome.ok()] * len(outcomes)
             return [o if o is not None else Outcome.ok() for o in outcomes]
         if why.startswith("no PONG") and connection == client.connection:
             # A connection that holds a PING this long is as good as dead (a partition,

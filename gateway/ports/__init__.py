@@ -85,7 +85,7 @@ from gateway.ports._delivery import Answer, Delivery, Settle
 from gateway.ports._endpoint import AdapterEndpoint, AddressTemplate, connection_repr
 from gateway.ports._errors import AdapterError, AlreadySettled, EndOfInput, NotConnected
 from gateway.ports._lingering import Lingers, for_waiting_senders
-from gateway.ports._outcome import Outcome
+from gateway.ports._outcome import Outcome, all_delivered
 from gateway.ports._reply import (
     CORRELATION_ATTRIBUTE,
     NO_REPLY_PREFIX,
@@ -134,6 +134,7 @@ __all__ = [
     "StreamPending",
     "TlsSettings",
     "ack_all",
+    "all_delivered",
     "answer_nobody",
     "confirmed",
     "connection_repr",

@@ -44,7 +44,9 @@ async def ack_all(deliveries: Sequence[Delivery]) -> None:
             if owner is None:
                 await delivery.ack()
                 continue
-            delivery.mark_settled()
+            if delivery.settled:  # `mark_settled`, inline: this runs per message
+                delivery.mark_settled()  # raises AlreadySettled
+            delivery.settled = True
             run.append(hook)
     finally:
         if acker is not None and run:

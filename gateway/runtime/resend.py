@@ -27,7 +27,7 @@ import time
 import weakref
 from collections.abc import Sequence
 
-from gateway.ports import Outcome
+from gateway.ports import Outcome, all_delivered
 from gateway.record import NativeMessage
 
 log = logging.getLogger(__name__)
@@ -71,6 +71,8 @@ class ResendFirst:
 
     def settled(self, messages: Sequence[NativeMessage], outcomes: Sequence[Outcome]) -> None:
         """The outcomes of an admitted submit: the retryable failures are owed."""
+        if all_delivered(outcomes):
+            return  # nearly every submit: nothing owed
         for message, outcome in zip(messages, outcomes, strict=True):
             if not outcome.delivered and outcome.retryable:
                 if not self._owed:

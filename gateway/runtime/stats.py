@@ -25,7 +25,7 @@ from gateway.convert import Conversion
 from gateway.observability.conformance import RouteReport
 from gateway.observability.logs import fields
 from gateway.observability.metrics import Metrics, body_size, observe_many, route_children
-from gateway.ports import Outcome
+from gateway.ports import Outcome, all_delivered
 from gateway.record import NativeMessage
 from gateway.runtime.ledger import Member
 from gateway.runtime.output import Output
@@ -144,7 +144,8 @@ class RouteStats:
     def account(self, output: Output, records: Sequence[NativeMessage],
                 outcomes: Sequence[Outcome], deadletter: bool) -> list[int]:
         """Count delivered records and failures; the indexes of the failed ones."""
-        failed = [i for i, outcome in enumerate(outcomes) if not outcome.delivered]
+        failed = ([] if all_delivered(outcomes)
+                  else [i for i, outcome in enumerate(outcomes) if not outcome.delivered])
         delivered = len(outcomes) - len(failed)
         metrics = self.metrics
         if delivered:
@@ -157,7 +158,7 @@ class RouteStats:
                 skip = set(failed)
                 size.inc(sum(body_size(r) for i, r in enumerate(records) if i not in skip))
             else:
-                size.inc(sum(body_size(r) for r in records))
+                size.inc(sum(map(body_size, records)))
         for i in failed:
             metrics.publish_errors.labels(
                 output.endpoint_id, "retryable" if outcomes[i].retryable else "rejected").inc()
