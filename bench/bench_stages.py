@@ -18,7 +18,7 @@ library and the socket, each timed on its own (least of `--rounds`, µs per mess
   partition key) and the batch's bookkeeping; the route's fused path writes them with no
   event made (`runtime/wirepath.py`), so it does not run `convert_batch`;
 * `write`: what the producer turns each output record into (Kafka `to_send`; NATS
-  `to_publish` + `publish_frame`).
+  `written_frame`, or `to_publish` + `publish_frame` for a record it leaves to them).
 
 `--floor` (kafka-nats) also times one hand-written loop doing the same work for this one
 definition -- record fields, the JSON body rule, the key match, id, time, source and
@@ -151,11 +151,12 @@ def _writer(sink: str) -> Callable[[list[NativeMessage]], None]:
             for record in records:
                 to_send(record)
         return write_kafka
-    from adapters.nats.record import publish_frame, to_publish
+    from adapters.nats.record import publish_frame, to_publish, written_frame
 
     def write_nats(records: list[NativeMessage]) -> None:
-        for record in records:
-            publish_frame(to_publish(record), "")
+        for record in records:  # as `publish_all` frames each record
+            if written_frame(record, "") is None:
+                publish_frame(to_publish(record), "")
     return write_nats
 
 

@@ -13,7 +13,7 @@ import nats.js.errors
 from nats.aio.msg import Msg
 
 from adapters.nats.client import Client
-from adapters.nats.record import publish_frame, to_publish
+from adapters.nats.record import publish_frame, to_publish, written_frame
 from gateway.ports import Outcome
 from gateway.ports.pending import PendingBatch
 from gateway.record import NativeMessage
@@ -40,16 +40,22 @@ async def publish_all(
     size = 0
     max_payload = client.max_payload
     for index, record in enumerate(messages):
-        try:
-            args = to_publish(record)
-            if len(args.payload) > max_payload:
-                outcomes[index] = Outcome.oversize(len(args.payload), max_payload,
-                                                   "payload (server max_payload)")
+        reply = reply_of(index)
+        written = written_frame(record, reply)
+        if written is not None and written[1] <= max_payload:
+            frame, payload_size = written
+        else:  # any other record, or one to refuse: the general way says why
+            try:
+                args = to_publish(record)
+                payload_size = len(args.payload)
+                if payload_size > max_payload:
+                    outcomes[index] = Outcome.oversize(payload_size, max_payload,
+                                                       "payload (server max_payload)")
+                    continue
+                frame = publish_frame(args, reply)
+            except ValueError as exc:
+                outcomes[index] = Outcome.failed(str(exc), retryable=False)
                 continue
-            frame = publish_frame(args, reply_of(index))
-        except ValueError as exc:
-            outcomes[index] = Outcome.failed(str(exc), retryable=False)
-            continue
         if len(frame) > max_payload:
             # The server counts an HPUB's headers against max_payload too: the frame
             # less its protocol line and final CRLF (only measured when it could be over).
@@ -60,7 +66,7 @@ async def publish_all(
                 continue
         frames.append(frame)
         sent.append(index)
-        size += len(args.payload)
+        size += payload_size
     if frames:
         try:
             await client.send_frames(frames, size)

@@ -366,6 +366,41 @@ def _reply_bytes(reply: str) -> bytes:
     return reply.encode()
 
 
+def written_frame(record: NativeMessage, reply: str) -> tuple[bytes, int] | None:
+    """`publish_frame(to_publish(record), reply)` and the payload's length, with no
+    `PublishArgs` made in between, for the usual record: a header block its binding
+    wrote (`EncodedHeaders.lines`: the fused writers' and the binding's binary records),
+    a subject already found valid, a payload within `max_payload` (the caller checks the
+    frame). None for any other record, and wherever the two would refuse it or say
+    something else first: the caller then takes them, and they say why. Per published
+    record, the argument object and the calls between were a fifth of the framing."""
+    fields = record.wire_fields()
+    subject = fields.get("subject")
+    encoded = _SUBJECT_BYTES.get(subject) if isinstance(subject, str) else None
+    if encoded is None:
+        return None
+    headers = record.header_pairs()
+    lines = headers.lines
+    if lines is None:
+        return None
+    if reply:
+        if _SUBJECT_INVALID.search(reply) or not reply.isascii():
+            return None
+        reply_bytes = reply.encode()
+    elif fields.get("reply-to"):
+        return None  # the record's own reply subject: rare, the general way
+    else:
+        reply_bytes = b""
+    payload = record.body_bytes()
+    if not headers.typed and _says_json(record, headers):
+        block = b"NATS/1.0\r\n%s%s\r\n" % (lines, _JSON_LINE)
+    else:
+        block = b"NATS/1.0\r\n%s\r\n" % lines
+    return (b"HPUB %s %s %d %d\r\n%s%s\r\n" % (encoded, reply_bytes, len(block),
+                                                len(block) + len(payload), block, payload),
+            len(payload))
+
+
 def _frame(args: PublishArgs, reply: str) -> bytes:
     subject = args.subject
     reply = reply or args.reply

@@ -44,6 +44,9 @@ class PartitionKeys:
             raise ValueError(f"partitionkey: {problem}")
         self.policy = policy
         self._template = None if policy in (SOURCE, NONE) else Template.parse(policy)
+        # Per protocol, where its records keep their source key (its profile's ordering),
+        # found once: `key` runs for every message of a keyed output.
+        self._places: dict[str, tuple[FieldRef, ...]] = {}
 
     @property
     def enabled(self) -> bool:
@@ -65,15 +68,24 @@ class PartitionKeys:
                 return None
         if self.policy == NONE or source is None:
             return None
-        prof = find_profile(source.protocol)
-        if prof is None:
-            return None
-        for ref in prof.ordering.source_key:
+        places = self._places.get(source.protocol)
+        if places is None:
+            places = self._places_of(source.protocol)
+        for ref in places:
             # A scalar field is read where reading it makes no header entries.
             value = _text_at(source.fields if ref.field in ENTRY_FIELDS else source.head, ref)
             if value:
                 return value
         return None
+
+    def _places_of(self, protocol: str) -> tuple[FieldRef, ...]:
+        """Where records of `protocol` keep their source key (none for a protocol
+        without a profile), remembered for the protocols there are profiles of."""
+        prof = find_profile(protocol)
+        if prof is None:
+            return ()
+        places = self._places[protocol] = prof.ordering.source_key
+        return places
 
 
 def _text_at(fields: Mapping[str, JSON], ref: FieldRef) -> str | None:

@@ -24,6 +24,7 @@ from adapters.nats.record import (
     publish_frame,
     to_publish,
     to_record,
+    written_frame,
 )
 from gateway.cloudevents.bindings import nats as nats_binding
 from gateway.cloudevents.event import CloudEvent
@@ -207,6 +208,32 @@ def test_a_binary_events_frame_is_what_nats_py_queues(event: CloudEvent, reply: 
     assert publish_frame(args, reply) == expected
     if encoded.header_pairs().lines is not None:
         assert args.block is not None
+
+
+@settings(max_examples=300, deadline=None)
+@given(valid_events() | usual_events(), st.sampled_from(["ce.out", "ce out", "ce.ü", ""]),
+       st.sampled_from(["", "r.1", "r 1", "r.\udc80"]), st.booleans())
+def test_a_written_frame_is_the_frame_of_its_publish_arguments(
+        event: CloudEvent, subject: str, reply: str, own_reply: bool) -> None:
+    """`written_frame` (the producer's way for the usual record) gives what
+    `publish_frame(to_publish(record))` gives, or leaves the record to them: never
+    another frame, and never one they would refuse."""
+    encoded = nats_binding.encode(event, "binary")
+    fields = {**encoded.fields, "subject": subject}
+    if own_reply:
+        fields["reply-to"] = "own.1"
+    record = encoded.replace_fields(fields)
+    for _ in range(2):  # the subject unknown, then perhaps kept as found valid
+        written = written_frame(record, reply)
+        try:
+            args = to_publish(record)
+            expected: tuple[bytes, int] | str = (publish_frame(args, reply), len(args.payload))
+        except ValueError:
+            expected = "refused"
+        assert written is None or written == expected
+    if subject == "ce.out" and not own_reply and reply in ("", "r.1") and \
+            encoded.header_pairs().lines is not None:
+        assert written is not None  # the usual record takes the short way
 
 
 def test_the_usual_event_goes_out_with_the_block_its_binding_wrote() -> None:
