@@ -58,11 +58,7 @@ def test_mqtt_a_consumer_told_to_answer_nobody_makes_no_answer_hooks() -> None:
     """`ports.answer_nobody`: an MQTT 5 request (a response topic) gets an answer hook
     until the route says it answers nobody, then none."""
     async def main() -> None:
-        consumer = MqttConsumer(EndpointSettings(
-            "mqtt://127.0.0.1:1",
-            options={"topicfilter": "t/#", "max_in_flight": 8, "protocol": "5.0"}))
-        consumer._link = cast(PahoLink, _Link())
-        consumer._generation = 1
+        consumer = _mqtt5()
 
         def request(mid: int) -> None:
             message = paho.MQTTMessage(mid, b"t/x")
@@ -80,6 +76,16 @@ def test_mqtt_a_consumer_told_to_answer_nobody_makes_no_answer_hooks() -> None:
         assert asked.answer is not None
         assert unasked.answer is None
     asyncio.run(main())
+
+
+def _mqtt5() -> MqttConsumer:
+    """An MQTT 5 consumer on a fake link, as connected."""
+    consumer = MqttConsumer(EndpointSettings(
+        "mqtt://127.0.0.1:1",
+        options={"topicfilter": "t/#", "max_in_flight": 8, "protocol": "5.0"}))
+    consumer._link = cast(PahoLink, _Link())
+    consumer._generation = 1
+    return consumer
 
 
 def _mqtt(link: _Link) -> MqttConsumer:
@@ -408,11 +414,7 @@ def test_mqtt_a_consumer_told_to_defer_bodies_leaves_a_declared_json_body_unpars
     """`ports.defer_bodies`: an MQTT 5 body declared JSON (its Content Type) is parsed
     only when read, and reads as one parsed at once; one without is parsed at once."""
     async def main() -> None:
-        consumer = MqttConsumer(EndpointSettings(
-            "mqtt://127.0.0.1:1",
-            options={"topicfilter": "t/#", "max_in_flight": 8, "protocol": "5.0"}))
-        consumer._link = cast(PahoLink, _Link())
-        consumer._generation = 1
+        consumer = _mqtt5()
 
         def publish(mid: int, declared: bool) -> None:
             message = paho.MQTTMessage(mid, b"t/x")
