@@ -134,9 +134,12 @@ class Converter:
     def match_plain(self, record: NativeMessage) -> MatchResult | None:
         """The match of a record that carries no CloudEvent, as `convert` matches it;
         None for one that carries one (or claims to): `convert` decides those."""
-        binding = self._bindings.get(record.protocol) or self._binding(record.protocol)
-        if binding.detect(record) is not None:
-            return None
+        # None: the adapter read the headers and saw no CloudEvent (`event_mode`), which
+        # is what every binding's `detect` would say; no call to it then.
+        if record.event_mode is not None:
+            binding = self._bindings.get(record.protocol) or self._binding(record.protocol)
+            if binding.detect(record) is not None:
+                return None
         return self.matcher.match_native(record)
 
     def convert_matched(self, record: NativeMessage, result: MatchResult, now: datetime,

@@ -279,10 +279,15 @@ class NativeMessage:
         """
         if not body:
             return cls(protocol, fields, received_at=received_at)
-        if content_type is not None and not is_json_media_type(content_type):
-            return cls(protocol, fields, payload=body, received_at=received_at)
-        if not parse and content_type is not None:
-            return cls.DEFERRED(protocol, fields, body, received_at)
+        if content_type is not None:
+            # `is_json_media_type`, its table read here first: this runs per message.
+            json_type = _JSON_TYPES.get(content_type)
+            if json_type is None:
+                json_type = is_json_media_type(content_type)
+            if not json_type:
+                return cls(protocol, fields, payload=body, received_at=received_at)
+            if not parse:
+                return cls.DEFERRED(protocol, fields, body, received_at)
         data, payload, raw = parse_body(body, content_type is not None)
         return cls(protocol, fields, data, payload, received_at, raw)
 

@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
+from gateway.cloudevents.bindings.common import plain_utf8_code
 from gateway.cloudevents.bindings.layouts import MAX_LAYOUTS, Layout
 from gateway.cloudevents.bindings.wireform import BinaryForm, write_lines
 from gateway.envelope.fastrender import Shape, namespace_of, source
@@ -62,7 +63,7 @@ _BODY = ("data = record.data",
 # renderer's lines above have not: a record they read is parsed). Parsed or not, the
 # output's record then holds the same body (`NativeMessage.from_wire`'s rule).
 _UNPARSED_BODY = ("unparsed_in = record.unparsed_body()",
-                  "if unparsed_in is not None and plain_utf8(unparsed_in):",
+                  f"if unparsed_in is not None and {plain_utf8_code('unparsed_in')}:",
                   "    data = UNREAD",
                   "    has_data = True",
                   "    raw_in = unparsed_in",

@@ -65,6 +65,12 @@ def body_fields(body: Body, event: CloudEvent | None = None) -> dict[str, Any]:
     return {"data": body}
 
 
+def plain_utf8_code(name: str) -> str:
+    """`_plain_utf8(name)` as a Python expression, for generated code that asks it of
+    every message (`bindings/wireform.py`, `envelope/wirewriter.py`): no call."""
+    return f"({name} and 0 < {name}[0] < 0x80 and (len({name}) < 2 or {name}[1] != 0))"
+
+
 def _plain_utf8(raw: bytes) -> bool:
     """Whether JSON text is UTF-8 without a byte order mark: `json.loads` also reads
     UTF-16 and UTF-32 (NUL bytes among the first two) and a UTF-8 BOM, which must not be

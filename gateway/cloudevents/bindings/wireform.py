@@ -35,7 +35,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gateway.cloudevents.bindings.common import _plain_utf8
+from gateway.cloudevents.bindings.common import _plain_utf8, plain_utf8_code
 from gateway.cloudevents.bindings.layouts import ByLayout
 from gateway.cloudevents.event import CloudEvent
 from gateway.cloudevents.headercodec import needs_no_encoding
@@ -224,7 +224,7 @@ def write_lines(form: BinaryForm, layout: tuple[str, ...],
               "    else:",
               "        payload = None",
               f"        raw = {raw_of}",
-              "        if raw is not None and not plain_utf8(raw):",
+              f"        if raw is not None and not {plain_utf8_code('raw')}:",
               "            raw = None"]
     block = "None"
     if form.lines and all(_TOKEN.fullmatch(name) for name in with_type):

@@ -151,3 +151,11 @@ def test_past_the_bound_new_layouts_go_to_the_bindings_steps(
     other = _usual_event({"region": "eu"})
     assert wireform.encode(form, other) is None
     assert _state(nats.encode(other, "binary")) == _state(nats.binary_record(other))
+
+
+@given(st.binary(max_size=4) | st.sampled_from([b"", b"{", b"\xef\xbb\xbf{}", b"{\x00", b"\x00{"]))
+def test_the_generated_utf8_check_says_what_the_function_says(raw: bytes) -> None:
+    """`plain_utf8_code`: the expression the generated writers use instead of a call."""
+    from gateway.cloudevents.bindings.common import _plain_utf8, plain_utf8_code
+
+    assert bool(eval(plain_utf8_code("raw"), {}, {"raw": raw})) is _plain_utf8(raw)
