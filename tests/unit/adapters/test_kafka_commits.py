@@ -710,3 +710,15 @@ def test_a_batch_acked_in_bulk_is_one_call_and_one_commit() -> None:
         assert client.commits == [{T0: 3, T1: 8}]
         assert commits.unsettled == 0
     _bounded(main)
+
+
+def test_a_delivery_has_every_part_of_a_delivery() -> None:
+    """A Kafka delivery writes `Delivery.__init__`'s state itself (one call per record):
+    every slot of `Delivery` is set but the hook, which is the delivery itself."""
+    commits = Commits()
+    [delivery] = commits.deliver({T0: _records(T0, 3)}, RECEIVED)
+    for name in Delivery.__slots__:
+        if name != "_settle":
+            getattr(delivery, name)  # raises AttributeError when left unset
+    assert delivery.settle_hook is delivery and delivery.bulk is commits
+    assert not delivery.settled and not delivery.abandoned
