@@ -239,10 +239,9 @@ def to_publish(record: NativeMessage) -> PublishArgs:
     if lines:  # the binding's block; the pairs only when asked for
         if add_json:
             return PublishArgs(subject, reply, record.body_bytes(), None,
-                               b"NATS/1.0\r\n%s%s\r\n" % (lines, _JSON_LINE), headers,
-                               _JSON_ADDED)
-        return PublishArgs(subject, reply, record.body_bytes(), None,
-                           b"NATS/1.0\r\n%s\r\n" % lines, headers)
+                               _BLOCK_JSON % lines, headers, _JSON_ADDED)
+        return PublishArgs(subject, reply, record.body_bytes(), None, _BLOCK % lines,
+                           headers)
     pairs = list(headers.text)  # a copy: a content type may be added
     if add_json:
         pairs.append(_JSON_PAIR)
@@ -292,6 +291,11 @@ _NAME = itemgetter(0)
 _JSON_PAIR = ("Content-Type", "application/json")
 _JSON_ADDED = (_JSON_PAIR,)
 _JSON_LINE = f"{_JSON_PAIR[0]}: {_JSON_PAIR[1]}\r\n".encode()  # the pair as a block line
+# The frames' one spelling of the header block around the binding's lines (with the
+# producer's JSON content type, or without) and of the HPUB line before it.
+_BLOCK = b"NATS/1.0\r\n%s\r\n"
+_BLOCK_JSON = b"NATS/1.0\r\n%s" + _JSON_LINE + b"\r\n"
+_HPUB = b"HPUB %s %s %d %d\r\n%s%s\r\n"
 
 
 def publish_frame(args: PublishArgs, reply: str = "") -> bytes:
@@ -381,7 +385,7 @@ def written_frame(record: NativeMessage, reply: str) -> tuple[bytes, int] | None
         return None
     headers = record.header_pairs()
     lines = headers.lines
-    if lines is None:
+    if not lines:  # no block of the binding's (`to_publish` then uses the pairs)
         return None
     if reply:
         if _SUBJECT_INVALID.search(reply) or not reply.isascii():
@@ -392,13 +396,10 @@ def written_frame(record: NativeMessage, reply: str) -> tuple[bytes, int] | None
     else:
         reply_bytes = b""
     payload = record.body_bytes()
-    if not headers.typed and _says_json(record, headers):
-        block = b"NATS/1.0\r\n%s%s\r\n" % (lines, _JSON_LINE)
-    else:
-        block = b"NATS/1.0\r\n%s\r\n" % lines
-    return (b"HPUB %s %s %d %d\r\n%s%s\r\n" % (encoded, reply_bytes, len(block),
-                                                len(block) + len(payload), block, payload),
-            len(payload))
+    block = (_BLOCK_JSON if not headers.typed and _says_json(record, headers)
+             else _BLOCK) % lines
+    return (_HPUB % (encoded, reply_bytes, len(block), len(block) + len(payload), block,
+                     payload), len(payload))
 
 
 def _frame(args: PublishArgs, reply: str) -> bytes:
@@ -413,5 +414,5 @@ def _frame(args: PublishArgs, reply: str) -> bytes:
         if pairs is None:
             return b"PUB %s %s %d\r\n%s\r\n" % (encoded, reply_bytes, len(payload), payload)
         block = _header_block(pairs)
-    return b"HPUB %s %s %d %d\r\n%s%s\r\n" % (encoded, reply_bytes, len(block),
-                                               len(block) + len(payload), block, payload)
+    return _HPUB % (encoded, reply_bytes, len(block), len(block) + len(payload), block,
+                    payload)

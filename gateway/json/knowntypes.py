@@ -24,11 +24,11 @@ Key = TypeVar("Key", str, bytes)
 Fact = TypeVar("Fact")
 
 
-def keep(table: dict[Key, Fact], content_type: Key, fact: Fact, max_types: int = MAX_TYPES,
+def keep(table: dict[Key, Fact], key: Key, fact: Fact, max_types: int = MAX_TYPES,
          max_length: int = MAX_LENGTH) -> None:
-    """Remember `fact` of `content_type` in `table`, unless the table holds `max_types`
-    already or the type is longer than `max_length` characters. The tables are plain
+    """Remember `fact` of `key` (a content type, or its bytes) in `table`, unless the
+    table holds `max_types` already or the key is longer than `max_length`. The tables are plain
     dicts, read with `.get` where they are asked: CPython specialises that call for a dict
     and not for a subclass of one."""
-    if len(table) < max_types and len(content_type) <= max_length:
-        table[content_type] = fact
+    if len(table) < max_types and len(key) <= max_length:
+        table[key] = fact

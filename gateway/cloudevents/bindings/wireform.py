@@ -35,7 +35,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gateway.cloudevents.bindings.common import _plain_utf8, plain_utf8_code
+from gateway.cloudevents.bindings.common import plain_utf8_code
 from gateway.cloudevents.bindings.layouts import ByLayout
 from gateway.cloudevents.event import CloudEvent
 from gateway.cloudevents.headercodec import needs_no_encoding
@@ -245,7 +245,7 @@ def write_lines(form: BinaryForm, layout: tuple[str, ...],
         "to_canonical": to_canonical, "TIME_TEXT": LAST_TIME_TEXT,
         "needs_no_encoding": needs_no_encoding,
         "is_json": is_json, "JSON_CONTENT_TYPE": JSON_CONTENT_TYPE,
-        "plain_utf8": _plain_utf8, "Record": NativeMessage, "Encoded": EncodedHeaders,
+        "Record": NativeMessage, "Encoded": EncodedHeaders,
         "Wire": WireRecord,
         "NAMES": with_type[:-1], "NAMES_CT": with_type,
         "NO_DATA": _NO_DATA,
