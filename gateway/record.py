@@ -512,14 +512,7 @@ class WireRecord(NativeMessage):
         state.data = data
         state.payload = payload
         state.raw = raw
-        self._wire(protocol, head, encoded)
-
-    def _wire(self, protocol: str, head: dict[str, JSON], encoded: EncodedHeaders) -> None:
-        """The state every wire record has, whatever holds its body."""
-        if TYPE_CHECKING:
-            state = _own(self)
-        else:
-            state = self
+        # `_wire`'s lines, inline: a call per record written saved.
         state.protocol = protocol
         state.received_at = None
         state.encoded_headers = encoded
@@ -646,7 +639,16 @@ class UnparsedWireRecord(_ParsedWhenRead, WireRecord):
                  encoded: EncodedHeaders) -> None:
         # Until it is parsed, the body's parts are the properties' to give (they take
         # precedence over the instance's own entries, which parsing then replaces).
-        self._wire(protocol, head, encoded)
+        # `_wire`'s lines, inline: this runs for every record the fused path writes.
+        if TYPE_CHECKING:
+            state = _own(self)
+        else:
+            state = self
+        state.protocol = protocol
+        state.received_at = None
+        state.encoded_headers = encoded
+        state.head = head
+        self._lead = len(head)
         assert raw is not None  # a received body, sent on unparsed
         self._body = raw
 

@@ -335,6 +335,13 @@ def definition_test(compiled: CompiledDefinition, made: Made | None = None) -> N
     if searched:
         tests += (_search_test(tuple(searched)),)
     decode = skip is not None and skip.decode
+    kept = [c for c in checks if c is not skip and c not in known and c not in searched]
+    if positions is None and kept and _opens(kept[0]):
+        # The usual Kafka or MQTT definition: a template on the key or topic captures
+        # first, into an empty context: its captures are the context (`_opened`).
+        first = kept[0]
+        assert first.access is not None
+        return _opened(first.access.field, first, tests[1:], made)
     if made is None:
         return _definition_test(positions, decode, tests)
     key = ("definition", positions, decode, tests)
@@ -342,6 +349,48 @@ def definition_test(compiled: CompiledDefinition, made: Made | None = None) -> N
     if test is None:
         test = made[key] = _definition_test(positions, decode, tests)
     return cast(NativeTest, test)
+
+
+def _opens(check: Check) -> bool:
+    """`check` is one `_check_test` makes a `_scalar_template` of."""
+    access, template = check.access, check.template
+    return (access is not None and access.kind == "scalar" and template is not None
+            and not template.whole_value and not check.decode and not check.check_type)
+
+
+_ABSENT = object()
+
+
+def _opened(field: str, check: Check, rest: tuple[CheckTest, ...],
+            made: Made | None) -> NativeTest:
+    """The definition test whose first check is a template on a scalar field: what
+    `checks_only` does with `_scalar_template` first, with two calls and the context
+    dict fewer. Into an empty context, `_merge` takes the captures as they are, so the
+    template's captures (a new dict each time) are the context the other checks add to."""
+    key = ("opened", _check_key(check), rest)
+    if made is not None and (found := made.get(key)) is not None:
+        return cast(NativeTest, found)
+    match_fn: Callable[[str], dict[str, str] | None] | None = None
+    in_head = field not in ENTRY_FIELDS  # read where no entries are made for it
+
+    def opened(record: NativeMessage, segments: list[str] | None) -> dict[str, str] | None:
+        nonlocal match_fn
+        value = (record.head if in_head else record.fields).get(field, _ABSENT)
+        if value is _ABSENT:
+            return None  # a template requires a value
+        if match_fn is None:  # built when first needed, as `_scalar_template` does
+            match_fn = check.matcher()
+        context = match_fn(value if isinstance(value, str) else as_text(value))
+        if context is None or not rest:
+            return context
+        for test in rest:
+            if not test(record, context):
+                return None
+        return context
+
+    if made is not None and key[1] is not None:
+        made[key] = opened
+    return opened
 
 
 def _search_test(checks: tuple[Check, ...]) -> CheckTest:
