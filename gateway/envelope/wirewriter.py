@@ -25,6 +25,7 @@ message without a content type, say) goes the general way.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
@@ -111,7 +112,13 @@ def writer(shape: Shape, protocol: str, form: BinaryForm, layout: Layout,
     if made is None:
         if len(_MADE) >= MAX_LAYOUTS * 4:
             return None
-        wire, wire_names = write_lines(form, layout, _SOURCE)
+        renderer = _as_locals(source(shape, protocol, (), remakeable=True), layout)
+        if renderer is None:
+            return None
+        lines, guard, texts = renderer
+        known = frozenset(texts | {layout.index(name) for name, _, _ in shape.attributes
+                                   if name in layout})
+        wire, wire_names = write_lines(form, layout, _SOURCE, known)
         namespace = namespace_of(protocol, helpers)
         clash = (set(namespace) & set(wire_names)) - {"NO_DATA"}
         if clash:  # a name both mean differently: a bug here, not in a message
@@ -127,7 +134,7 @@ def writer(shape: Shape, protocol: str, form: BinaryForm, layout: Layout,
         body = _UNPARSED_BODY if sends_unparsed(form) else _BODY
         namespace["UNREAD"] = _UNREAD
         namespace["Unparsed"] = UnparsedWireRecord
-        tail = [*body, f"if len(attributes) != {len(layout)}:", "    return None",
+        tail = [*guard, *body,
                 *wire[:-1], "record_out = " + made_by(wire[-1][len("return "):], form),
                 "if defaults_out:", "    fields.update(defaults_out)"]
         place = _key_place(form.protocol)
@@ -138,13 +145,64 @@ def writer(shape: Shape, protocol: str, form: BinaryForm, layout: Layout,
         if any(name in line for line in (*source(shape, protocol, (), remakeable=True), *wire)
                for name in _OWN):
             raise RuntimeError("fused writer: a part uses a name of this one")
-        code = source(shape, protocol, (*tail, "return record_out"), remakeable=True)
+        code = [*lines, *("    " + line for line in (*tail, "return record_out"))]
         code[0] = "def write(record, context, now, consts, defaults_out, key_out, id_in):"
         # As in `fastrender` and `wireform`: names from definitions (checked when
         # compiled) and indexes, written with repr(); never anything of a message.
         exec("\n".join(code), namespace)
         made = _MADE[key] = namespace["write"]
     return made
+
+
+# A line of the renderer's that sets an attribute.
+_SETS = re.compile(r"(\s*)attributes\[('([a-z0-9]+)')\] = (.*)")
+
+
+def _as_locals(lines: list[str], layout: Layout
+               ) -> tuple[list[str], list[str], set[int]] | None:
+    """The renderer's `lines`, each attribute set as the local `v{n}` of its place `n`
+    in `layout` instead of into a copy of the constants' dict (a dict, its copy and a
+    store per attribute fewer per message, and the wire form's lines read the locals:
+    `write_lines(texts=...)`); the lines that check the record's event has `layout` and
+    read the constants into their places; and the places set to an id (text). None
+    where the layout is not the constants then what the lines set, in that order (the
+    renderer's dict's order, which `layout` was learned from)."""
+    own: list[str] = []  # the attributes the lines set, in the order they set them
+    out: list[str] = []
+    for line in lines:
+        if line == "    attributes = fixed.copy()":
+            continue
+        found = _SETS.fullmatch(line)
+        if found is None:
+            if "attributes" in line:  # a use this does not know: a bug here
+                raise RuntimeError(f"fused writer: cannot read {line!r}")
+            out.append(line)
+            continue
+        indent, name = found.group(1), found.group(3)
+        if name not in own:
+            own.append(name)
+        local = f"v{layout.index(name)}" if name in layout else f"unset_{name}"
+        out.append(f"{indent}{local} = {found.group(4)}")
+    fixed = [name for name in layout if name not in own]
+    count = len(fixed)
+    if (tuple(fixed) != layout[:count]
+            or tuple(name for name in own if name in layout) != layout[count:]
+            or any(name not in layout and name != "datacontenttype" for name in own)):
+        return None
+    guard = []
+    if "datacontenttype" in own:  # the one attribute set only where there is one
+        present = "datacontenttype" in layout
+        local = f"v{layout.index('datacontenttype')}" if present else "unset_datacontenttype"
+        out.insert(2, f"    {local} = None")  # after the constants are read
+        guard += [f"if {local} is {'' if present else 'not '}None:", "    return None"]
+    if count:
+        # The definition's constants are the layout's first (`learn` takes the layout
+        # of the definition's own event, whose dict began as a copy of them).
+        values = "".join(f"v{n}, " for n in range(count))
+        guard += [f"if len(fixed) != {count}:", "    return None",
+                  f"{values}= fixed.values()"]
+    ids = {layout.index("id")} if "id" in own else set()
+    return out, guard, ids
 
 
 def own_defaults(form: BinaryForm, layout: Layout,

@@ -120,11 +120,16 @@ def _generate(form: BinaryForm, layout: tuple[str, ...]) -> Encoder:
 
 
 def write_lines(form: BinaryForm, layout: tuple[str, ...],
-                source: tuple[str, str, str, str]) -> tuple[list[str], dict[str, Any]]:
+                source: tuple[str, str, str, str],
+                texts: frozenset[int] | None = None) -> tuple[list[str], dict[str, Any]]:
     """The encoder's body (unindented lines, ending in `return`), reading the event from
     the expressions of `source` (see `EVENT_SOURCE`), and the names it needs. The fused
     writer (`envelope/wirewriter.py`) runs the same lines on the attributes it has just
-    rendered, with no event made."""
+    rendered, with no event made.
+
+    `texts`: the caller has set each attribute's value as `v{n}` (its place in `layout`)
+    itself, and those at these places are text already (`source`'s attributes are not
+    read then)."""
     attributes, data_of, has_data_of, raw_of = source
     typed_index = layout.index("datacontenttype") if "datacontenttype" in layout else None
     written = [n for n, name in enumerate(layout) if name != "datacontenttype"]
@@ -133,8 +138,11 @@ def write_lines(form: BinaryForm, layout: tuple[str, ...],
     header = {n: form.prefix + layout[n] for n in written}
     with_type = (*header.values(), form.content_type_header)
     values = ", ".join(f"v{n}" for n in range(len(layout)))
-    code = [f"    {values}{',' if len(layout) == 1 else ''} = {attributes}.values()"]
+    code = ([] if texts is not None
+            else [f"    {values}{',' if len(layout) == 1 else ''} = {attributes}.values()"])
     for n in written:
+        if texts is not None and n in texts:
+            continue
         # Not text: nearly always the time, the burst's one receive time, whose text
         # `to_canonical` remembers; read here first.
         code += [f"    if v{n}.__class__ is not str:",

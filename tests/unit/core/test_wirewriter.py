@@ -37,9 +37,8 @@ ANONYMOUS_WRITTEN = {"count": 0}
 # The random id a caller gives a record without an identity.
 MADE_ID = "5a1f0c9e-3b2d-4e8f-9a7b-6c5d4e3f2a1b"
 UNPARSED_WRITTEN = {"count": 0}
-ANONYMOUS_WRITTEN = {"count": 0}
-# The random id a caller gives a record without an identity.
-MADE_ID = "5a1f0c9e-3b2d-4e8f-9a7b-6c5d4e3f2a1b"
+# Records a writer made for another layout was given (and declined).
+OTHER_LAYOUT = {"count": 0}
 
 
 def wire_state(record: NativeMessage) -> tuple[Any, ...]:
@@ -62,9 +61,13 @@ def nats_frame(record: NativeMessage) -> bytes | str:
 
 def check(template: EnvelopeTemplate, record: NativeMessage, context: dict[str, str],
           output: str, defaults: dict[str, Any], key: str | None,
-          received: NativeMessage | None = None) -> None:
+          received: NativeMessage | None = None,
+          learned: tuple[str, ...] | None = None) -> None:
     """`received`: the record the writer is given instead, as an adapter made it (its
-    body not parsed yet); `record` is the same record, read by the renderer."""
+    body not parsed yet); `record` is the same record, read by the renderer. `learned`:
+    the layout the writer was made for, learned from another record of the definition
+    (the record's own event's by default): a writer writes only records whose event has
+    its layout."""
     event = template.render(record, context, NOW)
     if not isinstance(event, CloudEvent):
         return
@@ -73,6 +76,14 @@ def check(template: EnvelopeTemplate, record: NativeMessage, context: dict[str, 
     form = wire_form(output)
     assert form is not None
     layout = tuple(event.get_attributes())
+    if learned is not None and learned != layout:
+        made_for = template.wire_writer(record.protocol, form, learned)
+        if made_for is not None:
+            assert made_for[0](record if received is None else received, context, NOW,
+                               made_for[1], own_defaults(form, learned, defaults), key,
+                               MADE_ID) is None
+            OTHER_LAYOUT["count"] += 1
+        return
     made = template.wire_writer(record.protocol, form, layout)
     if made is None:  # no generated renderer: every message is `render_checked`'s
         return
@@ -122,11 +133,24 @@ def test_the_writer_writes_what_render_and_encode_write(
         data: st.DataObject, definition: MessageDefinition) -> None:
     template = EnvelopeTemplate(definition)
     assert definition.protocol is not None
+    learned: tuple[str, ...] | None = None
     for _ in range(4):
         record = data.draw(records(definition.protocol))
         context = data.draw(st.dictionaries(st.sampled_from(["a", "b"]), VALUES))
-        check(template, record, context, data.draw(st.sampled_from(OUTPUTS)),
-              data.draw(DEFAULTS), data.draw(st.sampled_from([None, "k1"])))
+        output, defaults = data.draw(st.sampled_from(OUTPUTS)), data.draw(DEFAULTS)
+        key = data.draw(st.sampled_from([None, "k1"]))
+        check(template, record, context, output, defaults, key)
+        # The same record given to the writer of the layout the previous one had.
+        if learned is not None:
+            check(template, record, context, output, defaults, key, learned=learned)
+        event = template.render(record, context, NOW)
+        if isinstance(event, CloudEvent):
+            learned = tuple(event.get_attributes())
+
+
+def test_writers_of_other_layouts_were_tried() -> None:
+    """The property above gave writers records of another layout (run after it)."""
+    assert OTHER_LAYOUT["count"] > 0
 
 
 def test_the_usual_records_are_written() -> None:
@@ -167,6 +191,18 @@ def test_the_usual_records_are_written() -> None:
     bytes_body = NativeMessage("KAFKA", {"topic": "t", "partition": 0, "offset": 8},
                                payload=b"\x01")
     assert writer(bytes_body, {"a": "x"}, NOW, consts, {}, None, MADE_ID) is None
+    # And one made for that shorter layout does not write a record that has a content
+    # type (it would leave the content type out).
+    shorter = template.render(bytes_body, {"a": "x"}, NOW)
+    assert isinstance(shorter, CloudEvent) and "datacontenttype" not in shorter.get_attributes()
+    made = template.wire_writer("KAFKA", form, tuple(shorter.get_attributes()))
+    assert made is not None
+    assert made[0](bytes_body, {"a": "x"}, NOW, made[1], {}, None, MADE_ID) is not None
+    assert made[0](record, {"a": "x"}, NOW, made[1], {}, None, MADE_ID) is None
+    # Constants of another count than the layout's (no definition learns such a layout:
+    # the writer declines rather than misplace them).
+    fixed = {**consts[0], "x1": "extra"}
+    assert writer(record, {"a": "x"}, NOW, (fixed, *consts[1:]), {}, None, MADE_ID) is None
 
 
 def as_kafka(definition: MessageDefinition) -> EnvelopeTemplate:
