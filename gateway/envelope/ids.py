@@ -22,6 +22,7 @@ import hashlib
 import os
 import random
 import uuid
+from operator import itemgetter
 
 from gateway.protocols.accessors import ACCESSORS
 from gateway.record import NativeMessage
@@ -61,6 +62,9 @@ def event_id(record: NativeMessage) -> str:
 
 # SHA-1 state after the namespace bytes: each name-based id hashes only its name on a copy.
 _NAMESPACE_SHA1 = hashlib.sha1(ID_NAMESPACE.bytes, usedforsecurity=False)
+# The parts of the digest's hex text the UUID's text is made of, cut in one call (five
+# slices and an index each on their own were a third of the id's cost).
+_PIECES = itemgetter(slice(0, 8), slice(8, 12), slice(13, 16), 16, slice(17, 20), slice(20, 32))
 # The RFC 4122 variant puts `10` in the two top bits of the clock-sequence nibble.
 _VARIANT = {c: "89ab"[int(c, 16) & 3] for c in "0123456789abcdef"}
 
@@ -78,5 +82,5 @@ def name_uuid(identity: str) -> str:
         digest.update(identity.encode())
     except UnicodeEncodeError:
         digest.update(identity.encode("utf-8", "surrogatepass"))
-    h = digest.hexdigest()
-    return f"{h[:8]}-{h[8:12]}-5{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:32]}"
+    a, b, c, variant, e, f = _PIECES(digest.hexdigest())
+    return f"{a}-{b}-5{c}-{_VARIANT[variant]}{e}-{f}"

@@ -118,7 +118,12 @@ def writer(shape: Shape, protocol: str, form: BinaryForm, layout: Layout,
         lines, guard, texts = renderer
         known = frozenset(texts | {layout.index(name) for name, _, _ in shape.attributes
                                    if name in layout})
-        wire, wire_names = write_lines(form, layout, _SOURCE, known)
+        # The id the lines make (a UUID's text) and the receive time (formatted by the
+        # wire form's lines as RFC 3339) need no percent-encoding.
+        safe = frozenset(layout.index(name) for name, made in
+                         (("id", shape.fill_id), ("time", shape.fill_time))
+                         if made and name in layout)
+        wire, wire_names = write_lines(form, layout, _SOURCE, known, safe)
         namespace = namespace_of(protocol, helpers)
         clash = (set(namespace) & set(wire_names)) - {"NO_DATA"}
         if clash:  # a name both mean differently: a bug here, not in a message

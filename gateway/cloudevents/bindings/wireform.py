@@ -121,7 +121,8 @@ def _generate(form: BinaryForm, layout: tuple[str, ...]) -> Encoder:
 
 def write_lines(form: BinaryForm, layout: tuple[str, ...],
                 source: tuple[str, str, str, str],
-                texts: frozenset[int] | None = None) -> tuple[list[str], dict[str, Any]]:
+                texts: frozenset[int] | None = None,
+                safe: frozenset[int] = frozenset()) -> tuple[list[str], dict[str, Any]]:
     """The encoder's body (unindented lines, ending in `return`), reading the event from
     the expressions of `source` (see `EVENT_SOURCE`), and the names it needs. The fused
     writer (`envelope/wirewriter.py`) runs the same lines on the attributes it has just
@@ -129,7 +130,9 @@ def write_lines(form: BinaryForm, layout: tuple[str, ...],
 
     `texts`: the caller has set each attribute's value as `v{n}` (its place in `layout`)
     itself, and those at these places are text already (`source`'s attributes are not
-    read then)."""
+    read then). `safe`: the places whose values the caller made itself of characters
+    that need no percent-encoding (an id it generated, a time it formatted): not
+    checked again."""
     attributes, data_of, has_data_of, raw_of = source
     typed_index = layout.index("datacontenttype") if "datacontenttype" in layout else None
     written = [n for n, name in enumerate(layout) if name != "datacontenttype"]
@@ -172,7 +175,7 @@ def write_lines(form: BinaryForm, layout: tuple[str, ...],
                   "    elif isinstance(data, bytes) or (ct != JSON_CONTENT_TYPE"
                   " and not is_json(ct)):  # text data: the binding's",
                   "        return None"]
-    checked = [f"v{n}" for n in written]
+    checked = [f"v{n}" for n in written if n not in safe]
     if form.percent_encode and form.content_type_header.startswith(form.prefix):
         # NATS writes the content type as an attribute header: percent-encoded too.
         checked.append("ct or ''")
