@@ -162,7 +162,7 @@ class NativeMessage:
     encoded_headers: ClassVar[EncodedHeaders | None] = None
     # Whether the record carries a CloudEvent, and in which mode ("structured", "binary"
     # or None), as the adapter that built it saw while it read the headers once anyway
-    # (`mark_headers_read`); `UNDETECTED` where it did not say, and the binding then looks
+    # (`PairsRecord.received`); `UNDETECTED` where it did not say, and the binding then looks
     # (`detect`). Not part of the JSON form or of equality, and not copied by
     # `replace_fields` (other fields may say otherwise).
     event_mode: ClassVar[EventMode] = "undetected"
@@ -308,18 +308,6 @@ class NativeMessage:
         if encoded is not None:
             _own(record).encoded_headers = encoded
         return record
-
-    def mark_headers_read(self, mode: EventMode, content_type: str | None,
-                          traceparent: str | None) -> None:
-        """Say what the adapter saw reading the record's headers: whether it carries a
-        CloudEvent (`event_mode`), and its content type and trace parent
-        (`header_facts`)."""
-        if TYPE_CHECKING:
-            state = _own(self)
-        else:  # once per record received: no call
-            state = self
-        state.event_mode = mode
-        state.header_facts = (content_type, traceparent)
 
     def set_encoded_headers(self, text: list[tuple[str, str]], typed: bool,
                             utf8: list[tuple[str, bytes]] | None = None) -> None:
@@ -662,7 +650,7 @@ class PairsRecord(NativeMessage):
     """A received record whose headers came as the client's (name, value) pairs (Kafka's,
     values as bytes; NATS's, as text) and whose `headers` field -- a {name, value} object
     per header and their list, each value as text -- is made when its fields are first
-    read (the general path, a dead letter, the tap), from `keep_pairs`. The hot path
+    read (the general path, a dead letter, the tap), from the pairs `received` keeps. The hot path
     reads `head` and the adapter's `header_facts` and never makes them: 2 objects (and a
     decode) per header of every record, made and freed unread. The field it makes is the
     one the adapters made before (text as it came, valid UTF-8 bytes as text, other bytes
@@ -698,9 +686,27 @@ class PairsRecord(NativeMessage):
         else:
             self.head = fields
 
-    def keep_pairs(self, pairs: Sequence[tuple[str, bytes | str | None]]) -> None:
-        """The client's header pairs, to make the `headers` field of when it is read."""
-        self._pairs = pairs
+    @classmethod
+    def received(cls, protocol: str, fields: Mapping[str, JSON], body: bytes,
+                 content_type: str | None, received_at: str | None, parse: bool,
+                 pairs: Sequence[tuple[str, bytes | str | None]], mode: EventMode,
+                 traceparent: str | None) -> NativeMessage:
+        """`from_wire`, keeping the client's header `pairs` to make the `headers` field
+        of when it is read, and what the adapter saw reading them: whether the record
+        carries a CloudEvent (`event_mode`), its content type and trace parent
+        (`header_facts`). One call per record received."""
+        record = cls.from_wire(protocol, fields, body, content_type, received_at,
+                               parse=parse)
+        if TYPE_CHECKING:
+            state = _own(record)
+            kept = cast(PairsRecord, record)  # `from_wire` makes one of `cls`
+        else:  # once per record received: no calls
+            state = kept = record
+        if pairs:
+            kept._pairs = pairs
+        state.event_mode = mode
+        state.header_facts = (content_type, traceparent)
+        return record
 
 
 class PairsReceivedRecord(ReceivedRecord, PairsRecord):

@@ -30,13 +30,13 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Sequence
-from typing import NamedTuple, Protocol, cast
+from typing import NamedTuple, Protocol
 
 from gateway.cloudevents.bindings.kafka import is_marker, mode_of
 from gateway.json import knowntypes
 from gateway.json.values import JSON
 from gateway.protocols import KAFKA
-from gateway.record import NativeMessage, PairsRecord, byte_text
+from gateway.record import EventMode, NativeMessage, PairsRecord, byte_text
 from gateway.record import is_json_media_type as is_json_type
 
 __all__ = ["KafkaRecordLike", "SendArgs", "is_json_type", "to_record", "to_send"]
@@ -86,6 +86,7 @@ def to_record(message: KafkaRecordLike, received_at: str | None = None,
         except UnicodeDecodeError:
             fields["key_base64"] = base64.b64encode(key).decode("ascii")
     content_type: str | None = None
+    structured: EventMode = None  # the content type's own mode (`mode_of` without a marker)
     traceparent: str | None = None
     specversion = False
     raw_headers = message.headers
@@ -96,35 +97,37 @@ def to_record(message: KafkaRecordLike, received_at: str | None = None,
             # Length first: most names are not it, and are not lower-cased then.
             if (content_type is None and len(name) == _CONTENT_TYPE_SIZE
                     and name.lower() == CONTENT_TYPE):
-                content_type = _TYPE_TEXT.get(value) if value is not None else None
-                if content_type is None:
-                    content_type = _type_text(value)
+                facts = _TYPE_FACTS.get(value) if value is not None else None
+                if facts is None:
+                    facts = _type_facts(value)
+                content_type, structured = facts
             elif not specversion and is_marker(name):  # as the binding reads it
                 specversion = True
             elif (traceparent is None and len(name) == _TRACEPARENT_SIZE
                   and name.lower() == TRACEPARENT):
                 traceparent = byte_text(value)
-    record = PairsRecord.from_wire(KAFKA, fields, message.value or b"", content_type,
-                                       received_at, parse=parse)
-    if raw_headers:
-        cast(PairsRecord, record).keep_pairs(raw_headers)
     # Whether it carries a CloudEvent, its content type and trace parent, seen here once
     # rather than by a second pass over the headers for every record
-    # (`NativeMessage.event_mode`, `header_facts`).
-    record.mark_headers_read(mode_of(content_type, specversion), content_type, traceparent)
-    return record
+    # (`NativeMessage.event_mode`, `header_facts`). `mode_of(content_type, specversion)`
+    # is the content type's own mode, else the marker's.
+    return PairsRecord.received(KAFKA, fields, message.value or b"", content_type,
+                                received_at, parse, raw_headers,
+                                structured or ("binary" if specversion else None),
+                                traceparent)
 
 
-#: The text of each content-type header value seen: a sender's few types, decoded once.
-_TYPE_TEXT: dict[bytes, str] = {}
+#: Of each content-type header value seen (a sender's few types): its text, decoded
+#: once, and the mode it says by itself (`mode_of(text, False)`: structured or None).
+_TYPE_FACTS: dict[bytes, tuple[str, EventMode]] = {}
 
 
-def _type_text(value: bytes | None) -> str:
-    """`byte_text(value)`, remembered (`knowntypes.keep`: bounded)."""
+def _type_facts(value: bytes | None) -> tuple[str, EventMode]:
+    """`byte_text(value)` and its mode, remembered (`knowntypes.keep`: bounded)."""
     text = byte_text(value)
+    facts = (text, mode_of(text, False))
     if value is not None:
-        knowntypes.keep(_TYPE_TEXT, value, text)
-    return text
+        knowntypes.keep(_TYPE_FACTS, value, facts)
+    return facts
 
 
 class SendArgs(NamedTuple):

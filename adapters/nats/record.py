@@ -32,7 +32,7 @@ import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from operator import itemgetter
-from typing import NamedTuple, cast
+from typing import NamedTuple
 
 from nats.aio.msg import Msg
 
@@ -175,15 +175,11 @@ def to_record(msg: Msg, jetstream: bool, received_at: str | None = None,
                 specversion = True
             elif traceparent is None and name.lower() == "traceparent":
                 traceparent = value
-    record = PairsRecord.from_wire(NATS, fields, msg.data, content_type, received_at,
-                                   parse=parse)
-    if pairs:
-        cast(PairsRecord, record).keep_pairs(pairs)
     # Whether it carries a CloudEvent, its content type and trace parent, seen here once
     # rather than by a second pass over the headers for every message
     # (`NativeMessage.event_mode`, `header_facts`).
-    record.mark_headers_read(mode_of(content_type, specversion), content_type, traceparent)
-    return record
+    return PairsRecord.received(NATS, fields, msg.data, content_type, received_at, parse,
+                                pairs, mode_of(content_type, specversion), traceparent)
 
 
 class PublishArgs:

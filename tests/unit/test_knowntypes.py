@@ -57,12 +57,12 @@ def test_a_kafka_content_type_reads_the_same_seen_once_or_again(
 
     from adapters.kafka import record as kafka_record
 
-    table: dict[bytes, str] = {}
-    monkeypatch.setattr(kafka_record, "_TYPE_TEXT", table)
+    table: dict[bytes, tuple[str, str | None]] = {}
+    monkeypatch.setattr(kafka_record, "_TYPE_FACTS", table)
     for offset in range(2):
         consumed = ConsumerRecord("t", 0, offset, 0, 0, b"k", b"{}", None, 1, 2,
                                   (("content-type", value),))
         record = kafka_record.to_record(consumed)
         assert record.header_facts == (text, None)
         assert record.fields["headers"] == [{"name": "content-type", "value": text}]
-    assert table == {value: text}
+    assert table == {value: (text, None)}
