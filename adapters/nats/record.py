@@ -392,8 +392,16 @@ def written_frame(record: NativeMessage, reply: str) -> tuple[bytes, int] | None
     else:
         reply_bytes = b""
     payload = record.body_bytes()
-    block = (_BLOCK_JSON if not headers.typed and _says_json(record, headers)
-             else _BLOCK) % lines
+    if headers.typed:
+        block = _BLOCK % lines
+    else:
+        # `_says_json`, its first answer inline for the usual record: a body sent on
+        # unparsed, whose binding wrote its declared content type last.
+        names = headers.names
+        says_json = ((names and names[-1] == _DECLARED and record.unparsed_body() is not None
+                      and is_json_type(headers.values[-1]))
+                     or _says_json(record, headers))
+        block = (_BLOCK_JSON if says_json else _BLOCK) % lines
     return (_HPUB % (encoded, reply_bytes, len(block), len(block) + len(payload), block,
                      payload), len(payload))
 
