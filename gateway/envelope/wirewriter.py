@@ -7,7 +7,8 @@ have the output's binding write it out again (`cloudevents/bindings/wireform.py`
 CloudEvent, its conversion, and a dispatch through the binding per message, all made
 and freed unread when nothing fails. A writer runs the renderer's lines, then, where the
 renderer would make the event, the wire form's lines on the attributes it has just
-rendered. It returns what the two would give together, or None wherever either would
+rendered, each attribute kept as a local of its place in the layout rather than in a
+dict (`_as_locals`). It returns what the two would give together, or None wherever either would
 decline or the event could not be made again the same later (a trace context, or a
 record without an identity when the caller gave no id for it:
 `fastrender.source(remakeable=True)`), and the route then renders and encodes as
@@ -15,12 +16,12 @@ before. A record without an identity gets the caller's random id, which the call
 keeps: rendered again, the event is given that id back (`runtime/ledger.py`,
 `WrittenMember`). So a record it writes is the record the two would write, and the event of a
 message it wrote can be rendered again, the same, when something needs it (a dead
-letter, the tap, a reply): `tests/unit/envelope/test_wirewriter.py` holds all three
+letter, the tap, a reply): `tests/unit/core/test_wirewriter.py` holds all three
 together.
 
 Only a layout the definition was seen to render is written: the caller learns it from
-an event the renderer made (`EnvelopeTemplate.wire_writer`); one of another length (a
-message without a content type, say) goes the general way.
+an event the renderer made (`EnvelopeTemplate.wire_writer`); a record of another layout
+(a message without a content type, say) goes the general way.
 """
 
 from __future__ import annotations
