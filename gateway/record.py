@@ -215,6 +215,22 @@ class NativeMessage:
             return encoded
         return self.payload or b""
 
+    def body_length(self) -> int:
+        """The body's length in bytes, never serialising a JSON body again: received
+        records and the binary-mode events rendered from them carry their bytes (`raw`),
+        and a record sent without them was serialised once by its producer, which kept
+        the text (`body_bytes`). What the metrics count (`observability.metrics.
+        body_size`) and the size limits compare."""
+        body = self.unparsed_body()
+        if body is not None:  # the bytes received, whatever they parse to: not parsed here
+            return len(body)
+        raw = self.raw
+        if raw is not None:
+            return len(raw)
+        if self.payload is not None and not self.has_json_data:
+            return len(self.payload)
+        return len(self.body_bytes())
+
     # -- metadata access -------------------------------------------------------------------
     def get(self, name: str) -> JSON:
         return self.fields.get(name)
@@ -583,6 +599,9 @@ class _ParsedWhenRead:
 
     def unparsed_body(self) -> bytes | None:
         return self._body  # not parsed: the class changes when it is
+
+    def body_length(self) -> int:
+        return len(self._body)  # as `NativeMessage.body_length` finds it, with no call
 
 
 class ReceivedRecord(_ParsedWhenRead, NativeMessage):

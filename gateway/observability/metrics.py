@@ -237,19 +237,9 @@ def _register_runtime_collectors(registry: CollectorRegistry) -> None:
 
 
 def body_size(message: NativeMessage) -> int:
-    """The body's length in bytes, never serialising a JSON body again: received
-    records and the binary-mode events rendered from them carry their bytes (`raw`),
-    and a record sent without them was serialised once by its producer, which kept the
-    text (`NativeMessage.body_bytes`)."""
-    body = message.unparsed_body()
-    if body is not None:  # the bytes received, whatever they parse to: not parsed here
-        return len(body)
-    raw = message.raw
-    if raw is not None:
-        return len(raw)
-    if message.payload is not None and not message.has_json_data:
-        return len(message.payload)
-    return len(message.body_bytes())
+    """The body's length in bytes (`NativeMessage.body_length`: a JSON body is never
+    serialised again). Per-record loops call the method itself, one call fewer."""
+    return message.body_length()
 
 
 def observe_many(histogram: Histogram, value: float, count: int) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from operator import methodcaller
 from typing import Any
 
 from gateway.convert import Conversion
@@ -29,6 +30,9 @@ from gateway.ports import Outcome, all_delivered
 from gateway.record import NativeMessage
 from gateway.runtime.ledger import Member
 from gateway.runtime.output import Output
+
+# `NativeMessage.body_length` of each record, through its own class's method.
+_BODY_LENGTH = methodcaller("body_length")
 
 log = logging.getLogger("xrgw.route")
 
@@ -158,7 +162,7 @@ class RouteStats:
                 skip = set(failed)
                 size.inc(sum(body_size(r) for i, r in enumerate(records) if i not in skip))
             else:
-                size.inc(sum(map(body_size, records)))
+                size.inc(sum(map(_BODY_LENGTH, records)))  # `body_size`, one call fewer each
         for i in failed:
             metrics.publish_errors.labels(
                 output.endpoint_id, "retryable" if outcomes[i].retryable else "rejected").inc()

@@ -88,6 +88,12 @@ def test_body_size_counts_received_bytes_without_reserialising() -> None:
     assert body_size(NativeMessage("KAFKA", {}, payload=b"abc")) == 3
     assert body_size(NativeMessage("KAFKA", {}, data={"a": 1})) == len(b'{"a":1}')
     assert body_size(NativeMessage("KAFKA", {})) == 0
+    # A body received declared JSON and not parsed yet: its bytes, still unparsed.
+    unparsed = NativeMessage.from_wire("KAFKA", {}, raw, "application/json", parse=False)
+    assert unparsed.unparsed_body() is raw
+    assert body_size(unparsed) == unparsed.body_length() == len(raw)
+    assert unparsed.unparsed_body() is raw  # not parsed for it
+    assert unparsed.data == {"a": 1} and body_size(unparsed) == len(raw)
 
 
 def test_backlog_series_are_set_and_removed_when_no_longer_reported() -> None:
