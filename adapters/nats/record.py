@@ -292,6 +292,12 @@ _JSON_LINE = f"{_JSON_PAIR[0]}: {_JSON_PAIR[1]}\r\n".encode()  # the pair as a b
 _BLOCK = b"NATS/1.0\r\n%s\r\n"
 _BLOCK_JSON = b"NATS/1.0\r\n%s" + _JSON_LINE + b"\r\n"
 _HPUB = b"HPUB %s %s %d %d\r\n%s%s\r\n"
+# `_HPUB` with the block `_BLOCK` or `_BLOCK_JSON` makes of the lines, in one format; the
+# block's length beside the lines'.
+_HPUB_BLOCK = b"HPUB %s %s %d %d\r\n" + _BLOCK + b"%s\r\n"
+_HPUB_JSON = b"HPUB %s %s %d %d\r\n" + _BLOCK_JSON + b"%s\r\n"
+_BLOCK_SIZE = len(_BLOCK % b"")
+_BLOCK_JSON_SIZE = len(_BLOCK_JSON % b"")
 
 
 def publish_frame(args: PublishArgs, reply: str = "") -> bytes:
@@ -393,7 +399,7 @@ def written_frame(record: NativeMessage, reply: str) -> tuple[bytes, int] | None
         reply_bytes = b""
     payload = record.body_bytes()
     if headers.typed:
-        block = _BLOCK % lines
+        says_json = False
     else:
         # `_says_json`, its first answer inline for the usual record: a body sent on
         # unparsed, whose binding wrote its declared content type last.
@@ -401,9 +407,11 @@ def written_frame(record: NativeMessage, reply: str) -> tuple[bytes, int] | None
         says_json = ((names and names[-1] == _DECLARED and record.unparsed_body() is not None
                       and is_json_type(headers.values[-1]))
                      or _says_json(record, headers))
-        block = (_BLOCK_JSON if says_json else _BLOCK) % lines
-    return (_HPUB % (encoded, reply_bytes, len(block), len(block) + len(payload), block,
-                     payload), len(payload))
+    # The frame with its header block in one formatting (`_HPUB` of `_BLOCK % lines`):
+    # no block made and copied on its own.
+    size = len(lines) + (_BLOCK_JSON_SIZE if says_json else _BLOCK_SIZE)
+    return ((_HPUB_JSON if says_json else _HPUB_BLOCK) % (
+        encoded, reply_bytes, size, size + len(payload), lines, payload), len(payload))
 
 
 def _frame(args: PublishArgs, reply: str) -> bytes:
