@@ -116,7 +116,7 @@ class NatsProducer:
         self, client: Client, messages: Sequence[NativeMessage]
     ) -> Confirmation:
         connection = client.connection  # before queueing: the frames may go out at once
-        outcomes = await publish_all(client, messages, lambda _: "")
+        outcomes = await publish_all(client, messages)
         if all(o is not None for o in outcomes):
             return confirmed(cast(list[Outcome], outcomes))
         # One PING for the whole batch, sent behind its publishes (see Client._send_ping).

@@ -29,18 +29,19 @@ _NO_PUBACK = Outcome.failed("no PubAck in time")
 async def publish_all(
     client: Client,
     messages: Sequence[NativeMessage],
-    reply_of: Callable[[int], str],
+    reply_of: Callable[[int], str] | None = None,
 ) -> list[Outcome | None]:
     """Publish in order into nats-py's buffer (no awaiting the network unless that buffer
     is full): the failure of each message that was not sent, None for the sent ones.
-    `reply_of(i)` is the reply subject of message i ("": the record's own)."""
+    `reply_of(i)` is the reply subject of message i ("": the record's own); None: ""
+    for every one (core NATS: no call per message)."""
     outcomes: list[Outcome | None] = [None] * len(messages)
     frames: list[bytes] = []
     sent: list[int] = []
     size = 0
     max_payload = client.max_payload
     for index, record in enumerate(messages):
-        reply = reply_of(index)
+        reply = "" if reply_of is None else reply_of(index)
         written = written_frame(record, reply)
         if written is not None and written[1] <= max_payload:
             frame, payload_size = written
