@@ -199,6 +199,7 @@ def _as_locals(lines: list[str], layout: Layout
     if "datacontenttype" in own:  # the one attribute set only where there is one
         present = "datacontenttype" in layout
         local = f"v{layout.index('datacontenttype')}" if present else "unset_datacontenttype"
+        assert out[1].endswith("= consts")  # `source`'s second line
         out.insert(2, f"    {local} = None")  # after the constants are read
         guard += [f"if {local} is {'' if present else 'not '}None:", "    return None"]
     if count:

@@ -330,12 +330,11 @@ def definition_test(compiled: CompiledDefinition, made: Made | None = None) -> N
     # Two or more captures from repeated fields: their entries are searched together
     # (`compiled.search`); one alone takes any agreeing entry in its own test.
     searched = checks[len(checks) - compiled.repeated:] if compiled.repeated > 1 else []
-    tests = tuple(check_test(c, made) for c in checks
-                  if c is not skip and c not in known and c not in searched)
+    kept = [c for c in checks if c is not skip and c not in known and c not in searched]
+    tests = tuple(check_test(c, made) for c in kept)
     if searched:
         tests += (_search_test(tuple(searched)),)
     decode = skip is not None and skip.decode
-    kept = [c for c in checks if c is not skip and c not in known and c not in searched]
     if positions is None and kept and _opens(kept[0]):
         # The usual Kafka or MQTT definition: a template on the key or topic captures
         # first, into an empty context: its captures are the context (`_opened`).
