@@ -95,8 +95,13 @@ EVENT_TAIL = ("data = record.data",
               "return trusted(attributes, payload, payload is not None)")
 
 
+def in_dict(name: str) -> str:
+    """Where the renderer keeps attribute `name`: in its `attributes` dict."""
+    return f"attributes[{name!r}]"
+
+
 def source(shape: Shape, protocol: str, tail: tuple[str, ...] = EVENT_TAIL,
-           *, remakeable: bool = False) -> list[str]:
+           *, remakeable: bool = False, into: Callable[[str], str] = in_dict) -> list[str]:
     """The lines of the renderer (see the module docstring); `consts` holds the fixed
     attributes, then a format string and an exact test per templated attribute, then
     the definition's content type and dataschema.
@@ -107,18 +112,26 @@ def source(shape: Shape, protocol: str, tail: tuple[str, ...] = EVENT_TAIL,
     the output also writes as a header of its own), and give a record without an
     identity the id `id_in` (the caller's random one, which it keeps to render the event
     again the same), or None when there is none: a fused writer leaves those to the
-    renderer and the binding."""
+    renderer and the binding.
+
+    `into(name)`: the target each attribute is assigned to (`in_dict`: the `attributes`
+    dict, made as a copy of the constants; otherwise no dict is made, and the fused
+    writer keeps each attribute in a local of its own: `wirewriter._as_locals`)."""
+    # The trace context's lines (`_trace`) write into the dict; only a remakeable
+    # renderer, which leaves trace contexts alone, may do without it.
+    assert into is in_dict or remakeable
     names = ["fixed"]
     for n in range(len(shape.attributes)):
         names += [f"fmt{n}", f"accepts{n}"]
     names += ["content_type", "dataschema"]
     lines = ["def render(record, context, now, consts):",
-             f"    {', '.join(names)}, = consts",
-             "    attributes = fixed.copy()"]
+             f"    {', '.join(names)}, = consts"]
+    if into is in_dict:
+        lines.append("    attributes = fixed.copy()")
     if shape.attributes:
         lines.append("    try:")
         for n, (name, whole, quick) in enumerate(shape.attributes):
-            lines += ["        " + line for line in _attribute(n, name, whole, quick)]
+            lines += ["        " + line for line in _attribute(n, into(name), whole, quick)]
         lines += ["    except KeyError:", "        return None"]
     # The scalar fields (identity, a content type field): where reading them makes no
     # header entries (`NativeMessage.head`); what reads the entries reads `record.fields`.
@@ -128,21 +141,21 @@ def source(shape: Shape, protocol: str, tail: tuple[str, ...] = EVENT_TAIL,
         body += _identity(protocol)
         if remakeable:
             body += ["if identity is not None:",
-                     "    attributes['id'] = name_uuid(identity)",
+                     f"    {into('id')} = name_uuid(identity)",
                      "elif id_in is not None:",
-                     "    attributes['id'] = id_in",
+                     f"    {into('id')} = id_in",
                      "else:",
                      "    return None"]
         else:
-            body.append("attributes['id'] = random_uuid() if identity is None "
+            body.append(f"{into('id')} = random_uuid() if identity is None "
                         "else name_uuid(identity)")
     if shape.fill_time:
         body += ["received = record.received_at",
                  "last = LAST_TIME[0]  # (text, time) of the last receive time parsed",
                  "if received is not None and received == last[0]:",
-                 "    attributes['time'] = last[1]",
+                 f"    {into('time')} = last[1]",
                  "else:",
-                 "    attributes['time'] = receive_time(record, now)"]
+                 f"    {into('time')} = receive_time(record, now)"]
     # Header entries read in one pass: the content type and the trace context.
     wanted = {}
     if shape.fill_content_type and _content_type_in_metadata(protocol):
@@ -151,16 +164,17 @@ def source(shape: Shape, protocol: str, tail: tuple[str, ...] = EVENT_TAIL,
         wanted["parent"] = "traceparent"
     body += _pairs_lookup(protocol, wanted)
     if shape.fill_content_type:
-        body += _content_type(protocol, shape.has_content_type, "native" in wanted)
+        body += _content_type(protocol, shape.has_content_type, "native" in wanted,
+                              into("datacontenttype"))
     if shape.has_dataschema:
-        body.append("attributes['dataschema'] = dataschema")
+        body.append(f"{into('dataschema')} = dataschema")
     if shape.fill_trace:
         body += _trace(protocol, "parent" in wanted, remakeable)
     body += tail
     return lines + ["    " + line for line in body]
 
 
-def _attribute(n: int, name: str, whole: str | None, quick: int) -> list[str]:
+def _attribute(n: int, target: str, whole: str | None, quick: int) -> list[str]:
     """Fill one templated attribute; a text the printable shortcut cannot vouch for goes
     to the attribute's exact test (`render._QUICK`: 1 any printable text, 2 non-empty,
     3 non-empty without spaces, 0 the exact test only)."""
@@ -176,7 +190,7 @@ def _attribute(n: int, name: str, whole: str | None, quick: int) -> list[str]:
         lines += [f"if accepts{n}(text) is None:", "    return None"]
     else:
         lines += [f"if not ({shortcut}) and accepts{n}(text) is None:", "    return None"]
-    return [*lines, f"attributes[{name!r}] = text"]
+    return [*lines, f"{target} = text"]
 
 
 def _identity(protocol: str) -> list[str]:
@@ -240,7 +254,8 @@ def _pairs_lookup(protocol: str, wanted: dict[str, str]) -> list[str]:
     return [*known, "else:", *("    " + line for line in lines)]
 
 
-def _content_type(protocol: str, has_content_type: bool, looked_up: bool) -> list[str]:
+def _content_type(protocol: str, has_content_type: bool, looked_up: bool,
+                  target: str) -> list[str]:
     prof = find_profile(protocol)
     ref = None if prof is None else prof.content_type
     if looked_up:
@@ -258,12 +273,12 @@ def _content_type(protocol: str, has_content_type: bool, looked_up: bool) -> lis
               # once (`render.media_type_seen`).
               "    if not (MEDIA_TYPES.get(native) or media_type_seen(native)):",
               "        return None",
-              "    attributes['datacontenttype'] = native"]
+              f"    {target} = native"]
     if has_content_type:
-        lines += ["else:", "    attributes['datacontenttype'] = content_type"]
+        lines += ["else:", f"    {target} = content_type"]
     else:
         lines += ["elif record.data is not NO_DATA:",
-                  "    attributes['datacontenttype'] = 'application/json'"]
+                  f"    {target} = 'application/json'"]
     return lines
 
 

@@ -26,7 +26,6 @@ an event the renderer made (`EnvelopeTemplate.wire_writer`); a record of another
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
@@ -113,7 +112,7 @@ def writer(shape: Shape, protocol: str, form: BinaryForm, layout: Layout,
     if made is None:
         if len(_MADE) >= MAX_LAYOUTS * 4:
             return None
-        renderer = _as_locals(source(shape, protocol, (), remakeable=True), layout)
+        renderer = _as_locals(shape, protocol, layout)
         if renderer is None:
             return None
         lines, guard, texts = renderer
@@ -148,8 +147,7 @@ def writer(shape: Shape, protocol: str, form: BinaryForm, layout: Layout,
             namespace["KEY_PLACE"] = place
             tail += ["if key_out is not None and fields.get(KEY_PLACE) is None:",
                      "    fields[KEY_PLACE] = key_out"]
-        if any(name in line for line in (*source(shape, protocol, (), remakeable=True), *wire)
-               for name in _OWN):
+        if any(name in line for line in (*lines, *wire) for name in _OWN):
             raise RuntimeError("fused writer: a part uses a name of this one")
         code = [*lines, *("    " + line for line in (*tail, "return record_out"))]
         code[0] = "def write(record, context, now, consts, defaults_out, key_out, id_in):"
@@ -160,35 +158,23 @@ def writer(shape: Shape, protocol: str, form: BinaryForm, layout: Layout,
     return made
 
 
-# A line of the renderer's that sets an attribute.
-_SETS = re.compile(r"(\s*)attributes\[('([a-z0-9]+)')\] = (.*)")
-
-
-def _as_locals(lines: list[str], layout: Layout
+def _as_locals(shape: Shape, protocol: str, layout: Layout
                ) -> tuple[list[str], list[str], set[int]] | None:
-    """The renderer's `lines`, each attribute set as the local `v{n}` of its place `n`
-    in `layout` instead of into a copy of the constants' dict (a dict, its copy and a
-    store per attribute fewer per message, and the wire form's lines read the locals:
-    `write_lines(texts=...)`); the lines that check the record's event has `layout` and
-    read the constants into their places; and the places set to an id (text). None
-    where the layout is not the constants then what the lines set, in that order (the
-    renderer's dict's order, which `layout` was learned from)."""
+    """The renderer's lines (`fastrender.source`) with each attribute assigned to the
+    local `v{n}` of its place `n` in `layout`, not into a copy of the constants' dict (a
+    dict, its copy and a store per attribute fewer per message, and the wire form's lines
+    read the locals: `write_lines(texts=...)`); the lines that check the record's event
+    has `layout` and read the constants into their places; and the places set to an id
+    (text). None where the layout is not the constants then what the lines set, in that
+    order (the renderer's dict's order, which `layout` was learned from)."""
     own: list[str] = []  # the attributes the lines set, in the order they set them
-    out: list[str] = []
-    for line in lines:
-        if line == "    attributes = fixed.copy()":
-            continue
-        found = _SETS.fullmatch(line)
-        if found is None:
-            if "attributes" in line:  # a use this does not know: a bug here
-                raise RuntimeError(f"fused writer: cannot read {line!r}")
-            out.append(line)
-            continue
-        indent, name = found.group(1), found.group(3)
+
+    def into(name: str) -> str:
         if name not in own:
             own.append(name)
-        local = f"v{layout.index(name)}" if name in layout else f"unset_{name}"
-        out.append(f"{indent}{local} = {found.group(4)}")
+        return f"v{layout.index(name)}" if name in layout else f"unset_{name}"
+
+    out = source(shape, protocol, (), remakeable=True, into=into)
     fixed = [name for name in layout if name not in own]
     count = len(fixed)
     if (tuple(fixed) != layout[:count]
@@ -198,7 +184,7 @@ def _as_locals(lines: list[str], layout: Layout
     guard = []
     if "datacontenttype" in own:  # the one attribute set only where there is one
         present = "datacontenttype" in layout
-        local = f"v{layout.index('datacontenttype')}" if present else "unset_datacontenttype"
+        local = into("datacontenttype")
         assert out[1].endswith("= consts")  # `source`'s second line
         out.insert(2, f"    {local} = None")  # after the constants are read
         guard += [f"if {local} is {'' if present else 'not '}None:", "    return None"]
