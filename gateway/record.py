@@ -206,7 +206,7 @@ class NativeMessage:
 
         JSON data is serialised once: the text is kept as `raw` (the same value), so the
         producer that sends the record and the metric that counts its bytes
-        (`observability.metrics.body_size`) do not serialise it twice."""
+        (`body_length`) do not serialise it twice."""
         if self.raw is not None:
             return self.raw
         if self.has_json_data:
@@ -219,8 +219,7 @@ class NativeMessage:
         """The body's length in bytes, never serialising a JSON body again: received
         records and the binary-mode events rendered from them carry their bytes (`raw`),
         and a record sent without them was serialised once by its producer, which kept
-        the text (`body_bytes`). What the metrics count (`observability.metrics.
-        body_size`) and the size limits compare."""
+        the text (`body_bytes`). What the metrics count and the size limits compare."""
         body = self.unparsed_body()
         if body is not None:  # the bytes received, whatever they parse to: not parsed here
             return len(body)

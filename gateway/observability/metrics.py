@@ -30,7 +30,6 @@ from prometheus_client.registry import Collector
 from gateway import buildinfo
 from gateway.deadletter import reasons
 from gateway.ports import Backlog, PartitionLag, StreamPending
-from gateway.record import NativeMessage
 
 #: The release that drops the old names of the metrics renamed in 0.2.0.
 ALIAS_REMOVED_IN = "0.3.0"
@@ -236,12 +235,6 @@ def _register_runtime_collectors(registry: CollectorRegistry) -> None:
     GCCollector(registry=registry)
 
 
-def body_size(message: NativeMessage) -> int:
-    """The body's length in bytes (`NativeMessage.body_length`: a JSON body is never
-    serialised again). Per-record loops call the method itself, one call fewer."""
-    return message.body_length()
-
-
 def observe_many(histogram: Histogram, value: float, count: int) -> None:
     """`count` observations of the same `value` (the messages of one batch finish
     together) at the cost of one. prometheus_client has no weighted observe, so this adds
@@ -271,4 +264,4 @@ def route_children(metrics: Metrics, route: str, window: int) -> tuple[Gauge, Hi
 
 
 __all__ = ["ALIAS_REMOVED_IN", "ENDPOINT_LABEL", "EndpointLabel", "Metrics", "RenamedAlias",
-           "body_size", "observe_many", "route_children"]
+           "observe_many", "route_children"]

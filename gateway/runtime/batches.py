@@ -26,7 +26,6 @@ from gateway.convert import Conversion, Converter
 from gateway.deadletter import reasons
 from gateway.envelope.outgoing import Mode, OutputFormat, RenderFailed
 from gateway.matching.matcher import MatchResult
-from gateway.observability.metrics import body_size
 from gateway.ports import Delivery, size_limit
 from gateway.protocols import find_profile
 from gateway.protocols.profile import FieldRef
@@ -127,7 +126,7 @@ class BatchMaker:
             # `tally.count(record)`, inline: a call per message saved.
             counts = received.get(record.protocol) or tally.counts(record.protocol)
             counts[0] += 1
-            counts[1] += record.body_length()  # `body_size`, one call fewer
+            counts[1] += record.body_length()
             if delivery.undecodable is not None:
                 conversions = _undecodable(delivery)
             elif (written := write(record, now)) is None:
@@ -238,7 +237,7 @@ class BatchMaker:
         limit (`limits`: None when no output has one): then none of them."""
         if limits is not None:
             for target, record, limit in zip(sent, rendered, limits, strict=True):
-                if limit is not None and (size := body_size(record)) > limit:
+                if limit is not None and (size := record.body_length()) > limit:
                     member.reason = reasons.TOO_LARGE
                     member.fail(
                         f"{target.output.endpoint_id}: body of {size} bytes is over the "
@@ -273,7 +272,7 @@ class _Tally:
         """One message received."""
         counts = self.received.get(record.protocol) or self.counts(record.protocol)
         counts[0] += 1
-        counts[1] += body_size(record)
+        counts[1] += record.body_length()
 
     def counts(self, protocol: str) -> list[int]:
         """The [messages, bytes] received of `protocol`, made at the first."""

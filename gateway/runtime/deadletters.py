@@ -24,7 +24,6 @@ from gateway.deadletter import reasons
 from gateway.deadletter.format import deadletter_record, withheld_body
 from gateway.envelope.outgoing import with_defaults
 from gateway.matching.matcher import Explanation
-from gateway.observability.metrics import body_size
 from gateway.ports import Outcome, size_limit
 from gateway.record import NativeMessage
 from gateway.redaction.redactor import Redactor
@@ -71,7 +70,7 @@ class DeadLetters:
             return set()
         limit = size_limit(deadletter.producer)
         for letter in letters:
-            if limit is not None and body_size(letter.original) > limit:
+            if limit is not None and letter.original.body_length() > limit:
                 # The dead letter's limit is known: the body cannot go there.
                 letter.record = self._without_body(deadletter, letter, limit)
             else:

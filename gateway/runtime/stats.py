@@ -25,7 +25,7 @@ from typing import Any
 from gateway.convert import Conversion
 from gateway.observability.conformance import RouteReport
 from gateway.observability.logs import fields
-from gateway.observability.metrics import Metrics, body_size, observe_many, route_children
+from gateway.observability.metrics import Metrics, observe_many, route_children
 from gateway.ports import Outcome, all_delivered
 from gateway.record import NativeMessage
 from gateway.runtime.ledger import Member
@@ -160,9 +160,9 @@ class RouteStats:
                 messages.inc(delivered)
             if failed:
                 skip = set(failed)
-                size.inc(sum(body_size(r) for i, r in enumerate(records) if i not in skip))
+                size.inc(sum(r.body_length() for i, r in enumerate(records) if i not in skip))
             else:
-                size.inc(sum(map(_BODY_LENGTH, records)))  # `body_size`, one call fewer each
+                size.inc(sum(map(_BODY_LENGTH, records)))
         for i in failed:
             metrics.publish_errors.labels(
                 output.endpoint_id, "retryable" if outcomes[i].retryable else "rejected").inc()

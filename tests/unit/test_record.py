@@ -4,7 +4,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.observability.metrics import body_size
 from gateway.record import NativeMessage, RecordError
 
 EXAMPLES = [
@@ -160,7 +159,7 @@ def test_a_body_parsed_when_first_read_is_the_body_rule(body, ctype):
         record = NativeMessage.from_wire("KAFKA", {"topic": "t"}, body, ctype, parse=False)
         assert record.body_bytes() == body
         assert record.has_body == bool(body)
-        assert body_size(record) == len(body)
+        assert record.body_length() == len(body)
         unparsed = record.unparsed_body()
         if unparsed is not None:  # nothing above parsed it
             assert unparsed is body
@@ -174,7 +173,7 @@ def test_a_body_parsed_when_first_read_is_the_body_rule(body, ctype):
         assert record.unparsed_body() is None
         assert type(record) is NativeMessage  # parsed: a plain record from then on
         assert body_of(record) == expected
-        assert record.body_bytes() == body and body_size(record) == len(body)
+        assert record.body_bytes() == body and record.body_length() == len(body)
 
 
 def test_an_unparsed_record_answers_like_a_parsed_one():

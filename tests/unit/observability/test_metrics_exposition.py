@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway.observability.metrics import ALIAS_REMOVED_IN, Metrics, body_size
+from gateway.observability.metrics import ALIAS_REMOVED_IN, Metrics
 from gateway.ports import Backlog, NotConnected, PartitionLag, StreamPending
 from gateway.record import NativeMessage
 from gateway.runtime import backlog as backlog_module
@@ -72,28 +72,28 @@ def test_route_exports_latency_window_and_bytes_per_route_and_endpoint() -> None
     asyncio.run(run_to_end(route, consumer))
     assert sample(metrics, "xrgw_processing_seconds_count", route="store") == 2
     assert sample(metrics, "xrgw_messages_inflight_limit", route="store") == 8
-    received = body_size(sale(1)) + len(b"\x00raw")
+    received = sale(1).body_length() + len(b"\x00raw")
     assert sample(metrics, "xrgw_received_bytes_total", endpoint="store-mqtt",
                   protocol="MQTT/5.0") == received
     assert sample(metrics, "xrgw_published_bytes_total", endpoint="events-kafka") == sum(
-        body_size(r) for r in out.written) > 0
+        r.body_length() for r in out.written) > 0
     assert sample(metrics, "xrgw_deadletter_bytes_total") == sum(
-        body_size(r) for r in dlq.written) == len(b"\x00raw")
+        r.body_length() for r in dlq.written) == len(b"\x00raw")
     assert sample(metrics, "xrgw_published_bytes_total", endpoint="dlq") in (None, 0)
 
 
-def test_body_size_counts_received_bytes_without_reserialising() -> None:
+def test_body_length_counts_received_bytes_without_reserialising() -> None:
     raw = b'{ "a" : 1 }'
-    assert body_size(NativeMessage("KAFKA", {}, data={"a": 1}, raw=raw)) == len(raw)
-    assert body_size(NativeMessage("KAFKA", {}, payload=b"abc")) == 3
-    assert body_size(NativeMessage("KAFKA", {}, data={"a": 1})) == len(b'{"a":1}')
-    assert body_size(NativeMessage("KAFKA", {})) == 0
+    assert NativeMessage("KAFKA", {}, data={"a": 1}, raw=raw).body_length() == len(raw)
+    assert NativeMessage("KAFKA", {}, payload=b"abc").body_length() == 3
+    assert NativeMessage("KAFKA", {}, data={"a": 1}).body_length() == len(b'{"a":1}')
+    assert NativeMessage("KAFKA", {}).body_length() == 0
     # A body received declared JSON and not parsed yet: its bytes, still unparsed.
     unparsed = NativeMessage.from_wire("KAFKA", {}, raw, "application/json", parse=False)
     assert unparsed.unparsed_body() is raw
-    assert body_size(unparsed) == unparsed.body_length() == len(raw)
+    assert unparsed.body_length() == len(raw)
     assert unparsed.unparsed_body() is raw  # not parsed for it
-    assert unparsed.data == {"a": 1} and body_size(unparsed) == len(raw)
+    assert unparsed.data == {"a": 1} and unparsed.body_length() == len(raw)
 
 
 def test_backlog_series_are_set_and_removed_when_no_longer_reported() -> None:
