@@ -254,10 +254,10 @@ def _says_json(record: NativeMessage, headers: EncodedHeaders) -> bool:
     sender's word, as a receiver's body rule takes it. The declaration is read before
     the body: a body received declared JSON and sent on unparsed (`envelope/wirewriter.
     py`) is not parsed for this, and either path to the record gives the same answer."""
+    if record.unparsed_body() is not None:  # not parsed yet (so a body): the declaration first
+        return _declares_json(headers) or record.has_json_data
     if not record.has_body:
         return False
-    if record.unparsed_body() is not None:  # not parsed yet: the declaration first
-        return _declares_json(headers) or record.has_json_data
     return record.has_json_data or _declares_json(headers)
 
 
@@ -398,15 +398,7 @@ def written_frame(record: NativeMessage, reply: str) -> tuple[bytes, int] | None
     else:
         reply_bytes = b""
     payload = record.body_bytes()
-    if headers.typed:
-        says_json = False
-    else:
-        # `_says_json`, its first answer inline for the usual record: a body sent on
-        # unparsed, whose binding wrote its declared content type last.
-        names = headers.names
-        says_json = ((names and names[-1] == _DECLARED and record.unparsed_body() is not None
-                      and is_json_type(headers.values[-1]))
-                     or _says_json(record, headers))
+    says_json = not headers.typed and _says_json(record, headers)
     # The frame with its header block in one formatting (`_HPUB` of `_BLOCK % lines`):
     # no block made and copied on its own.
     size = len(lines) + (_BLOCK_JSON_SIZE if says_json else _BLOCK_SIZE)
