@@ -21,6 +21,7 @@ from gateway.json.body import loads_text
 from gateway.json.text import utf8_json
 from gateway.json.values import JSON, as_text
 from gateway.record import NativeMessage, RecordError
+from gateway.runtime.heap import settle_heap
 
 _CONVERTERS: dict[str, Converter] = {}  # per Python worker: build the matcher once
 
@@ -119,6 +120,12 @@ def python_stage(
                                   validate_schema=validate_schema,
                                   schema=schema)  # type: ignore[arg-type]
             _CONVERTERS[token] = converter
+            # A batch's records, conversions and rows (thousands, all alive until the
+            # batch is returned) survive the collector's young scans, and each full scan
+            # walks them and the compiled catalog: 35 us per record against 25 with the
+            # daemon's setting (`runtime/heap.py`; 20,000 records of `bench_spark.py`,
+            # 1,000 definitions, in one process). Set it once per Python worker.
+            settle_heap()
         lines: list[str | None] = records.to_pylist()
         rows: list[dict[str, Any] | None] = [None] * len(lines)
         where: list[int] = []

@@ -34,7 +34,7 @@ class Stage:
     catalog: CompiledCatalog
     tables: dict[tuple[Any, ...], DataFrame]
     explain_dead_letters: bool = True
-    # Random per stage: part of every generated event id (`sqlfuncs.random_digest`).
+    # Random per stage: part of every generated event id (`sqlfuncs.random_id`).
     salt: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     def sql(self, lines: DataFrame) -> DataFrame:

@@ -21,7 +21,7 @@ from gateway.spark.sqlfuncs import (
     all_of,
     any_of,
     case_when,
-    random_digest,
+    random_id,
     uuid5_digest,
     uuid_text,
 )
@@ -170,7 +170,7 @@ def render(df: DataFrame, catalog: CompiledCatalog, salt: str) -> DataFrame:
     structured JSON text), `_context`, `_match` and `_render_py` to matched rows (`_cand`,
     `_caps` and the columns of `record_columns` expected; all but `record` and the
     columns of `keep` are dropped). `salt` keeps generated ids apart
-    (`sqlfuncs.random_digest`).
+    (`sqlfuncs.random_id`).
 
     Two projections and the outcome: the attributes' texts (read from the winning
     candidate, which is dropped there), then the id's hash and the render checks, then
@@ -197,27 +197,28 @@ def render(df: DataFrame, catalog: CompiledCatalog, salt: str) -> DataFrame:
                   & ~F.coalesce(native_ct.rlike(_MEDIA_TYPE), F.lit(False)))
     render_py = F.coalesce(any_of([*[F.col(f"_fail{i}") for i in range(len(failures))],
                                    bad_native, F.col("_cand_py")]), F.lit(True))
-    # The id's hash, projected once: `uuid_text` reads it six times, and a random one
-    # (not deterministic) would not be shared within a projection.
-    digest = F.when(values["id"].isNull(), F.when(
-        F.col("_ident").isNotNull(), uuid5_digest(F.col("_ident"))).otherwise(
-            random_digest(salt)))
+    # The name-based id's hash, projected once: `uuid_text` reads it six times. The random
+    # id too, so that the struct and the event text read one value of a row counter.
+    generated = values["id"].isNull()
+    digest = F.when(generated & F.col("_ident").isNotNull(), uuid5_digest(F.col("_ident")))
+    random = F.when(generated & F.col("_ident").isNull(), random_id(salt))
     out = out.select(*[c for c in out.columns if not c.startswith("_fail")
                        and c != "_cand_py"],
-                     digest.alias("_digest"), render_py.alias("_render_py"))
+                     digest.alias("_digest"), random.alias("_random"),
+                     render_py.alias("_render_py"))
     content_type = (
         F.when(declared_ct.isNotNull(), declared_ct)
         .when(native_ct.isNotNull(), native_ct)
         .when(F.col("_ctype").isNotNull(), F.col("_ctype"))
         .when(data.isNotNull(), F.lit("application/json"))
     )
-    identity, traceparent, tracestate = F.col("_ident"), F.col("_tp"), F.col("_ts")
+    traceparent, tracestate = F.col("_tp"), F.col("_ts")
     carry = values["traceparent"].isNull() & F.coalesce(traceparent.rlike(_TRACEPARENT),
                                                         F.lit(False))
     columns: dict[str, Column] = {
         "specversion": F.lit("1.0"),
-        "id": F.coalesce(values["id"], uuid_text(
-            F.col("_digest"), F.when(identity.isNotNull(), F.lit("5")).otherwise(F.lit("4")))),
+        "id": F.coalesce(values["id"], F.col("_random"),
+                         uuid_text(F.col("_digest"), F.lit("5"))),
         "source": values["source"],
         "type": values["type"],
         "subject": values["subject"],
@@ -235,8 +236,8 @@ def render(df: DataFrame, catalog: CompiledCatalog, salt: str) -> DataFrame:
     # type in the event text, as the core renders it.
     json_columns = {**columns, **{name: _typed(values[name], json_type)
                                   for name, json_type in catalog.extension_json.items()}}
-    temporary = {*(f"_a{i}" for i in range(len(catalog.attributes))), "_digest", "_tfr",
-                 "_ctype", "_dschema", "_nct", "_ident", "_tp", "_ts", "_data", "_data64",
+    temporary = {*(f"_a{i}" for i in range(len(catalog.attributes))), "_digest", "_random",
+                 "_tfr", "_ctype", "_dschema", "_nct", "_ident", "_tp", "_ts", "_data", "_data64",
                  "_recv"}
     return out.select(
         *[c for c in out.columns if c not in temporary],

@@ -22,7 +22,7 @@ from gateway.convert import Converter
 from gateway.definitions import load_catalog
 from gateway.definitions.model import MessageDefinition
 from gateway.record import NativeMessage, RecordError
-from gateway.spark import compile_catalog
+from gateway.spark import compile_catalog, fallback
 from gateway.spark.fallback import python_stage
 from gateway.spark.outcome import outcome_type
 
@@ -54,6 +54,16 @@ def _lines() -> list[str | None]:
         None,
         *(_payment("authorized", 10 + n, {**paid, "amount": n}) for n in range(6)),
     ]
+
+
+@pytest.fixture(autouse=True)
+def settled(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The stage's heap settings, recorded instead of applied: in a Python worker they
+    are the daemon's (`runtime/heap.py`); in this test process they would freeze every
+    test's objects."""
+    calls: list[str] = []
+    monkeypatch.setattr(fallback, "settle_heap", lambda: calls.append("settle_heap"))
+    return calls
 
 
 @pytest.fixture(scope="module")
@@ -143,3 +153,21 @@ def test_a_batch_of_settled_rows_is_all_nulls(definitions: list[MessageDefinitio
     stage = python_stage(definitions, "test-python-stage-nulls", ambiguity="first",
                          validate_schema=False, explain=True, result=result)
     assert stage(pa.array([None, None], type=pa.string())).to_pylist() == [None, None]
+
+
+def test_a_worker_settles_its_heap_once_when_it_builds_the_converter(
+        definitions: list[MessageDefinition], settled: list[str]) -> None:
+    """A batch's records survive the collector's young scans (all are alive until the
+    batch returns), so a worker takes the daemon's settings once the catalog is built:
+    the catalog out of the scans, the young generation wider. Not per batch: each
+    settling is a full collection."""
+    schema = outcome_type(compile_catalog(definitions))
+    result = to_arrow_type(type(schema)([f for f in schema.fields if f.name != "record"]))
+    stage = python_stage(definitions, "test-python-stage-heap", ambiguity="first",
+                         validate_schema=False, explain=True, result=result)
+    assert stage(pa.array([None], type=pa.string())).to_pylist() == [None]
+    assert settled == []  # nothing to convert: no converter, nothing to settle
+    batch = pa.array([_payment("authorized", 1, {"amount": 1})], type=pa.string())
+    for _ in range(3):
+        assert stage(batch).to_pylist()[0]["outcome"] == "event"
+    assert settled == ["settle_heap"]
