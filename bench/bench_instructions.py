@@ -49,8 +49,8 @@ RECEIVED = "2026-11-29T12:00:00Z"
 
 def child(route: str, batches: int, bodies: str) -> None:
     from bench import bench_stages as bs
+    from gateway.heap import settle_heap
     from gateway.ports import Delivery
-    from gateway.runtime.heap import settle_heap
 
     source, sink = route.split("-")
     maker = bs.route_maker(bs._definition(source), sink)
@@ -102,12 +102,12 @@ def whole_child(route: str, batches: int, bodies: str) -> None:
     from adapters.kafka.options import KafkaOptions
     from adapters.kafka.reply import AnswerSender
     from bench import bench_stages as bs
+    from gateway.heap import settle_heap
     from gateway.observability.metrics import Metrics
     from gateway.policies.retry import RetryPolicy
     from gateway.ports import EndpointSettings, ack_all
     from gateway.redaction.redactor import Redactor
     from gateway.runtime.deadletters import DeadLetters
-    from gateway.runtime.heap import settle_heap
     from gateway.runtime.sender import Sender
     from gateway.runtime.stalls import Stalls
     from gateway.runtime.window import Window

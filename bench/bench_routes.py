@@ -267,7 +267,7 @@ async def _child(plan: Plan, conn: Any) -> None:
         profiler = cProfile.Profile()
     subject: Any
     if plan.subject == "gateway":
-        from gateway.runtime.heap import freeze_new, settle_heap
+        from gateway.heap import freeze_new, settle_heap
 
         subject = Gateway(config, REGISTRY)
         # The collector set as `xrgw run` sets it (`Gateway.run`): without it, full

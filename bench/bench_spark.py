@@ -17,7 +17,14 @@ JSON Lines file, in one JVM started like `xrgw spark` starts it (with
 - python: the conversion of `--engine python`, `Stage.python_outcomes` with the columns
   a JSON Lines job keeps (outcome, event text, dead letter): the Python stage's Arrow UDF
   over every record;
-- passthrough: `from_json` + `to_json` of the record, nothing else.
+- passthrough: `from_json` + `to_json` of the record, nothing else;
+- least plan (with `--least-plan`): the least plan that converts these records at all,
+  written for this bench's catalog alone (no screen, no checks, one candidate per key,
+  one shape per attribute): `from_json` of the MQTT fields, the topic split, one
+  broadcast join on the line segment, the event text by one `concat` with the body
+  spliced in and `random_id`. Not a conversion of arbitrary records: a bound on what a
+  plan specialised per catalog shape could reach (docs/spark.md, "What bounds the
+  compiled path").
 
 Each definition count gets its own catalog, stage and input file in the same session;
 the passthrough is timed again next to each, so every ratio compares runs made under the
@@ -47,8 +54,9 @@ from gateway.definitions.model import (
 )
 from gateway.spark.compiler import compile_catalog
 from gateway.spark.pipeline import compile_stage
-from gateway.spark.records import PARSE_SCHEMA
+from gateway.spark.records import PARSE_SCHEMA, parse_type
 from gateway.spark.session import COMPILE_HUGE_METHODS, JVM_OPTION_KEYS
+from gateway.spark.sqlfuncs import random_id
 
 
 def definitions(count: int) -> list[MessageDefinition]:
@@ -122,6 +130,22 @@ def run_catalog(spark: SparkSession, args: argparse.Namespace, count: int) -> No
             parsed.select(F.to_json("r").alias("value")).write.format("noop") \
                 .mode("overwrite").save()
 
+        def least_plan() -> None:
+            types = spark.createDataFrame(
+                [(f"line{i:03d}", f"com.example.plant.line{i:03d}.temp") for i in range(count)],
+                "line string, type string")
+            r = lines.select(F.from_json("record", parse_type(["MQTT/5.0"])).alias("r"))
+            parts = r.select(F.split("r.topic_name", "/", -1).alias("s"),
+                             F.col("r.received_at").alias("t"), F.col("r.data").alias("d"))
+            joined = parts.join(F.broadcast(types), F.col("s")[2] == F.col("line"), "left")
+            event = F.concat(
+                F.lit('{"specversion":"1.0","id":"'), random_id("least"),
+                F.lit('","source":"/plants/'), F.col("s")[1], F.lit('","type":"'),
+                F.col("type"), F.lit('","subject":"'), F.col("s")[3], F.lit('","time":"'),
+                F.col("t"), F.lit('","datacontenttype":"application/json","data":'),
+                F.col("d"), F.lit("}"))
+            joined.select(event.alias("event")).write.format("noop").mode("overwrite").save()
+
         def python() -> None:
             stage.python_outcomes(lines, ("outcome", "event", "deadletter")) \
                 .write.format("noop").mode("overwrite").save()
@@ -152,6 +176,9 @@ def run_catalog(spark: SparkSession, args: argparse.Namespace, count: int) -> No
               {"python" if r["_py"] else "sql": r["count"] for r in sample})
         rate_pass = timed("passthrough", passthrough, args.records, args.repeat)
         rate_compiled = timed("compiled", compiled, args.records, args.repeat)
+        if args.least_plan:
+            rate_least = timed("least plan", least_plan, args.records, args.repeat)
+            print(f"least plan / passthrough = {rate_least / rate_pass:5.2f}x")
         if args.convert:
             timed("convert", convert, args.records, args.repeat)
         rate_python = timed("python", python, args.records, args.repeat)
@@ -171,6 +198,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--convert", action="store_true",
                         help="also time Stage.convert (the Python stage UDF in the plan)")
+    parser.add_argument("--least-plan", action="store_true",
+                        help="also time the least plan for this catalog (a bound, not a "
+                             "conversion)")
     parser.add_argument("--interpreted-huge-methods", action="store_true",
                         help="start the JVM without -XX:-DontCompileHugeMethods (a plain "
                              "spark-submit)")

@@ -49,11 +49,11 @@ from gateway.cloudevents.timestamps import format_rfc3339
 from gateway.convert import Converter
 from gateway.definitions import read_document
 from gateway.envelope.ids import name_uuid
+from gateway.heap import settle_heap
 from gateway.observability.metrics import Metrics
 from gateway.ports import Delivery
 from gateway.record import NativeMessage
 from gateway.runtime.batches import BatchMaker
-from gateway.runtime.heap import settle_heap
 from gateway.runtime.keys import PartitionKeys
 from gateway.runtime.output import Output
 from gateway.runtime.stats import RouteStats
@@ -286,7 +286,7 @@ def main() -> None:
                    help="records without headers (no content type: bodies are parsed)")
     args = p.parse_args()
     HEADERS["bare"] = args.bare
-    settle_heap()  # as the daemon does (runtime/heap.py)
+    settle_heap()  # as the daemon does (gateway/heap.py)
     for route in args.routes.split(","):
         if args.fresh:
             got = fresh(route, 1000, args.rounds)

@@ -32,6 +32,7 @@ from gateway.config import EndpointConfig, GatewayConfig, for_adapter, load_conf
 from gateway.convert import Converter
 from gateway.definitions.positions import with_document_positions
 from gateway.definitions.sources import RegistryAccess
+from gateway.heap import freeze_new, settle_heap
 from gateway.json.values import JSON
 from gateway.observability.admin import AdminServer
 from gateway.observability.conformance import Conformance
@@ -44,7 +45,6 @@ from gateway.observability.readiness import (
     judge,
 )
 from gateway.ports import AdapterEndpoint, Consumer, Producer
-from gateway.runtime.heap import freeze_new, settle_heap
 from gateway.runtime.reply import ReplyDefinitions
 from gateway.runtime.route import Output, Route
 from gateway.schemas.fetch import FETCHER

@@ -91,7 +91,7 @@ TESTS: dict[str, tuple[str, ...]] = {
     "gateway.runtime.resend": (
         "tests/unit/runtime/test_resend.py", "tests/unit/runtime/test_retry.py", *_RUNTIME),
     "gateway.runtime.backlog": ("tests/unit/runtime/test_backlog_watch.py", *_RUNTIME),
-    "gateway.runtime.heap": ("tests/unit/runtime/test_heap.py", *_RUNTIME),
+    "gateway.heap": ("tests/unit/core/test_heap.py", "tests/unit/core/test_heap_calls.py"),
     "gateway.runtime.window": ("tests/unit/runtime/test_window.py", *_RUNTIME),
     "gateway.runtime.sender": ("tests/unit/runtime/test_sender_resend.py", *_RUNTIME),
     "gateway.runtime.tapping": ("tests/unit/tap/test_tap_route.py", *_RUNTIME),

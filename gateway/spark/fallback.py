@@ -17,11 +17,11 @@ import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
 from gateway.cloudevents.jsonformat import event_to_json
 from gateway.convert import Conversion, Converter
 from gateway.definitions.model import MessageDefinition
+from gateway.heap import settle_heap
 from gateway.json.body import loads_text
 from gateway.json.text import utf8_json
 from gateway.json.values import JSON, as_text
 from gateway.record import NativeMessage, RecordError
-from gateway.runtime.heap import settle_heap
 
 _CONVERTERS: dict[str, Converter] = {}  # per Python worker: build the matcher once
 
@@ -123,7 +123,7 @@ def python_stage(
             # A batch's records, conversions and rows (thousands, all alive until the
             # batch is returned) survive the collector's young scans, and each full scan
             # walks them and the compiled catalog: 35 us per record against 25 with the
-            # daemon's setting (`runtime/heap.py`; 20,000 records of `bench_spark.py`,
+            # daemon's setting (`gateway/heap.py`; 20,000 records of `bench_spark.py`,
             # 1,000 definitions, in one process). Set it once per Python worker.
             settle_heap()
         lines: list[str | None] = records.to_pylist()

@@ -59,7 +59,7 @@ def _lines() -> list[str | None]:
 @pytest.fixture(autouse=True)
 def settled(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The stage's heap settings, recorded instead of applied: in a Python worker they
-    are the daemon's (`runtime/heap.py`); in this test process they would freeze every
+    are the daemon's (`gateway/heap.py`); in this test process they would freeze every
     test's objects."""
     calls: list[str] = []
     monkeypatch.setattr(fallback, "settle_heap", lambda: calls.append("settle_heap"))

@@ -1,4 +1,4 @@
-"""The daemon's collector setting (gateway/runtime/heap.py), in a child process: freezing
+"""The daemon's collector setting (gateway/heap.py), in a child process: freezing
 and thresholds are process-wide and must not leak into the test process."""
 
 import subprocess
@@ -15,7 +15,7 @@ def run_child(code: str) -> str:
 def test_settle_heap_freezes_what_exists_and_widens_the_young_generation() -> None:
     out = run_child("""
         import gc
-        from gateway.runtime.heap import YOUNG_THRESHOLD, settle_heap
+        from gateway.heap import YOUNG_THRESHOLD, settle_heap
         catalog = [[i] for i in range(50_000)]  # lists: always tracked
         settle_heap()
         print(gc.get_freeze_count() >= 50_000, gc.get_threshold()[0] == YOUNG_THRESHOLD,
@@ -29,7 +29,7 @@ def test_a_second_settle_lets_what_was_dropped_be_collected() -> None:
     instead of keeping them frozen forever."""
     out = run_child("""
         import gc, weakref
-        from gateway.runtime.heap import settle_heap
+        from gateway.heap import settle_heap
         class Node: pass
         old = Node(); old.me = old  # a cycle: only the collector frees it
         alive = weakref.ref(old)

@@ -1,12 +1,12 @@
-"""settle_heap (gateway/runtime/heap.py) in this process, against a stand-in for `gc`:
-the order of its calls and the thresholds it sets. tests/unit/runtime/test_heap.py runs
+"""settle_heap (gateway/heap.py) in this process, against a stand-in for `gc`:
+the order of its calls and the thresholds it sets. tests/unit/core/test_heap.py runs
 the real collector in a child process."""
 
 from __future__ import annotations
 
 import pytest
 
-from gateway.runtime import heap
+from gateway import heap
 
 
 class FakeGc:

@@ -1,4 +1,5 @@
-"""The garbage collector, set for a daemon that holds a large catalog and a full window.
+"""The garbage collector, set for a process that holds a large catalog and a full window:
+the daemon, and each Python worker of a Spark job (`spark/fallback.py`).
 
 CPython's cyclic collector scans a generation when enough container objects were
 allocated since its last scan. A running gateway allocates a few dozen containers per
