@@ -19,7 +19,7 @@ from gateway.convert import Conversion, Converter
 from gateway.definitions.model import MessageDefinition
 from gateway.heap import settle_heap
 from gateway.json.body import loads_text
-from gateway.json.text import utf8_json
+from gateway.json.text import compact_text
 from gateway.json.values import JSON, as_text
 from gateway.record import NativeMessage, RecordError
 
@@ -27,7 +27,7 @@ _CONVERTERS: dict[str, Converter] = {}  # per Python worker: build the matcher o
 
 
 def _dumps(value: Any) -> str:
-    return utf8_json(value, separators=(",", ":"))
+    return compact_text(value)
 
 
 def invalid_row(line: str, exc: RecordError) -> dict[str, Any]:
