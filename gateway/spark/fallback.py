@@ -26,10 +26,6 @@ from gateway.record import NativeMessage, RecordError
 _CONVERTERS: dict[str, Converter] = {}  # per Python worker: build the matcher once
 
 
-def _dumps(value: Any) -> str:
-    return compact_text(value)
-
-
 def invalid_row(line: str, exc: RecordError) -> dict[str, Any]:
     """The outcome row of a line that is not a native message record."""
     document: dict[str, JSON] = {"match": None, "reason": "invalid-record",
@@ -39,7 +35,7 @@ def invalid_row(line: str, exc: RecordError) -> dict[str, Any]:
     except ValueError:
         document["record"] = line
     return {"record": line, "outcome": "invalid-record", "match": None, "context": None,
-            "ce": None, "event": None, "deadletter": _dumps(document), "nearest": None,
+            "ce": None, "event": None, "deadletter": compact_text(document), "nearest": None,
             "path": "python"}
 
 
@@ -63,15 +59,15 @@ def outcome_row(line: str, record: NativeMessage, conversion: Conversion,
         event = event_to_json(conversion.event)
         row["outcome"] = "event"
         if fitters is not None:
-            row["ce"] = {k: fit(_dumps(v) if k == "data" else v) for k, v in event.items()
+            row["ce"] = {k: fit(compact_text(v) if k == "data" else v) for k, v in event.items()
                          if (fit := fitters.get(k)) is not None}
-        row["event"] = _dumps(event)
+        row["event"] = compact_text(event)
         row["nearest"] = match
         return row
     result = conversion.to_json()
     result["record"] = record.to_json()
     row["outcome"] = conversion.reason
-    row["deadletter"] = _dumps(result)
+    row["deadletter"] = compact_text(result)
     nearest = match
     if nearest is None and conversion.explain:
         nearest = conversion.explain[0].definition
