@@ -73,7 +73,7 @@ def uuid5_digest(name: Column) -> Column:
 
 
 def random_id(salt: str) -> Column:
-    """A random version-4 UUID text per row: 62 random bits per execution (MD5 of a
+    """A UUID text of version-4 form per row: 62 random bits per execution (MD5 of a
     random salt, per compiled stage, and the execution's start time in microseconds: a
     new one per streaming micro-batch or re-run) and the row's
     `monotonically_increasing_id` (unique within the execution; 60 bits, the last 15
