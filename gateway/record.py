@@ -388,8 +388,12 @@ class NativeMessage:
                 f'missing "protocol"; use one of {", ".join(PROTOCOLS)}',
                 "$.protocol",
             )
-        protocol = normalize_protocol(raw_protocol)
-        prof = find_profile(protocol)
+        # A canonical name (what every writer of records writes) is its own spelling.
+        prof = find_profile(raw_protocol)
+        protocol: str | None = raw_protocol
+        if prof is None:
+            protocol = normalize_protocol(raw_protocol)
+            prof = find_profile(protocol)
         if protocol is None or prof is None:
             raise RecordError(f"unknown protocol {raw_protocol!r}", "$.protocol")
         known = prof.record_fields
@@ -404,7 +408,11 @@ class NativeMessage:
                     f"(fields: {', '.join(sorted(known))})",
                     f"$.{key}",
                 )
-            _check_field(kind, value, f"$.{key}")
+            # A parsed value of the kind's one type needs no other check (`type`, not
+            # `isinstance`: a bool is no integer); this runs per field of every record
+            # the Spark job's Python stage reads.
+            if type(value) is not _PLAIN_KINDS.get(kind):
+                _check_field(kind, value, f"$.{key}")
             fields[key] = value
         for rule in prof.definitions.exclusive:
             if rule.first in fields and rule.second in fields:
@@ -784,6 +792,11 @@ def _first_entry(entries: JSON, name: str, case_insensitive: bool) -> dict[str, 
     return None
 
 
+# The kinds of field whose value is right exactly when it is of one JSON type.
+_PLAIN_KINDS: dict[str, type] = {"string": str, "integer": int, "boolean": bool,
+                                 "object": dict}
+
+
 def _check_field(kind: str, value: object, path: str) -> None:
     if kind == "string":
         ok = isinstance(value, str)
@@ -799,11 +812,12 @@ def _check_field(kind: str, value: object, path: str) -> None:
         ok = isinstance(value, list)
         if ok:
             for index, entry in enumerate(cast(list[object], value)):
+                # name and value, nothing else: two keys, both of them
                 if not (
                     isinstance(entry, dict)
+                    and len(entry) == 2
                     and isinstance(entry.get("name"), str)
                     and "value" in entry
-                    and set(entry) <= {"name", "value"}
                 ):
                     raise RecordError(
                         'each entry must be an object {"name": string, "value": ...}',

@@ -10,6 +10,7 @@ back by any JSON parser; text without lone surrogates keeps its characters.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 
 __all__ = ["compact_text", "utf8_json"]
@@ -36,12 +37,29 @@ def _compact_slow(value: object) -> str:
     return utf8_json(value, separators=(",", ":"))
 
 
-# Where orjson's text differs from `json.dumps`'s, it holds one of these (found by
-# comparing the two over random values, `tests/unit/core/test_jsontext.py`): NaN and the
-# infinities written as `null`; floats below 1e-4 written `0.00001` or `1e-7` where
-# `json.dumps` writes `1e-05`, `1e-07`. Such a text (or one merely containing the bytes,
-# in a string) is made again by `json.dumps`.
-_NOT_THE_SAME = (b"null", b"0.0000", b"e-")
+# Where orjson's text differs from `json.dumps`'s (found by comparing the two over random
+# values, `tests/unit/core/test_jsontext.py`): NaN and the infinities written as `null`;
+# floats below 1e-4 written `0.00001` where `json.dumps` writes `1e-05`; and a negative
+# exponent of one digit, `1e-7` where `json.dumps` writes `1e-07` (two digits or more,
+# `1.5e-10`, are the same in both). Such a text (or one merely containing the bytes, in a
+# string) is made again by `json.dumps`.
+_NOT_THE_SAME = (b"null", b"0.0000")
+# A one-digit negative exponent: a digit, `e-`, one digit, then no digit. A plain search
+# for `e-` sent a quarter of all CloudEvents to `json.dumps`, for a random `id`'s hex
+# (`...f7e-4307...`), 2.6 against 0.6 µs per event. The pattern starts with its literal,
+# which `re` searches for fast (with the digit before it in the pattern, the search took
+# 1.4 µs per event); the digit before is checked per match, and a hex group that still
+# matches (`7e-4a07`) merely costs the slower text.
+_E_DIGIT = re.compile(rb"e-[0-9](?![0-9])")
+
+
+def _short_exponent(text: bytes) -> bool:
+    """Whether orjson's `text` may hold a float with a one-digit negative exponent."""
+    for found in _E_DIGIT.finditer(text):
+        at = found.start()
+        if at and 0x30 <= text[at - 1] <= 0x39:
+            return True
+    return False
 
 
 def _compact() -> Callable[[object], str]:
@@ -59,6 +77,8 @@ def _compact() -> Callable[[object], str]:
         for mark in _NOT_THE_SAME:
             if mark in text:
                 return _compact_slow(value)
+        if b"e-" in text and _short_exponent(text):
+            return _compact_slow(value)
         return text.decode()
 
     return compact

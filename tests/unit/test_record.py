@@ -49,6 +49,21 @@ def test_body_forms():
         ({"protocol": "HTTP", "data": 1, "data_base64": "YQ=="}, "$.data_base64"),
         ({"protocol": "HTTP", "data_base64": "***"}, "$.data_base64"),
         ({"protocol": "HTTP", "query": {"a": 1}}, "$.query"),
+        # A bool is no integer; each kind refuses the other JSON types.
+        ({"protocol": "MQTT/5.0", "qos": True}, "$.qos"),
+        ({"protocol": "MQTT/5.0", "retain": 1}, "$.retain"),
+        ({"protocol": "MQTT/5.0", "topic_name": None}, "$.topic_name"),
+        ({"protocol": "AMQP/1.0", "properties": []}, "$.properties"),
+        ({"protocol": "MQTT/5.0", "user_properties": {}}, "$.user_properties"),
+        # Entries are name and value, nothing more, nothing less.
+        ({"protocol": "MQTT/5.0", "user_properties": [
+            {"name": "a", "value": "b"}, {"name": "a", "value": "b", "x": 1}]},
+         "$.user_properties[1]"),
+        ({"protocol": "MQTT/5.0", "user_properties": [{"name": "a", "x": "b"}]},
+         "$.user_properties[0]"),
+        ({"protocol": "MQTT/5.0", "user_properties": [{"name": 1, "value": "b"}]},
+         "$.user_properties[0]"),
+        ({"protocol": "mqtt/5.0", "qos": True}, "$.qos"),  # a spelling, normalised
     ],
 )
 def test_bad_records_name_the_path(obj, path):
