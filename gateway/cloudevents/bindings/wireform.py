@@ -216,7 +216,9 @@ def write_lines(form: BinaryForm, layout: tuple[str, ...],
         code += [f"    utf8 = [{utf8}]",
                   "    if ct is not None:",
                   f"        last = LAST[{slot}]",
-                  "        if ct is last[0]:",
+                  # A content type passed on from the source's header is a new text
+                  # per message, of the same few values: compared by value too.
+                  "        if ct is last[0] or ct == last[0]:",
                   "            utf8.append(last[1])",
                   "        else:",
                   "            made = (CT_HEADER, ct.encode())",
