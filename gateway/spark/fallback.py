@@ -40,10 +40,12 @@ def invalid_row(line: str, exc: RecordError) -> dict[str, Any]:
 
 
 def outcome_row(line: str, record: NativeMessage, conversion: Conversion,
-                fitters: Mapping[str, Callable[[Any], Any]] | None) -> dict[str, Any]:
+                fitters: Mapping[str, Callable[[Any], Any]] | None,
+                context: bool = True) -> dict[str, Any]:
     """The outcome row of `record` (read from `line`) converted as `conversion`, with
     the `ce` columns only where `fitters` (per column, how a value goes in) says there
-    are some. An event's JSON form is made once, for the `ce` columns and the event's
+    are some, and the context's entries only where `context` says the stage makes that
+    column. An event's JSON form is made once, for the `ce` columns and the event's
     text; the conversion's whole JSON form (the event again, the context as an object)
     only for a dead letter, which carries it."""
     definition = conversion.match.definition
@@ -51,7 +53,7 @@ def outcome_row(line: str, record: NativeMessage, conversion: Conversion,
     row: dict[str, Any] = {
         "record": line,
         "match": match,
-        "context": list(conversion.match.context.items()),
+        "context": list(conversion.match.context.items()) if context else None,
         "path": "python",
         "ce": None, "event": None, "deadletter": None, "nearest": None,
     }
@@ -106,6 +108,7 @@ def python_stage(
     # event's text does not).
     fitters = ({f.name: _fitter(f.type) for f in result.field("ce").type}
                if "ce" in names else None)
+    context = "context" in names
 
     def stage(records: pa.Array) -> pa.Array:
         if records.null_count == len(records):
@@ -139,9 +142,10 @@ def python_stage(
         for index, record, (conversion,) in zip(where, parsed, converted, strict=True):
             line = lines[index]
             assert line is not None
-            rows[index] = outcome_row(line, record, conversion, fitters)
-        return pa.array([None if row is None else {name: row[name] for name in names}
-                         for row in rows], type=result)
+            rows[index] = outcome_row(line, record, conversion, fitters, context)
+        # pyarrow reads a struct's fields from each dict by name: the columns the stage
+        # does not make are keys it never reads.
+        return pa.array(rows, type=result)
 
     return stage
 
