@@ -60,7 +60,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="compiled: Spark SQL expressions, the Python stage only for "
                              "what they cannot judge; python: the core converter over "
                              "Arrow batches for every record (no plan to build); auto (the "
-                             "default): python for a batch job reading at most 192 MiB of "
+                             "default): python for a batch job reading at most 384 MiB of "
                              "files, else compiled (docs/spark.md, \"Engines\")")
     parser.add_argument("--explain-plan", action="store_true",
                         help="print which path (sql / python) each definition takes")

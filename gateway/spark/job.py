@@ -311,9 +311,9 @@ def _convert_persisted(stage: Stage, lines: DataFrame, options: JobOptions,
 # `--engine auto` runs a batch job whose input Spark knows to be at most this big in
 # Python. Below it a fresh JVM's compiled plan is still running interpreted or
 # C1-compiled code, and building it costs seconds of the driver; above it the compiled
-# plan's warm speed wins (measured crossover, about 250 MB of records since the Python
-# workers took the daemon's collector settings: docs/spark.md, "Engines").
-PYTHON_BATCH_BYTES = 192 << 20
+# plan's warm speed wins (measured crossover, about 500 MB of records since the Python
+# stage's per-record costs fell on 2026-11-30: docs/spark.md, "Engines").
+PYTHON_BATCH_BYTES = 384 << 20
 
 
 def choose_engine(options: JobOptions, source: DataFrame) -> Literal["compiled", "python"]:
