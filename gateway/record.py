@@ -388,12 +388,8 @@ class NativeMessage:
                 f'missing "protocol"; use one of {", ".join(PROTOCOLS)}',
                 "$.protocol",
             )
-        # A canonical name (what every writer of records writes) is its own spelling.
-        prof = find_profile(raw_protocol)
-        protocol: str | None = raw_protocol
-        if prof is None:
-            protocol = normalize_protocol(raw_protocol)
-            prof = find_profile(protocol)
+        protocol = normalize_protocol(raw_protocol)
+        prof = find_profile(protocol)
         if protocol is None or prof is None:
             raise RecordError(f"unknown protocol {raw_protocol!r}", "$.protocol")
         known = prof.record_fields

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 from cloudevents.core.v1.event import CloudEvent as _SdkCloudEvent
 
@@ -21,7 +21,6 @@ from gateway.cloudevents.typesystem import (
     AttributeType,
     AttributeValue,
     to_canonical,
-    to_json_value,
     type_of,
 )
 from gateway.cloudevents.validation import validate_event
@@ -128,7 +127,10 @@ class CloudEvent(_SdkCloudEvent):
     # -- canonical forms ------------------------------------------------------------------
     def canonical_attributes(self) -> dict[str, str | bool | int]:
         """Attributes as the JSON format writes them: Boolean/Integer native, rest strings."""
-        return {name: to_json_value(value) for name, value in self._attributes.items()}
+        # `to_json_value`, inline: this runs per event the Spark job's Python stage
+        # writes (`to_dict`), and the call per attribute was a fifth of it.
+        return {name: value if isinstance(value, (str, bool, int)) else to_canonical(value)
+                for name, value in self._attributes.items()}
 
     def canonical_strings(self) -> dict[str, str]:
         """Attributes as string-only bindings carry them."""
@@ -136,11 +138,8 @@ class CloudEvent(_SdkCloudEvent):
 
     def to_dict(self) -> dict[str, JSON]:
         """The JSON-format object of this event (see `jsonformat.event_to_json`)."""
-        # `canonical_attributes` written out, made once instead of made and copied: this
-        # runs per event the Spark job's Python stage writes (2.0 -> 1.3 µs, measured).
-        out: dict[str, JSON] = {
-            name: value if isinstance(value, (str, bool, int)) else to_canonical(value)
-            for name, value in self._attributes.items()}
+        # A new dict already: filled in place, not copied (2.0 -> 1.8 µs per event).
+        out = cast("dict[str, JSON]", self.canonical_attributes())
         out.update(datacodec.json_members(self.data, self._has_data))
         return out
 

@@ -59,6 +59,8 @@ def normalize_protocol(name: str | None) -> str | None:
     """
     if name is None:
         return None
+    if name in _BY_NAME:  # a canonical name, as every writer of records writes it
+        return name
     upper = name.strip().upper()
     if upper in ("", "NONE"):
         return None

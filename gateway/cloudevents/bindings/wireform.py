@@ -217,8 +217,9 @@ def write_lines(form: BinaryForm, layout: tuple[str, ...],
                   "    if ct is not None:",
                   f"        last = LAST[{slot}]",
                   # A content type passed on from the source's header is a new text
-                  # per message, of the same few values: compared by value too.
-                  "        if ct is last[0] or ct == last[0]:",
+                  # per message, of the same few values: compared by value (the same
+                  # object compares equal at once).
+                  "        if ct == last[0]:",
                   "            utf8.append(last[1])",
                   "        else:",
                   "            made = (CT_HEADER, ct.encode())",
